@@ -1,0 +1,174 @@
+# rolloutmesh build, test and run targets. `make help` lists them.
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+MODULES  := proto serverkit services/vmmanager services/coordinator services/runner \
+            services/modelgateway services/storage guest/desktopd cli
+PKGS     := $(addsuffix /...,$(addprefix ./,$(MODULES)))
+SERVICES := vmmanager coordinator runner modelgateway storage
+TOOLS    := .bin
+export PATH := $(CURDIR)/$(TOOLS):$(PATH)
+
+GO        ?= go
+TESTFLAGS ?= -race -count=1 -timeout 25m
+IMAGE_TAG ?= dev
+COMPOSE   ?= docker-compose -p rolloutmesh
+
+.PHONY: help
+help: ## Show this help
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+## --- code generation and checks -------------------------------------------
+
+$(TOOLS)/buf $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc $(TOOLS)/grpcurl: tools/go.mod tools/go.sum
+	cd tools && GOWORK=off $(GO) build -o ../$(TOOLS)/ github.com/bufbuild/buf/cmd/buf \
+		google.golang.org/protobuf/cmd/protoc-gen-go google.golang.org/grpc/cmd/protoc-gen-go-grpc \
+		github.com/fullstorydev/grpcurl/cmd/grpcurl
+
+.PHONY: tools
+tools: $(TOOLS)/buf $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc $(TOOLS)/grpcurl ## Build the pinned tools (buf, protoc plugins, grpcurl) into .bin
+
+.PHONY: generate
+generate: tools ## Regenerate Go (and Python) code from proto/
+	buf generate
+	scripts/gen-python.sh clients/python
+
+.PHONY: check
+check: tools ## Fail on stale generated code, buf lint, gofmt, go vet
+	buf lint
+	@tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && \
+		buf generate --output $$tmp && \
+		diff -r -x '*.proto' $$tmp/proto/rolloutmesh proto/rolloutmesh >/dev/null || \
+		{ echo "generated Go code is stale: run make generate"; exit 1; }
+	@tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && \
+		scripts/gen-python.sh $$tmp && \
+		diff -r -x __pycache__ $$tmp/rolloutmesh/v1 clients/python/rolloutmesh/v1 >/dev/null || \
+		{ echo "generated Python code is stale: run make generate"; exit 1; }
+	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+	@for m in $(MODULES); do (cd $$m && GOWORK=off $(GO) mod verify >/dev/null) || { echo "go mod verify failed in $$m"; exit 1; }; done
+
+## --- build -----------------------------------------------------------------
+
+.PHONY: build
+build: ## Build every binary into bin/
+	@mkdir -p bin
+	$(GO) build -o bin/ $(foreach s,$(SERVICES),./services/$(s)/cmd/$(s)) ./services/modelgateway/cmd/fakellm \
+		./guest/desktopd/cmd/desktopd ./cli/cmd/rollout
+
+.PHONY: build-static
+build-static: ## Build static (CGO_ENABLED=0) binaries into bin/static/ for images
+	@mkdir -p bin/static
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o bin/static/ \
+		$(foreach s,$(SERVICES),./services/$(s)/cmd/$(s)) ./services/modelgateway/cmd/fakellm ./guest/desktopd/cmd/desktopd
+
+## --- the main job ------------------------------------------------------------
+
+DEMO_FLAGS ?= --num-rollouts 4 --num-vms 2 --group-size 2
+
+.PHONY: demo
+demo: ## The main job: a rollout of the bundled tasks (desktop, math, py) on the embedded mesh
+	scripts/install-deps.sh
+	$(MAKE) --no-print-directory build
+	bin/rollout run --data examples/tasks --output-dir results $(DEMO_FLAGS)
+
+## --- tests -----------------------------------------------------------------
+
+.PHONY: test
+test: test-deps test-go test-python ## Run every test (installs and starts what they need first)
+
+.PHONY: test-deps
+test-deps: ## Install the Debian packages, pinned tools and desktop image the tests need
+	scripts/install-deps.sh
+	$(MAKE) --no-print-directory tools guest-image
+
+# The Go tests find PostgreSQL and the S3 server through environment variables
+# that these scripts print; a developer without root gets those tests skipped
+# (CI=true makes them fail instead).
+.PHONY: test-go
+test-go: ## Run every Go module's tests (starts PostgreSQL, builds the S3 server)
+	eval "$$(scripts/start-postgres.sh || echo 'echo "warning: PostgreSQL not started" >&2')"; \
+	eval "$$(scripts/build-test-servers.sh)"; \
+	$(GO) test $(TESTFLAGS) $(PKGS)
+
+.PHONY: test-python
+test-python: build ## Test the Python client and the example training loop against `rollout up`
+	scripts/test-python.sh
+
+FUZZTIME ?= 1m
+# Parser fuzz targets: package and target name pairs.
+FUZZ_TARGETS := services/runner/internal/actionspace/computer13:FuzzParse \
+	services/runner/internal/actionspace/pyautogui:FuzzParse \
+	services/runner/internal/actionspace/uitars:FuzzParse \
+	services/runner/internal/actionspace/claude:FuzzParse \
+	services/runner/internal/actionspace/toolcalls:FuzzParse \
+	services/runner/internal/osworld:FuzzParseTask \
+	services/runner/internal/taskfile:FuzzParse \
+	services/runner/internal/env/math:FuzzEval \
+	services/runner/internal/metrics:FuzzParseNumber \
+	services/runner/internal/action:FuzzParseScreen \
+	guest/desktopd/internal/pyautogui:FuzzCompile
+
+.PHONY: fuzz
+fuzz: ## Run every parser fuzz target for FUZZTIME (default 1m) each
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; fn=$${t##*:}; echo "fuzz $$pkg $$fn ($(FUZZTIME))"; \
+		$(GO) test ./$$pkg -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME); \
+	done
+
+.PHONY: smoke
+smoke: build ## Start each binary on its default ports, check grpcurl/metrics, SIGTERM it
+	scripts/smoke.sh
+
+## --- images and deployment -------------------------------------------------
+
+.PHONY: images
+images: build-static ## Build FROM-scratch images rolloutmesh/<service>:dev (no registry needed)
+	scripts/build-images.sh $(IMAGE_TAG) $(SERVICES) fakellm
+
+.PHONY: up
+up: images guest-image ## Start the mesh with docker compose (deploy/compose.yaml)
+	$(COMPOSE) -f deploy/compose.yaml up -d
+	COMPOSE="$(COMPOSE)" scripts/compose-wait.sh deploy/compose.yaml 180
+
+.PHONY: e2e
+e2e: images guest-image ## End-to-end and chaos test of the compose deployment (kills every service once mid-rollout)
+	@status=0; E2E_COMPOSE="$(COMPOSE)" $(GO) test -tags e2e -count=1 -timeout 30m -v ./cli/e2e/... || status=$$?; \
+		$(COMPOSE) -f deploy/compose.yaml down --remove-orphans >/dev/null 2>&1 || true; exit $$status
+
+.PHONY: down
+down: ## Stop the compose mesh and remove its containers
+	$(COMPOSE) -f deploy/compose.yaml down --remove-orphans
+
+## --- benchmarks (figures go to docs/benchmarks.md) ---------------------------
+
+.PHONY: bench-desktopd
+bench-desktopd: ## Screenshot and action latency of desktopd on Xvfb (1280x720, 1920x1080)
+	cd guest/desktopd && $(GO) run ./cmd/benchdesktopd
+
+.PHONY: bench-vmmanager
+bench-vmmanager: ## Lease hand-off latency and VM utilisation vs the bound for N/M = 1, 3, 10
+	cd services/vmmanager && $(GO) run ./cmd/benchvmmanager
+
+.PHONY: bench-gateway
+bench-gateway: ## Gateway added latency vs fakellm direct vs nginx; sticky vs round-robin TTFT
+	cd services/modelgateway && $(GO) run ./cmd/benchgateway
+
+.PHONY: bench-storage
+bench-storage: ## AppendSteps steps/s and MB/s; ListEpisodes/GetStats latency at scale
+	cd services/storage && $(GO) run ./cmd/benchstorage
+
+.PHONY: bench-coordinator
+bench-coordinator: ## Episodes/min through the mesh with 1,024 simulated VMs
+	cd services/coordinator && $(GO) run ./cmd/benchcoordinator
+
+## --- guest image -------------------------------------------------------------
+
+.PHONY: guest-image
+guest-image: ## Build the desktop guest image rolloutmesh/desktop:dev with debootstrap (root; skipped when up to date)
+	deploy/guest/build-desktop-image.sh rolloutmesh/desktop:$(IMAGE_TAG)
+
+.PHONY: desktopd-scratch
+desktopd-scratch: ## Build rolloutmesh/desktopd-scratch:dev (desktopd alone, no display; for fast VM lifecycle tests)
+	deploy/guest/build-scratch-image.sh rolloutmesh/desktopd-scratch:$(IMAGE_TAG)

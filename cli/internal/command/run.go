@@ -1,0 +1,545 @@
+package command
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	pb "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
+	"github.com/rolloutmesh/rolloutmesh/serverkit/zaplog"
+	"github.com/rolloutmesh/rolloutmesh/services/modelgateway"
+	"github.com/rolloutmesh/rolloutmesh/services/storage"
+	"github.com/rolloutmesh/rolloutmesh/services/vmmanager"
+
+	"github.com/rolloutmesh/rolloutmesh/cli/internal/mesh"
+)
+
+// runFlags are `rollout run`'s flags: the seeds' run_parallel_rollout.py
+// parameters under their names (both spellings are accepted: --num-rollouts
+// and --num_rollouts), plus the mesh's own.
+type runFlags struct {
+	data, envMode, outputDir, dataDir      string
+	numRollouts, numVMs, groupSize         int
+	usePool, headless                      bool
+	provider, pathToVM, snapshot, password string
+	actionSpace, observationType           string
+	screenW, screenH                       int
+	model, baseURL, metric                 string
+	maxTurns, maxRetries                   int
+	remote                                 bool
+	coordinator, storageAddr, token        string
+	fakeScript, logLevel                   string
+	episodeTimeout                         time.Duration
+	name                                   string
+}
+
+// aliases maps the seeds' alternative flag names to ours.
+var aliases = map[string]string{
+	"data-path": "data", "env-mode": "mode", "use-resource-pool": "use-vm-pool", "provider-name": "provider",
+}
+
+// normalizeArgs turns --num_rollouts into --num-rollouts and applies the
+// aliases, so both spellings of every seed flag work.
+func normalizeArgs(args []string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		if !strings.HasPrefix(a, "-") || a == "-" || a == "--" {
+			out[i] = a
+			continue
+		}
+		dashes := "--"
+		name := strings.TrimLeft(a, "-")
+		val := ""
+		if k, v, ok := strings.Cut(name, "="); ok {
+			name, val = k, "="+v
+		}
+		name = strings.ReplaceAll(name, "_", "-")
+		if to, ok := aliases[name]; ok {
+			name = to
+		}
+		out[i] = dashes + name + val
+	}
+	return out
+}
+
+func (f *runFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.data, "data", "", "task file (JSONL or JSON array) or directory (OSWorld evaluation_examples tree, or task files); also --data_path")
+	fs.IntVar(&f.numRollouts, "num-rollouts", 5, "parallel episodes (runner slots, N)")
+	fs.IntVar(&f.numVMs, "num-vms", 3, "VM pool size (M), desktop tasks only")
+	fs.StringVar(&f.envMode, "mode", "osworld", "default env mode of tasks without one: osworld (desktop), math, py, rag, web; also --env_mode")
+	fs.StringVar(&f.outputDir, "output-dir", "results", "where trajectories are written (JSONL and OSWorld layout)")
+	fs.BoolVar(&f.usePool, "use-vm-pool", true, "share the M VMs among the N slots (the seeds' --use_resource_pool); false gives every slot its own VM")
+	fs.StringVar(&f.provider, "provider", "process", "VM provider: process (local desktopd + Xvfb), docker, vmware, virtualbox; also --provider_name")
+	fs.StringVar(&f.pathToVM, "path-to-vm", "", "VM image or .vmx path (docker: image; vmware/virtualbox: the VM)")
+	fs.StringVar(&f.snapshot, "snapshot-name", "init_state", "snapshot the VM is reset to")
+	fs.StringVar(&f.actionSpace, "action-space", "pyautogui", "action space: computer_13, pyautogui, uitars, uitars15, claude_computer_use")
+	fs.StringVar(&f.observationType, "observation-type", "screenshot", "observation: screenshot, a11y_tree, screenshot_a11y_tree")
+	fs.IntVar(&f.screenW, "screen-width", 1280, "guest screen width")
+	fs.IntVar(&f.screenH, "screen-height", 720, "guest screen height")
+	fs.BoolVar(&f.headless, "headless", true, "run VMs without a visible display")
+	fs.StringVar(&f.password, "client-password", "password", "guest user password ({CLIENT_PASSWORD} in task steps)")
+	fs.StringVar(&f.model, "model", envOr("ROLLOUTMESH_MODEL", ""), "model name (default: the backend's; fake-model for the stand-in)")
+	fs.StringVar(&f.baseURL, "model-base-url", os.Getenv("OPENAI_BASE_URL"), "OpenAI-compatible server (vLLM, SGLang, OpenAI); default $OPENAI_BASE_URL; empty runs the scripted stand-in")
+	fs.IntVar(&f.maxTurns, "max-turns", 15, "maximum agent turns per episode")
+	fs.IntVar(&f.maxRetries, "max-retries", 3, "retries per turn for model errors and unparsable answers")
+	fs.StringVar(&f.metric, "evaluation-metric", "exact_match", "metric for tasks without an evaluator: exact_match, f1_score, similarity, contains_answer, numeric_match, llm_judgement")
+	fs.IntVar(&f.groupSize, "group-size", 1, "episodes per task (GRPO group size)")
+	fs.DurationVar(&f.episodeTimeout, "episode-timeout", 30*time.Minute, "wall-clock limit per episode")
+	fs.StringVar(&f.dataDir, "data-dir", ".rolloutmesh", "where the embedded mesh keeps its databases, blobs and VM homes")
+	fs.StringVar(&f.fakeScript, "fake-script", "", "fakellm script for the stand-in policy (default examples/fakellm/demo.jsonl next to the data)")
+	fs.BoolVar(&f.remote, "remote", false, "run on a running mesh (rollout up, compose) instead of an embedded one")
+	fs.StringVar(&f.coordinator, "coordinator", envOr("ROLLOUTMESH_COORDINATOR", "localhost:50052"), "coordinator address with --remote")
+	fs.StringVar(&f.storageAddr, "storage", envOr("ROLLOUTMESH_STORAGE", "localhost:50055"), "storage address with --remote")
+	fs.StringVar(&f.token, "auth-token", os.Getenv("ROLLOUTMESH_AUTH_TOKEN"), "bearer token for a remote mesh started with --auth-token")
+	fs.StringVar(&f.logLevel, "log-level", "error", "log level of the embedded services")
+	fs.StringVar(&f.name, "name", "", "rollout name")
+}
+
+func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("rollout run", flag.ContinueOnError)
+	var f runFlags
+	f.register(fs)
+	if err := parse(fs, normalizeArgs(args), stderr); err != nil {
+		return err
+	}
+	if f.data == "" {
+		return usageError{errors.New("--data is required (a task file or directory)")}
+	}
+	// With --remote the path is the coordinator's to read, as it sees it.
+	data := f.data
+	if !f.remote {
+		abs, err := filepath.Abs(f.data)
+		if err != nil {
+			return err
+		}
+		if _, err := os.Stat(abs); err != nil {
+			return usageError{fmt.Errorf("--data: %w", err)}
+		}
+		data = abs
+	}
+	if f.numRollouts < 1 || f.numVMs < 1 || f.groupSize < 1 {
+		return usageError{errors.New("--num-rollouts, --num-vms and --group-size must be at least 1")}
+	}
+	if !f.usePool {
+		// Without a shared pool every slot owns a VM, as in the seeds.
+		f.numVMs = f.numRollouts
+	}
+	start := time.Now()
+
+	coordAddr, storageAddr := f.coordinator, f.storageAddr
+	if !f.remote {
+		m, err := startEmbedded(ctx, &f, data, stderr)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			fmt.Fprintln(stderr, "stopping the mesh and its VMs...")
+			_ = m.Close()
+		}()
+		coordAddr, storageAddr = m.Addr(mesh.Coordinator), m.Addr(mesh.Storage)
+	}
+
+	cconn, err := dial(coordAddr, f.token)
+	if err != nil {
+		return err
+	}
+	defer cconn.Close()
+	sconn, err := dial(storageAddr, f.token)
+	if err != nil {
+		return err
+	}
+	defer sconn.Close()
+	coord := pb.NewCoordinatorClient(cconn)
+
+	spec := f.spec(data)
+	ro, err := coord.StartRollout(ctx, &pb.StartRolloutRequest{Spec: spec})
+	if err != nil {
+		return fmt.Errorf("start rollout: %w", err)
+	}
+	id := ro.GetRolloutId()
+	fmt.Fprintf(stderr, "rollout %s: %d tasks × group size %d\n", id, ro.GetNumTasks(), f.groupSize)
+
+	final, err := watch(ctx, coord, id, stderr)
+	if err != nil {
+		// Ctrl+C: stop admission and running episodes; the deferred mesh
+		// close then stops every VM.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		_, _ = coord.CancelRollout(cctx, &pb.CancelRolloutRequest{RolloutId: id, Reason: "interrupted"})
+		cancel()
+		return err
+	}
+
+	outDir := filepath.Join(f.outputDir, id)
+	if err := export(ctx, sconn, id, outDir, bothFormats, nil); err != nil {
+		return err
+	}
+	stats, err := pb.NewStorageClient(sconn).GetStats(ctx, &pb.GetStatsRequest{RolloutIds: []string{id}})
+	if err != nil {
+		return fmt.Errorf("get stats: %w", err)
+	}
+	fmt.Fprintln(stdout)
+	if err := writeStats(stdout, stats); err != nil {
+		return err
+	}
+	p := final.GetProgress()
+	// Storage holds what runners reported; episodes that failed before a
+	// runner took them (e.g. no VM could be leased) are only counted here.
+	fmt.Fprintf(stdout, "coordinator: %d done, %d failed for good, %d aborted, %d requeued; groups %d/%d complete\n",
+		p.GetDone(), p.GetFailed(), p.GetAborted(), p.GetRequeued(), p.GetGroupsComplete(), p.GetGroupsTotal())
+	fmt.Fprintf(stdout, "rollout %s %s in %s\n", id, shortState(final.GetState(), "ROLLOUT_STATE_"), time.Since(start).Truncate(100*time.Millisecond))
+	fmt.Fprintf(stdout, "results: %s (rollout.jsonl for training, <domain>/<task>/ in OSWorld's layout)\n", outDir)
+	return nil
+}
+
+func (f *runFlags) spec(data string) *pb.RolloutSpec {
+	envMode := f.envMode
+	if envMode == "osworld" {
+		envMode = "desktop"
+	}
+	return &pb.RolloutSpec{
+		Name:       f.name,
+		TaskSource: data,
+		EnvMode:    envMode,
+		Agent: &pb.AgentConfig{
+			Model:            f.model,
+			ActionSpace:      f.actionSpace,
+			ObservationType:  f.observationType,
+			MaxTurns:         int32(f.maxTurns),
+			MaxRetries:       int32(f.maxRetries),
+			EvaluationMetric: f.metric,
+			ScreenWidth:      int32(f.screenW),
+			ScreenHeight:     int32(f.screenH),
+		},
+		GroupSize:      int32(f.groupSize),
+		MaxAttempts:    2,
+		Mode:           pb.RolloutMode_ROLLOUT_MODE_ASYNC,
+		EpisodeTimeout: durationpb.New(f.episodeTimeout),
+	}
+}
+
+// startEmbedded starts the all-in-one mesh for `rollout run`.
+func startEmbedded(ctx context.Context, f *runFlags, data string, stderr io.Writer) (*mesh.Mesh, error) {
+	logger, err := zaplog.New(zaplog.Config{Level: f.logLevel, Format: "console"})
+	if err != nil {
+		return nil, usageError{err}
+	}
+	pools, err := f.pools(stderr)
+	if err != nil {
+		return nil, err
+	}
+	opts := mesh.Options{
+		DataDir:     f.dataDir,
+		Pools:       pools,
+		RunnerSlots: f.numRollouts,
+		Logger:      logger,
+		Model:       f.model,
+	}
+	if f.baseURL != "" {
+		opts.Backends = []modelgateway.BackendConfig{{
+			ID: "model", BaseURL: f.baseURL, Kind: modelgateway.KindOpenAI, Model: f.model,
+			APIKey: os.Getenv("OPENAI_API_KEY"), MaxConcurrent: 64,
+		}}
+		fmt.Fprintf(stderr, "model: %s at %s\n", orDash(f.model), f.baseURL)
+	} else {
+		opts.FakeScript = f.fakeScript
+		if opts.FakeScript == "" {
+			opts.FakeScript = findDemoScript(data)
+		}
+		if opts.Model == "" {
+			opts.Model = "fake-model"
+			f.model = opts.Model
+		}
+		fmt.Fprintf(stderr, "model: no OPENAI_BASE_URL set, so a SCRIPTED STAND-IN POLICY (fakellm, %s) answers, not a model\n", orDash(opts.FakeScript))
+	}
+	fmt.Fprintf(stderr, "starting the embedded mesh (data in %s, %d %s VMs)...\n", f.dataDir, f.numVMs, f.provider)
+	return mesh.Start(ctx, opts)
+}
+
+// pools returns the VM pool of the embedded mesh. Without a desktopd binary
+// the process provider cannot run, so the mesh starts without VMs and says
+// that desktop tasks will fail; tool tasks still run.
+func (f *runFlags) pools(stderr io.Writer) ([]vmmanager.PoolSpec, error) {
+	p, err := f.pool()
+	if errors.Is(err, errNoDesktopd) {
+		fmt.Fprintf(stderr, "warning: %v; running without VMs, so desktop tasks will fail\n", err)
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return []vmmanager.PoolSpec{p}, nil
+}
+
+var errNoDesktopd = errors.New("desktopd not found next to rollout or on PATH (make build)")
+
+func (f *runFlags) pool() (vmmanager.PoolSpec, error) {
+	p := vmmanager.PoolSpec{
+		Name: "default", Provider: f.provider, Size: f.numVMs,
+		ScreenWidth: f.screenW, ScreenHeight: f.screenH, Headless: &f.headless,
+		ClientPassword: f.password, SnapshotName: f.snapshot, PathToVM: f.pathToVM,
+	}
+	switch f.provider {
+	case "process":
+		desktopd, ok := findBinary("desktopd")
+		if !ok {
+			return p, errNoDesktopd
+		}
+		p.Process = &vmmanager.ProcessSpec{Desktopd: desktopd}
+	case "docker":
+		image := f.pathToVM
+		if image == "" {
+			image = "rolloutmesh/desktop:dev"
+		}
+		p.Docker = &vmmanager.DockerSpec{Image: image}
+	case "vmware":
+		p.VMware = &vmmanager.VMwareSpec{}
+	case "virtualbox":
+		p.VirtualBox = &vmmanager.VirtualBoxSpec{}
+	default:
+		return p, usageError{fmt.Errorf("--provider %q: want process, docker, vmware or virtualbox", f.provider)}
+	}
+	return p, nil
+}
+
+// findBinary looks for a sibling binary next to this one (bin/), then on PATH.
+func findBinary(name string) (string, bool) {
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), name)
+		if _, err := os.Stat(p); err == nil {
+			return p, true
+		}
+	}
+	if p, err := exec.LookPath(name); err == nil {
+		return p, true
+	}
+	return "", false
+}
+
+// findDemoScript finds examples/fakellm/demo.jsonl above the data path.
+func findDemoScript(data string) string {
+	for dir := data; ; {
+		p := filepath.Join(dir, "examples", "fakellm", "demo.jsonl")
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+		p = filepath.Join(dir, "fakellm", "demo.jsonl")
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return ""
+		}
+		dir = parent
+	}
+}
+
+// watch shows a progress line until the rollout finishes, and returns it.
+func watch(ctx context.Context, coord pb.CoordinatorClient, id string, w io.Writer) (*pb.Rollout, error) {
+	tty := isTerminal(w)
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	last := ""
+	lastPrint := time.Time{}
+	for {
+		ro, err := coord.GetRollout(ctx, &pb.GetRolloutRequest{RolloutId: id})
+		if err != nil {
+			if ctx.Err() != nil {
+				fmt.Fprintln(w)
+				return nil, errors.New("interrupted: rollout cancelled")
+			}
+			return nil, fmt.Errorf("get rollout: %w", err)
+		}
+		line := progressLine(ro)
+		if tty {
+			fmt.Fprintf(w, "\r\033[K%s", line)
+		} else if line != last && time.Since(lastPrint) > 5*time.Second {
+			fmt.Fprintln(w, line)
+			lastPrint = time.Now()
+		}
+		last = line
+		switch ro.GetState() {
+		case pb.RolloutState_ROLLOUT_STATE_FINISHED, pb.RolloutState_ROLLOUT_STATE_CANCELLED, pb.RolloutState_ROLLOUT_STATE_FAILED:
+			if tty {
+				fmt.Fprintln(w)
+			} else {
+				fmt.Fprintln(w, line)
+			}
+			if ro.GetState() == pb.RolloutState_ROLLOUT_STATE_FAILED {
+				return ro, fmt.Errorf("rollout failed: %s", ro.GetError())
+			}
+			return ro, nil
+		}
+		select {
+		case <-ctx.Done():
+			fmt.Fprintln(w)
+			return nil, errors.New("interrupted: rollout cancelled")
+		case <-tick.C:
+		}
+	}
+}
+
+func progressLine(ro *pb.Rollout) string {
+	p := ro.GetProgress()
+	total := p.GetQueued() + p.GetRunning() + p.GetDone() + p.GetFailed() + p.GetAborted()
+	finished := p.GetDone() + p.GetFailed() + p.GetAborted()
+	const width = 30
+	filled := 0
+	if total > 0 {
+		filled = int(width * finished / total)
+	}
+	eta := "-"
+	if p.GetEta() != nil && p.GetEta().AsDuration() > 0 {
+		eta = p.GetEta().AsDuration().Truncate(time.Second).String()
+	}
+	return fmt.Sprintf("[%s%s] %d/%d episodes: %d done, %d running, %d failed, success %s, ETA %s",
+		strings.Repeat("#", filled), strings.Repeat(".", width-filled), finished, total,
+		p.GetDone(), p.GetRunning(), p.GetFailed()+p.GetAborted(), pct(p.GetSuccessRate()), eta)
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+var bothFormats = []pb.ExportFormat{pb.ExportFormat_EXPORT_FORMAT_JSONL, pb.ExportFormat_EXPORT_FORMAT_OSWORLD}
+
+// export writes the rollout under dir in each format, and what it wrote to
+// log when log is not nil.
+func export(ctx context.Context, conn *grpc.ClientConn, id, dir string, formats []pb.ExportFormat, log io.Writer) error {
+	client := pb.NewStorageClient(conn)
+	for _, format := range formats {
+		stream, err := client.ExportRollout(ctx, &pb.ExportRolloutRequest{RolloutId: id, Format: format})
+		if err != nil {
+			return fmt.Errorf("export %s: %w", format, err)
+		}
+		sum, err := storage.WriteExport(ctx, stream, dir)
+		if err != nil {
+			return fmt.Errorf("export %s: %w", format, err)
+		}
+		if log != nil {
+			fmt.Fprintf(log, "%s: %+v\n", shortState(format, "EXPORT_FORMAT_"), sum)
+		}
+	}
+	return nil
+}
+
+func cmdExport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("rollout export", flag.ContinueOnError)
+	var r remoteFlags
+	r.register(fs)
+	out := fs.String("output-dir", "", "directory to write (default results/<rollout id>)")
+	format := fs.String("format", "both", "jsonl, osworld or both")
+	if err := parse(fs, args, stderr); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usageError{errors.New("usage: rollout export [--format jsonl|osworld|both] [--output-dir DIR] ROLLOUT_ID")}
+	}
+	id := fs.Arg(0)
+	dir := *out
+	if dir == "" {
+		dir = filepath.Join("results", id)
+	}
+	formats := bothFormats
+	switch *format {
+	case "jsonl":
+		formats = formats[:1]
+	case "osworld":
+		formats = formats[1:]
+	case "both":
+	default:
+		return usageError{fmt.Errorf("--format %q: want jsonl, osworld or both", *format)}
+	}
+	conn, err := dial(r.storage, r.token)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if err := export(ctx, conn, id, dir, formats, stdout); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "written to %s\n", dir)
+	return nil
+}
+
+func cmdUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("rollout up", flag.ContinueOnError)
+	var f runFlags
+	f.register(fs)
+	openai := fs.String("openai-addr", ":8000", "the gateway's OpenAI-compatible HTTP address")
+	offset := fs.Int("port-offset", 0, "add this to every standard port (to run a second mesh beside one)")
+	if err := parse(fs, normalizeArgs(args), stderr); err != nil {
+		return err
+	}
+	logger, err := zaplog.New(zaplog.Config{Level: f.logLevel, Format: "console"})
+	if err != nil {
+		return usageError{err}
+	}
+	pools, err := f.pools(stderr)
+	if err != nil {
+		return err
+	}
+	addrs, err := mesh.OffsetAddrs(mesh.StandardAddrs, *offset)
+	if err != nil {
+		return usageError{err}
+	}
+	if *offset != 0 {
+		if a, err := mesh.OffsetAddrs(map[string][2]string{"": {*openai, ""}}, *offset); err == nil {
+			*openai = a[""][0]
+		}
+	}
+	opts := mesh.Options{
+		DataDir: f.dataDir, Addrs: addrs, OpenAIAddr: *openai,
+		Pools: pools, RunnerSlots: f.numRollouts, Logger: logger, Model: f.model,
+	}
+	if f.baseURL != "" {
+		opts.Backends = []modelgateway.BackendConfig{{ID: "model", BaseURL: f.baseURL, Kind: modelgateway.KindOpenAI,
+			Model: f.model, APIKey: os.Getenv("OPENAI_API_KEY"), MaxConcurrent: 64}}
+	} else {
+		opts.FakeScript = f.fakeScript
+		if opts.FakeScript == "" {
+			wd, _ := os.Getwd()
+			opts.FakeScript = findDemoScript(wd)
+		}
+		if opts.Model == "" {
+			opts.Model = "fake-model"
+		}
+	}
+	m, err := mesh.Start(ctx, opts)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	fmt.Fprintln(stdout, "rolloutmesh is up (all five services in this process):")
+	for _, s := range []string{mesh.VMManager, mesh.Coordinator, mesh.Runner, mesh.ModelGateway, mesh.Storage} {
+		fmt.Fprintf(stdout, "  %-13s grpc %-7s http %s\n", s, addrs[s][0], addrs[s][1])
+	}
+	if m.FakeLLM() {
+		script := opts.FakeScript
+		if script == "" {
+			script = "no script found: a fixed reply to everything; give --fake-script examples/fakellm/demo.jsonl"
+		}
+		fmt.Fprintf(stdout, "  model: a SCRIPTED STAND-IN POLICY (fakellm, %s) answers; set OPENAI_BASE_URL for a real model\n", script)
+	}
+	fmt.Fprintln(stdout, "Ctrl+C stops it and every VM.")
+	logger.Info("up", zap.String("data_dir", f.dataDir))
+	<-ctx.Done()
+	fmt.Fprintln(stdout, "stopping...")
+	return nil
+}

@@ -1,0 +1,116 @@
+package command
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestNormalizeArgs(t *testing.T) {
+	tests := []struct {
+		in, want []string
+	}{
+		{in: []string{"--num_rollouts", "5"}, want: []string{"--num-rollouts", "5"}},
+		{in: []string{"--data_path=x.jsonl"}, want: []string{"--data=x.jsonl"}},
+		{in: []string{"--env_mode", "math", "--use_resource_pool"}, want: []string{"--mode", "math", "--use-vm-pool"}},
+		{in: []string{"-provider_name", "docker"}, want: []string{"--provider", "docker"}},
+		{in: []string{"--output-dir", "a_b"}, want: []string{"--output-dir", "a_b"}}, // values keep underscores
+		{in: []string{"-", "--"}, want: []string{"-", "--"}},
+	}
+	for _, tt := range tests {
+		if got := normalizeArgs(tt.in); strings.Join(got, " ") != strings.Join(tt.want, " ") {
+			t.Errorf("normalizeArgs(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func repoRoot(t *testing.T) string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "..")
+}
+
+// TestRunEmbeddedMath runs `rollout run` for real: the five services in
+// this process on loopback ports, fakellm with the bundled script, the math
+// tasks in groups of two; it checks the summary and both export layouts.
+func TestRunEmbeddedMath(t *testing.T) {
+	root := repoRoot(t)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "results")
+	var stdout, stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	err := Run(ctx, []string{"run",
+		"--data_path", filepath.Join(root, "examples", "tasks", "math.jsonl"), "--env_mode", "math",
+		"--num_rollouts", "2", "--group-size", "2", "--data-dir", filepath.Join(dir, "mesh"), "--output_dir", out,
+		"--fake-script", filepath.Join(root, "examples", "fakellm", "demo.jsonl"), "--model-base-url", "",
+	}, &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("rollout run: %v\nstderr:\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "SCRIPTED STAND-IN POLICY") {
+		t.Errorf("stderr does not say a scripted stand-in answers:\n%s", stderr.String())
+	}
+	summary := stdout.String()
+	for _, want := range []string{"overall  6         6     100.0%", "math     6         6     100.0%", "results: "} {
+		if !strings.Contains(summary, want) {
+			t.Errorf("summary lacks %q:\n%s", want, summary)
+		}
+	}
+	runs, _ := filepath.Glob(filepath.Join(out, "r-*"))
+	if len(runs) != 1 {
+		t.Fatalf("results dirs = %v, want one", runs)
+	}
+	data, err := os.ReadFile(filepath.Join(runs[0], "rollout.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if len(lines) != 6 {
+		t.Fatalf("rollout.jsonl has %d lines, want 6", len(lines))
+	}
+	groups := map[string]int{}
+	for _, l := range lines {
+		var ep struct {
+			GroupID string  `json:"group_id"`
+			Reward  float64 `json:"reward"`
+		}
+		if err := json.Unmarshal([]byte(l), &ep); err != nil {
+			t.Fatalf("bad JSONL line %q: %v", l, err)
+		}
+		groups[ep.GroupID]++
+		if ep.Reward != 1 {
+			t.Errorf("episode of %s reward %v, want 1", ep.GroupID, ep.Reward)
+		}
+	}
+	for g, n := range groups {
+		if n != 2 {
+			t.Errorf("group %s has %d episodes, want 2", g, n)
+		}
+	}
+	results, _ := filepath.Glob(filepath.Join(runs[0], "math", "*", "result.txt"))
+	if len(results) != 6 {
+		t.Errorf("OSWorld layout has %d result.txt files, want 6", len(results))
+	}
+}
+
+func TestRunRejectsBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"run"},
+		{"run", "--data", "/does/not/exist"},
+		{"run", "--data", ".", "--group-size", "0"},
+		{"run", "--data", ".", "--nope"},
+		{"nope"},
+	} {
+		var stdout, stderr bytes.Buffer
+		err := Run(context.Background(), args, &stdout, &stderr)
+		if err == nil || ExitCode(err) != 2 {
+			t.Errorf("Run(%q) = %v (exit %d), want a usage error", args, err, ExitCode(err))
+		}
+	}
+}

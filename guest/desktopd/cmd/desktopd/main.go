@@ -1,0 +1,58 @@
+// Command desktopd is rolloutmesh's guest server: OSWorld's in-VM HTTP API
+// over a real X display. See guest/desktopd/README.md.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/rolloutmesh/rolloutmesh/guest/desktopd/internal/daemon"
+)
+
+func main() {
+	var cfg daemon.Config
+	var screen, level string
+	flag.StringVar(&cfg.Addr, "addr", ":5000", "listen address")
+	flag.StringVar(&cfg.Display, "display", "", `X display (":N"); "none" runs without X; with --xvfb, empty picks a free one`)
+	flag.BoolVar(&cfg.Xvfb, "xvfb", false, "start and own an Xvfb and a window manager on --display")
+	flag.StringVar(&screen, "screen", "1920x1080", "screen size with --xvfb, WxH")
+	flag.StringVar(&cfg.WindowManager, "wm", "openbox", `window manager started with --xvfb ("" for none)`)
+	flag.BoolVar(&cfg.SessionBus, "dbus", true, "with --xvfb, start a private D-Bus session bus (for the AT-SPI accessibility tree)")
+	flag.StringVar(&cfg.Token, "token", os.Getenv("DESKTOPD_TOKEN"), "require Authorization: Bearer TOKEN (default $DESKTOPD_TOKEN)")
+	flag.StringVar(&cfg.Home, "home", "", "home and working directory for commands and ~ expansion")
+	flag.Int64Var(&cfg.MaxUpload, "max-upload", 2<<30, "largest accepted upload or download, in bytes")
+	flag.StringVar(&level, "log-level", "info", "debug, info, warn or error")
+	flag.Parse()
+	if _, err := fmt.Sscanf(screen, "%dx%d", &cfg.Width, &cfg.Height); err != nil || cfg.Width <= 0 || cfg.Height <= 0 {
+		fmt.Fprintf(os.Stderr, "desktopd: bad --screen %q, want WxH\n", screen)
+		os.Exit(2)
+	}
+	lvl, err := zapcore.ParseLevel(level)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "desktopd: bad --log-level: %v\n", err)
+		os.Exit(2)
+	}
+	zc := zap.NewProductionConfig()
+	zc.Level = zap.NewAtomicLevelAt(lvl)
+	log, err := zc.Build()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "desktopd: logger: %v\n", err)
+		os.Exit(1)
+	}
+	defer log.Sync()
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := daemon.Run(ctx, cfg, log); err != nil {
+		log.Error("desktopd failed", zap.Error(err))
+		log.Sync()
+		os.Exit(1)
+	}
+}

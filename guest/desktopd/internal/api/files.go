@@ -1,0 +1,393 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"image"
+	_ "image/gif" // wallpaper formats
+	_ "image/jpeg"
+	_ "image/png"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+func (s *Server) platform(w http.ResponseWriter, r *http.Request) error {
+	writeText(w, http.StatusOK, "Linux")
+	return nil
+}
+
+func (s *Server) desktopPath(w http.ResponseWriter, r *http.Request) error {
+	p := filepath.Join(s.run.HomeDir(), "Desktop")
+	if st, err := os.Stat(p); err != nil || !st.IsDir() {
+		return errorf(http.StatusNotFound, "Desktop path not found")
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"desktop_path": p})
+	return nil
+}
+
+// Limits of /list_directory, which OSWorld walks recursively without
+// bounds (and into symlink loops); we do not follow symlinked
+// directories and stop at these limits, marking the root "truncated".
+const (
+	listMaxEntries = 100000
+	listMaxDepth   = 64
+)
+
+type dirNode struct {
+	Type      string     `json:"type"`
+	Name      string     `json:"name"`
+	Children  []*dirNode `json:"children,omitempty"`
+	Error     string     `json:"error,omitempty"`
+	Truncated bool       `json:"truncated,omitempty"`
+}
+
+func (s *Server) listDirectory(w http.ResponseWriter, r *http.Request) error {
+	var req struct {
+		Path string `json:"path"`
+	}
+	if err := decodeJSON(r, &req); err != nil {
+		return err
+	}
+	if req.Path == "" {
+		return badRequest("path required")
+	}
+	p := s.run.ExpandPath(req.Path)
+	st, err := os.Stat(p)
+	if err != nil {
+		return badRequest("Path not found: %s", p)
+	}
+	if !st.IsDir() {
+		return badRequest("not a directory: %s", p)
+	}
+	count := 0
+	truncated := false
+	var walk func(dir string, depth int) *dirNode
+	walk = func(dir string, depth int) *dirNode {
+		n := &dirNode{Type: "directory", Name: filepath.Base(dir), Children: []*dirNode{}}
+		if r.Context().Err() != nil {
+			truncated = true
+			return n
+		}
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			n.Error = err.Error()
+			return n
+		}
+		for _, e := range ents {
+			if count >= listMaxEntries {
+				truncated = true
+				break
+			}
+			count++
+			if e.IsDir() {
+				if depth >= listMaxDepth {
+					truncated = true
+					n.Children = append(n.Children, &dirNode{Type: "directory", Name: e.Name(), Children: []*dirNode{}})
+					continue
+				}
+				n.Children = append(n.Children, walk(filepath.Join(dir, e.Name()), depth+1))
+				continue
+			}
+			n.Children = append(n.Children, &dirNode{Type: "file", Name: e.Name()})
+		}
+		return n
+	}
+	root := walk(p, 0)
+	root.Truncated = truncated
+	writeJSON(w, http.StatusOK, map[string]any{"directory_tree": root})
+	return nil
+}
+
+// sendFile streams a file as an attachment, as Flask's send_file does.
+func sendFile(w http.ResponseWriter, r *http.Request, path, contentType string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return errorf(http.StatusNotFound, "File not found")
+		}
+		return errorf(http.StatusInternalServerError, "open %s: %v", path, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if st.IsDir() {
+		return badRequest("%s is a directory", path)
+	}
+	if contentType == "" {
+		contentType = mime.TypeByExtension(filepath.Ext(path))
+		if contentType == "" {
+			contentType = "application/octet-stream"
+		}
+	}
+	w.Header().Set("Content-Type", contentType)
+	w.Header().Set("Content-Length", strconv.FormatInt(st.Size(), 10))
+	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": filepath.Base(path)}))
+	w.WriteHeader(http.StatusOK)
+	_, _ = io.Copy(w, f)
+	return nil
+}
+
+func (s *Server) file(w http.ResponseWriter, r *http.Request) error {
+	p, err := formValue(r, "file_path")
+	if err != nil {
+		return err
+	}
+	if p == "" {
+		return badRequest("form field file_path is required")
+	}
+	return sendFile(w, r, s.run.ExpandPath(p), "")
+}
+
+// upload stores multipart field file_data at file_path, streaming it to
+// a temporary file next to the target and renaming it into place, so a
+// failed upload never leaves a partial file.
+func (s *Server) upload(w http.ResponseWriter, r *http.Request) error {
+	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxUpload+1<<20)
+	mr, err := r.MultipartReader()
+	if err != nil {
+		return badRequest("multipart/form-data body with file_path and file_data required: %v", err)
+	}
+	var target, tmp string
+	var size int64
+	defer func() {
+		if tmp != "" {
+			os.Remove(tmp)
+		}
+	}()
+	for {
+		part, err := mr.NextPart()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return badRequest("bad multipart body: %v", err)
+		}
+		switch part.FormName() {
+		case "file_path":
+			b, err := io.ReadAll(io.LimitReader(part, 4097))
+			if err != nil {
+				return badRequest("read file_path: %v", err)
+			}
+			if len(b) > 4096 {
+				return badRequest("file_path too long")
+			}
+			target = s.run.ExpandPath(string(b))
+		case "file_data":
+			if tmp != "" {
+				return badRequest("more than one file_data part")
+			}
+			dir := os.TempDir()
+			if target != "" {
+				dir = filepath.Dir(target)
+				if err := os.MkdirAll(dir, 0o755); err != nil {
+					return errorf(http.StatusInternalServerError, "create %s: %v", dir, err)
+				}
+			}
+			f, err := os.CreateTemp(dir, ".upload-*")
+			if err != nil {
+				return errorf(http.StatusInternalServerError, "create temporary file: %v", err)
+			}
+			tmp = f.Name()
+			size, err = io.Copy(f, io.LimitReader(part, s.cfg.MaxUpload+1))
+			cerr := f.Close()
+			if err != nil {
+				var mbe *http.MaxBytesError
+				if errors.As(err, &mbe) {
+					return errorf(http.StatusRequestEntityTooLarge, "upload larger than %d bytes", s.cfg.MaxUpload)
+				}
+				return badRequest("read file_data: %v", err)
+			}
+			if cerr != nil {
+				return errorf(http.StatusInternalServerError, "write upload: %v", cerr)
+			}
+			if size > s.cfg.MaxUpload {
+				return errorf(http.StatusRequestEntityTooLarge, "upload larger than %d bytes", s.cfg.MaxUpload)
+			}
+		}
+		part.Close()
+	}
+	if target == "" || tmp == "" {
+		return badRequest("file_path and file_data are required")
+	}
+	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+		return errorf(http.StatusInternalServerError, "create %s: %v", filepath.Dir(target), err)
+	}
+	if err := os.Chmod(tmp, 0o644); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, target); err != nil {
+		// Across file systems (the part came before file_path): copy.
+		if err := copyFile(tmp, target); err != nil {
+			return errorf(http.StatusInternalServerError, "store %s: %v", target, err)
+		}
+	}
+	tmp = ""
+	writeText(w, http.StatusOK, fmt.Sprintf("File Uploaded: %d bytes", size))
+	return nil
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// downloadFile fetches url into path: 3 attempts, 300 s each, bounded by
+// the upload size limit.
+func (s *Server) downloadFile(w http.ResponseWriter, r *http.Request) error {
+	var req struct {
+		URL  string `json:"url"`
+		Path string `json:"path"`
+	}
+	if err := decodeJSON(r, &req); err != nil {
+		return err
+	}
+	if req.URL == "" || req.Path == "" {
+		return badRequest("Path or URL not supplied!")
+	}
+	u, err := url.Parse(req.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+		return badRequest("url must be http or https")
+	}
+	target := s.run.ExpandPath(req.Path)
+	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+		return errorf(http.StatusInternalServerError, "create %s: %v", filepath.Dir(target), err)
+	}
+	var lastErr error
+	for attempt := 0; attempt < 3; attempt++ {
+		if attempt > 0 {
+			select {
+			case <-r.Context().Done():
+				return r.Context().Err()
+			case <-time.After(time.Duration(attempt) * time.Second):
+			}
+		}
+		lastErr = s.fetch(r.Context(), req.URL, target)
+		if lastErr == nil {
+			writeText(w, http.StatusOK, "File downloaded successfully")
+			return nil
+		}
+	}
+	return errorf(http.StatusInternalServerError, "Failed to download %s: %v", req.URL, lastErr)
+}
+
+func (s *Server) fetch(ctx context.Context, rawURL, target string) error {
+	ctx, cancel := context.WithTimeout(ctx, 300*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("HTTP %s", resp.Status)
+	}
+	if resp.ContentLength > s.cfg.MaxUpload {
+		return fmt.Errorf("file of %d bytes exceeds the %d byte limit", resp.ContentLength, s.cfg.MaxUpload)
+	}
+	f, err := os.CreateTemp(filepath.Dir(target), ".download-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	n, err := io.Copy(f, io.LimitReader(resp.Body, s.cfg.MaxUpload+1))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if n > s.cfg.MaxUpload {
+		return fmt.Errorf("file exceeds the %d byte limit", s.cfg.MaxUpload)
+	}
+	if resp.ContentLength >= 0 && n != resp.ContentLength {
+		return fmt.Errorf("got %d of %d bytes", n, resp.ContentLength)
+	}
+	if err := os.Chmod(f.Name(), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), target)
+}
+
+// changeWallpaper sets the root window background from an image file
+// (PNG, JPEG or GIF). OSWorld sets GNOME's picture-uri with gsettings,
+// which needs a GNOME session; the root background is what a plain X
+// desktop shows.
+func (s *Server) changeWallpaper(w http.ResponseWriter, r *http.Request) error {
+	var req struct {
+		Path string `json:"path"`
+	}
+	if err := decodeJSON(r, &req); err != nil {
+		return err
+	}
+	if req.Path == "" {
+		return badRequest("Path not supplied!")
+	}
+	p := s.run.ExpandPath(req.Path)
+	f, err := os.Open(p)
+	if err != nil {
+		return errorf(http.StatusNotFound, "File not found: %s", p)
+	}
+	defer f.Close()
+	d, err := s.display()
+	if err != nil {
+		return err
+	}
+	cfg, _, err := image.DecodeConfig(f)
+	if err != nil {
+		return badRequest("not a PNG, JPEG or GIF image: %v", err)
+	}
+	if cfg.Width*cfg.Height > 64<<20 {
+		return badRequest("image of %dx%d pixels is too large", cfg.Width, cfg.Height)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	img, _, err := image.Decode(f)
+	if err != nil {
+		return badRequest("decode image: %v", err)
+	}
+	if err := d.d.SetBackground(r.Context(), img); err != nil {
+		return err
+	}
+	s.wallMu.Lock()
+	s.wallpaper = p
+	s.wallMu.Unlock()
+	writeText(w, http.StatusOK, "Wallpaper changed successfully")
+	return nil
+}
+
+// getWallpaper returns the image last set with /setup/change_wallpaper.
+func (s *Server) getWallpaper(w http.ResponseWriter, r *http.Request) error {
+	s.wallMu.Lock()
+	p := s.wallpaper
+	s.wallMu.Unlock()
+	if p == "" {
+		return errorf(http.StatusNotFound, "Wallpaper not set")
+	}
+	return sendFile(w, r, p, "")
+}

@@ -1,0 +1,257 @@
+// Package command runs guest commands for /execute, /setup/launch,
+// /run_python and /run_bash_script: Python subprocess semantics (argv or
+// shell, shlex splitting, "~/" expansion), bounded output, timeouts that
+// kill the whole process group, and tracking of launched processes so
+// they are stopped with desktopd.
+package command
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// ErrTimeout is returned when a command outlives its timeout.
+var ErrTimeout = errors.New("command timed out")
+
+// Runner holds what every child process gets.
+type Runner struct {
+	Env       []string // added to desktopd's own environment (DISPLAY, HOME...)
+	Dir       string   // working directory; "" keeps desktopd's
+	Home      string   // for "~" expansion; "" uses $HOME
+	MaxOutput int      // bytes kept of stdout and of stderr each
+
+	mu       sync.Mutex
+	launched map[*exec.Cmd]struct{}
+}
+
+// Result is a finished command.
+type Result struct {
+	Stdout, Stderr string
+	Code           int
+}
+
+// Spec says what to run.
+type Spec struct {
+	Argv    []string
+	Dir     string // overrides Runner.Dir
+	Timeout time.Duration
+	Stdin   []byte
+}
+
+// HomeDir returns the home used for "~" expansion.
+func (r *Runner) HomeDir() string {
+	if r.Home != "" {
+		return r.Home
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return h
+	}
+	return "/"
+}
+
+// ExpandPath expands a leading "~" and $VARS in a path, as OSWorld does
+// for request paths.
+func (r *Runner) ExpandPath(p string) string {
+	if p == "~" || strings.HasPrefix(p, "~/") {
+		p = filepath.Join(r.HomeDir(), p[1:])
+	}
+	return os.Expand(p, func(k string) string {
+		if k == "HOME" {
+			return r.HomeDir()
+		}
+		return os.Getenv(k)
+	})
+}
+
+// Argv turns OSWorld's {command, shell} into an argv: a list runs as is
+// (with "~/" arguments expanded), a string is split like shlex.split,
+// and shell=true runs /bin/sh -c as Python's subprocess does.
+func (r *Runner) Argv(command any, shell bool) ([]string, error) {
+	switch c := command.(type) {
+	case string:
+		if strings.TrimSpace(c) == "" {
+			return nil, errors.New("command is empty")
+		}
+		if shell {
+			return []string{"/bin/sh", "-c", c}, nil
+		}
+		argv, err := Split(c)
+		if err != nil {
+			return nil, err
+		}
+		if len(argv) == 0 {
+			return nil, errors.New("command is empty")
+		}
+		return argv, nil
+	case []string:
+		if len(c) == 0 {
+			return nil, errors.New("command is empty")
+		}
+		if shell {
+			return append([]string{"/bin/sh", "-c"}, c...), nil
+		}
+		out := make([]string, len(c))
+		for i, a := range c {
+			if strings.HasPrefix(a, "~/") {
+				a = filepath.Join(r.HomeDir(), a[2:])
+			}
+			out[i] = a
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("command must be a string or a list of strings, not %T", command)
+}
+
+func (r *Runner) cmd(spec Spec) *exec.Cmd {
+	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
+	cmd.Env = append(os.Environ(), r.Env...)
+	if r.Home != "" {
+		cmd.Env = append(cmd.Env, "HOME="+r.Home)
+	}
+	cmd.Dir = r.Dir
+	if spec.Dir != "" {
+		cmd.Dir = spec.Dir
+	}
+	// A process group per command, so a timeout kills its children too.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	return cmd
+}
+
+// Run runs a command to completion and captures its output. A start
+// failure (missing binary) is returned as an error; a non-zero exit is
+// not an error. On timeout the process group is killed and ErrTimeout is
+// returned with the output so far.
+func (r *Runner) Run(ctx context.Context, spec Spec) (Result, error) {
+	if len(spec.Argv) == 0 {
+		return Result{}, errors.New("command is empty")
+	}
+	cmd := r.cmd(spec)
+	stdout := &capped{max: r.maxOutput()}
+	stderr := &capped{max: r.maxOutput()}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if spec.Stdin != nil {
+		cmd.Stdin = bytes.NewReader(spec.Stdin)
+	}
+	// Python's subprocess.run waits for the pipes to close, so a command
+	// that leaves a background child holding them hangs until the timeout;
+	// stop waiting for the pipes shortly after the command itself exits.
+	cmd.WaitDelay = time.Second
+	if err := cmd.Start(); err != nil {
+		return Result{}, fmt.Errorf("start %s: %w", spec.Argv[0], err)
+	}
+	waitc := make(chan error, 1)
+	go func() { waitc <- cmd.Wait() }()
+	var timeout <-chan time.Time
+	if spec.Timeout > 0 {
+		t := time.NewTimer(spec.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	var werr error
+	timedOut := false
+	select {
+	case werr = <-waitc:
+	case <-timeout:
+		timedOut = true
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		werr = <-waitc
+	case <-ctx.Done():
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-waitc
+		return Result{Stdout: stdout.String(), Stderr: stderr.String(), Code: -1}, ctx.Err()
+	}
+	res := Result{Stdout: stdout.String(), Stderr: stderr.String(), Code: cmd.ProcessState.ExitCode()}
+	if timedOut {
+		res.Code = -1
+		return res, ErrTimeout
+	}
+	var exitErr *exec.ExitError
+	if werr != nil && !errors.As(werr, &exitErr) && !errors.Is(werr, exec.ErrWaitDelay) {
+		return res, fmt.Errorf("wait for %s: %w", spec.Argv[0], werr)
+	}
+	return res, nil
+}
+
+func (r *Runner) maxOutput() int {
+	if r.MaxOutput > 0 {
+		return r.MaxOutput
+	}
+	return 16 << 20
+}
+
+// Launch starts a command without waiting for it. The process is reaped
+// when it exits and killed by StopAll.
+func (r *Runner) Launch(spec Spec) error {
+	if len(spec.Argv) == 0 {
+		return errors.New("command is empty")
+	}
+	cmd := r.cmd(spec)
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", spec.Argv[0], err)
+	}
+	r.mu.Lock()
+	if r.launched == nil {
+		r.launched = map[*exec.Cmd]struct{}{}
+	}
+	r.launched[cmd] = struct{}{}
+	r.mu.Unlock()
+	go func() {
+		_ = cmd.Wait()
+		r.mu.Lock()
+		delete(r.launched, cmd)
+		r.mu.Unlock()
+	}()
+	return nil
+}
+
+// StopAll sends SIGTERM to the process groups of launched commands.
+func (r *Runner) StopAll() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for cmd := range r.launched {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+	}
+}
+
+// capped keeps the first max bytes written and notes how many were
+// dropped.
+type capped struct {
+	mu      sync.Mutex
+	max     int
+	b       []byte
+	dropped int
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	room := c.max - len(c.b)
+	if room >= len(p) {
+		c.b = append(c.b, p...)
+	} else {
+		if room > 0 {
+			c.b = append(c.b, p[:room]...)
+		}
+		c.dropped += len(p) - max(room, 0)
+	}
+	return len(p), nil
+}
+
+func (c *capped) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := strings.ToValidUTF8(string(c.b), "\uFFFD")
+	if c.dropped > 0 {
+		s += fmt.Sprintf("\n[desktopd: %d more bytes of output dropped]", c.dropped)
+	}
+	return s
+}

@@ -1,0 +1,76 @@
+package command
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+)
+
+func TestSplit(t *testing.T) {
+	tests := []struct {
+		in   string
+		want []string
+		err  bool
+	}{
+		{"echo hi", []string{"echo", "hi"}, false},
+		{`ls -la "my dir" 'it''s'`, []string{"ls", "-la", "my dir", "its"}, false},
+		{`a\ b "c\"d" e#f`, []string{"a b", `c"d`, "e#f"}, false},
+		{`""`, []string{""}, false},
+		{`"open`, nil, true},
+		{`x\`, nil, true},
+	}
+	for _, tt := range tests {
+		got, err := Split(tt.in)
+		if (err != nil) != tt.err || !tt.err && !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("Split(%q) got %q, %v; want %q, err=%v", tt.in, got, err, tt.want, tt.err)
+		}
+	}
+}
+
+func TestArgv(t *testing.T) {
+	r := &Runner{Home: "/home/u"}
+	tests := []struct {
+		cmd   any
+		shell bool
+		want  []string
+	}{
+		{[]string{"cat", "~/f.txt"}, false, []string{"cat", "/home/u/f.txt"}},
+		{"echo 'a b'", false, []string{"echo", "a b"}},
+		{"echo $HOME", true, []string{"/bin/sh", "-c", "echo $HOME"}},
+		{[]string{"echo $0", "x"}, true, []string{"/bin/sh", "-c", "echo $0", "x"}},
+	}
+	for _, tt := range tests {
+		got, err := r.Argv(tt.cmd, tt.shell)
+		if err != nil || !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("Argv(%q, %v) got %q, %v; want %q", tt.cmd, tt.shell, got, err, tt.want)
+		}
+	}
+	if _, err := r.Argv(42, false); err == nil {
+		t.Error("Argv(42) succeeded, want error")
+	}
+}
+
+func TestRun(t *testing.T) {
+	r := &Runner{MaxOutput: 10}
+	ctx := context.Background()
+	res, err := r.Run(ctx, Spec{Argv: []string{"/bin/sh", "-c", "echo 0123456789abc; echo err >&2; exit 3"}})
+	if err != nil || res.Code != 3 || res.Stderr != "err\n" || res.Stdout[:10] != "0123456789" {
+		t.Errorf("Run got %+v, %v", res, err)
+	}
+	start := time.Now()
+	_, err = r.Run(ctx, Spec{Argv: []string{"/bin/sh", "-c", "sleep 30 & sleep 30"}, Timeout: 200 * time.Millisecond})
+	if !errors.Is(err, ErrTimeout) || time.Since(start) > 5*time.Second {
+		t.Errorf("timeout got %v after %v, want ErrTimeout quickly", err, time.Since(start))
+	}
+	// A background child holding stdout must not make Run wait for it.
+	start = time.Now()
+	res, err = r.Run(ctx, Spec{Argv: []string{"/bin/sh", "-c", "sleep 30 & echo bg"}})
+	if err != nil || time.Since(start) > 5*time.Second || res.Stdout != "bg\n" {
+		t.Errorf("background child: got %+v, %v after %v", res, err, time.Since(start))
+	}
+	if _, err := r.Run(ctx, Spec{Argv: []string{"/no/such/binary"}}); err == nil {
+		t.Error("missing binary: want error")
+	}
+}

@@ -1,0 +1,183 @@
+// Package daemon wires desktopd together: the HTTP API, the X display
+// (its own Xvfb and window manager in local mode, or an existing display,
+// or none), the command runner, the recorder and the AT-SPI reader, and
+// stops them all in order.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/rolloutmesh/rolloutmesh/guest/desktopd/internal/a11y"
+	"github.com/rolloutmesh/rolloutmesh/guest/desktopd/internal/api"
+	"github.com/rolloutmesh/rolloutmesh/guest/desktopd/internal/command"
+	"github.com/rolloutmesh/rolloutmesh/guest/desktopd/internal/recording"
+	"github.com/rolloutmesh/rolloutmesh/guest/desktopd/internal/x11"
+	"github.com/rolloutmesh/rolloutmesh/guest/desktopd/internal/xserver"
+)
+
+// DisplayNone runs without any X server.
+const DisplayNone = "none"
+
+// Config is desktopd's configuration, filled from flags by main.
+type Config struct {
+	Addr          string
+	Display       string // ":N", "" (Xvfb picks one, with Xvfb) or DisplayNone
+	Xvfb          bool   // start and own Xvfb and the window manager
+	Width, Height int    // screen size with Xvfb
+	WindowManager string
+	SessionBus    bool // with Xvfb: start a private D-Bus session bus for AT-SPI
+	Token         string
+	Home          string // home and working directory of commands; "" keeps desktopd's
+	MaxUpload     int64
+	// Ready, if set, is called with the listening address once the API
+	// serves every endpoint (tests and benchmarks use it).
+	Ready func(addr string)
+}
+
+// Run serves until ctx ends (a clean stop, nil error) or the desktop
+// fails.
+func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
+	if cfg.Display == DisplayNone && cfg.Xvfb {
+		return errors.New("--display none and --xvfb exclude each other")
+	}
+	if !cfg.Xvfb && cfg.Display == "" {
+		cfg.Display = os.Getenv("DISPLAY")
+		if cfg.Display == "" {
+			return errors.New("no display: pass --display :N, --xvfb, or --display none")
+		}
+	}
+	if cfg.Home != "" {
+		if err := os.MkdirAll(cfg.Home, 0o755); err != nil {
+			return fmt.Errorf("create home %s: %w", cfg.Home, err)
+		}
+	}
+	state, err := os.MkdirTemp("", "desktopd-")
+	if err != nil {
+		return fmt.Errorf("create state directory: %w", err)
+	}
+	defer os.RemoveAll(state)
+
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	}
+	runner := &command.Runner{Home: cfg.Home, Dir: cfg.Home}
+	at := &a11y.ATSPI{SessionBus: os.Getenv("DBUS_SESSION_BUS_ADDRESS")}
+	defer at.Close()
+	rec := &recording.Recorder{Dir: state}
+	defer rec.Close()
+	defer runner.StopAll()
+	srv := api.New(api.Config{Token: cfg.Token, MaxUpload: cfg.MaxUpload, Headless: cfg.Display == DisplayNone},
+		log, runner, rec, at)
+	httpSrv := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ErrorLog: zap.NewStdLog(log)}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- httpSrv.Serve(ln) }()
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := httpSrv.Shutdown(sctx); err != nil {
+			httpSrv.Close()
+		}
+	}()
+	log.Info("listening", zap.String("addr", ln.Addr().String()), zap.String("display", cfg.Display), zap.Bool("xvfb", cfg.Xvfb))
+
+	var xdone <-chan struct{} // Xvfb exited
+	var disp *x11.Display
+	switch {
+	case cfg.Display == DisplayNone:
+	case cfg.Xvfb:
+		xs, err := xserver.Start(ctx, xserver.Config{
+			Display: cfg.Display, Width: cfg.Width, Height: cfg.Height,
+			WindowManager: cfg.WindowManager, SessionBus: cfg.SessionBus, Dir: state,
+		}, log)
+		if err != nil {
+			return err
+		}
+		defer xs.Stop()
+		xdone = xs.Exited()
+		runner.Env = xs.Env()
+		at.SessionBus = xs.BusAddress()
+		disp, err = openDisplay(ctx, xs.Display(), log)
+		if err != nil {
+			return err
+		}
+	default:
+		runner.Env = []string{"DISPLAY=" + cfg.Display}
+		disp, err = openDisplay(ctx, cfg.Display, log)
+		if err != nil {
+			return err
+		}
+	}
+	var ddone <-chan struct{}
+	if disp != nil {
+		defer disp.Close()
+		if cfg.WindowManager != "" || !cfg.Xvfb {
+			// A window opened before the window manager is up maps slowly;
+			// report ready only once it announced itself. An external
+			// display may have none: then wait a little and go on.
+			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			if !cfg.Xvfb {
+				cancel()
+				wctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+			}
+			err := disp.WaitForWM(wctx)
+			cancel()
+			if err != nil && (cfg.Xvfb || ctx.Err() != nil) {
+				return err
+			}
+			if err != nil {
+				log.Info("no EWMH window manager on the display; continuing without")
+			}
+		}
+		w, h := disp.Size()
+		rec.Display, rec.Width, rec.Height = disp.Name(), w, h
+		srv.SetDisplay(disp)
+		ddone = disp.Done()
+		log.Info("display ready", zap.String("display", disp.Name()), zap.Int("width", w), zap.Int("height", h))
+	}
+	if cfg.Ready != nil {
+		cfg.Ready(ln.Addr().String())
+	}
+
+	select {
+	case <-ctx.Done():
+		log.Info("stopping")
+		return nil
+	case err := <-serveErr:
+		return fmt.Errorf("http server: %w", err)
+	case <-xdone:
+		srv.DisplayLost(errors.New("Xvfb exited"))
+		return errors.New("Xvfb exited unexpectedly")
+	case <-ddone:
+		srv.DisplayLost(errors.New("connection to the X server closed"))
+		return errors.New("connection to the X server closed")
+	}
+}
+
+// openDisplay connects, retrying for a while: the X server may still be
+// starting.
+func openDisplay(ctx context.Context, name string, log *zap.Logger) (*x11.Display, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		d, err := x11.Open(ctx, name, log)
+		if err == nil {
+			return d, nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

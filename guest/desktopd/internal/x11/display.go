@@ -1,0 +1,231 @@
+// Package x11 talks to an X server in pure Go (no cgo): screenshots with
+// the cursor composited, XTEST input, keyboard remapping for characters
+// that are not on the keymap, EWMH window queries and actions, and the
+// CLIPBOARD selection.
+package x11
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"sync"
+	"time"
+
+	"github.com/jezek/xgb"
+	"github.com/jezek/xgb/xfixes"
+	"github.com/jezek/xgb/xproto"
+	"github.com/jezek/xgb/xtest"
+	"go.uber.org/zap"
+)
+
+// ErrClosed is returned once the connection to the X server is gone.
+var ErrClosed = errors.New("x11: connection closed")
+
+// Display is one connection to an X server's first screen. It is safe for
+// concurrent use.
+type Display struct {
+	log    *zap.Logger
+	name   string
+	conn   *xgb.Conn
+	screen *xproto.ScreenInfo
+	root   xproto.Window
+	width  int
+	height int
+
+	hasXFixes bool
+	pf        pixelFormat
+
+	atomMu sync.Mutex
+	atoms  map[string]xproto.Atom
+
+	kb keyboard
+
+	clip clipboard
+
+	done   chan struct{} // closed when the event loop ends
+	closed sync.Once
+}
+
+// Open connects to the X display name (for example ":1") and starts the
+// goroutine that reads its events; Close stops it.
+func Open(ctx context.Context, name string, logger *zap.Logger) (*Display, error) {
+	// xgb logs through a package-level logger; silence it, errors reach
+	// us as return values.
+	xgb.Logger = log.New(io.Discard, "", 0)
+	type result struct {
+		c   *xgb.Conn
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		c, err := xgb.NewConnDisplay(name)
+		ch <- result{c, err}
+	}()
+	var r result
+	select {
+	case r = <-ch:
+	case <-ctx.Done():
+		go func() {
+			if r := <-ch; r.c != nil {
+				r.c.Close()
+			}
+		}()
+		return nil, ctx.Err()
+	}
+	if r.err != nil {
+		return nil, fmt.Errorf("connect to X display %s: %w", name, r.err)
+	}
+	c := r.c
+	if err := xtest.Init(c); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("X display %s has no XTEST extension: %w", name, err)
+	}
+	setup := xproto.Setup(c)
+	screen := setup.DefaultScreen(c)
+	d := &Display{
+		log:    logger,
+		name:   name,
+		conn:   c,
+		screen: screen,
+		root:   screen.Root,
+		width:  int(screen.WidthInPixels),
+		height: int(screen.HeightInPixels),
+		atoms:  map[string]xproto.Atom{},
+		done:   make(chan struct{}),
+	}
+	// XFIXES gives the cursor image; without it screenshots lack a cursor.
+	if err := xfixes.Init(c); err == nil {
+		if _, err := xfixes.QueryVersion(c, 4, 0).Reply(); err == nil {
+			d.hasXFixes = true
+		}
+	}
+	if err := d.checkPixelFormat(setup); err != nil {
+		c.Close()
+		return nil, err
+	}
+	if err := d.kb.load(d); err != nil {
+		c.Close()
+		return nil, err
+	}
+	go d.eventLoop()
+	return d, nil
+}
+
+// Name returns the display name given to Open.
+func (d *Display) Name() string { return d.name }
+
+// Size returns the screen size in pixels.
+func (d *Display) Size() (width, height int) { return d.width, d.height }
+
+// Done is closed when the connection to the X server ends.
+func (d *Display) Done() <-chan struct{} { return d.done }
+
+// Close ends the connection.
+func (d *Display) Close() {
+	d.closed.Do(func() { d.conn.Close() })
+	<-d.done
+}
+
+// Ping makes a round trip to the server.
+func (d *Display) Ping(ctx context.Context) error {
+	return d.sync(ctx)
+}
+
+// sync waits until the server has processed every request sent so far.
+func (d *Display) sync(ctx context.Context) error {
+	ck := xproto.GetInputFocus(d.conn)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := ck.Reply()
+		errc <- err
+	}()
+	select {
+	case err := <-errc:
+		if err != nil {
+			return fmt.Errorf("x11 round trip: %w", err)
+		}
+		return nil
+	case <-d.done:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (d *Display) eventLoop() {
+	defer close(d.done)
+	for {
+		ev, xerr := d.conn.WaitForEvent()
+		if ev == nil && xerr == nil {
+			return
+		}
+		if xerr != nil {
+			// Errors of unchecked requests (for example a window that
+			// vanished between two calls) are expected now and then.
+			d.log.Debug("x11 async error", zap.String("error", xerr.Error()))
+			continue
+		}
+		switch e := ev.(type) {
+		case xproto.SelectionRequestEvent:
+			d.clip.answer(d, e)
+		case xproto.SelectionClearEvent:
+			d.clip.lost(e)
+		case xproto.MappingNotifyEvent:
+			// Someone else changed the keymap: reload on next use.
+			d.kb.invalidate()
+		}
+	}
+}
+
+// atom interns name, caching the answer.
+func (d *Display) atom(name string) (xproto.Atom, error) {
+	d.atomMu.Lock()
+	a, ok := d.atoms[name]
+	d.atomMu.Unlock()
+	if ok {
+		return a, nil
+	}
+	r, err := xproto.InternAtom(d.conn, false, uint16(len(name)), name).Reply()
+	if err != nil {
+		return 0, fmt.Errorf("intern atom %s: %w", name, err)
+	}
+	d.atomMu.Lock()
+	d.atoms[name] = r.Atom
+	d.atomMu.Unlock()
+	return r.Atom, nil
+}
+
+// WaitForWM waits until an EWMH window manager announces itself through
+// _NET_SUPPORTING_WM_CHECK; windows opened before that map slowly.
+func (d *Display) WaitForWM(ctx context.Context) error {
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if d.wmReady() {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for window manager: %w", ctx.Err())
+		case <-d.done:
+			return ErrClosed
+		case <-t.C:
+		}
+	}
+}
+
+func (d *Display) wmReady() bool {
+	check, err := d.atom("_NET_SUPPORTING_WM_CHECK")
+	if err != nil {
+		return false
+	}
+	w, ok := d.windowProp(d.root, check)
+	if !ok || w == 0 {
+		return false
+	}
+	// The check window must point to itself, or the property is stale.
+	self, ok := d.windowProp(w, check)
+	return ok && self == w
+}

@@ -1,0 +1,258 @@
+// Package xserver starts and owns a private desktop: an Xvfb display, a
+// light window manager (openbox) and, when available, a session D-Bus that
+// AT-SPI needs for the accessibility tree.
+package xserver
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Config says what to start.
+type Config struct {
+	// Display is ":N", or "" to let Xvfb pick a free number.
+	Display string
+	Width   int
+	Height  int
+	// WindowManager is the window manager binary; "" starts none.
+	WindowManager string
+	// SessionBus starts a private dbus-daemon when dbus-daemon exists.
+	SessionBus bool
+	// Dir holds the bus socket; it must exist.
+	Dir string
+}
+
+// Server is a running Xvfb with its companions.
+type Server struct {
+	log     *zap.Logger
+	display string
+	busAddr string
+	procs   []*proc // in start order; stopped in reverse
+	xvfb    *proc
+}
+
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+}
+
+func start(name string, cmd *exec.Cmd) (*proc, error) {
+	// Own process group, so stopping reaches the helpers it spawns, and
+	// a death signal, so a killed desktopd does not leave them running.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &proc{name: name, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+func (p *proc) stop(grace time.Duration) {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(grace):
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.done
+	}
+}
+
+// Start launches Xvfb and waits until it accepts connections, then the
+// session bus and the window manager. Waiting for the window manager to be
+// ready is the caller's job (it needs an X connection).
+func Start(ctx context.Context, cfg Config, logger *zap.Logger) (_ *Server, err error) {
+	if cfg.Width <= 0 || cfg.Height <= 0 {
+		return nil, fmt.Errorf("bad screen size %dx%d", cfg.Width, cfg.Height)
+	}
+	xvfbBin, err := exec.LookPath("Xvfb")
+	if err != nil {
+		return nil, fmt.Errorf("Xvfb not found (install the xvfb package): %w", err)
+	}
+	s := &Server{log: logger}
+	defer func() {
+		if err != nil {
+			s.Stop()
+		}
+	}()
+
+	// -displayfd makes Xvfb write its display number once it is ready to
+	// accept connections, which is both the readiness signal and, without
+	// a number, the way to get a free display without racing anyone.
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	args := []string{}
+	if cfg.Display != "" {
+		args = append(args, cfg.Display)
+	}
+	args = append(args,
+		"-screen", "0", fmt.Sprintf("%dx%dx24", cfg.Width, cfg.Height),
+		"-nolisten", "tcp", "-ac", "-noreset", "-displayfd", "3")
+	cmd := exec.Command(xvfbBin, args...)
+	cmd.ExtraFiles = []*os.File{w}
+	cmd.Stderr = &logWriter{log: logger, name: "Xvfb"}
+	p, err := start("Xvfb", cmd)
+	w.Close()
+	if err != nil {
+		return nil, err
+	}
+	s.procs = append(s.procs, p)
+	s.xvfb = p
+
+	numc := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(r).ReadString('\n')
+		numc <- strings.TrimSpace(line)
+	}()
+	select {
+	case n := <-numc:
+		if _, err := strconv.Atoi(n); err != nil {
+			<-p.done
+			return nil, fmt.Errorf("Xvfb did not start (display %q busy?): %v", cfg.Display, p.err)
+		}
+		s.display = ":" + n
+	case <-p.done:
+		return nil, fmt.Errorf("Xvfb exited at start (display %q busy?): %v", cfg.Display, p.err)
+	case <-ctx.Done():
+		return nil, fmt.Errorf("wait for Xvfb: %w", ctx.Err())
+	case <-time.After(30 * time.Second):
+		return nil, errors.New("Xvfb did not become ready within 30s")
+	}
+
+	if cfg.SessionBus {
+		if err := s.startBus(ctx, cfg.Dir); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.WindowManager != "" {
+		wmBin, err := exec.LookPath(cfg.WindowManager)
+		if err != nil {
+			return nil, fmt.Errorf("window manager %s not found: %w", cfg.WindowManager, err)
+		}
+		args := []string{}
+		if strings.HasSuffix(wmBin, "openbox") {
+			args = append(args, "--sm-disable")
+		}
+		cmd := exec.Command(wmBin, args...)
+		cmd.Env = append(os.Environ(), s.Env()...)
+		cmd.Stderr = &logWriter{log: logger, name: cfg.WindowManager}
+		p, err := start(cfg.WindowManager, cmd)
+		if err != nil {
+			return nil, err
+		}
+		s.procs = append(s.procs, p)
+	}
+	return s, nil
+}
+
+func (s *Server) startBus(ctx context.Context, dir string) error {
+	bin, err := exec.LookPath("dbus-daemon")
+	if err != nil {
+		s.log.Info("no dbus-daemon: accessibility tree falls back to the X window tree")
+		return nil
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	cmd := exec.Command(bin, "--session", "--nofork", "--nopidfile", "--print-address=3",
+		"--address=unix:path="+dir+"/bus")
+	cmd.ExtraFiles = []*os.File{w}
+	// Services the bus activates (the AT-SPI bus launcher) need the display.
+	cmd.Env = append(os.Environ(), "DISPLAY="+s.display)
+	cmd.Stderr = &logWriter{log: s.log, name: "dbus-daemon"}
+	p, err := start("dbus-daemon", cmd)
+	w.Close()
+	if err != nil {
+		return err
+	}
+	s.procs = append(s.procs, p)
+	addrc := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(r).ReadString('\n')
+		addrc <- strings.TrimSpace(line)
+	}()
+	select {
+	case a := <-addrc:
+		if a == "" {
+			return fmt.Errorf("dbus-daemon exited at start: %v", waitErr(p))
+		}
+		s.busAddr = a
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(10 * time.Second):
+		return errors.New("dbus-daemon did not start within 10s")
+	}
+	return nil
+}
+
+func waitErr(p *proc) error {
+	select {
+	case <-p.done:
+		return p.err
+	case <-time.After(time.Second):
+		return errors.New("still running")
+	}
+}
+
+// Display returns the display name, for example ":7".
+func (s *Server) Display() string { return s.display }
+
+// BusAddress returns the private session bus address, or "".
+func (s *Server) BusAddress() string { return s.busAddr }
+
+// Env returns the variables child processes need to reach this desktop.
+func (s *Server) Env() []string {
+	env := []string{"DISPLAY=" + s.display}
+	if s.busAddr != "" {
+		env = append(env, "DBUS_SESSION_BUS_ADDRESS="+s.busAddr)
+	}
+	return env
+}
+
+// Exited is closed when Xvfb exits.
+func (s *Server) Exited() <-chan struct{} { return s.xvfb.done }
+
+// Stop stops everything, in reverse start order.
+func (s *Server) Stop() {
+	for i := len(s.procs) - 1; i >= 0; i-- {
+		s.procs[i].stop(3 * time.Second)
+	}
+}
+
+// logWriter forwards a child's stderr lines to the log at debug level.
+type logWriter struct {
+	log  *zap.Logger
+	name string
+}
+
+func (w *logWriter) Write(b []byte) (int, error) {
+	for _, line := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+		w.log.Debug("child stderr", zap.String("process", w.name), zap.String("line", line))
+	}
+	return len(b), nil
+}

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs the Debian packages rolloutmesh builds, tests and demos with.
+# Safe to run again; does nothing when everything is present.
+set -euo pipefail
+pkgs=(
+	# a real X display for desktopd and the process VM provider
+	xvfb openbox xterm x11-utils wmctrl xdotool dbus dbus-x11 at-spi2-core mousepad fonts-dejavu-core
+	# screen recording and its check
+	ffmpeg
+	# PostgreSQL for the storage and coordinator index tests
+	postgresql
+	# nginx as the baseline proxy in the gateway benchmark
+	nginx
+	# Python client tests and stub generation
+	python3 python3-grpcio python3-protobuf protobuf-compiler protobuf-compiler-grpc
+	# the desktop guest image
+	debootstrap
+	# the compose deployment
+	docker-compose
+	ca-certificates curl git make
+)
+missing=()
+for p in "${pkgs[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+	echo "all ${#pkgs[@]} packages present"
+	exit 0
+fi
+echo "installing: ${missing[*]}"
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo=sudo
+$sudo apt-get update -qq
+$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

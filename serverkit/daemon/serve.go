@@ -1,0 +1,165 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/rolloutmesh/rolloutmesh/serverkit/adminhttp"
+	"github.com/rolloutmesh/rolloutmesh/serverkit/grpcserver"
+)
+
+// ServeConfig says where and how Serve runs a service.
+type ServeConfig struct {
+	// GRPCListener is required; Serve closes it.
+	GRPCListener net.Listener
+	// HTTPListener serves /metrics and /healthz when not nil; Serve closes it.
+	HTTPListener net.Listener
+	// Logger is required.
+	Logger *zap.Logger
+	// Registry is required; the gRPC metrics are added to it.
+	Registry *prometheus.Registry
+	// AuthToken optionally requires a bearer token on every call.
+	AuthToken string
+	// DrainTimeout bounds the drain; default DefaultDrainTimeout.
+	DrainTimeout time.Duration
+	// MaxMsgBytes bounds gRPC messages; default grpcserver.DefaultMaxMsgBytes.
+	MaxMsgBytes int
+	// ExtraServices are registered on the same gRPC server (the all-in-one
+	// binary uses this to serve several services on one port).
+	ExtraServices []Service
+}
+
+// Serve runs svc until ctx is cancelled or a listener fails, then drains:
+//  1. health goes NOT_SERVING, so load balancers and probes stop sending work;
+//  2. the service drains its own work (Drainer), within the drain timeout;
+//  3. GracefulStop waits for in-flight calls, and a timer stops the server
+//     hard when the drain timeout runs out (long streams would otherwise hold
+//     it forever);
+//  4. the admin HTTP server shuts down and the service closes.
+//
+// It returns nil after a drain started by ctx.
+func Serve(ctx context.Context, cfg ServeConfig, svc Service) error {
+	if cfg.DrainTimeout <= 0 {
+		cfg.DrainTimeout = DefaultDrainTimeout
+	}
+	services := append([]Service{svc}, cfg.ExtraServices...)
+	validators := map[Service]Validator{}
+	for _, s := range services {
+		if v, ok := s.(Validator); ok {
+			validators[s] = v
+		}
+	}
+	srv, err := grpcserver.New(grpcserver.Options{
+		Logger:      cfg.Logger,
+		Registry:    cfg.Registry,
+		AuthToken:   cfg.AuthToken,
+		MaxMsgBytes: cfg.MaxMsgBytes,
+		Validate: func(method string, req any) error {
+			for _, v := range validators {
+				if err := v.ValidateRequest(method, req); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		closeAll(cfg, services)
+		return err
+	}
+	for _, s := range services {
+		s.Register(srv.GRPC)
+	}
+	srv.Ready()
+
+	errc := make(chan error, 2)
+	go func() {
+		if err := srv.GRPC.Serve(cfg.GRPCListener); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			errc <- fmt.Errorf("serve grpc: %w", err)
+		}
+	}()
+	var hs *http.Server
+	if cfg.HTTPListener != nil {
+		hs = &http.Server{
+			Handler: adminhttp.Handler(cfg.Registry, func() error {
+				resp, err := srv.Health.Check(context.Background(), &healthpb.HealthCheckRequest{})
+				if err != nil {
+					return err
+				}
+				if resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+					return errors.New(resp.GetStatus().String())
+				}
+				return nil
+			}),
+			ReadHeaderTimeout: 10 * time.Second,
+		}
+		go func() {
+			if err := hs.Serve(cfg.HTTPListener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("serve http: %w", err)
+			}
+		}()
+	}
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+		cfg.Logger.Info("draining", zap.Duration("drain_timeout", cfg.DrainTimeout))
+	case serveErr = <-errc:
+		cfg.Logger.Error("listener failed, stopping", zap.Error(serveErr))
+	}
+
+	deadline := time.Now().Add(cfg.DrainTimeout)
+	drainCtx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	srv.Health.Shutdown()
+	for _, s := range services {
+		if d, ok := s.(Drainer); ok {
+			if err := d.Drain(drainCtx); err != nil {
+				cfg.Logger.Warn("service drain incomplete", zap.Error(err))
+			}
+		}
+	}
+	hard := time.AfterFunc(time.Until(deadline), srv.GRPC.Stop)
+	srv.GRPC.GracefulStop()
+	hard.Stop()
+	if hs != nil {
+		shutCtx, shutCancel := context.WithTimeout(context.Background(), time.Second)
+		_ = hs.Shutdown(shutCtx)
+		shutCancel()
+	}
+	// Close gets its own short budget: a drain that used the whole timeout
+	// must still let databases flush.
+	closeCtx, closeCancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer closeCancel()
+	for _, s := range services {
+		if err := s.Close(closeCtx); err != nil {
+			cfg.Logger.Warn("service close failed", zap.Error(err))
+			if serveErr == nil {
+				serveErr = fmt.Errorf("close: %w", err)
+			}
+		}
+	}
+	cfg.Logger.Info("stopped")
+	return serveErr
+}
+
+func closeAll(cfg ServeConfig, services []Service) {
+	cfg.GRPCListener.Close()
+	if cfg.HTTPListener != nil {
+		cfg.HTTPListener.Close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, s := range services {
+		_ = s.Close(ctx)
+	}
+}

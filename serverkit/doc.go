@@ -1,0 +1,11 @@
+// Package serverkit is the shared server plumbing of the rolloutmesh
+// services. It holds no code itself; its subpackages are narrow:
+//
+//   - daemon: flags, signals and the serve/drain lifecycle of one service
+//   - grpcserver: a gRPC server with the mesh's interceptor chain, health and
+//     reflection
+//   - adminhttp: the /metrics and /healthz HTTP handler
+//   - envflag: ROLLOUTMESH_* environment overrides for flags
+//   - healthprobe: the gRPC health probe behind each binary's healthcheck
+//   - zaplog: zap loggers from flags
+package serverkit

@@ -1,0 +1,273 @@
+// Package grpcserver builds the gRPC server every rolloutmesh service runs:
+// one interceptor chain in a fixed, commented order, gRPC health and server
+// reflection, message size limits and keepalive.
+package grpcserver
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+)
+
+// DefaultMaxMsgBytes bounds a single gRPC message. Steps carry screenshots
+// (a 1920×1080 PNG is 0.2-3 MB) and exports stream chunks, so the gRPC default
+// of 4 MiB is too tight; anything larger must be streamed.
+const DefaultMaxMsgBytes = 64 << 20
+
+// Options configure New.
+type Options struct {
+	// Logger receives slow and failed calls and recovered panics. Required.
+	Logger *zap.Logger
+	// Registry receives the gRPC server metrics. Required.
+	Registry prometheus.Registerer
+	// AuthToken, when set, must arrive as "authorization: Bearer <token>" on
+	// every call except health checks and reflection.
+	AuthToken string
+	// Validate checks a request before its handler runs. A non-nil error is
+	// returned to the client as InvalidArgument (status errors pass as they
+	// are). May be nil.
+	Validate func(fullMethod string, req any) error
+	// SlowCall is the duration above which a successful unary call is logged;
+	// default 1s. Streams are long by nature and only logged when they fail.
+	SlowCall time.Duration
+	// MaxMsgBytes bounds received and sent messages; default DefaultMaxMsgBytes.
+	MaxMsgBytes int
+}
+
+// Server is a gRPC server with its health service.
+type Server struct {
+	// GRPC is the server; register services on it before Serve.
+	GRPC *grpc.Server
+	// Health is the gRPC health service; Ready marks it SERVING and drain
+	// marks it NOT_SERVING.
+	Health  *health.Server
+	metrics *grpcprom.ServerMetrics
+}
+
+// New builds a Server. Register the services on s.GRPC, then call Ready.
+func New(opts Options) (*Server, error) {
+	if opts.Logger == nil || opts.Registry == nil {
+		return nil, errors.New("grpcserver: Logger and Registry are required")
+	}
+	if opts.SlowCall <= 0 {
+		opts.SlowCall = time.Second
+	}
+	if opts.MaxMsgBytes <= 0 {
+		opts.MaxMsgBytes = DefaultMaxMsgBytes
+	}
+	metrics := grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram(
+		grpcprom.WithHistogramBuckets([]float64{0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120}),
+	))
+	if err := opts.Registry.Register(metrics); err != nil {
+		return nil, fmt.Errorf("register grpc metrics: %w", err)
+	}
+	logger := callLogger(opts.Logger, opts.SlowCall)
+	logOpts := []logging.Option{
+		logging.WithLogOnEvents(logging.FinishCall),
+		logging.WithLevels(func(c codes.Code) logging.Level {
+			if c == codes.OK {
+				// Successful calls are only logged when slow; callLogger
+				// decides from the duration field.
+				return logging.LevelDebug
+			}
+			return logging.DefaultServerCodeToLevel(c)
+		}),
+	}
+	recoverOpt := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
+		opts.Logger.Error("panic in handler", zap.Any("panic", p), zap.ByteString("stack", debug.Stack()))
+		return status.Error(codes.Internal, "internal error")
+	})
+	authFn := bearerAuth(opts.AuthToken)
+	needsAuth := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool {
+		return opts.AuthToken != "" && c.Service != healthpb.Health_ServiceDesc.ServiceName &&
+			c.Service != "grpc.reflection.v1.ServerReflection" && c.Service != "grpc.reflection.v1alpha.ServerReflection"
+	})
+
+	// Interceptor order, outermost first:
+	//  1. recovery: a panic anywhere below becomes Internal, and the process lives;
+	//  2. metrics: every call is counted, including those refused below;
+	//  3. logging: slow or failed calls, with the final code;
+	//  4. auth: refuse unauthenticated calls before any work or validation
+	//     reveals anything about the request;
+	//  5. validation: the handler only ever sees well-formed requests.
+	srv := grpc.NewServer(
+		grpc.MaxRecvMsgSize(opts.MaxMsgBytes),
+		grpc.MaxSendMsgSize(opts.MaxMsgBytes),
+		grpc.KeepaliveParams(keepalive.ServerParameters{
+			Time:    30 * time.Second,
+			Timeout: 10 * time.Second,
+		}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
+			// Runners keep Work streams open for hours and ping to notice a
+			// dead coordinator; allow that without GOAWAY.
+			MinTime:             5 * time.Second,
+			PermitWithoutStream: true,
+		}),
+		grpc.ChainUnaryInterceptor(
+			recovery.UnaryServerInterceptor(recoverOpt),
+			metrics.UnaryServerInterceptor(),
+			logging.UnaryServerInterceptor(logger, logOpts...),
+			selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(authFn), needsAuth),
+			validateUnary(opts.Validate),
+		),
+		grpc.ChainStreamInterceptor(
+			recovery.StreamServerInterceptor(recoverOpt),
+			metrics.StreamServerInterceptor(),
+			logging.StreamServerInterceptor(logger, logOpts...),
+			selector.StreamServerInterceptor(auth.StreamServerInterceptor(authFn), needsAuth),
+			validateStream(opts.Validate),
+		),
+	)
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(srv, hs)
+	reflection.Register(srv)
+	// Until Ready, the overall status says the server is not serving yet.
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	return &Server{GRPC: srv, Health: hs, metrics: metrics}, nil
+}
+
+// Ready initialises per-method metrics and marks the server and every
+// registered service SERVING. Call it after registering the services.
+func (s *Server) Ready() {
+	s.metrics.InitializeMetrics(s.GRPC)
+	for name := range s.GRPC.GetServiceInfo() {
+		s.Health.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
+	}
+	s.Health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+}
+
+func bearerAuth(token string) auth.AuthFunc {
+	return func(ctx context.Context) (context.Context, error) {
+		got, err := auth.AuthFromMD(ctx, "bearer")
+		if err != nil {
+			return nil, err
+		}
+		if subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
+			return nil, status.Error(codes.Unauthenticated, "invalid bearer token")
+		}
+		return ctx, nil
+	}
+}
+
+// fieldViolation is implemented by validation errors that name a field, such
+// as daemon.FieldError; the field goes into a BadRequest detail as well.
+type fieldViolation interface {
+	error
+	FieldViolation() (field, description string)
+}
+
+func invalid(err error) error {
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	st := status.New(codes.InvalidArgument, err.Error())
+	var fv fieldViolation
+	if errors.As(err, &fv) {
+		field, desc := fv.FieldViolation()
+		if withDetails, derr := st.WithDetails(&errdetails.BadRequest{
+			FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: field, Description: desc}},
+		}); derr == nil {
+			st = withDetails
+		}
+	}
+	return st.Err()
+}
+
+func validateUnary(validate func(string, any) error) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if validate != nil {
+			if err := validate(info.FullMethod, req); err != nil {
+				return nil, invalid(err)
+			}
+		}
+		return handler(ctx, req)
+	}
+}
+
+// validateStream checks every message a client sends on a stream.
+func validateStream(validate func(string, any) error) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		if validate == nil {
+			return handler(srv, ss)
+		}
+		return handler(srv, &validatingStream{ServerStream: ss, method: info.FullMethod, validate: validate})
+	}
+}
+
+type validatingStream struct {
+	grpc.ServerStream
+	method   string
+	validate func(string, any) error
+}
+
+func (s *validatingStream) RecvMsg(m any) error {
+	if err := s.ServerStream.RecvMsg(m); err != nil {
+		return err
+	}
+	if err := s.validate(s.method, m); err != nil {
+		return invalid(err)
+	}
+	return nil
+}
+
+// callLogger adapts zap to the logging interceptor. Successful calls arrive
+// at debug level; they are raised to warn when slower than slow, so an
+// operator sees slow and failed calls at the default info level and nothing
+// else.
+func callLogger(l *zap.Logger, slow time.Duration) logging.Logger {
+	l = l.WithOptions(zap.AddCallerSkip(1))
+	return logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
+		zf := make([]zap.Field, 0, len(fields)/2)
+		var took time.Duration
+		isStream := false
+		for i := 0; i+1 < len(fields); i += 2 {
+			key, _ := fields[i].(string)
+			switch v := fields[i+1].(type) {
+			case string:
+				zf = append(zf, zap.String(key, v))
+				if key == "grpc.method_type" && v != "unary" {
+					isStream = true
+				}
+			case float32:
+				zf = append(zf, zap.Float32(key, v))
+				if key == "grpc.time_ms" {
+					took = time.Duration(float64(v) * float64(time.Millisecond))
+				}
+			default:
+				zf = append(zf, zap.Any(key, v))
+			}
+		}
+		switch {
+		case lvl == logging.LevelDebug && !isStream && took >= slow:
+			l.Warn("slow call", zf...)
+		case lvl == logging.LevelDebug:
+			l.Debug("call finished", zf...)
+		case lvl == logging.LevelInfo:
+			l.Info("call finished", zf...)
+		case lvl == logging.LevelWarn:
+			l.Warn("call failed", zf...)
+		default:
+			l.Error("call failed", zf...)
+		}
+	})
+}

@@ -1,0 +1,342 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"go.uber.org/zap"
+
+	pb "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
+	"github.com/rolloutmesh/rolloutmesh/services/coordinator/internal/state"
+)
+
+// batch is a set of whole groups handed out together, reserved for the
+// caller until acked or until it expires and its groups are handed out again.
+type batch struct {
+	id      string
+	groups  []*group
+	expire  time.Time
+	acked   bool
+	expired bool
+	dropped int32
+}
+
+func (b *batch) record(r *rollout) state.Batch {
+	ids := make([]string, len(b.groups))
+	for i, g := range b.groups {
+		ids[i] = g.id
+	}
+	return state.Batch{ID: b.id, RolloutID: r.id, GroupIDs: ids, ExpireTime: b.expire.UnixNano(), Acked: b.acked, Dropped: b.dropped}
+}
+
+// BatchRequest is a validated GetBatch.
+type BatchRequest struct {
+	RolloutID        string
+	BatchSize        int
+	Timeout          time.Duration
+	AckTimeout       time.Duration
+	DropZeroVariance bool
+	DropStale        bool
+}
+
+// GetBatch blocks until req.BatchSize episodes in whole finished groups are
+// ready (fewer at the very end of a rollout), the timeout passes (an empty
+// answer), or ctx ends.
+func (e *Engine) GetBatch(ctx context.Context, req BatchRequest) (*pb.GetBatchResponse, error) {
+	if req.Timeout <= 0 {
+		req.Timeout = 60 * time.Second
+	}
+	if req.AckTimeout <= 0 {
+		req.AckTimeout = e.cfg.DefaultAckTimeout
+	}
+	start := time.Now()
+	var dropped int32 // across waits: drops are final even if no batch follows
+	timer := time.NewTimer(req.Timeout)
+	defer timer.Stop()
+	for {
+		e.mu.Lock()
+		r, ok := e.rollouts[req.RolloutID]
+		if !ok || !r.ready {
+			e.mu.Unlock()
+			return nil, fmt.Errorf("rollout %s: %w", req.RolloutID, ErrNotFound)
+		}
+		want := req.BatchSize
+		if want == 0 {
+			want = r.groupSize()
+		}
+		if want%r.groupSize() != 0 {
+			e.mu.Unlock()
+			return nil, fieldErr("batch_size", fmt.Sprintf("must be a multiple of the group size %d", r.groupSize()))
+		}
+		now := e.clock.Now()
+		e.expireBatchesLocked(r, now)
+		resp, done, n := e.buildBatchLocked(r, want/r.groupSize(), req, now)
+		dropped += n
+		if resp != nil {
+			resp.DroppedGroups = dropped
+			b := r.batches[resp.BatchId]
+			ops := []state.Op{state.PutBatch(b.record(r))}
+			recs := make([]state.Group, 0, len(b.groups))
+			for _, g := range b.groups {
+				recs = append(recs, g.record())
+			}
+			ops = append(ops, state.PutGroups(recs...))
+			ch := make(chan error, 1)
+			e.store.Submit(func(err error) { ch <- err }, ops...)
+			e.mu.Unlock()
+			// The hand-out is durable before the caller sees it, so an ack
+			// after a coordinator restart still finds its batch.
+			if err := <-ch; err != nil {
+				return nil, fmt.Errorf("store batch: %w", err)
+			}
+			e.m.batchWait.Observe(time.Since(start).Seconds())
+			return resp, nil
+		}
+		if done {
+			v := e.modelVersion
+			e.mu.Unlock()
+			return &pb.GetBatchResponse{RolloutDone: true, ModelVersion: v, DroppedGroups: dropped}, nil
+		}
+		ch := e.changed
+		v := e.modelVersion
+		e.mu.Unlock()
+		select {
+		case <-ch:
+		case <-timer.C:
+			return &pb.GetBatchResponse{ModelVersion: v, DroppedGroups: dropped}, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// buildBatchLocked takes up to want complete groups (dropping the filtered
+// ones for good, counted in ndropped). It hands out a batch when it has want
+// groups, or fewer when the rollout will produce no more and no handed-out
+// batch can come back; done says nothing will ever come.
+func (e *Engine) buildBatchLocked(r *rollout, want int, req BatchRequest, now time.Time) (resp *pb.GetBatchResponse, done bool, ndropped int32) {
+	var picked, dropped []*group
+	rest := r.complete[:0:0]
+	for _, g := range r.complete {
+		if len(picked) == want {
+			rest = append(rest, g)
+			continue
+		}
+		eps := chosen(g)
+		switch {
+		case req.DropZeroVariance && zeroVariance(eps):
+			dropped = append(dropped, g)
+		case req.DropStale && e.stale(r, eps):
+			dropped = append(dropped, g)
+		default:
+			picked = append(picked, g)
+		}
+	}
+	if len(dropped) > 0 {
+		recs := make([]state.Group, len(dropped))
+		for i, g := range dropped {
+			g.state = groupDropped
+			r.retired++
+			recs[i] = g.record()
+		}
+		e.persist(state.PutGroups(recs...))
+		e.log.Info("groups dropped", zap.String("rollout_id", r.id), zap.Int("groups", len(dropped)))
+		e.poke() // dropped groups free admission room
+	}
+	ndropped = int32(len(dropped))
+	// More groups may still come from running episodes or from an
+	// outstanding batch that expires unacked.
+	more := r.active()
+	for _, b := range r.batches {
+		if !b.acked && !b.expired {
+			more = true
+		}
+	}
+	if len(picked) < want && (more || len(picked) == 0) {
+		// Not enough yet: keep the picked groups waiting, in order.
+		r.complete = append(picked, rest...)
+		return nil, !more && len(r.complete) == 0, ndropped
+	}
+	r.complete = rest
+	b := &batch{id: newID("b-"), groups: picked, expire: now.Add(req.AckTimeout), dropped: ndropped}
+	r.batches[b.id] = b
+	resp = &pb.GetBatchResponse{BatchId: b.id, ModelVersion: e.modelVersion}
+	for _, g := range picked {
+		g.state = groupHandedOut
+		g.batchID = b.id
+		eg := &pb.EpisodeGroup{GroupId: g.id, TaskId: g.task().Id}
+		var sum float64
+		for _, ep := range chosen(g) {
+			p := ep.proto()
+			eg.Episodes = append(eg.Episodes, p)
+			sum += p.Score
+			e.m.staleness.Observe(float64(e.modelVersion - ep.modelVersion))
+		}
+		eg.MeanReward = sum / float64(len(eg.Episodes))
+		resp.Groups = append(resp.Groups, eg)
+	}
+	return resp, false, ndropped
+}
+
+// chosen are the group_size DONE episodes a group is handed out with: the
+// first to finish.
+func chosen(g *group) []*episode {
+	eps := g.doneEpisodes()
+	sort.SliceStable(eps, func(i, j int) bool {
+		ti, tj := eps[i].result.GetEndTime().AsTime(), eps[j].result.GetEndTime().AsTime()
+		if !ti.Equal(tj) {
+			return ti.Before(tj)
+		}
+		return eps[i].seq < eps[j].seq
+	})
+	if n := g.r.groupSize(); len(eps) > n {
+		eps = eps[:n]
+	}
+	return eps
+}
+
+func zeroVariance(eps []*episode) bool {
+	for _, ep := range eps[1:] {
+		if ep.result.Score != eps[0].result.Score {
+			return false
+		}
+	}
+	return len(eps) > 1
+}
+
+// stale reports whether an episode of the group started more than
+// max_staleness versions behind the current version.
+func (e *Engine) stale(r *rollout, eps []*episode) bool {
+	for _, ep := range eps {
+		if e.modelVersion-ep.modelVersion > int64(r.spec.MaxStaleness) {
+			return true
+		}
+	}
+	return false
+}
+
+// expireBatchesLocked returns the groups of unacked batches past their ack
+// timeout to the front of the complete queue.
+func (e *Engine) expireBatchesLocked(r *rollout, now time.Time) {
+	var back []*group
+	for _, b := range r.batches {
+		if b.acked || b.expired || !now.After(b.expire) {
+			continue
+		}
+		b.expired = true
+		for _, g := range b.groups {
+			if g.state == groupHandedOut && g.batchID == b.id {
+				g.state = groupComplete
+				g.batchID = ""
+				back = append(back, g)
+			}
+		}
+		e.log.Info("batch expired", zap.String("rollout_id", r.id), zap.String("batch_id", b.id))
+	}
+	if len(back) == 0 {
+		return
+	}
+	sort.Slice(back, func(i, j int) bool { return back[i].doneSeq < back[j].doneSeq })
+	recs := make([]state.Group, len(back))
+	for i, g := range back {
+		recs[i] = g.record()
+	}
+	e.persist(state.PutGroups(recs...))
+	r.complete = append(back, r.complete...)
+	e.notify()
+}
+
+// AckBatch consumes a batch for good. Acking twice is fine; acking a batch
+// whose groups were handed out again after it expired is not.
+func (e *Engine) AckBatch(ctx context.Context, rolloutID, batchID string) error {
+	e.mu.Lock()
+	r, ok := e.rollouts[rolloutID]
+	if !ok {
+		e.mu.Unlock()
+		return fmt.Errorf("rollout %s: %w", rolloutID, ErrNotFound)
+	}
+	b, ok := r.batches[batchID]
+	if !ok {
+		e.mu.Unlock()
+		return fmt.Errorf("batch %s: %w", batchID, ErrNotFound)
+	}
+	if b.acked {
+		e.mu.Unlock()
+		return nil
+	}
+	if b.expired {
+		for _, g := range b.groups {
+			if g.state != groupComplete {
+				e.mu.Unlock()
+				return fmt.Errorf("batch %s expired and its groups were handed out again: %w", batchID, ErrFailedPrecond)
+			}
+		}
+		in := map[*group]bool{}
+		for _, g := range b.groups {
+			in[g] = true
+		}
+		rest := r.complete[:0]
+		for _, g := range r.complete {
+			if !in[g] {
+				rest = append(rest, g)
+			}
+		}
+		r.complete = rest
+	}
+	b.acked = true
+	recs := make([]state.Group, len(b.groups))
+	for i, g := range b.groups {
+		g.state = groupConsumed
+		g.batchID = b.id
+		recs[i] = g.record()
+	}
+	r.consumed += len(b.groups)
+	ch := make(chan error, 1)
+	e.store.Submit(func(err error) { ch <- err }, state.PutBatch(b.record(r)), state.PutGroups(recs...))
+	e.notify()
+	e.mu.Unlock()
+	e.poke() // sync admission may open
+	select {
+	case err := <-ch:
+		if err != nil {
+			return fmt.Errorf("store ack: %w", err)
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// SetModelVersion records a new model version (greater than the current).
+func (e *Engine) SetModelVersion(ctx context.Context, v int64) (prev int64, err error) {
+	e.mu.Lock()
+	prev = e.modelVersion
+	if v <= prev {
+		e.mu.Unlock()
+		return prev, fieldErr("version", fmt.Sprintf("must be greater than the current version %d", prev))
+	}
+	e.modelVersion = v
+	ch := make(chan error, 1)
+	e.store.Submit(func(err error) { ch <- err }, state.PutModelVersion(v))
+	e.notify()
+	e.mu.Unlock()
+	e.poke() // async admission may open
+	if err := <-ch; err != nil {
+		return prev, fmt.Errorf("store model version: %w", err)
+	}
+	e.log.Info("model version updated", zap.Int64("version", v), zap.Int64("previous", prev))
+	return prev, nil
+}
+
+// CheckModelVersion checks that v would be accepted, before the gateway is
+// asked to load it.
+func (e *Engine) CheckModelVersion(v int64) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if v <= e.modelVersion {
+		return fieldErr("version", fmt.Sprintf("must be greater than the current version %d", e.modelVersion))
+	}
+	return nil
+}

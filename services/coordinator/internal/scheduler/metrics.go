@@ -1,0 +1,90 @@
+package scheduler
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the scheduler's Prometheus metrics. Episode and queue gauges
+// are computed at scrape time from the live state, so the hot path only
+// touches histograms and counters.
+type Metrics struct {
+	dispatchLatency prometheus.Histogram
+	leaseWait       prometheus.Histogram
+	batchWait       prometheus.Histogram
+	staleness       prometheus.Histogram
+	episodesDone    prometheus.Counter
+	staleResults    prometheus.Counter
+
+	episodesDesc *prometheus.Desc
+	queueDesc    *prometheus.Desc
+	runnersDesc  *prometheus.Desc
+	versionDesc  *prometheus.Desc
+	e            *Engine
+}
+
+// NewMetrics creates the metrics and registers them with reg (nil: not
+// registered).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		dispatchLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "coordinator_dispatch_latency_seconds", Help: "Time from an episode being queued to its runner slot being reserved.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 12)}),
+		leaseWait: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "coordinator_lease_wait_seconds", Help: "Time spent acquiring a VM lease.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}),
+		batchWait: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "coordinator_batch_wait_seconds", Help: "Time GetBatch waited before handing out a batch.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}),
+		staleness: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "coordinator_batch_episode_staleness_versions", Help: "Model versions between an episode's start and the batch hand-out.",
+			Buckets: []float64{0, 1, 2, 4, 8, 16, 32}}),
+		episodesDone: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "coordinator_episodes_done_total", Help: "Episodes finished DONE and committed."}),
+		staleResults: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "coordinator_stale_results_total", Help: "Results ignored because the runner no longer held the episode."}),
+		episodesDesc: prometheus.NewDesc("coordinator_episodes", "Episodes by state.", []string{"state"}, nil),
+		queueDesc:    prometheus.NewDesc("coordinator_queue_depth", "Episodes queued for a runner slot.", nil, nil),
+		runnersDesc:  prometheus.NewDesc("coordinator_runners", "Connected runners.", nil, nil),
+		versionDesc:  prometheus.NewDesc("coordinator_model_version", "Model version in force.", nil, nil),
+	}
+	if reg != nil {
+		reg.MustRegister(m.dispatchLatency, m.leaseWait, m.batchWait, m.staleness, m.episodesDone, m.staleResults, m)
+	}
+	return m
+}
+
+func (m *Metrics) attach(e *Engine) { m.e = e }
+
+// Describe implements prometheus.Collector.
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
+	ch <- m.episodesDesc
+	ch <- m.queueDesc
+	ch <- m.runnersDesc
+	ch <- m.versionDesc
+}
+
+// Collect implements prometheus.Collector.
+func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
+	e := m.e
+	if e == nil {
+		return
+	}
+	e.mu.Lock()
+	var queued, running, done, failed, aborted int64
+	for _, r := range e.order {
+		queued += r.queued
+		running += r.running
+		done += r.done
+		failed += r.failed
+		aborted += r.aborted
+	}
+	runners := len(e.runners)
+	v := e.modelVersion
+	e.mu.Unlock()
+	for st, n := range map[string]int64{"queued": queued, "running": running, "done": done, "failed": failed, "aborted": aborted} {
+		ch <- prometheus.MustNewConstMetric(m.episodesDesc, prometheus.GaugeValue, float64(n), st)
+	}
+	ch <- prometheus.MustNewConstMetric(m.queueDesc, prometheus.GaugeValue, float64(queued))
+	ch <- prometheus.MustNewConstMetric(m.runnersDesc, prometheus.GaugeValue, float64(runners))
+	ch <- prometheus.MustNewConstMetric(m.versionDesc, prometheus.GaugeValue, float64(v))
+}

@@ -1,0 +1,720 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"sort"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	pb "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
+	"github.com/rolloutmesh/rolloutmesh/services/coordinator/internal/state"
+	"github.com/rolloutmesh/rolloutmesh/services/coordinator/internal/tasksource"
+)
+
+// Bounds on what one rollout may ask for.
+const (
+	MaxGroupSize       = 1024
+	MaxEpisodes        = 2_000_000
+	MaxGroups          = 1_000_000
+	maxThroughputPoint = 4096
+)
+
+var rolloutIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,64}$`)
+
+var actionSpaces = map[string]bool{"": true, "computer_13": true, "pyautogui": true, "uitars": true, "uitars15": true, "claude_computer_use": true, "tool_calls": true}
+var observationTypes = map[string]bool{"": true, "screenshot": true, "a11y_tree": true, "screenshot_a11y_tree": true, "som": true}
+
+// normalizeSpec checks a spec and fills its defaults. It returns the tasks
+// the rollout starts with (inline, or loaded from task_source).
+func normalizeSpec(spec *pb.RolloutSpec, haveVMs bool) ([]*pb.Task, error) {
+	if spec == nil {
+		return nil, fieldErr("spec", "is required")
+	}
+	if len(spec.Name) > 256 {
+		return nil, fieldErr("spec.name", "must be at most 256 bytes")
+	}
+	if spec.EnvMode == "" {
+		spec.EnvMode = "desktop"
+	}
+	if !tasksource.ValidEnvMode(spec.EnvMode) {
+		return nil, fieldErr("spec.env_mode", "must be one of desktop, osworld, math, py, rag, web")
+	}
+	if a := spec.Agent; a != nil {
+		switch {
+		case !actionSpaces[a.ActionSpace]:
+			return nil, fieldErr("spec.agent.action_space", "unknown action space "+fmt.Sprintf("%q", a.ActionSpace))
+		case !observationTypes[a.ObservationType]:
+			return nil, fieldErr("spec.agent.observation_type", "unknown observation type "+fmt.Sprintf("%q", a.ObservationType))
+		case a.MaxTurns < 0 || a.MaxTurns > 1000:
+			return nil, fieldErr("spec.agent.max_turns", "must be between 0 and 1000")
+		case a.MaxRetries < 0 || a.MaxRetries > 100:
+			return nil, fieldErr("spec.agent.max_retries", "must be between 0 and 100")
+		case len(a.Model) > 256:
+			return nil, fieldErr("spec.agent.model", "must be at most 256 bytes")
+		}
+	}
+	for k := range spec.EnvConfig.GetExtra() {
+		if k == "action_space" || k == "observation_type" {
+			return nil, fieldErr("spec.env_config.extra."+k, "is a launch-wide setting; set it in spec.agent")
+		}
+	}
+	if spec.GroupSize == 0 {
+		spec.GroupSize = 1
+	}
+	if spec.GroupSize < 1 || spec.GroupSize > MaxGroupSize {
+		return nil, fieldErr("spec.group_size", fmt.Sprintf("must be between 1 and %d", MaxGroupSize))
+	}
+	if spec.GroupRedundancy < 0 || spec.GroupRedundancy > spec.GroupSize {
+		return nil, fieldErr("spec.group_redundancy", "must be between 0 and group_size")
+	}
+	if spec.MaxAttempts == 0 {
+		spec.MaxAttempts = 3
+	}
+	if spec.MaxAttempts < 1 || spec.MaxAttempts > 100 {
+		return nil, fieldErr("spec.max_attempts", "must be between 1 and 100")
+	}
+	if spec.OnGroupFailure == pb.GroupFailurePolicy_GROUP_FAILURE_POLICY_UNSPECIFIED {
+		spec.OnGroupFailure = pb.GroupFailurePolicy_GROUP_FAILURE_POLICY_REGENERATE
+	}
+	if _, ok := pb.GroupFailurePolicy_name[int32(spec.OnGroupFailure)]; !ok {
+		return nil, fieldErr("spec.on_group_failure", "unknown policy")
+	}
+	if spec.Priority == 0 {
+		spec.Priority = 1
+	}
+	if spec.Priority < 1 || spec.Priority > 100 {
+		return nil, fieldErr("spec.priority", "must be between 1 and 100")
+	}
+	if spec.Mode == pb.RolloutMode_ROLLOUT_MODE_UNSPECIFIED {
+		spec.Mode = pb.RolloutMode_ROLLOUT_MODE_SYNC
+	}
+	if _, ok := pb.RolloutMode_name[int32(spec.Mode)]; !ok {
+		return nil, fieldErr("spec.mode", "must be SYNC or ASYNC")
+	}
+	if spec.MaxStaleness < 0 || spec.MaxStaleness > 1000 {
+		return nil, fieldErr("spec.max_staleness", "must be between 0 and 1000")
+	}
+	if spec.NumEnvGroups < 0 || spec.NumEnvGroups > MaxGroups {
+		return nil, fieldErr("spec.num_env_groups", fmt.Sprintf("must be between 0 and %d", MaxGroups))
+	}
+	if len(spec.Tags) > 64 {
+		return nil, fieldErr("spec.tags", "at most 64 tags")
+	}
+	if len(spec.NumGroupsPartition) > 0 && len(spec.NumGroupsPartition) != len(spec.Tags) {
+		return nil, fieldErr("spec.num_groups_partition", "must have one entry per tag")
+	}
+	if spec.PollInterval == nil {
+		spec.PollInterval = durationpb.New(10 * time.Second)
+	}
+	if d := spec.PollInterval.AsDuration(); d < time.Second || d > time.Hour {
+		return nil, fieldErr("spec.poll_interval", "must be between 1s and 1h")
+	}
+	if spec.EpisodeTimeout == nil {
+		spec.EpisodeTimeout = durationpb.New(time.Hour)
+	}
+	if d := spec.EpisodeTimeout.AsDuration(); d < time.Second || d > 24*time.Hour {
+		return nil, fieldErr("spec.episode_timeout", "must be between 1s and 24h")
+	}
+	if spec.VmPool == "" {
+		spec.VmPool = "default"
+	}
+	if len(spec.VmPool) > 128 {
+		return nil, fieldErr("spec.vm_pool", "must be at most 128 bytes")
+	}
+	if len(spec.Labels) > 64 {
+		return nil, fieldErr("spec.labels", "at most 64 labels")
+	}
+	for k, v := range spec.Labels {
+		if len(k) == 0 || len(k) > 128 || len(v) > 1024 {
+			return nil, fieldErr("spec.labels", "keys 1-128 bytes, values at most 1024 bytes")
+		}
+	}
+	if spec.Service && spec.TaskSource == "" {
+		return nil, fieldErr("spec.task_source", "is required in service mode")
+	}
+
+	var tasks []*pb.Task
+	switch {
+	case len(spec.Tasks) > 0:
+		if len(spec.Tasks) > tasksource.MaxTasks {
+			return nil, fieldErr("spec.tasks", fmt.Sprintf("at most %d tasks", tasksource.MaxTasks))
+		}
+		seen := map[string]bool{}
+		for i, t := range spec.Tasks {
+			if f, msg := tasksource.CheckTask(t); msg != "" {
+				return nil, fieldErr(fmt.Sprintf("spec.tasks[%d].%s", i, f), msg)
+			}
+			if seen[t.Id] {
+				return nil, fieldErr(fmt.Sprintf("spec.tasks[%d].id", i), "duplicate task id "+t.Id)
+			}
+			seen[t.Id] = true
+		}
+		tasks = spec.Tasks
+	case spec.TaskSource != "":
+		var err error
+		tasks, err = tasksource.Load(spec.TaskSource, spec.TaskIndex)
+		if err != nil {
+			return nil, fieldErr("spec.task_source", err.Error())
+		}
+		if len(tasks) == 0 && !spec.Service {
+			return nil, fieldErr("spec.task_source", "holds no tasks")
+		}
+	default:
+		return nil, fieldErr("spec.tasks", "give tasks inline or a spec.task_source")
+	}
+	for i, t := range tasks {
+		mode := t.EnvMode
+		if mode == "" {
+			mode = spec.EnvMode
+		}
+		if tasksource.NeedsVM(mode) && !haveVMs {
+			return nil, fieldErr(fmt.Sprintf("spec.tasks[%d].env_mode", i), mode+" needs a VM but the coordinator has no --vmmanager")
+		}
+	}
+	return tasks, nil
+}
+
+// planGroups maps groups to task indexes following seed 003: one group per
+// task by default; num_env_groups groups cycling through the tasks; or, with
+// tags, num_groups_partition[i] groups (an even split when not given) drawn
+// from the tasks carrying tags[i] (a task's tags or its domain).
+func planGroups(spec *pb.RolloutSpec, tasks []*pb.Task) ([]int, error) {
+	if len(spec.Tags) == 0 {
+		n := int(spec.NumEnvGroups)
+		if n == 0 {
+			n = len(tasks)
+		}
+		out := make([]int, n)
+		for i := range out {
+			if len(tasks) > 0 {
+				out[i] = i % len(tasks)
+			}
+		}
+		return out, nil
+	}
+	parts := make([]int, len(spec.Tags))
+	if len(spec.NumGroupsPartition) > 0 {
+		sum := 0
+		for i, p := range spec.NumGroupsPartition {
+			if p < 0 {
+				return nil, fieldErr(fmt.Sprintf("spec.num_groups_partition[%d]", i), "must be >= 0")
+			}
+			parts[i] = int(p)
+			sum += int(p)
+		}
+		if spec.NumEnvGroups > 0 && sum != int(spec.NumEnvGroups) {
+			return nil, fieldErr("spec.num_groups_partition", fmt.Sprintf("sums to %d but num_env_groups is %d", sum, spec.NumEnvGroups))
+		}
+	} else {
+		total := int(spec.NumEnvGroups)
+		per := map[string]int{}
+		for _, t := range tasks {
+			for _, tag := range taskTags(t) {
+				per[tag]++
+			}
+		}
+		for i := range parts {
+			if total == 0 {
+				parts[i] = per[spec.Tags[i]]
+				continue
+			}
+			parts[i] = total / len(parts)
+			if i < total%len(parts) {
+				parts[i]++
+			}
+		}
+	}
+	var out []int
+	for i, tag := range spec.Tags {
+		var idx []int
+		for j, t := range tasks {
+			for _, tt := range taskTags(t) {
+				if tt == tag {
+					idx = append(idx, j)
+					break
+				}
+			}
+		}
+		if len(idx) == 0 {
+			return nil, fieldErr(fmt.Sprintf("spec.tags[%d]", i), "no task has tag or domain "+fmt.Sprintf("%q", tag))
+		}
+		for k := 0; k < parts[i]; k++ {
+			out = append(out, idx[k%len(idx)])
+		}
+	}
+	return out, nil
+}
+
+func taskTags(t *pb.Task) []string {
+	if t.Domain == "" {
+		return t.Tags
+	}
+	return append(append([]string(nil), t.Tags...), t.Domain)
+}
+
+// StartRollout validates, stores and starts a rollout. With a rollout id
+// already known the existing rollout is returned.
+func (e *Engine) StartRollout(ctx context.Context, id string, spec *pb.RolloutSpec) (*pb.Rollout, error) {
+	if id != "" && !rolloutIDPattern.MatchString(id) {
+		return nil, fieldErr("rollout_id", "must be 1-64 characters of [A-Za-z0-9._:-]")
+	}
+	spec = proto.Clone(spec).(*pb.RolloutSpec)
+	tasks, err := normalizeSpec(spec, e.leases != nil)
+	if err != nil {
+		return nil, err
+	}
+	plan, err := planGroups(spec, tasks)
+	if err != nil {
+		return nil, err
+	}
+	perGroup := int(spec.GroupSize + spec.GroupRedundancy)
+	if len(plan) > MaxGroups || len(plan)*perGroup > MaxEpisodes {
+		return nil, fieldErr("spec.num_env_groups", fmt.Sprintf("the rollout would have more than %d episodes", MaxEpisodes))
+	}
+	if spec.BatchSize == 0 {
+		spec.BatchSize = spec.GroupSize * int32(max(len(plan), 1))
+	}
+	if spec.BatchSize < 0 || spec.BatchSize%spec.GroupSize != 0 || spec.BatchSize > MaxEpisodes {
+		return nil, fieldErr("spec.batch_size", "must be a positive multiple of group_size")
+	}
+	if id == "" {
+		id = newID("r-")
+	}
+	spec.Tasks = nil
+
+	e.mu.Lock()
+	if r, ok := e.rollouts[id]; ok {
+		out := e.rolloutProto(r, false)
+		e.mu.Unlock()
+		return out, nil
+	}
+	now := e.clock.Now()
+	r := &rollout{
+		id: id, spec: spec, state: pb.RolloutState_ROLLOUT_STATE_RUNNING, createTime: now,
+		startVersion: e.modelVersion, taskIDs: map[string]bool{}, byID: map[string]*group{},
+		batches: map[string]*batch{}, pass: e.minPass(),
+	}
+	e.mu.Unlock()
+
+	taskRecs := r.addTasks(tasks)
+	groups, eps := r.addGroups(plan, now)
+	ops := []state.Op{state.PutRollout(r.record()), state.PutTasks(taskRecs)}
+	ops = append(ops, groupOps(groups)...)
+	ops = append(ops, episodeOps(eps)...)
+
+	e.mu.Lock()
+	if existing, ok := e.rollouts[id]; ok { // lost a race with the same id
+		out := e.rolloutProto(existing, false)
+		e.mu.Unlock()
+		return out, nil
+	}
+	e.rollouts[id] = r
+	e.order = append(e.order, r)
+	for _, ep := range eps {
+		e.episodes[ep.id] = ep
+	}
+	done := make(chan error, 1)
+	// Submitted under the lock so that any later change of these records is
+	// committed after them.
+	e.store.Submit(func(err error) { done <- err }, ops...)
+	e.mu.Unlock()
+
+	if err := <-done; err != nil {
+		e.mu.Lock()
+		e.dropRollout(r)
+		e.mu.Unlock()
+		return nil, fmt.Errorf("store rollout: %w", err)
+	}
+	e.mu.Lock()
+	r.ready = true
+	if spec.Service {
+		e.startPoller(r)
+	}
+	out := e.rolloutProto(r, false)
+	e.mu.Unlock()
+	e.log.Info("rollout started", zap.String("rollout_id", id), zap.Int("groups", len(groups)), zap.Int("episodes", len(eps)))
+	e.poke()
+	return out, nil
+}
+
+// dropRollout forgets a rollout whose creation failed to commit. Nothing of
+// it was dispatched (dispatch skips rollouts that are not ready), so only
+// memory needs cleaning.
+func (e *Engine) dropRollout(r *rollout) {
+	delete(e.rollouts, r.id)
+	for i, x := range e.order {
+		if x == r {
+			e.order = append(e.order[:i], e.order[i+1:]...)
+			break
+		}
+	}
+	for _, g := range r.groups {
+		for _, ep := range g.episodes {
+			delete(e.episodes, ep.id)
+		}
+	}
+	r.state = pb.RolloutState_ROLLOUT_STATE_FAILED
+}
+
+func groupOps(gs []*group) []state.Op {
+	recs := make([]state.Group, len(gs))
+	for i, g := range gs {
+		recs[i] = g.record()
+	}
+	return []state.Op{state.PutGroups(recs...)}
+}
+
+func episodeOps(eps []*episode) []state.Op {
+	recs := make([]state.Episode, len(eps))
+	for i, ep := range eps {
+		recs[i] = ep.record()
+	}
+	return []state.Op{state.PutEpisodes(recs...)}
+}
+
+// addTasks appends tasks to the rollout and returns their records.
+func (r *rollout) addTasks(tasks []*pb.Task) []state.Task {
+	recs := make([]state.Task, 0, len(tasks))
+	for _, t := range tasks {
+		b, _ := proto.Marshal(t)
+		recs = append(recs, state.Task{RolloutID: r.id, Idx: int64(len(r.tasks)), Task: b})
+		r.tasks = append(r.tasks, t)
+		r.taskIDs[t.Id] = true
+	}
+	return recs
+}
+
+// addGroups creates groups for task indexes (relative to the whole task
+// list) and queues their episodes.
+func (r *rollout) addGroups(taskIdx []int, now time.Time) ([]*group, []*episode) {
+	var gs []*group
+	var eps []*episode
+	for _, ti := range taskIdx {
+		idx := len(r.groups)
+		g := &group{id: groupID(r.id, idx), r: r, idx: idx, taskIdx: ti, seed: r.spec.Seed + int64(idx)}
+		r.groups = append(r.groups, g)
+		r.byID[g.id] = g
+		gs = append(gs, g)
+		for k := 0; k < r.perGroup(); k++ {
+			ep := r.newEpisode(g, now)
+			r.queue = append(r.queue, ep)
+			eps = append(eps, ep)
+		}
+	}
+	return gs, eps
+}
+
+func (r *rollout) newEpisode(g *group, now time.Time) *episode {
+	ep := &episode{id: episodeID(r.id, r.numEpisodes), g: g, seq: r.numEpisodes, attempt: 1,
+		status: pb.EpisodeStatus_EPISODE_STATUS_QUEUED, queuedAt: now}
+	r.numEpisodes++
+	g.episodes = append(g.episodes, ep)
+	r.queued++
+	return ep
+}
+
+// AddTasks appends tasks to a running rollout, one group each.
+func (e *Engine) AddTasks(ctx context.Context, id string, tasks []*pb.Task) (groups, episodes int, err error) {
+	if len(tasks) == 0 {
+		return 0, 0, fieldErr("tasks", "at least one task")
+	}
+	if len(tasks) > tasksource.MaxTasks {
+		return 0, 0, fieldErr("tasks", fmt.Sprintf("at most %d tasks", tasksource.MaxTasks))
+	}
+	e.mu.Lock()
+	r, ok := e.rollouts[id]
+	if !ok {
+		e.mu.Unlock()
+		return 0, 0, fmt.Errorf("rollout %s: %w", id, ErrNotFound)
+	}
+	if !r.active() {
+		e.mu.Unlock()
+		return 0, 0, fmt.Errorf("rollout %s is %s: %w", id, r.state, ErrFailedPrecond)
+	}
+	seen := map[string]bool{}
+	for i, t := range tasks {
+		if f, msg := tasksource.CheckTask(t); msg != "" {
+			e.mu.Unlock()
+			return 0, 0, fieldErr(fmt.Sprintf("tasks[%d].%s", i, f), msg)
+		}
+		if r.taskIDs[t.Id] || seen[t.Id] {
+			e.mu.Unlock()
+			return 0, 0, fieldErr(fmt.Sprintf("tasks[%d].id", i), "task "+t.Id+" is already in the rollout")
+		}
+		mode := t.EnvMode
+		if mode == "" {
+			mode = r.spec.EnvMode
+		}
+		if tasksource.NeedsVM(mode) && e.leases == nil {
+			e.mu.Unlock()
+			return 0, 0, fieldErr(fmt.Sprintf("tasks[%d].env_mode", i), mode+" needs a VM but the coordinator has no --vmmanager")
+		}
+		seen[t.Id] = true
+	}
+	if (len(r.groups)+len(tasks))*r.perGroup() > MaxEpisodes {
+		e.mu.Unlock()
+		return 0, 0, fieldErr("tasks", fmt.Sprintf("the rollout would have more than %d episodes", MaxEpisodes))
+	}
+	gs, eps := e.appendTasksLocked(r, tasks)
+	done := make(chan error, 1)
+	e.store.Submit(func(err error) { done <- err }, e.appendOps(r, tasks, gs, eps)...)
+	e.mu.Unlock()
+	if err := <-done; err != nil {
+		return 0, 0, fmt.Errorf("store tasks: %w", err)
+	}
+	e.poke()
+	return len(gs), len(eps), nil
+}
+
+func (e *Engine) appendTasksLocked(r *rollout, tasks []*pb.Task) ([]*group, []*episode) {
+	first := len(r.tasks)
+	r.addTasks(tasks)
+	idx := make([]int, len(tasks))
+	for i := range idx {
+		idx[i] = first + i
+	}
+	gs, eps := r.addGroups(idx, e.clock.Now())
+	for _, ep := range eps {
+		e.episodes[ep.id] = ep
+	}
+	return gs, eps
+}
+
+func (e *Engine) appendOps(r *rollout, tasks []*pb.Task, gs []*group, eps []*episode) []state.Op {
+	recs := make([]state.Task, len(tasks))
+	for i, t := range tasks {
+		b, _ := proto.Marshal(t)
+		recs[i] = state.Task{RolloutID: r.id, Idx: int64(len(r.tasks) - len(tasks) + i), Task: b}
+	}
+	ops := []state.Op{state.PutRollout(r.record()), state.PutTasks(recs)}
+	ops = append(ops, groupOps(gs)...)
+	return append(ops, episodeOps(eps)...)
+}
+
+// CancelRollout stops admission, cancels running episodes and releases
+// their leases.
+func (e *Engine) CancelRollout(ctx context.Context, id, reason string) (*pb.Rollout, error) {
+	if len(reason) > 1024 {
+		return nil, fieldErr("reason", "must be at most 1024 bytes")
+	}
+	e.mu.Lock()
+	r, ok := e.rollouts[id]
+	if !ok {
+		e.mu.Unlock()
+		return nil, fmt.Errorf("rollout %s: %w", id, ErrNotFound)
+	}
+	if r.active() {
+		r.state = pb.RolloutState_ROLLOUT_STATE_CANCELLED
+		r.endTime = e.clock.Now()
+		if reason != "" {
+			r.errMsg = reason
+		}
+		if r.stopPoll != nil {
+			close(r.stopPoll)
+			r.stopPoll = nil
+		}
+		var recs []state.Episode
+		for _, g := range r.groups {
+			for _, ep := range g.episodes {
+				if ep.phase == phaseTerminal || ep.phase == phaseFinishing {
+					continue
+				}
+				e.abortLocked(ep, "rollout cancelled")
+				recs = append(recs, ep.record())
+			}
+		}
+		r.queue = nil
+		done := make(chan error, 1)
+		e.store.Submit(func(err error) { done <- err }, state.PutRollout(r.record()), state.PutEpisodes(recs...))
+		e.notify()
+		e.mu.Unlock()
+		if err := <-done; err != nil {
+			return nil, fmt.Errorf("store cancellation: %w", err)
+		}
+		e.log.Info("rollout cancelled", zap.String("rollout_id", id))
+		e.mu.Lock()
+	}
+	out := e.rolloutProto(r, false)
+	e.mu.Unlock()
+	return out, nil
+}
+
+// abortLocked ends a live episode as ABORTED: a running one is cancelled on
+// its runner and its lease released.
+func (e *Engine) abortLocked(ep *episode, reason string) {
+	r := ep.g.r
+	switch ep.phase {
+	case phaseQueued:
+		r.queued--
+		e.dropAheadLocked(ep)
+		e.releaseLocked(ep)
+	case phaseLeasing, phaseRunning:
+		r.running--
+		e.unorphanLocked(ep)
+		if ep.runner != nil {
+			delete(ep.runner.running, ep.id)
+			if ep.phase == phaseLeasing {
+				ep.runner.credit++ // never sent: the slot is free again
+			}
+			if ep.phase == phaseRunning {
+				ep.runner.send(&pb.WorkResponse{Msg: &pb.WorkResponse_Cancel{Cancel: &pb.CancelAssignment{EpisodeId: ep.id, Reason: reason}}})
+			}
+		}
+		e.releaseLocked(ep)
+	}
+	ep.phase = phaseTerminal
+	ep.status = pb.EpisodeStatus_EPISODE_STATUS_ABORTED
+	ep.result = &pb.Episode{FailureReason: "aborted", Error: reason}
+	r.aborted++
+}
+
+// GetRollout shows one rollout.
+func (e *Engine) GetRollout(id string, withGroups bool) (*pb.Rollout, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	r, ok := e.rollouts[id]
+	if !ok {
+		return nil, fmt.Errorf("rollout %s: %w", id, ErrNotFound)
+	}
+	return e.rolloutProto(r, withGroups), nil
+}
+
+// ListRollouts lists rollouts newest first, optionally by state.
+func (e *Engine) ListRollouts(st pb.RolloutState) []*pb.Rollout {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []*pb.Rollout
+	for i := len(e.order) - 1; i >= 0; i-- {
+		r := e.order[i]
+		if st != pb.RolloutState_ROLLOUT_STATE_UNSPECIFIED && r.state != st {
+			continue
+		}
+		out = append(out, e.rolloutProto(r, false))
+	}
+	return out
+}
+
+func (e *Engine) rolloutProto(r *rollout, withGroups bool) *pb.Rollout {
+	now := e.clock.Now()
+	p := &pb.RolloutProgress{
+		Queued: r.queued, Running: r.running, Done: r.done, Failed: r.failed, Aborted: r.aborted,
+		GroupsTotal: int64(len(r.groups)), Requeued: r.requeued, GroupsConsumed: int64(r.consumed),
+	}
+	for _, g := range r.groups {
+		switch g.state {
+		case groupComplete, groupHandedOut, groupConsumed, groupDropped:
+			p.GroupsComplete++
+		case groupFailed:
+			p.GroupsFailed++
+		}
+	}
+	if r.done > 0 {
+		p.SuccessRate = float64(r.successes) / float64(r.done)
+	}
+	// Throughput over the last five minutes (or since start if shorter).
+	window := 5 * time.Minute
+	since := now.Add(-window)
+	n := 0
+	for _, t := range r.finishTimes {
+		if t.After(since) {
+			n++
+		}
+	}
+	span := now.Sub(r.createTime)
+	if span > window {
+		span = window
+	}
+	if span > 0 && n > 0 {
+		p.EpisodesPerMinute = float64(n) / span.Minutes()
+		remaining := r.queued + r.running
+		if p.EpisodesPerMinute > 0 && r.active() {
+			p.Eta = durationpb.New(time.Duration(float64(remaining) / p.EpisodesPerMinute * float64(time.Minute)))
+		}
+	}
+	out := &pb.Rollout{
+		RolloutId: r.id, Spec: r.spec, State: r.state, Progress: p, CreateTime: timestamppb.New(r.createTime),
+		ModelVersion: e.modelVersion, NumTasks: int64(len(r.tasks)), Error: r.errMsg,
+	}
+	if !r.endTime.IsZero() {
+		out.EndTime = timestamppb.New(r.endTime)
+	}
+	if withGroups {
+		for _, g := range r.groups {
+			gp := &pb.GroupProgress{GroupId: g.id, TaskId: g.task().Id, State: groupStateNames[g.state]}
+			for _, ep := range g.episodes {
+				switch {
+				case ep.phase == phaseQueued:
+					gp.Queued++
+				case ep.phase == phaseLeasing || ep.phase == phaseRunning || ep.phase == phaseFinishing:
+					gp.Running++
+				case ep.status == pb.EpisodeStatus_EPISODE_STATUS_DONE:
+					gp.Done++
+				case ep.status != pb.EpisodeStatus_EPISODE_STATUS_ABORTED:
+					gp.Failed++
+				}
+			}
+			out.Groups = append(out.Groups, gp)
+		}
+	}
+	return out
+}
+
+// ListQueued shows live episodes, running first.
+func (e *Engine) ListQueued(rolloutID string) []*pb.QueuedEpisode {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var running, queued []*pb.QueuedEpisode
+	for _, r := range e.order {
+		if rolloutID != "" && r.id != rolloutID {
+			continue
+		}
+		for _, g := range r.groups {
+			for _, ep := range g.episodes {
+				if ep.phase == phaseTerminal || ep.phase == phaseFinishing {
+					continue
+				}
+				q := &pb.QueuedEpisode{Episode: ep.proto()}
+				if ep.runner != nil {
+					q.RunnerId = ep.runner.id
+				}
+				if ep.lease != nil {
+					q.LeaseId = ep.lease.LeaseId
+				}
+				if !ep.deadline.IsZero() {
+					q.Deadline = timestamppb.New(ep.deadline)
+				}
+				if ep.phase == phaseQueued {
+					queued = append(queued, q)
+				} else {
+					running = append(running, q)
+				}
+			}
+		}
+	}
+	sort.SliceStable(running, func(i, j int) bool { return running[i].Episode.EpisodeId < running[j].Episode.EpisodeId })
+	return append(running, queued...)
+}
+
+// maybeFinish marks a non-service rollout FINISHED once every group is
+// settled.
+func (e *Engine) maybeFinishLocked(r *rollout) {
+	if !r.active() || r.spec.Service {
+		return
+	}
+	for _, g := range r.groups {
+		if g.state == groupPending {
+			return
+		}
+	}
+	r.state = pb.RolloutState_ROLLOUT_STATE_FINISHED
+	r.endTime = e.clock.Now()
+	e.persist(state.PutRollout(r.record()))
+	e.log.Info("rollout finished", zap.String("rollout_id", r.id), zap.Int64("done", r.done), zap.Int64("failed", r.failed))
+	e.notify()
+}

@@ -1,0 +1,423 @@
+// Package tasksource loads rollout tasks from the places training code keeps
+// them: a JSONL file, a JSON array file, or an OSWorld evaluation_examples
+// directory with a test_all.json-style index (domain → task ids). Every task
+// is checked here so that a rollout never starts with a task it cannot run:
+// ids are validated, and launch-wide settings (action_space,
+// observation_type) are refused inside a task's env_config, as seed 001
+// requires.
+package tasksource
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+
+	pb "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
+)
+
+// Limits bounding what a task source may hold.
+const (
+	MaxTasks     = 200_000
+	MaxTaskBytes = 1 << 20
+	maxFileBytes = 512 << 20
+)
+
+// DefaultIndex is the OSWorld index file name.
+const DefaultIndex = "test_all.json"
+
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,256}$`)
+
+// envModes are the environment modes a task may name.
+var envModes = map[string]bool{"": true, "desktop": true, "osworld": true, "math": true, "py": true, "rag": true, "web": true}
+
+// ValidEnvMode reports whether m is a known env mode (empty is allowed and
+// means the rollout default).
+func ValidEnvMode(m string) bool { return envModes[m] }
+
+// NeedsVM reports whether an episode in env mode m runs on a leased VM.
+func NeedsVM(m string) bool { return m == "desktop" || m == "osworld" }
+
+// Error is a problem with one task, naming where it is.
+type Error struct {
+	Where string // "line 3", "tasks[2]", "chrome/abc.json"
+	Field string // "id", "env_config.action_space", ...
+	Msg   string
+}
+
+func (e *Error) Error() string {
+	if e.Field == "" {
+		return e.Where + ": " + e.Msg
+	}
+	return e.Where + ": " + e.Field + ": " + e.Msg
+}
+
+// CheckTask validates a task given inline or loaded from a file.
+func CheckTask(t *pb.Task) (field, msg string) {
+	switch {
+	case t == nil:
+		return "", "missing"
+	case !idPattern.MatchString(t.GetId()):
+		return "id", "must be 1-256 characters of [A-Za-z0-9._:-]"
+	case !ValidEnvMode(t.GetEnvMode()):
+		return "env_mode", "must be one of desktop, osworld, math, py, rag, web"
+	case len(t.GetSpecJson()) > MaxTaskBytes:
+		return "spec_json", fmt.Sprintf("must be at most %d bytes", MaxTaskBytes)
+	case len(t.GetInstruction()) > MaxTaskBytes:
+		return "instruction", fmt.Sprintf("must be at most %d bytes", MaxTaskBytes)
+	case len(t.GetTags()) > 64:
+		return "tags", "at most 64 tags"
+	}
+	for k := range t.GetEnvConfig().GetExtra() {
+		if launchWide(k) {
+			return "env_config.extra." + k, "is a launch-wide setting; set it in spec.agent"
+		}
+	}
+	return "", ""
+}
+
+func launchWide(k string) bool { return k == "action_space" || k == "observation_type" }
+
+// Load reads tasks from path:
+//   - a directory with an index file (index, default test_all.json) is an
+//     OSWorld evaluation_examples tree;
+//   - a directory without one is a folder of task files, each read as below
+//     (*.json and *.jsonl, in name order);
+//   - a file whose first non-space byte is '[' is a JSON array;
+//   - a file holding exactly one JSON object is one task (OSWorld's
+//     per-task files are pretty-printed objects);
+//   - anything else is JSONL.
+func Load(path, index string) ([]*pb.Task, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("open task source: %w", err)
+	}
+	if fi.IsDir() {
+		if _, err := os.Stat(filepath.Join(path, orDefaultIndex(index))); err == nil || index != "" {
+			return loadOSWorld(path, index)
+		}
+		return loadDir(path)
+	}
+	if fi.Size() > maxFileBytes {
+		return nil, fmt.Errorf("task source %s: larger than %d bytes", path, maxFileBytes)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read task source: %w", err)
+	}
+	tasks, err := parseFile(data)
+	if err != nil {
+		return nil, err
+	}
+	return tasks, checkUnique(tasks)
+}
+
+// parseFile parses one task file's content; uniqueness is the caller's.
+func parseFile(data []byte) ([]*pb.Task, error) {
+	trimmed := bytes.TrimSpace(bytes.TrimPrefix(data, []byte("\ufeff")))
+	if len(trimmed) > 0 && trimmed[0] == '[' {
+		return parseArray(trimmed)
+	}
+	if len(trimmed) > 0 && trimmed[0] == '{' && bytes.Contains(trimmed, []byte("\n")) && json.Valid(trimmed) {
+		t, err := ParseTask(trimmed, "", "task")
+		if err != nil {
+			return nil, err
+		}
+		return []*pb.Task{t}, nil
+	}
+	return parseJSONL(data)
+}
+
+func orDefaultIndex(index string) string {
+	if index == "" {
+		return DefaultIndex
+	}
+	return index
+}
+
+// loadDir reads a folder of task files (*.json, *.jsonl) in name order; a
+// bad file is named in the error.
+func loadDir(root string) ([]*pb.Task, error) {
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return nil, fmt.Errorf("read task directory: %w", err)
+	}
+	var out []*pb.Task
+	for _, e := range entries {
+		name := e.Name()
+		if !e.Type().IsRegular() || !(strings.HasSuffix(name, ".json") || strings.HasSuffix(name, ".jsonl")) {
+			continue
+		}
+		data, err := readLimited(filepath.Join(root, name), maxFileBytes)
+		if err != nil {
+			return nil, fmt.Errorf("read task file %s: %w", name, err)
+		}
+		tasks, err := parseFile(data)
+		if err != nil {
+			var te *Error
+			if errors.As(err, &te) {
+				te.Where = name + ": " + te.Where
+				return nil, te
+			}
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		if len(out)+len(tasks) > MaxTasks {
+			return nil, fmt.Errorf("task source: more than %d tasks", MaxTasks)
+		}
+		out = append(out, tasks...)
+	}
+	if len(out) == 0 {
+		return nil, &Error{Where: root, Msg: "no task files (*.json, *.jsonl) and no " + DefaultIndex}
+	}
+	return out, checkUnique(out)
+}
+
+func parseArray(data []byte) ([]*pb.Task, error) {
+	// Uniqueness is checked by the caller over everything it loads.
+	var items []json.RawMessage
+	if err := json.Unmarshal(data, &items); err != nil {
+		return nil, fmt.Errorf("parse JSON array: %w", err)
+	}
+	if len(items) > MaxTasks {
+		return nil, fmt.Errorf("task source: more than %d tasks", MaxTasks)
+	}
+	out := make([]*pb.Task, 0, len(items))
+	for i, raw := range items {
+		t, err := ParseTask(raw, "", fmt.Sprintf("item %d", i))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+func parseJSONL(data []byte) ([]*pb.Task, error) {
+	var out []*pb.Task
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 64<<10), MaxTaskBytes+1)
+	line := 0
+	for sc.Scan() {
+		line++
+		b := bytes.TrimSpace(sc.Bytes())
+		if len(b) == 0 || b[0] == '#' {
+			continue
+		}
+		if len(out) >= MaxTasks {
+			return nil, fmt.Errorf("task source: more than %d tasks", MaxTasks)
+		}
+		t, err := ParseTask(append([]byte(nil), b...), "", fmt.Sprintf("line %d", line))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return nil, &Error{Where: fmt.Sprintf("line %d", line+1), Msg: fmt.Sprintf("longer than %d bytes", MaxTaskBytes)}
+		}
+		return nil, fmt.Errorf("read JSONL: %w", err)
+	}
+	return out, nil
+}
+
+func checkUnique(tasks []*pb.Task) error {
+	seen := make(map[string]bool, len(tasks))
+	for _, t := range tasks {
+		if seen[t.Id] {
+			return &Error{Where: "task " + t.Id, Field: "id", Msg: "duplicate task id"}
+		}
+		seen[t.Id] = true
+	}
+	return nil
+}
+
+// rawTask is the union of the task shapes seen in the wild: OSWorld's task
+// JSON (id, snapshot, instruction, config, evaluator, proxy, fixed_ip) and
+// benchmark JSONL items (id/task_id, question/prompt, answer, tags).
+type rawTask struct {
+	ID          json.RawMessage `json:"id"`
+	TaskID      json.RawMessage `json:"task_id"`
+	Domain      string          `json:"domain"`
+	Instruction string          `json:"instruction"`
+	Question    string          `json:"question"`
+	Prompt      string          `json:"prompt"`
+	EnvMode     string          `json:"env_mode"`
+	Mode        string          `json:"mode"`
+	Answer      json.RawMessage `json:"answer"`
+	Proxy       bool            `json:"proxy"`
+	FixedIP     bool            `json:"fixed_ip"`
+	Tags        []string        `json:"tags"`
+	Tag         string          `json:"tag"`
+	EnvConfig   map[string]any  `json:"env_config"`
+}
+
+// ParseTask converts one task JSON object into a Task. defaultDomain is used
+// when the object has none (the OSWorld index's domain); where names the
+// object in errors.
+func ParseTask(raw []byte, defaultDomain, where string) (*pb.Task, error) {
+	if len(raw) > MaxTaskBytes {
+		return nil, &Error{Where: where, Msg: fmt.Sprintf("larger than %d bytes", MaxTaskBytes)}
+	}
+	var r rawTask
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if err := dec.Decode(&r); err != nil {
+		return nil, &Error{Where: where, Msg: "not a JSON object: " + err.Error()}
+	}
+	t := &pb.Task{
+		Id:          jsonScalar(r.ID),
+		Domain:      r.Domain,
+		Instruction: firstNonEmpty(r.Instruction, r.Question, r.Prompt),
+		EnvMode:     firstNonEmpty(r.EnvMode, r.Mode),
+		SpecJson:    string(raw),
+		Answer:      jsonScalar(r.Answer),
+		Tags:        r.Tags,
+	}
+	if t.Id == "" {
+		t.Id = jsonScalar(r.TaskID)
+	}
+	if t.Domain == "" {
+		t.Domain = defaultDomain
+	}
+	if r.Tag != "" {
+		t.Tags = append(t.Tags, r.Tag)
+	}
+	// OSWorld's top-level "snapshot" names the image the task was written
+	// for; OSWorld itself reverts to the environment's configured snapshot,
+	// so it stays in spec_json and is not an override. An explicit
+	// env_config.snapshot is one.
+	ec := &pb.EnvConfig{Proxy: r.Proxy, FixedIp: r.FixedIP}
+	for k, v := range r.EnvConfig {
+		switch k {
+		case "action_space", "observation_type":
+			return nil, &Error{Where: where, Field: "env_config." + k, Msg: "is a launch-wide setting and cannot be set per task; set it in spec.agent"}
+		case "snapshot":
+			s, _ := v.(string)
+			ec.Snapshot = s
+		case "proxy":
+			b, _ := v.(bool)
+			ec.Proxy = b
+		case "fixed_ip":
+			b, _ := v.(bool)
+			ec.FixedIp = b
+		default:
+			if ec.Extra == nil {
+				ec.Extra = map[string]string{}
+			}
+			ec.Extra[k] = fmt.Sprint(v)
+		}
+	}
+	if ec.Snapshot != "" || ec.Proxy || ec.FixedIp || len(ec.Extra) > 0 {
+		t.EnvConfig = ec
+	}
+	if field, msg := CheckTask(t); msg != "" {
+		return nil, &Error{Where: where, Field: field, Msg: msg}
+	}
+	return t, nil
+}
+
+// jsonScalar renders a JSON string or number as text ("" for null/absent).
+func jsonScalar(raw json.RawMessage) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	return string(raw)
+}
+
+func firstNonEmpty(ss ...string) string {
+	for _, s := range ss {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+// loadOSWorld reads an evaluation_examples tree: the index maps each domain
+// to task ids, and each task lives in examples/<domain>/<id>.json (or
+// <domain>/<id>.json directly under the root).
+func loadOSWorld(root, index string) ([]*pb.Task, error) {
+	if index == "" {
+		index = DefaultIndex
+	}
+	if filepath.IsAbs(index) || strings.Contains(index, "..") {
+		return nil, &Error{Where: "task_index", Msg: "must be a relative path inside task_source"}
+	}
+	data, err := readLimited(filepath.Join(root, index), maxFileBytes)
+	if err != nil {
+		return nil, fmt.Errorf("read OSWorld index: %w", err)
+	}
+	var idx map[string][]string
+	if err := json.Unmarshal(data, &idx); err != nil {
+		return nil, fmt.Errorf("parse OSWorld index %s: %w", index, err)
+	}
+	domains := make([]string, 0, len(idx))
+	for d := range idx {
+		domains = append(domains, d)
+	}
+	sort.Strings(domains)
+	var out []*pb.Task
+	for _, d := range domains {
+		if !idPattern.MatchString(d) {
+			return nil, &Error{Where: index, Field: "domain " + d, Msg: "not a valid domain name"}
+		}
+		for _, id := range idx[d] {
+			if !idPattern.MatchString(id) {
+				return nil, &Error{Where: index, Field: "task id " + id, Msg: "not a valid task id"}
+			}
+			if len(out) >= MaxTasks {
+				return nil, fmt.Errorf("task source: more than %d tasks", MaxTasks)
+			}
+			path := filepath.Join(root, "examples", d, id+".json")
+			raw, err := readLimited(path, MaxTaskBytes)
+			if errors.Is(err, os.ErrNotExist) {
+				path = filepath.Join(root, d, id+".json")
+				raw, err = readLimited(path, MaxTaskBytes)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("read OSWorld task %s/%s: %w", d, id, err)
+			}
+			t, err := ParseTask(raw, d, d+"/"+id+".json")
+			if err != nil {
+				return nil, err
+			}
+			if t.Id != id {
+				return nil, &Error{Where: d + "/" + id + ".json", Field: "id", Msg: fmt.Sprintf("is %q but the index names %q", t.Id, id)}
+			}
+			t.Domain = d
+			if t.EnvMode == "" {
+				t.EnvMode = "desktop"
+			}
+			out = append(out, t)
+		}
+	}
+	return out, checkUnique(out)
+}
+
+func readLimited(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%s: larger than %d bytes", path, limit)
+	}
+	return data, nil
+}

@@ -1,0 +1,213 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
+	"github.com/rolloutmesh/rolloutmesh/services/coordinator/internal/dispatch"
+	"github.com/rolloutmesh/rolloutmesh/services/coordinator/internal/scheduler"
+	"github.com/rolloutmesh/rolloutmesh/services/coordinator/internal/state"
+)
+
+// Bounds on GetBatch.
+const (
+	maxBatchSize    = 100_000
+	maxBatchTimeout = time.Hour
+	maxAckTimeout   = 24 * time.Hour
+	gatewayTimeout  = 10 * time.Minute
+	storageTimeout  = 30 * time.Second
+)
+
+// codeOf is the one table translating the coordinator's errors into gRPC
+// codes.
+var codeOf = map[error]codes.Code{
+	scheduler.ErrNotFound:      codes.NotFound,
+	scheduler.ErrExists:        codes.AlreadyExists,
+	scheduler.ErrFailedPrecond: codes.FailedPrecondition,
+	scheduler.ErrUnavailable:   codes.Unavailable,
+	errNoDependency:            codes.FailedPrecondition,
+	state.ErrClosed:            codes.Unavailable,
+}
+
+// toStatus maps an error to a gRPC status error. Context errors and status
+// errors made on purpose pass through; unknown errors become Internal
+// without their details, which are logged.
+func (s *Service) toStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	var fe *scheduler.FieldError
+	if errors.As(err, &fe) {
+		st := status.New(codes.InvalidArgument, fe.Error())
+		if d, derr := st.WithDetails(&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: fe.Field, Description: fe.Msg}}}); derr == nil {
+			st = d
+		}
+		return st.Err()
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return status.FromContextError(err).Err()
+	}
+	for sentinel, code := range codeOf {
+		if errors.Is(err, sentinel) {
+			return status.Error(code, err.Error())
+		}
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	s.log.Error("internal error", zap.Error(err))
+	return status.Error(codes.Internal, "internal error")
+}
+
+// downstream wraps another service's error so that its code is not passed
+// on as ours (its InvalidArgument is not the caller's fault).
+func downstream(what string, err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return status.Errorf(codes.Unavailable, "%s: %v", what, err)
+	}
+	return status.Errorf(codes.Unavailable, "%s: %s", what, status.Convert(err).Message())
+}
+
+// StartRollout implements pb.CoordinatorServer.
+func (s *Service) StartRollout(ctx context.Context, req *pb.StartRolloutRequest) (*pb.Rollout, error) {
+	r, err := s.engine.StartRollout(ctx, req.RolloutId, req.Spec)
+	return r, s.toStatus(err)
+}
+
+// GetRollout implements pb.CoordinatorServer.
+func (s *Service) GetRollout(ctx context.Context, req *pb.GetRolloutRequest) (*pb.Rollout, error) {
+	r, err := s.engine.GetRollout(req.RolloutId, req.IncludeGroups)
+	return r, s.toStatus(err)
+}
+
+// ListRollouts implements pb.CoordinatorServer.
+func (s *Service) ListRollouts(ctx context.Context, req *pb.ListRolloutsRequest) (*pb.ListRolloutsResponse, error) {
+	if _, ok := pb.RolloutState_name[int32(req.State)]; !ok {
+		return nil, s.toStatus(&scheduler.FieldError{Field: "state", Msg: "unknown rollout state"})
+	}
+	return &pb.ListRolloutsResponse{Rollouts: s.engine.ListRollouts(req.State)}, nil
+}
+
+// CancelRollout implements pb.CoordinatorServer.
+func (s *Service) CancelRollout(ctx context.Context, req *pb.CancelRolloutRequest) (*pb.Rollout, error) {
+	r, err := s.engine.CancelRollout(ctx, req.RolloutId, req.Reason)
+	return r, s.toStatus(err)
+}
+
+// AddTasks implements pb.CoordinatorServer.
+func (s *Service) AddTasks(ctx context.Context, req *pb.AddTasksRequest) (*pb.AddTasksResponse, error) {
+	g, e, err := s.engine.AddTasks(ctx, req.RolloutId, req.Tasks)
+	if err != nil {
+		return nil, s.toStatus(err)
+	}
+	return &pb.AddTasksResponse{Groups: int32(g), Episodes: int32(e)}, nil
+}
+
+// GetBatch implements pb.CoordinatorServer.
+func (s *Service) GetBatch(ctx context.Context, req *pb.GetBatchRequest) (*pb.GetBatchResponse, error) {
+	br := scheduler.BatchRequest{
+		RolloutID: req.RolloutId, BatchSize: int(req.BatchSize),
+		DropZeroVariance: req.DropZeroVariance, DropStale: req.DropStale,
+	}
+	switch {
+	case req.BatchSize < 0 || req.BatchSize > maxBatchSize:
+		return nil, s.toStatus(&scheduler.FieldError{Field: "batch_size", Msg: fmt.Sprintf("must be between 0 and %d", maxBatchSize)})
+	case req.Timeout != nil && (!req.Timeout.IsValid() || req.Timeout.AsDuration() < 0 || req.Timeout.AsDuration() > maxBatchTimeout):
+		return nil, s.toStatus(&scheduler.FieldError{Field: "timeout", Msg: "must be between 0 and 1h"})
+	case req.AckTimeout != nil && (!req.AckTimeout.IsValid() || req.AckTimeout.AsDuration() < time.Second || req.AckTimeout.AsDuration() > maxAckTimeout):
+		return nil, s.toStatus(&scheduler.FieldError{Field: "ack_timeout", Msg: "must be between 1s and 24h"})
+	case req.IncludeTrajectories && s.storage == nil:
+		return nil, s.toStatus(fmt.Errorf("include_trajectories needs --storage: %w", errNoDependency))
+	}
+	if req.Timeout != nil {
+		br.Timeout = req.Timeout.AsDuration()
+		if br.Timeout == 0 {
+			br.Timeout = time.Millisecond // "do not wait"
+		}
+	}
+	if req.AckTimeout != nil {
+		br.AckTimeout = req.AckTimeout.AsDuration()
+	}
+	resp, err := s.engine.GetBatch(ctx, br)
+	if err != nil {
+		return nil, s.toStatus(err)
+	}
+	if req.IncludeTrajectories {
+		if err := s.fillTrajectories(ctx, resp); err != nil {
+			// The batch stays reserved and comes back after its ack timeout.
+			return nil, err
+		}
+	}
+	return resp, nil
+}
+
+func (s *Service) fillTrajectories(ctx context.Context, resp *pb.GetBatchResponse) error {
+	for _, g := range resp.Groups {
+		for _, ep := range g.Episodes {
+			cctx, cancel := context.WithTimeout(ctx, storageTimeout)
+			got, err := s.storage.GetEpisode(cctx, &pb.GetEpisodeRequest{EpisodeId: ep.EpisodeId, IncludeSteps: true})
+			cancel()
+			if err != nil {
+				return downstream("storage get episode "+ep.EpisodeId, err)
+			}
+			g.Trajectories = append(g.Trajectories, &pb.EpisodeSteps{EpisodeId: ep.EpisodeId, Steps: got.Steps})
+		}
+	}
+	return nil
+}
+
+// AckBatch implements pb.CoordinatorServer.
+func (s *Service) AckBatch(ctx context.Context, req *pb.AckBatchRequest) (*pb.AckBatchResponse, error) {
+	if err := s.engine.AckBatch(ctx, req.RolloutId, req.BatchId); err != nil {
+		return nil, s.toStatus(err)
+	}
+	return &pb.AckBatchResponse{}, nil
+}
+
+// UpdateModelVersion implements pb.CoordinatorServer.
+func (s *Service) UpdateModelVersion(ctx context.Context, req *pb.UpdateModelVersionRequest) (*pb.UpdateModelVersionResponse, error) {
+	if len(req.Source) > 4096 {
+		return nil, s.toStatus(&scheduler.FieldError{Field: "source", Msg: "must be at most 4096 bytes"})
+	}
+	if err := s.engine.CheckModelVersion(req.Version); err != nil {
+		return nil, s.toStatus(err)
+	}
+	resp := &pb.UpdateModelVersionResponse{}
+	if req.UpdateGateway {
+		if s.gateway == nil {
+			return nil, s.toStatus(fmt.Errorf("update_gateway needs --gateway: %w", errNoDependency))
+		}
+		cctx, cancel := context.WithTimeout(ctx, gatewayTimeout)
+		gw, err := s.gateway.UpdateWeights(cctx, &pb.UpdateWeightsRequest{Version: req.Version, Source: req.Source})
+		cancel()
+		if err != nil {
+			// Not recorded: admission keeps following the old version.
+			return nil, downstream("gateway update weights", err)
+		}
+		resp.Gateway = gw
+	}
+	prev, err := s.engine.SetModelVersion(ctx, req.Version)
+	if err != nil {
+		return nil, s.toStatus(err)
+	}
+	resp.Version, resp.PreviousVersion = req.Version, prev
+	return resp, nil
+}
+
+// ListQueuedEpisodes implements pb.CoordinatorServer.
+func (s *Service) ListQueuedEpisodes(ctx context.Context, req *pb.ListQueuedEpisodesRequest) (*pb.ListQueuedEpisodesResponse, error) {
+	return &pb.ListQueuedEpisodesResponse{Episodes: s.engine.ListQueued(req.RolloutId)}, nil
+}
+
+// Work implements pb.CoordinatorServer.
+func (s *Service) Work(stream pb.Coordinator_WorkServer) error {
+	return dispatch.Serve(stream, s.engine, s.toStatus)
+}

@@ -1,0 +1,126 @@
+package modelgateway
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/backend"
+	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/breaker"
+	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/gateway"
+	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/routing"
+)
+
+// The config sections, usable from other modules (the all-in-one CLI builds
+// a FileConfig in code).
+type (
+	// BackendConfig describes one backend: id, base_url, kind, model,
+	// api_key_env / api_key_file, max_concurrent, weight.
+	BackendConfig = backend.Config
+	// RoutingConfig selects and tunes the routing policy.
+	RoutingConfig = routing.Config
+	// RetryConfig bounds retries and backoff.
+	RetryConfig = gateway.RetryConfig
+	// HealthConfig tunes health probing.
+	HealthConfig = gateway.HealthConfig
+	// BreakerConfig tunes the per-backend circuit breakers.
+	BreakerConfig = breaker.Config
+)
+
+// Backend kinds for BackendConfig.Kind.
+const (
+	KindVLLM   = backend.KindVLLM
+	KindSGLang = backend.KindSGLang
+	KindOpenAI = backend.KindOpenAI
+)
+
+// FileConfig is the YAML config file (see examples/modelgateway.yaml).
+type FileConfig struct {
+	// DefaultModel answers requests without a model name (default: the
+	// first backend's model).
+	DefaultModel string `yaml:"default_model"`
+	// InitialVersion is the weight version the backends serve at start.
+	InitialVersion int64           `yaml:"initial_version"`
+	Backends       []BackendConfig `yaml:"backends"`
+	Routing        RoutingConfig   `yaml:"routing"`
+	Retry          RetryConfig     `yaml:"retry"`
+	Health         HealthConfig    `yaml:"health"`
+	Breaker        BreakerConfig   `yaml:"breaker"`
+	Limits         Limits          `yaml:"limits"`
+}
+
+// Limits bound requests. Zero fields take the defaults.
+type Limits struct {
+	// MaxImageBytes bounds one image (default 20 MiB).
+	MaxImageBytes int `yaml:"max_image_bytes"`
+	// MaxRequestBytes bounds an HTTP request body (default 64 MiB).
+	MaxRequestBytes int64 `yaml:"max_request_bytes"`
+	// MaxResponseBytes bounds a backend answer (default 64 MiB).
+	MaxResponseBytes int64 `yaml:"max_response_bytes"`
+	// RequestTimeout applies when the caller set no deadline (default 10m).
+	RequestTimeout time.Duration `yaml:"request_timeout"`
+	// MaxMessages bounds a conversation (default 4096).
+	MaxMessages int `yaml:"max_messages"`
+}
+
+func (l *Limits) defaults() {
+	if l.MaxImageBytes <= 0 {
+		l.MaxImageBytes = 20 << 20
+	}
+	if l.MaxRequestBytes <= 0 {
+		l.MaxRequestBytes = 64 << 20
+	}
+	if l.MaxResponseBytes <= 0 {
+		l.MaxResponseBytes = 64 << 20
+	}
+	if l.RequestTimeout <= 0 {
+		l.RequestTimeout = 10 * time.Minute
+	}
+	if l.MaxMessages <= 0 {
+		l.MaxMessages = 4096
+	}
+}
+
+// LoadFile reads and checks a YAML config file. Unknown keys are errors, so
+// that a misspelt key is not silently ignored.
+func LoadFile(path string) (*FileConfig, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	return ParseConfig(raw)
+}
+
+// ParseConfig parses YAML config.
+func ParseConfig(raw []byte) (*FileConfig, error) {
+	var fc FileConfig
+	dec := yaml.NewDecoder(bytes.NewReader(raw))
+	dec.KnownFields(true)
+	if err := dec.Decode(&fc); err != nil {
+		return nil, fmt.Errorf("parse config: %w", err)
+	}
+	if err := fc.Validate(); err != nil {
+		return nil, err
+	}
+	return &fc, nil
+}
+
+// Validate checks the config; errors name the key.
+func (fc *FileConfig) Validate() error {
+	if len(fc.Backends) == 0 {
+		return errors.New("backends: at least one backend is required")
+	}
+	for i := range fc.Backends {
+		if err := fc.Backends[i].Validate(); err != nil {
+			return fmt.Errorf("backends[%d].%w", i, err)
+		}
+	}
+	if _, err := routing.New(fc.Routing, routing.Hooks{}); err != nil {
+		return fmt.Errorf("routing.policy: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,234 @@
+package modelgateway
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	rmv1 "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
+	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/backend"
+	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/breaker"
+	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/gateway"
+	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/openaiapi"
+)
+
+// errBadAnswer marks a backend answer the gateway could not read.
+var errBadAnswer = errors.New("unreadable backend answer")
+
+// errCodes is the one table from domain errors to gRPC codes.
+var errCodes = []struct {
+	err  error
+	code codes.Code
+}{
+	{gateway.ErrUnknownModel, codes.InvalidArgument},
+	{gateway.ErrStaleVersion, codes.FailedPrecondition},
+	{gateway.ErrUpdateFailed, codes.Unavailable},
+	{gateway.ErrNoBackend, codes.Unavailable},
+	{errBadAnswer, codes.Unavailable},
+}
+
+// toStatus translates an error at the gRPC boundary: context errors and
+// existing statuses pass through, known errors by the table, a backend's
+// final HTTP answer by its class; anything else becomes Internal without
+// its text, which is logged under a reference the client sees.
+func (s *Service) toStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return status.FromContextError(err).Err()
+	}
+	var se *gateway.StatusError
+	if errors.As(err, &se) {
+		switch {
+		case se.Code == http.StatusTooManyRequests:
+			return status.Errorf(codes.ResourceExhausted, "backend %s is overloaded: %s", se.Backend, backendMessage(se.Body))
+		case se.Code >= 500 || se.Code == http.StatusRequestTimeout:
+			return status.Errorf(codes.Unavailable, "backend %s failed with status %d: %s", se.Backend, se.Code, backendMessage(se.Body))
+		case se.Code == http.StatusBadRequest || se.Code == http.StatusUnprocessableEntity:
+			// Usually the prompt: too long for the context, bad tool
+			// schema. Another backend would refuse it too.
+			return status.Errorf(codes.InvalidArgument, "backend %s rejected the request: %s", se.Backend, backendMessage(se.Body))
+		}
+		return status.Errorf(codes.FailedPrecondition, "backend %s answered status %d: %s", se.Backend, se.Code, backendMessage(se.Body))
+	}
+	for _, e := range errCodes {
+		if errors.Is(err, e.err) {
+			return status.Error(e.code, err.Error())
+		}
+	}
+	sum := sha256.Sum256([]byte(err.Error()))
+	ref := hex.EncodeToString(sum[:4])
+	s.log.Error("internal error", zap.String("ref", ref), zap.Error(err))
+	return status.Errorf(codes.Internal, "internal error (ref %s)", ref)
+}
+
+// backendMessage extracts the message of an OpenAI error envelope, bounded.
+func backendMessage(body []byte) string {
+	var eb openaiapi.ErrorBody
+	if json.Unmarshal(body, &eb) == nil && eb.Error.Message != "" {
+		return truncate(eb.Error.Message, 512)
+	}
+	return truncate(string(bytes.TrimSpace(body)), 512)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+// Chat runs one chat completion.
+func (s *Service) Chat(ctx context.Context, req *rmv1.ChatRequest) (*rmv1.ChatResponse, error) {
+	resp, err := s.chat(ctx, req)
+	return resp, s.toStatus(err)
+}
+
+func (s *Service) chat(ctx context.Context, req *rmv1.ChatRequest) (*rmv1.ChatResponse, error) {
+	start := time.Now()
+	model, err := s.g.ResolveModel(req.GetModel())
+	if err != nil {
+		return nil, err
+	}
+	body, err := s.encode(req, model, false)
+	if err != nil {
+		return nil, err
+	}
+	var openAIBody []byte
+	if s.hasKind(backend.KindOpenAI) {
+		if openAIBody, err = s.encode(req, model, true); err != nil {
+			return nil, err
+		}
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.limits.RequestTimeout)
+		defer cancel()
+	}
+	resp, err := s.g.Do(ctx, &gateway.Request{Model: model, RoutingKey: req.GetRoutingKey(), Body: body, OpenAIBody: openAIBody})
+	if err != nil {
+		return nil, err
+	}
+	raw, err := gateway.ReadAnswer(resp, s.limits.MaxResponseBytes)
+	if err != nil && ctx.Err() != nil {
+		resp.FinishCanceled()
+		return nil, ctx.Err()
+	}
+	if err != nil {
+		resp.Finish(false, err.Error())
+		return nil, fmt.Errorf("%w from %s: %v", errBadAnswer, resp.Backend.ID(), err)
+	}
+	if resp.StatusCode/100 != 2 {
+		resp.Finish(true, "") // the backend works; the request was refused
+		return nil, &gateway.StatusError{Backend: resp.Backend.ID(), Code: resp.StatusCode, Body: raw}
+	}
+	var or openaiapi.ChatResponse
+	if err := json.Unmarshal(raw, &or); err != nil {
+		resp.Finish(false, "decode answer: "+err.Error())
+		return nil, fmt.Errorf("%w from %s: %v", errBadAnswer, resp.Backend.ID(), err)
+	}
+	changed := resp.Finish(true, "")
+	out := fromOpenAI(&or)
+	latency := time.Since(start)
+	out.Backend = resp.Backend.ID()
+	out.ModelVersion = resp.Backend.Version()
+	out.VersionChanged = changed
+	out.Latency = durationpb.New(latency)
+	out.TimeToFirstToken = durationpb.New(latency)
+	out.Attempts = int32(resp.Attempts)
+	s.met.Latency.WithLabelValues("grpc").Observe(latency.Seconds())
+	s.met.TTFT.WithLabelValues("grpc").Observe(latency.Seconds())
+	if u := out.GetUsage(); u != nil {
+		s.met.Tokens.WithLabelValues(out.Backend, "prompt").Add(float64(u.GetPromptTokens()))
+		s.met.Tokens.WithLabelValues(out.Backend, "completion").Add(float64(u.GetCompletionTokens()))
+	}
+	return out, nil
+}
+
+func (s *Service) encode(req *rmv1.ChatRequest, model string, forOpenAI bool) ([]byte, error) {
+	or, err := toOpenAI(req, model, forOpenAI)
+	if err != nil {
+		return nil, err
+	}
+	body, err := json.Marshal(or)
+	if err != nil {
+		return nil, fmt.Errorf("encode backend request: %w", err)
+	}
+	return openaiapi.MergeExtra(body, req.GetExtraBodyJson())
+}
+
+// ListBackends shows each backend's state.
+func (s *Service) ListBackends(context.Context, *rmv1.ListBackendsRequest) (*rmv1.ListBackendsResponse, error) {
+	pins := s.g.PinCounts()
+	out := &rmv1.ListBackendsResponse{ModelVersion: s.g.Version(), RoutingPolicy: s.g.PolicyName()}
+	for _, b := range s.g.Backends() {
+		sn := b.Snapshot()
+		out.Backends = append(out.Backends, &rmv1.Backend{
+			Id: sn.ID, BaseUrl: sn.BaseURL, Kind: sn.Kind, Model: sn.Model, Healthy: sn.Healthy,
+			Breaker: breakerState(sn.Breaker), InFlight: int32(sn.InFlight), MaxConcurrent: int32(sn.MaxConcurrent),
+			Weight: sn.Weight, ModelVersion: sn.Version, Updating: sn.Updating,
+			LatencyP50: durationpb.New(sn.LatencyP50), Requests: sn.Requests, Failures: sn.Failures,
+			LastError: sn.LastError, PinnedKeys: int32(pins[sn.ID]),
+		})
+	}
+	return out, nil
+}
+
+func breakerState(st breaker.State) rmv1.BreakerState {
+	switch st {
+	case breaker.Closed:
+		return rmv1.BreakerState_BREAKER_STATE_CLOSED
+	case breaker.Open:
+		return rmv1.BreakerState_BREAKER_STATE_OPEN
+	case breaker.HalfOpen:
+		return rmv1.BreakerState_BREAKER_STATE_HALF_OPEN
+	}
+	return rmv1.BreakerState_BREAKER_STATE_UNSPECIFIED
+}
+
+// UpdateWeights moves the backends to a new weight version.
+func (s *Service) UpdateWeights(ctx context.Context, req *rmv1.UpdateWeightsRequest) (*rmv1.UpdateWeightsResponse, error) {
+	res, err := s.g.UpdateWeights(ctx, gateway.UpdateOptions{
+		Version: req.GetVersion(), Source: req.GetSource(),
+		Rolling: req.GetStrategy() == rmv1.UpdateStrategy_UPDATE_STRATEGY_ROLLING,
+		Abort:   req.GetAbortInFlight(),
+	})
+	if err != nil && res == nil {
+		return nil, s.toStatus(err)
+	}
+	out := &rmv1.UpdateWeightsResponse{Version: s.g.Version(), PreviousVersion: res.Previous}
+	for _, b := range res.Backends {
+		bu := &rmv1.BackendUpdate{Backend: b.Backend, Ok: b.Err == nil, Duration: durationpb.New(b.Duration)}
+		if b.Err != nil {
+			bu.Error = b.Err.Error()
+		}
+		out.Backends = append(out.Backends, bu)
+	}
+	if err != nil {
+		// Every backend failed: report it as an error whose message
+		// names each backend's failure.
+		msg := err.Error()
+		for _, b := range out.Backends {
+			msg += "; " + b.Backend + ": " + b.Error
+		}
+		return nil, status.Error(codes.Unavailable, msg)
+	}
+	out.UpdateTime = timestamppb.New(res.At)
+	return out, nil
+}

@@ -1,0 +1,142 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"runtime/pprof"
+	"strings"
+	"time"
+
+	"github.com/rolloutmesh/rolloutmesh/services/modelgateway"
+	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/fakellm"
+)
+
+// ChildFlag is the flag with which benchgateway re-runs itself as one of
+// the processes under test: each server gets its own process (its own
+// scheduler and garbage collector), as nginx has and as deployments have.
+const ChildFlag = "bench-child"
+
+// Child runs the server named by what ("fakellm", or "gateway" with the
+// backend URL as arg), prints "ADDR <addr>..." on out and serves until its
+// standard input closes, which happens when the parent exits.
+func Child(ctx context.Context, what, arg string, in io.Reader, out io.Writer) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		io.Copy(io.Discard, in)
+		cancel()
+	}()
+	switch what {
+	case "fakellm":
+		f, err := fakellm.Start(ctx, "127.0.0.1:0", fakellm.Config{Script: []fakellm.Rule{{Match: "", Reply: "ls -la ~"}}})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "ADDR %s\n", f.URL)
+		<-ctx.Done()
+		return f.Close()
+	case "gateway":
+		if path := os.Getenv("BENCHGATEWAY_GATEWAY_CPUPROFILE"); path != "" {
+			// Profiling the gateway process alone, apart from the load
+			// generator and fakellm.
+			f, err := os.Create(path)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			if err := pprof.StartCPUProfile(f); err != nil {
+				return err
+			}
+			defer pprof.StopCPUProfile()
+		}
+		svc, stop, grpcAddr, err := newGateway(ctx, &modelgateway.FileConfig{
+			Backends: []modelgateway.BackendConfig{{ID: "fake", BaseURL: arg, Model: "fake-model"}},
+		})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "ADDR http://%s %s\n", svc.OpenAIAddr(), grpcAddr)
+		<-ctx.Done()
+		stop()
+		return nil
+	}
+	return fmt.Errorf("unknown child %q", what)
+}
+
+// child is a server process started by startChild.
+type child struct {
+	addrs []string
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	done  chan error
+}
+
+// startChild re-runs this binary as a server and reads its addresses.
+func startChild(ctx context.Context, what, arg string) (*child, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, self, "-"+ChildFlag, what, arg)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", what, err)
+	}
+	c := &child{cmd: cmd, stdin: stdin, done: make(chan error, 1)}
+	lines := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		if sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+		io.Copy(io.Discard, stdout)
+		c.done <- cmd.Wait()
+	}()
+	select {
+	case line, ok := <-lines:
+		f := strings.Fields(line)
+		if !ok || len(f) < 2 || f[0] != "ADDR" {
+			c.stop()
+			return nil, fmt.Errorf("%s child said %q", what, line)
+		}
+		c.addrs = f[1:]
+		return c, nil
+	case <-time.After(10 * time.Second):
+		c.stop()
+		return nil, errors.New(what + " child did not start")
+	}
+}
+
+func (c *child) stop() {
+	c.stdin.Close()
+	select {
+	case <-c.done:
+	case <-time.After(5 * time.Second):
+		c.cmd.Process.Kill()
+		<-c.done
+	}
+}
+
+// hostPort strips the scheme of a base URL.
+func hostPort(url string) string {
+	h := strings.TrimPrefix(url, "http://")
+	if _, _, err := net.SplitHostPort(h); err != nil {
+		return url
+	}
+	return h
+}

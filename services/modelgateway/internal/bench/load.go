@@ -1,0 +1,181 @@
+// Package bench measures the gateway: (a) the latency it adds in front of a
+// zero-latency fakellm, side by side with fakellm reached directly and
+// through nginx as a plain reverse proxy, all driven by the same load
+// generator in one run; (b) time to first token and prefix-cache hit rate
+// of sticky_least_loaded against round_robin over several fakellm backends.
+package bench
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// sample is the outcome of one load run.
+type sample struct {
+	lats     []time.Duration
+	errors   int64
+	firstErr string
+	// shed counts requests not sent because too many were outstanding:
+	// the target could not keep up with the rate.
+	shed    int64
+	elapsed time.Duration
+}
+
+func (s sample) pct(p float64) time.Duration {
+	if len(s.lats) == 0 {
+		return 0
+	}
+	i := int(p * float64(len(s.lats)-1))
+	return s.lats[i]
+}
+
+func (s sample) rate() float64 { return float64(len(s.lats)) / s.elapsed.Seconds() }
+
+// merge combines two runs of the same target.
+func (s sample) merge(o sample) sample {
+	lats := append(slices.Clone(s.lats), o.lats...)
+	slices.Sort(lats)
+	fe := s.firstErr
+	if fe == "" {
+		fe = o.firstErr
+	}
+	return sample{lats: lats, errors: s.errors + o.errors, firstErr: fe, shed: s.shed + o.shed, elapsed: s.elapsed + o.elapsed}
+}
+
+// doer sends one request and reports an error unless it fully succeeded.
+type doer func(ctx context.Context) error
+
+// newHTTPClient returns a load-generator client with at most conns
+// connections per target, as wrk-style generators keep a fixed connection
+// set: a burst then queues for a connection (and the wait counts in the
+// latency) instead of opening new connections through every hop.
+func newHTTPClient(conns int) *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		Proxy:               nil,
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+		MaxIdleConns:        conns * 4,
+		MaxIdleConnsPerHost: conns,
+		MaxConnsPerHost:     conns,
+		DisableCompression:  true,
+	}}
+}
+
+// httpDoer posts body to url and reads the whole answer.
+func httpDoer(c *http.Client, url string, body []byte) doer {
+	return func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := c.Do(req)
+		if err != nil {
+			return err
+		}
+		_, err = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return err
+		}
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("status %d", resp.StatusCode)
+		}
+		return nil
+	}
+}
+
+// openLoop sends at a fixed rate regardless of answers (so a slow target
+// cannot slow the generator down and hide its latency), at most maxOut
+// outstanding, for d. Latency is measured from the moment each request is
+// handed to the client.
+func openLoop(ctx context.Context, do doer, rate int, d time.Duration, maxOut int) sample {
+	var (
+		mu       sync.Mutex
+		firstErr atomic.Value
+		lats     = make([]time.Duration, 0, int(float64(rate)*d.Seconds())+16)
+		errs     atomic.Int64
+		shed     int64
+		out      = make(chan struct{}, maxOut)
+		wg       sync.WaitGroup
+		total    = int(float64(rate) * d.Seconds())
+		period   = time.Second / time.Duration(rate)
+	)
+	start := time.Now()
+	for i := range total {
+		if ctx.Err() != nil {
+			break
+		}
+		if wait := time.Until(start.Add(time.Duration(i) * period)); wait > 0 {
+			time.Sleep(wait)
+		}
+		select {
+		case out <- struct{}{}:
+		default:
+			shed++
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-out }()
+			t0 := time.Now()
+			if err := do(ctx); err != nil {
+				errs.Add(1)
+				firstErr.CompareAndSwap(nil, err.Error())
+				return
+			}
+			lat := time.Since(t0)
+			mu.Lock()
+			lats = append(lats, lat)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	slices.Sort(lats)
+	fe, _ := firstErr.Load().(string)
+	return sample{lats: lats, errors: errs.Load(), firstErr: fe, shed: shed, elapsed: time.Since(start)}
+}
+
+// closedLoop runs workers that send back to back for d: the most the
+// target answers per second at that concurrency.
+func closedLoop(ctx context.Context, do doer, workers int, d time.Duration) sample {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var (
+		n, errs  atomic.Int64
+		wg       sync.WaitGroup
+		firstErr atomic.Value
+	)
+	start := time.Now()
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// The clock, not ctx.Err(), ends the run: on a loaded machine
+			// the context's timer fires late, and clients that check the
+			// deadline themselves fail instantly in the meantime.
+			end, _ := ctx.Deadline()
+			for time.Now().Before(end) {
+				if err := do(ctx); err != nil {
+					if time.Until(end) > 10*time.Millisecond {
+						errs.Add(1)
+						firstErr.CompareAndSwap(nil, err.Error())
+					}
+					continue
+				}
+				n.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	fe, _ := firstErr.Load().(string)
+	return sample{lats: make([]time.Duration, n.Load()), errors: errs.Load(), firstErr: fe, elapsed: time.Since(start)}
+}

@@ -1,0 +1,520 @@
+// Package gateway is the routing core shared by the gRPC and HTTP fronts:
+// it picks a backend by policy, counts the request in flight there, retries
+// with backoff and fails over on connection errors and 408/429/5xx within the
+// caller's deadline, probes backend health, and orchestrates weight updates
+// and the version every answer is stamped with.
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/backend"
+	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/breaker"
+	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/clock"
+	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/metrics"
+	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/routing"
+)
+
+// Errors the fronts translate.
+var (
+	// ErrUnknownModel: no backend serves the requested model.
+	ErrUnknownModel = errors.New("unknown model")
+	// ErrNoBackend: no backend could answer within the attempts and deadline.
+	ErrNoBackend = errors.New("no backend available")
+	// ErrStaleVersion: an update to a version not above the current one.
+	ErrStaleVersion = errors.New("version must be greater than the current version")
+	// ErrUpdateFailed: no backend took the new weights.
+	ErrUpdateFailed = errors.New("weight update failed on every backend")
+)
+
+// StatusError is a backend's final error answer after retries ran out; the
+// HTTP front passes it on, the gRPC front maps it.
+type StatusError struct {
+	Backend string
+	Code    int
+	Body    []byte
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("backend %s answered %d: %s", e.Backend, e.Code, e.Body)
+}
+
+// RetryConfig bounds retries.
+type RetryConfig struct {
+	// MaxAttempts per request, first try included (default 3).
+	MaxAttempts int `yaml:"max_attempts"`
+	// BackoffBase doubles per retry up to BackoffMax (defaults 20ms, 1s),
+	// with ±20% jitter.
+	BackoffBase time.Duration `yaml:"backoff_base"`
+	BackoffMax  time.Duration `yaml:"backoff_max"`
+}
+
+// HealthConfig tunes health probing.
+type HealthConfig struct {
+	// Interval between probes (default 2s).
+	Interval time.Duration `yaml:"interval"`
+	// Timeout of one probe (default 1s).
+	Timeout time.Duration `yaml:"timeout"`
+	// FailureThreshold consecutive failures mark a backend unhealthy
+	// (default 3), SuccessThreshold successes healthy again (default 2).
+	FailureThreshold int `yaml:"failure_threshold"`
+	SuccessThreshold int `yaml:"success_threshold"`
+}
+
+// Config configures a Gateway.
+type Config struct {
+	Backends []backend.Config
+	Routing  routing.Config
+	Retry    RetryConfig
+	Health   HealthConfig
+	Breaker  breaker.Config
+	// DefaultModel answers requests without a model (default: the first
+	// backend's model).
+	DefaultModel string
+	// InitialVersion is the weight version the backends start at.
+	InitialVersion int64
+}
+
+func (c *Config) defaults() {
+	if c.Retry.MaxAttempts <= 0 {
+		c.Retry.MaxAttempts = 3
+	}
+	if c.Retry.BackoffBase <= 0 {
+		c.Retry.BackoffBase = 20 * time.Millisecond
+	}
+	if c.Retry.BackoffMax <= 0 {
+		c.Retry.BackoffMax = time.Second
+	}
+	if c.Health.Interval <= 0 {
+		c.Health.Interval = 2 * time.Second
+	}
+	if c.Health.Timeout <= 0 {
+		c.Health.Timeout = time.Second
+	}
+	if c.Health.FailureThreshold <= 0 {
+		c.Health.FailureThreshold = 3
+	}
+	if c.Health.SuccessThreshold <= 0 {
+		c.Health.SuccessThreshold = 2
+	}
+}
+
+// Gateway routes requests to backends.
+type Gateway struct {
+	cfg     Config
+	log     *zap.Logger
+	clk     clock.Clock
+	met     *metrics.Metrics
+	policy  routing.Policy
+	all     []*backend.Backend
+	byModel map[string][]*backend.Backend
+	models  []string
+
+	version  atomic.Int64
+	updateMu sync.Mutex
+
+	stop context.CancelFunc
+	wg   sync.WaitGroup
+}
+
+// New builds a gateway; Start begins health probing.
+func New(cfg Config, client *http.Client, clk clock.Clock, met *metrics.Metrics, log *zap.Logger) (*Gateway, error) {
+	cfg.defaults()
+	g := &Gateway{cfg: cfg, log: log, clk: clk, met: met, byModel: map[string][]*backend.Backend{}}
+	policy, err := routing.New(cfg.Routing, routing.Hooks{
+		Pin:   func(id string) { met.Pins.WithLabelValues(id, "pin").Inc() },
+		Unpin: func(id string) { met.Pins.WithLabelValues(id, "unpin").Inc() },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("routing.policy: %w", err)
+	}
+	g.policy = policy
+	seen := map[string]bool{}
+	for i, bc := range cfg.Backends {
+		if seen[bc.ID] {
+			return nil, fmt.Errorf("backends[%d].id: duplicate id %q", i, bc.ID)
+		}
+		seen[bc.ID] = true
+		b, err := backend.New(bc, backend.Options{
+			Client: client, Clock: clk, Breaker: cfg.Breaker,
+			OnBreaker: func(id string, from, to breaker.State) {
+				met.BreakerTransitions.WithLabelValues(id, to.String()).Inc()
+				log.Warn("breaker state changed", zap.String("backend", id), zap.Stringer("from", from), zap.Stringer("to", to))
+			},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("backends[%d]: %w", i, err)
+		}
+		b.SetVersion(cfg.InitialVersion)
+		if err := met.BackendGauges(b.ID(),
+			func() float64 { return float64(b.Load()) },
+			func() float64 {
+				if b.Healthy() {
+					return 1
+				}
+				return 0
+			}); err != nil {
+			return nil, err
+		}
+		g.all = append(g.all, b)
+		if _, ok := g.byModel[b.Model()]; !ok {
+			g.models = append(g.models, b.Model())
+		}
+		g.byModel[b.Model()] = append(g.byModel[b.Model()], b)
+	}
+	if g.cfg.DefaultModel == "" && len(g.all) > 0 {
+		g.cfg.DefaultModel = g.all[0].Model()
+	}
+	if _, ok := g.byModel[g.cfg.DefaultModel]; !ok && len(g.all) > 0 {
+		return nil, fmt.Errorf("default_model: no backend serves %q", g.cfg.DefaultModel)
+	}
+	g.version.Store(cfg.InitialVersion)
+	met.ModelVersion.Set(float64(cfg.InitialVersion))
+	return g, nil
+}
+
+// Start runs health probing until Stop.
+func (g *Gateway) Start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	g.stop = cancel
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		g.probeLoop(ctx)
+	}()
+}
+
+// Stop ends health probing and waits for it.
+func (g *Gateway) Stop() {
+	if g.stop != nil {
+		g.stop()
+	}
+	g.wg.Wait()
+}
+
+// Models lists the served model names in config order.
+func (g *Gateway) Models() []string { return g.models }
+
+// Backends lists the backends in config order.
+func (g *Gateway) Backends() []*backend.Backend { return g.all }
+
+// Version is the recorded weight version.
+func (g *Gateway) Version() int64 { return g.version.Load() }
+
+// PolicyName names the routing policy.
+func (g *Gateway) PolicyName() string { return g.policy.Name() }
+
+// PinCounts reports pinned keys per backend id.
+func (g *Gateway) PinCounts() map[string]int { return routing.PinCounts(g.policy) }
+
+// ResolveModel maps a requested model name ("" = default) to a served one.
+func (g *Gateway) ResolveModel(model string) (string, error) {
+	if model == "" {
+		return g.cfg.DefaultModel, nil
+	}
+	if _, ok := g.byModel[model]; !ok {
+		return "", fmt.Errorf("%w %q", ErrUnknownModel, model)
+	}
+	return model, nil
+}
+
+func (g *Gateway) probeLoop(ctx context.Context) {
+	for {
+		var wg sync.WaitGroup
+		for _, b := range g.all {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				pctx, cancel := context.WithTimeout(ctx, g.cfg.Health.Timeout)
+				err := b.Probe(pctx)
+				cancel()
+				if ctx.Err() != nil {
+					return
+				}
+				if b.ProbeResult(err, g.cfg.Health.FailureThreshold, g.cfg.Health.SuccessThreshold) {
+					g.log.Warn("backend health changed", zap.String("backend", b.ID()), zap.Bool("healthy", b.Healthy()), zap.Error(err))
+				}
+			}()
+		}
+		wg.Wait()
+		select {
+		case <-ctx.Done():
+			return
+		case <-g.clk.After(g.cfg.Health.Interval):
+		}
+	}
+}
+
+// Request is one chat call to route.
+type Request struct {
+	// Model is a resolved model name.
+	Model      string
+	RoutingKey string
+	// Body is the JSON body; OpenAIBody, when set, replaces it for kind
+	// openai backends, which reject vLLM's extra fields.
+	Body       []byte
+	OpenAIBody []byte
+	// Header is forwarded to the backend.
+	Header http.Header
+}
+
+// Response is an open backend answer. The caller reads Body and must call
+// Finish exactly once.
+type Response struct {
+	*http.Response
+	Backend  *backend.Backend
+	Attempts int
+	Start    time.Time
+	epoch    int64
+	done     atomic.Bool
+}
+
+// Finish closes the body, ends the in-flight count and records the outcome;
+// it reports whether a weight update happened while the request was in
+// flight.
+func (r *Response) Finish(ok bool, errText string) (versionChanged bool) {
+	if !r.done.CompareAndSwap(false, true) {
+		return r.Backend.Epoch() != r.epoch
+	}
+	r.Body.Close()
+	r.Backend.Release()
+	r.Backend.Result(ok, time.Since(r.Start), errText, true)
+	return r.Backend.Epoch() != r.epoch
+}
+
+// ReadAnswer reads a non-streamed answer of at most limit bytes, in one
+// allocation when the backend sent a Content-Length.
+func ReadAnswer(r *Response, limit int64) ([]byte, error) {
+	n := r.ContentLength
+	if n > limit {
+		return nil, fmt.Errorf("answer of %d bytes exceeds the %d-byte limit", n, limit)
+	}
+	if n < 0 {
+		n = 4096
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, n+1))
+	if _, err := buf.ReadFrom(io.LimitReader(r.Body, limit+1)); err != nil {
+		return nil, err
+	}
+	if int64(buf.Len()) > limit {
+		return nil, fmt.Errorf("answer exceeds the %d-byte limit", limit)
+	}
+	return buf.Bytes(), nil
+}
+
+// FinishCanceled is Finish for a request the caller abandoned: the backend
+// did nothing wrong, so neither the breaker nor the failure count hear of it.
+func (r *Response) FinishCanceled() {
+	if !r.done.CompareAndSwap(false, true) {
+		return
+	}
+	r.Body.Close()
+	r.Backend.Release()
+	r.Backend.Breaker().Cancel()
+}
+
+// chatPath is the backend path of chat completions.
+const chatPath = "/v1/chat/completions"
+
+// Do sends req to a backend chosen by policy, retrying on another backend
+// after connection errors and 408/429/5xx answers while attempts and the
+// caller's deadline allow. ctx bounds the whole request, body included.
+func (g *Gateway) Do(ctx context.Context, req *Request) (*Response, error) {
+	var (
+		tried   []*backend.Backend
+		lastErr error = ErrNoBackend
+	)
+	hdr := req.Header
+	if req.RoutingKey != "" {
+		hdr = hdr.Clone()
+		if hdr == nil {
+			hdr = http.Header{}
+		}
+		hdr.Set("X-Routing-Key", req.RoutingKey)
+	}
+	for attempt := 1; attempt <= g.cfg.Retry.MaxAttempts; attempt++ {
+		if attempt > 1 {
+			if err := g.backoff(ctx, attempt); err != nil {
+				return nil, lastErr
+			}
+		}
+		b := g.pick(req.Model, req.RoutingKey, tried)
+		if b == nil && len(tried) > 0 {
+			// Every backend failed once; give them another chance.
+			tried = tried[:0]
+			b = g.pick(req.Model, req.RoutingKey, tried)
+		}
+		if b == nil && g.updating(req.Model) {
+			// A weight update holds every backend: wait for it rather
+			// than fail, as long as the caller's deadline allows.
+			if err := g.waitUpdate(ctx, req.Model); err != nil {
+				return nil, err
+			}
+			attempt--
+			continue
+		}
+		if b == nil {
+			g.met.Retries.WithLabelValues("no_backend").Inc()
+			continue
+		}
+		tried = append(tried, b)
+		if !b.Acquire() {
+			g.met.Retries.WithLabelValues("busy").Inc()
+			continue
+		}
+		if !b.Breaker().Allow() {
+			b.Release()
+			g.met.Retries.WithLabelValues("breaker_open").Inc()
+			continue
+		}
+		body := req.Body
+		if b.Kind() == backend.KindOpenAI && req.OpenAIBody != nil {
+			body = req.OpenAIBody
+		}
+		start, epoch := time.Now(), b.Epoch()
+		resp, err := b.Send(ctx, chatPath, body, hdr)
+		if err != nil {
+			b.Release()
+			if ctx.Err() != nil {
+				// The caller went away or ran out of time: not the
+				// backend's fault, and no point in retrying.
+				b.Breaker().Cancel()
+				return nil, ctx.Err()
+			}
+			g.met.Requests.WithLabelValues(b.ID(), "error").Inc()
+			g.met.Retries.WithLabelValues("connection").Inc()
+			b.Result(false, time.Since(start), err.Error(), true)
+			lastErr = fmt.Errorf("%w: backend %s: %v", ErrNoBackend, b.ID(), err)
+			continue
+		}
+		g.met.Requests.WithLabelValues(b.ID(), statusLabel(resp.StatusCode)).Inc()
+		if retryable(resp.StatusCode) {
+			msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+			resp.Body.Close()
+			b.Release()
+			// Overload (408, 429) is not breakage: only 5xx trips the
+			// breaker.
+			b.Result(false, time.Since(start), fmt.Sprintf("status %d", resp.StatusCode), resp.StatusCode >= 500)
+			if resp.StatusCode < 500 {
+				b.Breaker().Cancel()
+			}
+			g.met.Retries.WithLabelValues(statusLabel(resp.StatusCode)).Inc()
+			lastErr = &StatusError{Backend: b.ID(), Code: resp.StatusCode, Body: msg}
+			continue
+		}
+		return &Response{Response: resp, Backend: b, Attempts: attempt, Start: start, epoch: epoch}, nil
+	}
+	return nil, lastErr
+}
+
+// updating reports whether a backend of model is being updated.
+func (g *Gateway) updating(model string) bool {
+	for _, b := range g.byModel[model] {
+		if b.Updating() {
+			return true
+		}
+	}
+	return false
+}
+
+// waitUpdate waits until no backend of model is being updated. Polling is
+// fine here: updates are rare and last seconds.
+func (g *Gateway) waitUpdate(ctx context.Context, model string) error {
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for g.updating(model) {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+func retryable(code int) bool {
+	return code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500
+}
+
+var statusLabels = func() map[int]string {
+	m := map[int]string{}
+	for c := 100; c < 600; c++ {
+		m[c] = fmt.Sprint(c)
+	}
+	return m
+}()
+
+func statusLabel(code int) string {
+	if s, ok := statusLabels[code]; ok {
+		return s
+	}
+	return "other"
+}
+
+// backoff sleeps before attempt, or returns an error when the caller's
+// deadline would pass first.
+func (g *Gateway) backoff(ctx context.Context, attempt int) error {
+	d := g.cfg.Retry.BackoffBase << (attempt - 2)
+	if d > g.cfg.Retry.BackoffMax || d <= 0 {
+		d = g.cfg.Retry.BackoffMax
+	}
+	d = time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d {
+		return context.DeadlineExceeded
+	}
+	// Real time on purpose: the delay is milliseconds, bounded by the
+	// caller's deadline, and a test that freezes the injected clock to
+	// hold a breaker open must not freeze retries with it.
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// target adapts a backend to routing.Target.
+type target = routing.Target
+
+// pick chooses among the model's backends not yet tried: healthy and
+// available ones first; if none, available ones whose probes are failing
+// (a probe can lag behind a recovered backend).
+func (g *Gateway) pick(model, key string, tried []*backend.Backend) *backend.Backend {
+	cands := g.byModel[model]
+	var buf [16]target
+	for _, needHealthy := range []bool{true, false} {
+		ts := buf[:0]
+		for _, b := range cands {
+			if (needHealthy && !b.Healthy()) || !b.Available() || contains(tried, b) {
+				continue
+			}
+			ts = append(ts, b)
+		}
+		if len(ts) > 0 {
+			return ts[g.policy.Pick(key, ts)].(*backend.Backend)
+		}
+	}
+	return nil
+}
+
+func contains(bs []*backend.Backend, b *backend.Backend) bool {
+	for _, x := range bs {
+		if x == b {
+			return true
+		}
+	}
+	return false
+}

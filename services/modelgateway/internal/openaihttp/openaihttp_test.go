@@ -1,0 +1,56 @@
+package openaihttp
+
+import (
+	"strings"
+	"testing"
+)
+
+// BenchmarkPeekScreenshot measures what checking a request with a 1.5 MB
+// base64 screenshot costs the HTTP front before it passes the body on.
+func BenchmarkPeekScreenshot(b *testing.B) {
+	body := []byte(`{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"what now?"},` +
+		`{"type":"image_url","image_url":{"url":"data:image/png;base64,` + strings.Repeat("iVBORw0K", 200000) + `"}}]}]}`)
+	h := &Handler{opts: Options{MaxImageBytes: 20 << 20}}
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, fe := h.readRequest(body); fe != nil {
+			b.Fatal(fe.problem)
+		}
+	}
+}
+
+func TestReadRequest(t *testing.T) {
+	h := &Handler{opts: Options{MaxImageBytes: 30}}
+	tests := []struct {
+		name, body, wantField string
+		want                  peek
+	}{
+		{"plain", `{"model":"m","user":"ep","stream":true,"messages":[{"role":"user","content":"hi"}]}`, "", peek{Model: "m", User: "ep", Stream: true}},
+		{"parts", `{"messages":[{"role":"user","content":[{"type":"text","text":"\"url\": not a key"},{"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA"}}]}]}`, "", peek{}},
+		{"http image", `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://x/y.png"}}]}]}`, "", peek{}},
+		{"not an object", `[1]`, "body", peek{}},
+		{"no messages", `{"model":"m"}`, "messages", peek{}},
+		{"empty messages", `{"messages":[]}`, "messages", peek{}},
+		{"no role", `{"messages":[{"content":"x"}]}`, "messages[0].role", peek{}},
+		{"bad content", `{"messages":[{"role":"user","content":5}]}`, "messages[0].content", peek{}},
+		{"oversized image", `{"messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"image_url","image_url":{"url":"data:image/png;base64,` + strings.Repeat("A", 80) + `"}}]}]}`, "messages[0].content[1].image_url.url", peek{}},
+		{"file url", `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"file:///etc/passwd"}}]}]}`, "messages[0].content[0].image_url.url", peek{}},
+		{"model not a string", `{"model":5,"messages":[{"role":"user","content":"x"}]}`, "model", peek{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, fe := h.readRequest([]byte(tt.body))
+			gotField := ""
+			if fe != nil {
+				gotField = fe.field
+			}
+			if gotField != tt.wantField {
+				t.Fatalf("field error = %+v, want field %q", fe, tt.wantField)
+			}
+			if fe == nil && got != tt.want {
+				t.Errorf("peek = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,204 @@
+// Package modelgateway builds the model gateway service: one gRPC
+// (rolloutmesh.v1.ModelGateway) and one OpenAI-compatible HTTP front over
+// many OpenAI-compatible model backends (vLLM, SGLang, OpenAI), with sticky
+// least-loaded routing, health probing, circuit breakers, retries with
+// failover, token ids and logprobs end to end, and weight-version stamping.
+package modelgateway
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+
+	"github.com/rolloutmesh/rolloutmesh/serverkit/daemon"
+	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/clock"
+	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/gateway"
+	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/metrics"
+	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/openaihttp"
+	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/routing"
+
+	rmv1 "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
+)
+
+// Config is the service configuration.
+type Config struct {
+	// ConfigFile is the YAML config (--config).
+	ConfigFile string
+	// OpenAIAddr is the OpenAI HTTP listen address (--openai-addr, default
+	// ":8000"); empty disables the HTTP front.
+	OpenAIAddr string
+	// Policy overrides routing.policy from the file (--routing-policy).
+	Policy string
+	// File, when set, is used instead of reading ConfigFile: the all-in-one
+	// binary builds the gateway from a list of backends this way.
+	File *FileConfig
+	// Clock drives health probing, breaker cooldowns and backoff (nil =
+	// real time). Tests set a fake one.
+	Clock clock.Clock
+}
+
+// RegisterFlags adds the service's flags to fs.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.ConfigFile, "config", "", "YAML config file with the backends (see examples/modelgateway.yaml)")
+	fs.StringVar(&c.OpenAIAddr, "openai-addr", ":8000", "OpenAI-compatible HTTP listen address (empty disables)")
+	fs.StringVar(&c.Policy, "routing-policy", "", "override routing.policy: round_robin, least_loaded, sticky_least_loaded or weighted")
+}
+
+// Service is the running gateway.
+type Service struct {
+	rmv1.UnimplementedModelGatewayServer
+
+	g      *gateway.Gateway
+	met    *metrics.Metrics
+	log    *zap.Logger
+	limits Limits
+
+	httpSrv  *http.Server
+	httpLn   net.Listener
+	httpDone chan struct{}
+}
+
+var (
+	_ daemon.Service   = (*Service)(nil)
+	_ daemon.Drainer   = (*Service)(nil)
+	_ daemon.Validator = (*Service)(nil)
+)
+
+// New builds the gateway, starts health probing and, unless OpenAIAddr is
+// empty, the OpenAI HTTP listener. ctx bounds only the start-up.
+func New(ctx context.Context, cfg Config, env daemon.Env) (*Service, error) {
+	fc := cfg.File
+	if fc == nil && cfg.ConfigFile == "" {
+		// Started without a config (e.g. to inspect the API): it serves, and
+		// every Chat is refused until it is restarted with backends.
+		env.Logger.Warn("no backends configured; give --config FILE")
+		fc = &FileConfig{}
+	} else if fc == nil {
+		var err error
+		if fc, err = LoadFile(cfg.ConfigFile); err != nil {
+			return nil, err
+		}
+	} else if err := fc.Validate(); err != nil {
+		return nil, err
+	}
+	rc := fc.Routing
+	if cfg.Policy != "" {
+		rc.Policy = cfg.Policy
+	}
+	if _, err := routing.New(rc, routing.Hooks{}); err != nil {
+		return nil, fmt.Errorf("--routing-policy: %w", err)
+	}
+	limits := fc.Limits
+	limits.defaults()
+	clk := cfg.Clock
+	if clk == nil {
+		clk = clock.Real{}
+	}
+	met, err := metrics.New(env.Registry)
+	if err != nil {
+		return nil, err
+	}
+	g, err := gateway.New(gateway.Config{
+		Backends: fc.Backends, Routing: rc, Retry: fc.Retry, Health: fc.Health, Breaker: fc.Breaker,
+		DefaultModel: fc.DefaultModel, InitialVersion: fc.InitialVersion,
+	}, newHTTPClient(), clk, met, env.Logger)
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{g: g, met: met, log: env.Logger, limits: limits}
+	if cfg.OpenAIAddr != "" {
+		var lc net.ListenConfig
+		ln, err := lc.Listen(ctx, "tcp", cfg.OpenAIAddr)
+		if err != nil {
+			return nil, fmt.Errorf("--openai-addr: listen: %w", err)
+		}
+		s.httpLn = ln
+		s.httpSrv = &http.Server{
+			Handler: openaihttp.New(g, met, env.Logger, openaihttp.Options{
+				MaxRequestBytes: limits.MaxRequestBytes, MaxImageBytes: limits.MaxImageBytes,
+				MaxResponseBytes: limits.MaxResponseBytes, Timeout: limits.RequestTimeout,
+			}),
+			ReadHeaderTimeout: 10 * time.Second,
+		}
+		s.httpDone = make(chan struct{})
+		go func() {
+			defer close(s.httpDone)
+			if err := s.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				env.Logger.Error("openai http server failed", zap.Error(err))
+			}
+		}()
+	}
+	g.Start()
+	env.Logger.Info("modelgateway started", zap.Int("backends", len(fc.Backends)),
+		zap.String("routing_policy", g.PolicyName()), zap.String("openai_addr", s.OpenAIAddr()))
+	return s, nil
+}
+
+// newHTTPClient returns the client for backend calls: many idle connections
+// per host, so that thousands of requests per second reuse connections
+// instead of paying a TCP handshake each; no overall timeout (each request's
+// context bounds it, streamed generations can be long); no transparent
+// compression, which would cost CPU on both sides of a loopback hop.
+func newHTTPClient() *http.Client {
+	tr := &http.Transport{
+		Proxy:               nil,
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        4096,
+		MaxIdleConnsPerHost: 1024,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+		ForceAttemptHTTP2:   false,
+	}
+	return &http.Client{Transport: tr}
+}
+
+// OpenAIAddr is the address the HTTP front listens on ("" when disabled).
+func (s *Service) OpenAIAddr() string {
+	if s.httpLn == nil {
+		return ""
+	}
+	return s.httpLn.Addr().String()
+}
+
+// Register adds the gRPC handlers.
+func (s *Service) Register(srv *grpc.Server) { rmv1.RegisterModelGatewayServer(srv, s) }
+
+// Drain stops the HTTP front from taking new requests and waits for the
+// in-flight ones (streams included) to finish, within ctx.
+func (s *Service) Drain(ctx context.Context) error {
+	if s.httpSrv == nil {
+		return nil
+	}
+	if err := s.httpSrv.Shutdown(ctx); err != nil {
+		return fmt.Errorf("drain openai http: %w", err)
+	}
+	return nil
+}
+
+// Close stops the HTTP front and health probing.
+func (s *Service) Close(context.Context) error {
+	if s.httpSrv != nil {
+		s.httpSrv.Close()
+		<-s.httpDone
+	}
+	s.g.Stop()
+	return nil
+}
+
+// hasKind reports whether any backend is of kind, so that a second,
+// kind-specific body is only encoded when some backend needs it.
+func (s *Service) hasKind(kind string) bool {
+	for _, b := range s.g.Backends() {
+		if b.Kind() == kind {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,32 @@
+package agent
+
+import (
+	"bytes"
+	"fmt"
+	"image"
+	"image/png"
+
+	"golang.org/x/image/draw"
+
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/action"
+)
+
+// scalePNG rescales a screenshot to the screen the model reasons in
+// (Claude's 1280×720), as OSWorld's Claude agent does.
+func scalePNG(b []byte, to action.Screen) ([]byte, error) {
+	src, _, err := image.Decode(bytes.NewReader(b))
+	if err != nil {
+		return nil, fmt.Errorf("decode screenshot: %w", err)
+	}
+	if src.Bounds().Dx() == to.Width && src.Bounds().Dy() == to.Height {
+		return b, nil
+	}
+	dst := image.NewRGBA(image.Rect(0, 0, to.Width, to.Height))
+	draw.ApproxBiLinear.Scale(dst, dst.Bounds(), src, src.Bounds(), draw.Src, nil)
+	var out bytes.Buffer
+	enc := png.Encoder{CompressionLevel: png.BestSpeed}
+	if err := enc.Encode(&out, dst); err != nil {
+		return nil, err
+	}
+	return out.Bytes(), nil
+}

@@ -1,0 +1,240 @@
+// Package py is the Python environment: a python tool whose code runs in
+// the leased guest (/run_python) when the episode has a VM, else in a local
+// subprocess with CPU, memory, time and output limits and no network
+// (a fresh network namespace). Final answers are scored by a benchmark
+// metric.
+package py
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/action"
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/env"
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/guest"
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/metrics"
+)
+
+// Limits of local execution.
+type Limits struct {
+	// Timeout is the wall-clock limit per run.
+	Timeout time.Duration
+	// CPUSeconds is RLIMIT_CPU.
+	CPUSeconds int
+	// MemoryBytes is RLIMIT_AS.
+	MemoryBytes int64
+	// OutputBytes caps stdout+stderr kept.
+	OutputBytes int
+	// AllowNetwork skips the network namespace (for hosts without
+	// unprivileged namespaces; off by default).
+	AllowNetwork bool
+}
+
+// DefaultLimits are the local sandbox's defaults.
+var DefaultLimits = Limits{Timeout: 30 * time.Second, CPUSeconds: 20, MemoryBytes: 1 << 30, OutputBytes: 64 << 10}
+
+// maxCode bounds one program.
+const maxCode = 256 << 10
+
+// Config configures the environment.
+type Config struct {
+	// Python is the interpreter for local runs (default /usr/bin/python3,
+	// else python3 on PATH).
+	Python string
+	Limits Limits
+	// Guest, when set, runs code in the VM instead.
+	Guest *guest.Client
+	// Metric scores final answers (default exact_match).
+	Metric string
+	Judge  metrics.Judge
+}
+
+// Env is one episode's Python environment.
+type Env struct {
+	cfg  Config
+	task env.Task
+}
+
+// New returns a Python environment.
+func New(cfg Config) *Env {
+	if cfg.Limits.Timeout <= 0 {
+		cfg.Limits = DefaultLimits
+	}
+	if cfg.Python == "" {
+		cfg.Python = "/usr/bin/python3"
+		if _, err := os.Stat(cfg.Python); err != nil {
+			cfg.Python = "python3"
+		}
+	}
+	if cfg.Metric == "" {
+		cfg.Metric = "exact_match"
+	}
+	return &Env{cfg: cfg}
+}
+
+// SystemPrompt tells the model how to work.
+func (e *Env) SystemPrompt() string {
+	return "You solve tasks by writing Python. Call the python tool with a complete program; you see what it prints. " +
+		"Nothing is kept between calls. When you know the answer, call final_answer with it (or reply with the answer alone)."
+}
+
+// Tools are python and final_answer.
+func (e *Env) Tools() []env.Tool {
+	return []env.Tool{
+		{Name: "python", Description: "Run a Python 3 program and return its standard output and error.",
+			Parameters: json.RawMessage(`{"type":"object","properties":{"code":{"type":"string","description":"the complete program"}},"required":["code"]}`)},
+		env.FinalAnswerTool(),
+	}
+}
+
+// Reset starts the episode.
+func (e *Env) Reset(ctx context.Context, t env.Task) (env.Observation, error) {
+	e.task = t
+	if e.cfg.Guest != nil {
+		if err := e.cfg.Guest.Wait(ctx, 20, time.Second); err != nil {
+			return env.Observation{}, fmt.Errorf("wait for guest: %w", err)
+		}
+	}
+	return env.Observation{}, nil
+}
+
+// Step runs tool calls.
+func (e *Env) Step(ctx context.Context, acts []action.Action) ([]env.Result, env.Observation, error) {
+	out := make([]env.Result, len(acts))
+	for i, a := range acts {
+		r, err := e.call(ctx, a)
+		if err != nil {
+			return out, env.Observation{}, err
+		}
+		out[i] = r
+	}
+	return out, env.Observation{}, nil
+}
+
+func (e *Env) call(ctx context.Context, a action.Action) (env.Result, error) {
+	if a.Terminal() || a.Type == action.TypeWait {
+		return env.Result{OK: true}, nil
+	}
+	if a.Type != action.TypeTool || a.Tool == nil || a.Tool.Name != "python" {
+		return env.Result{Error: "unknown tool; use python or final_answer"}, nil
+	}
+	var args struct {
+		Code string `json:"code"`
+	}
+	if err := json.Unmarshal([]byte(a.Tool.Arguments), &args); err != nil || args.Code == "" {
+		return env.Result{Error: `python needs {"code": "..."}`}, nil
+	}
+	if len(args.Code) > maxCode {
+		return env.Result{Error: fmt.Sprintf("program longer than %d bytes", maxCode)}, nil
+	}
+	if e.cfg.Guest != nil {
+		res, err := e.cfg.Guest.RunPython(ctx, args.Code)
+		if err != nil {
+			if errors.Is(err, env.ErrGuestUnreachable) {
+				return env.Result{}, err
+			}
+			return env.Result{Error: err.Error()}, nil
+		}
+		out := res.Output + res.Error
+		return env.Result{OK: res.ReturnCode == 0, Output: out, Error: errIf(res.ReturnCode != 0, "exit status "+strconv.Itoa(res.ReturnCode))}, nil
+	}
+	return Run(ctx, e.cfg.Python, args.Code, e.cfg.Limits), nil
+}
+
+func errIf(c bool, s string) string {
+	if c {
+		return s
+	}
+	return ""
+}
+
+// Run runs code in a local sandboxed subprocess.
+func Run(ctx context.Context, python, code string, lim Limits) env.Result {
+	dir, err := os.MkdirTemp("", "runner-py-")
+	if err != nil {
+		return env.Result{Error: err.Error()}
+	}
+	defer os.RemoveAll(dir)
+	script := dir + "/main.py"
+	if err := os.WriteFile(script, []byte(code), 0o600); err != nil {
+		return env.Result{Error: err.Error()}
+	}
+	ctx, cancel := context.WithTimeout(ctx, lim.Timeout)
+	defer cancel()
+	args := []string{
+		"--as=" + strconv.FormatInt(lim.MemoryBytes, 10),
+		"--cpu=" + strconv.Itoa(lim.CPUSeconds),
+		"--fsize=" + strconv.Itoa(16<<20),
+		"--",
+	}
+	if !lim.AllowNetwork {
+		args = append(args, "unshare", "--net", "--")
+	}
+	args = append(args, python, "-I", script)
+	cmd := exec.CommandContext(ctx, "prlimit", args...)
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + dir, "LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 2 * time.Second
+	out := &capped{max: lim.OutputBytes}
+	cmd.Stdout, cmd.Stderr = out, out
+	err = cmd.Run()
+	res := env.Result{Output: out.String()}
+	switch {
+	case ctx.Err() == context.DeadlineExceeded:
+		res.Error = fmt.Sprintf("timed out after %s", lim.Timeout)
+	case err != nil:
+		res.Error = err.Error()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				res.Error = fmt.Sprintf("killed by %v (CPU limit %ds, memory limit %d MiB)", ws.Signal(), lim.CPUSeconds, lim.MemoryBytes>>20)
+			}
+		}
+	default:
+		res.OK = true
+	}
+	return res
+}
+
+// capped keeps the first max bytes written and notes the rest.
+type capped struct {
+	buf     bytes.Buffer
+	max     int
+	dropped int
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	room := c.max - c.buf.Len()
+	if room > 0 {
+		c.buf.Write(p[:min(room, len(p))])
+	}
+	if len(p) > room {
+		c.dropped += len(p) - max(room, 0)
+	}
+	return len(p), nil
+}
+
+func (c *capped) String() string {
+	if c.dropped > 0 {
+		return c.buf.String() + fmt.Sprintf("\n...(%d bytes of output dropped)", c.dropped)
+	}
+	return c.buf.String()
+}
+
+// Evaluate scores the final answer.
+func (e *Env) Evaluate(ctx context.Context, in env.EvalInput) (env.Evaluation, error) {
+	return env.ScoreAnswer(ctx, e.task, in.FinalAnswer, e.cfg.Metric, e.cfg.Judge)
+}
+
+// Close does nothing.
+func (e *Env) Close(context.Context) error { return nil }

@@ -1,0 +1,268 @@
+package osworld
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/env"
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/guest"
+)
+
+// getterFunc fetches a value for a metric; nil stands for Python's None
+// (a missing file), which metrics score 0.
+type getterFunc func(ctx context.Context, s *Session, cfg map[string]any) (any, error)
+
+// getters is the registry of evaluator getter types.
+var getters = map[string]getterFunc{
+	"vm_file":         getVMFile,
+	"vm_command_line": getVMCommandLine,
+	"rule":            getRule,
+	"cache_file":      getCacheFile,
+	"cloud_file":      getCloudFile,
+}
+
+// SupportedGetters lists the getter types this package has.
+func SupportedGetters() []string { return sortedKeys(getters) }
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// getVMFile saves the guest file to cache/<dest> and returns the local path
+// (a list of paths with multi), or nil when the file does not exist.
+func getVMFile(ctx context.Context, s *Session, cfg map[string]any) (any, error) {
+	if multi, _ := cfg["multi"].(bool); multi {
+		paths, _ := cfg["path"].([]any)
+		dests, _ := cfg["dest"].([]any)
+		if len(paths) != len(dests) {
+			return nil, fmt.Errorf("vm_file: path and dest lists differ in length")
+		}
+		var out []any
+		for i := range paths {
+			p, _ := paths[i].(string)
+			d, _ := dests[i].(string)
+			v, err := getVMFile(ctx, s, map[string]any{"path": p, "dest": d})
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, v)
+		}
+		if g, ok := cfg["gives"].([]any); ok {
+			var sel []any
+			for _, i := range g {
+				if n, ok := i.(float64); ok && int(n) >= 0 && int(n) < len(out) {
+					sel = append(sel, out[int(n)])
+				}
+			}
+			if len(sel) == 1 {
+				return sel[0], nil
+			}
+			return sel, nil
+		}
+		return out, nil
+	}
+	p, d := str(cfg, "path"), str(cfg, "dest")
+	if p == "" || d == "" {
+		return nil, fmt.Errorf("vm_file: path and dest are required")
+	}
+	data, err := s.Guest.File(ctx, p)
+	var he *guest.HTTPError
+	if errors.As(err, &he) && he.Status == http.StatusNotFound {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	local, err := s.cachePath(d)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.writeCache(d, data); err != nil {
+		return nil, err
+	}
+	return local, nil
+}
+
+// getVMCommandLine returns the output of a command run in the guest.
+func getVMCommandLine(ctx context.Context, s *Session, cfg map[string]any) (any, error) {
+	cmd, err := s.command(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("vm_command_line: %w", err)
+	}
+	res, err := s.Guest.Execute(ctx, cmd, boolean(cfg, "shell"), false)
+	var he *guest.HTTPError
+	if errors.As(err, &he) {
+		return nil, nil // OSWorld logs and returns None on a non-200 answer
+	}
+	if err != nil {
+		return nil, err
+	}
+	return res.Output, nil
+}
+
+func getRule(_ context.Context, _ *Session, cfg map[string]any) (any, error) {
+	r, ok := cfg["rules"]
+	if !ok {
+		return nil, fmt.Errorf("rule: rules is required")
+	}
+	return r, nil
+}
+
+func getCacheFile(_ context.Context, s *Session, cfg map[string]any) (any, error) {
+	p, err := s.cachePath(str(cfg, "path"))
+	if err != nil {
+		return nil, fmt.Errorf("cache_file: %w", err)
+	}
+	if _, err := os.Stat(p); err != nil {
+		return nil, fmt.Errorf("cache_file: %s is not in the cache", str(cfg, "path"))
+	}
+	return p, nil
+}
+
+// getCloudFile downloads a URL into cache/<dest> (once: the cache makes a
+// local mirror work and keeps repeated episodes offline).
+func getCloudFile(ctx context.Context, s *Session, cfg map[string]any) (any, error) {
+	if multi, _ := cfg["multi"].(bool); multi {
+		paths, _ := cfg["path"].([]any)
+		dests, _ := cfg["dest"].([]any)
+		if len(paths) != len(dests) {
+			return nil, fmt.Errorf("cloud_file: path and dest lists differ in length")
+		}
+		var out []any
+		for i := range paths {
+			p, _ := paths[i].(string)
+			d, _ := dests[i].(string)
+			v, err := getCloudFile(ctx, s, map[string]any{"path": p, "dest": d})
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, v)
+		}
+		return out, nil
+	}
+	u, d := str(cfg, "path"), str(cfg, "dest")
+	if u == "" || d == "" {
+		return nil, fmt.Errorf("cloud_file: path and dest are required")
+	}
+	local, err := s.cachePath(d)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.fetch(ctx, u, local); err != nil {
+		return nil, fmt.Errorf("cloud_file: %w", err)
+	}
+	return local, nil
+}
+
+// Evaluate runs the task's postconfig and evaluator, as DesktopEnv.evaluate
+// does.
+func (s *Session) Evaluate(ctx context.Context, t Task, in env.EvalInput) (env.Evaluation, error) {
+	if s.CacheDir != "" {
+		if err := os.MkdirAll(filepath.Clean(s.CacheDir), 0o755); err != nil {
+			return env.Evaluation{}, err
+		}
+	}
+	ev := t.Evaluator
+	if err := s.Run(ctx, ev.Postconfig); err != nil {
+		return env.Evaluation{}, fmt.Errorf("postconfig: %w", err)
+	}
+	details := map[string]any{"func": ev.Func}
+	if len(ev.Func) == 1 && ev.Func[0] == "infeasible" {
+		score := 0.0
+		if in.LastActionFailed {
+			score = 1
+		}
+		return env.Evaluation{Score: score, Details: details}, nil
+	}
+	if in.LastActionFailed {
+		details["last_action"] = "FAIL"
+		return env.Evaluation{Score: 0, Details: details}, nil
+	}
+	conj := ev.Conj
+	if conj == "" {
+		conj = "and"
+	}
+	var scores []float64
+	var results []any
+	for i, name := range ev.Func {
+		m, ok := metrics[name]
+		if !ok {
+			return env.Evaluation{}, &env.UnsupportedError{Kind: "metric", Name: name}
+		}
+		res, err := s.get(ctx, ev.Result[i])
+		if err != nil {
+			return env.Evaluation{}, err
+		}
+		var exp any
+		hasExp := ev.Expected[i] != nil
+		if hasExp {
+			if exp, err = s.get(ctx, ev.Expected[i]); err != nil {
+				return env.Evaluation{}, err
+			}
+		}
+		score, err := m(res, exp, hasExp, ev.Options[i])
+		if err != nil {
+			return env.Evaluation{}, fmt.Errorf("metric %s: %w", name, err)
+		}
+		scores = append(scores, score)
+		results = append(results, res)
+		if conj == "and" && score == 0 {
+			break
+		}
+		if conj == "or" && score == 1 {
+			break
+		}
+	}
+	details["scores"] = scores
+	details["results"] = results
+	return env.Evaluation{Score: combine(conj, scores), Details: details}, nil
+}
+
+// combine applies OSWorld's conj: "and" is 0 at the first 0 else the mean;
+// "or" is 1 at the first 1 else the max.
+func combine(conj string, scores []float64) float64 {
+	if len(scores) == 0 {
+		return 0
+	}
+	if conj == "or" {
+		best := 0.0
+		for _, s := range scores {
+			best = max(best, s)
+		}
+		return best
+	}
+	sum := 0.0
+	for _, s := range scores {
+		if s == 0 {
+			return 0
+		}
+		sum += s
+	}
+	return sum / float64(len(scores))
+}
+
+func (s *Session) get(ctx context.Context, cfg map[string]any) (any, error) {
+	if cfg == nil {
+		return nil, nil
+	}
+	typ := str(cfg, "type")
+	g, ok := getters[typ]
+	if !ok {
+		return nil, &env.UnsupportedError{Kind: "getter", Name: typ}
+	}
+	v, err := g(ctx, s, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("getter %s: %w", typ, err)
+	}
+	return v, nil
+}

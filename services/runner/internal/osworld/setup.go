@@ -1,0 +1,414 @@
+package osworld
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/env"
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/guest"
+)
+
+// guestAPI is what the task machinery needs of the guest server; it is
+// implemented by *guest.Client.
+type guestAPI interface {
+	Execute(ctx context.Context, command any, shell, setup bool) (guest.ExecResult, error)
+	ExecuteWithVerification(ctx context.Context, params map[string]any) error
+	Launch(ctx context.Context, command any, shell bool) error
+	OpenFile(ctx context.Context, path string) error
+	Window(ctx context.Context, verb, name string, strict, byClass bool) error
+	Upload(ctx context.Context, path string, data []byte) error
+	File(ctx context.Context, path string) ([]byte, error)
+}
+
+var _ guestAPI = (*guest.Client)(nil)
+
+// Session runs one task's steps and evaluator against one guest.
+type Session struct {
+	Guest guestAPI
+	// TaskID names the task's cache directory.
+	TaskID string
+	// CacheDir is the host cache (OSWorld's cache/<task_id>); downloads and
+	// getter results land here.
+	CacheDir string
+	// ClientPassword, ScreenWidth and ScreenHeight fill the placeholders of
+	// execute steps.
+	ClientPassword            string
+	ScreenWidth, ScreenHeight int
+	// HTTP downloads files for download steps and cloud_file getters.
+	HTTP *http.Client
+	// Sleep waits d or until ctx ends; tests inject a fast one.
+	Sleep func(ctx context.Context, d time.Duration) error
+	// MaxDownload bounds a downloaded file.
+	MaxDownload int64
+}
+
+func (s *Session) sleep(ctx context.Context, d time.Duration) error {
+	if s.Sleep != nil {
+		return s.Sleep(ctx, d)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+type stepFunc func(ctx context.Context, s *Session, p map[string]any) error
+
+// stepHandlers is the registry of setup/postconfig step types.
+var stepHandlers = map[string]stepFunc{
+	"download":                  stepDownload,
+	"upload_file":               stepUploadFile,
+	"open":                      stepOpen,
+	"launch":                    stepLaunch,
+	"execute":                   stepExecute,
+	"command":                   stepExecute,
+	"execute_with_verification": stepExecuteWithVerification,
+	"sleep":                     stepSleep,
+	"activate_window":           stepWindow("activate"),
+	"close_window":              stepWindow("close"),
+}
+
+// SupportedSteps lists the step types this package runs.
+func SupportedSteps() []string { return sortedKeys(stepHandlers) }
+
+// Run executes steps in order. The first failing step aborts, as in
+// OSWorld's SetupController.
+func (s *Session) Run(ctx context.Context, steps []Step) error {
+	for i, st := range steps {
+		h, ok := stepHandlers[st.Type]
+		if !ok {
+			return &env.UnsupportedError{Kind: "step", Name: st.Type}
+		}
+		p := map[string]any{}
+		if len(st.Parameters) > 0 && string(st.Parameters) != "null" {
+			if err := json.Unmarshal(st.Parameters, &p); err != nil {
+				return fmt.Errorf("step %d (%s): parameters: %v", i, st.Type, err)
+			}
+		}
+		if err := h(ctx, s, p); err != nil {
+			return fmt.Errorf("step %d (%s): %w", i, st.Type, err)
+		}
+	}
+	return nil
+}
+
+func str(p map[string]any, k string) string {
+	s, _ := p[k].(string)
+	return s
+}
+
+func boolean(p map[string]any, k string) bool {
+	b, _ := p[k].(bool)
+	return b
+}
+
+// replacePlaceholders fills OSWorld's {CLIENT_PASSWORD}, {SCREEN_WIDTH}...
+func (s *Session) replacePlaceholders(v string) string {
+	r := strings.NewReplacer(
+		"{CLIENT_PASSWORD}", s.ClientPassword,
+		"{SCREEN_WIDTH_HALF}", strconv.Itoa(s.ScreenWidth/2),
+		"{SCREEN_HEIGHT_HALF}", strconv.Itoa(s.ScreenHeight/2),
+		"{SCREEN_WIDTH}", strconv.Itoa(s.ScreenWidth),
+		"{SCREEN_HEIGHT}", strconv.Itoa(s.ScreenHeight),
+	)
+	return r.Replace(v)
+}
+
+// command returns the command parameter with placeholders filled: a string
+// or a list of strings.
+func (s *Session) command(p map[string]any) (any, error) {
+	switch c := p["command"].(type) {
+	case string:
+		return s.replacePlaceholders(c), nil
+	case []any:
+		out := make([]string, 0, len(c))
+		for _, e := range c {
+			es, ok := e.(string)
+			if !ok {
+				return nil, fmt.Errorf("command list entries must be strings")
+			}
+			out = append(out, s.replacePlaceholders(es))
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("command must be a string or a list of strings")
+}
+
+func stepExecute(ctx context.Context, s *Session, p map[string]any) error {
+	cmd, err := s.command(p)
+	if err != nil {
+		return err
+	}
+	until, _ := p["until"].(map[string]any)
+	failures := 0
+	for {
+		res, err := s.Guest.Execute(ctx, cmd, boolean(p, "shell"), true)
+		if err != nil {
+			return err
+		}
+		for k, content := range map[string]string{"stdout": res.Output, "stderr": res.Error} {
+			if name := str(p, k); name != "" {
+				if err := s.writeCache(name, []byte(content)); err != nil {
+					return err
+				}
+			}
+		}
+		if len(until) == 0 || untilMet(until, res) {
+			return nil
+		}
+		failures++
+		if failures >= 5 {
+			return nil // OSWorld gives up silently after 5 tries
+		}
+		if err := s.sleep(ctx, 300*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
+func untilMet(until map[string]any, res guest.ExecResult) bool {
+	if rc, ok := until["returncode"].(float64); ok && int(rc) == res.ReturnCode {
+		return true
+	}
+	if o, ok := until["stdout"].(string); ok && strings.Contains(res.Output, o) {
+		return true
+	}
+	if e, ok := until["stderr"].(string); ok && strings.Contains(res.Error, e) {
+		return true
+	}
+	return false
+}
+
+func stepExecuteWithVerification(ctx context.Context, s *Session, p map[string]any) error {
+	cmd, err := s.command(p)
+	if err != nil {
+		return err
+	}
+	q := map[string]any{}
+	for k, v := range p {
+		q[k] = v
+	}
+	q["command"] = cmd
+	return s.Guest.ExecuteWithVerification(ctx, q)
+}
+
+func stepLaunch(ctx context.Context, s *Session, p map[string]any) error {
+	cmd, err := s.command(p)
+	if err != nil {
+		return err
+	}
+	if c, ok := cmd.(string); ok && !boolean(p, "shell") {
+		cmd = strings.Split(c, " ") // OSWorld splits on spaces
+	}
+	return s.Guest.Launch(ctx, cmd, boolean(p, "shell"))
+}
+
+func stepOpen(ctx context.Context, s *Session, p map[string]any) error {
+	path := str(p, "path")
+	if path == "" {
+		return fmt.Errorf("path is required")
+	}
+	return s.Guest.OpenFile(ctx, path)
+}
+
+func stepSleep(ctx context.Context, s *Session, p map[string]any) error {
+	sec, ok := p["seconds"].(float64)
+	if !ok || sec < 0 || sec > 3600 {
+		return fmt.Errorf("seconds must be a number in 0..3600")
+	}
+	return s.sleep(ctx, time.Duration(sec*float64(time.Second)))
+}
+
+func stepWindow(verb string) stepFunc {
+	return func(ctx context.Context, s *Session, p map[string]any) error {
+		// OSWorld only logs window errors: the window may legitimately be gone.
+		_ = s.Guest.Window(ctx, verb, str(p, "window_name"), boolean(p, "strict"), boolean(p, "by_class"))
+		return ctx.Err()
+	}
+}
+
+func fileList(p map[string]any) ([]map[string]any, error) {
+	raw, ok := p["files"].([]any)
+	if !ok || len(raw) == 0 {
+		return nil, fmt.Errorf("files must be a non-empty list")
+	}
+	var out []map[string]any
+	for _, f := range raw {
+		m, ok := f.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("files entries must be objects")
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+func stepDownload(ctx context.Context, s *Session, p map[string]any) error {
+	files, err := fileList(p)
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		u, dst := str(f, "url"), str(f, "path")
+		if u == "" || dst == "" {
+			return fmt.Errorf("download entries need url and path")
+		}
+		sum := sha256.Sum256([]byte(u))
+		local := filepath.Join(s.CacheDir, hex.EncodeToString(sum[:8])+"_"+safeBase(u))
+		if err := s.fetch(ctx, u, local); err != nil {
+			return err
+		}
+		data, err := os.ReadFile(local)
+		if err != nil {
+			return err
+		}
+		if err := s.Guest.Upload(ctx, dst, data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func stepUploadFile(ctx context.Context, s *Session, p map[string]any) error {
+	files, err := fileList(p)
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		lp, dst := str(f, "local_path"), str(f, "path")
+		if lp == "" || dst == "" {
+			return fmt.Errorf("upload_file entries need local_path and path")
+		}
+		data, err := os.ReadFile(lp)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", lp, err)
+		}
+		if err := s.Guest.Upload(ctx, dst, data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func safeBase(u string) string {
+	if pu, err := url.Parse(u); err == nil {
+		u = pu.Path
+	}
+	b := path.Base(u)
+	if b == "." || b == "/" || b == "" {
+		return "file"
+	}
+	return strings.Map(func(r rune) rune {
+		if r == '/' || r == '\\' || r == 0 {
+			return '_'
+		}
+		return r
+	}, b)
+}
+
+// fetch downloads u to local unless local exists (the cache, so a local
+// mirror or a second episode does not download again). file:// URLs and
+// plain paths are copied, so an offline mirror works.
+func (s *Session) fetch(ctx context.Context, u, local string) error {
+	if _, err := os.Stat(local); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(local), 0o755); err != nil {
+		return err
+	}
+	limit := s.MaxDownload
+	if limit <= 0 {
+		limit = 1 << 30
+	}
+	var body io.ReadCloser
+	if strings.HasPrefix(u, "http://") || strings.HasPrefix(u, "https://") {
+		hc := s.HTTP
+		if hc == nil {
+			hc = &http.Client{Timeout: 300 * time.Second}
+		}
+		var lastErr error
+		for try := 0; try < 3; try++ {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+			if err != nil {
+				return err
+			}
+			resp, err := hc.Do(req)
+			if err == nil && resp.StatusCode == http.StatusOK {
+				body = resp.Body
+				break
+			}
+			if err == nil {
+				resp.Body.Close()
+				err = fmt.Errorf("HTTP %d", resp.StatusCode)
+			}
+			lastErr = fmt.Errorf("download %s: %w", u, err)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+		}
+		if body == nil {
+			return lastErr
+		}
+	} else {
+		p := strings.TrimPrefix(u, "file://")
+		f, err := os.Open(p)
+		if err != nil {
+			return fmt.Errorf("download %s: %w", u, err)
+		}
+		body = f
+	}
+	defer body.Close()
+	tmp := local + ".part"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	n, err := io.Copy(f, io.LimitReader(body, limit+1))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && n > limit {
+		err = fmt.Errorf("download %s: larger than %d bytes", u, limit)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return os.Rename(tmp, local)
+}
+
+func (s *Session) writeCache(name string, data []byte) error {
+	p, err := s.cachePath(name)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(p, data, 0o644)
+}
+
+// cachePath joins name under the cache dir, refusing escapes.
+func (s *Session) cachePath(name string) (string, error) {
+	clean := filepath.Clean("/" + name)
+	if clean == "/" {
+		return "", fmt.Errorf("empty cache file name")
+	}
+	return filepath.Join(s.CacheDir, clean), nil
+}

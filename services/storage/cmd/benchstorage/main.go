@@ -1,0 +1,479 @@
+// Command benchstorage measures the storage service on this machine and
+// prints the figures side by side:
+//
+//   - AppendSteps throughput (steps/s, MB/s) and per-stream latency from 64
+//     concurrent episodes over real gRPC on loopback, with distinct ~200 KB
+//     PNG screenshots and with 50 % repeated (identical consecutive)
+//     screenshots;
+//   - ListEpisodes and GetStats latency over an index seeded with one million
+//     steps. Seeding goes through the index's bulk commit path directly, not
+//     through gRPC, so it takes seconds rather than the ingest time.
+//
+// Run it as `cd services/storage && go run ./cmd/benchstorage`.
+package main
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/binary"
+	"flag"
+	"fmt"
+	"hash/crc32"
+	"image"
+	"image/png"
+	"log"
+	"math/rand/v2"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"slices"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	pb "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
+	"github.com/rolloutmesh/rolloutmesh/serverkit/daemon"
+	"github.com/rolloutmesh/rolloutmesh/services/storage"
+	"github.com/rolloutmesh/rolloutmesh/services/storage/internal/index"
+)
+
+type options struct {
+	episodes, stepsPerEpisode, shotKB int
+	seedSteps, stepsPerSeedEpisode    int
+	queries                           int
+	dir, indexDSN                     string
+	reuseSeed                         bool
+}
+
+func main() {
+	var o options
+	flag.IntVar(&o.episodes, "episodes", 64, "concurrent episodes (one AppendSteps stream each)")
+	flag.IntVar(&o.stepsPerEpisode, "steps", 30, "steps per episode")
+	flag.IntVar(&o.shotKB, "shot-kb", 200, "screenshot size in KB")
+	flag.IntVar(&o.seedSteps, "seed-steps", 1_000_000, "steps seeded for the query benchmark (0 skips it)")
+	flag.IntVar(&o.stepsPerSeedEpisode, "seed-steps-per-episode", 15, "steps per seeded episode")
+	flag.IntVar(&o.queries, "queries", 20, "repetitions of each query")
+	flag.StringVar(&o.dir, "dir", "", "work directory (default: a temporary directory, removed afterwards)")
+	flag.BoolVar(&o.reuseSeed, "reuse-seed", false, "with --dir: query the index a previous run seeded instead of seeding again")
+	flag.StringVar(&o.indexDSN, "ingest-index", "", "index for the ingest runs: empty for SQLite in the work directory, or a postgres:// DSN")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the ingest runs to this file")
+	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			log.Fatal(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if err := run(context.Background(), o); err != nil {
+		pprof.StopCPUProfile()
+		log.Fatal(err)
+	}
+}
+
+func run(ctx context.Context, o options) error {
+	dir := o.dir
+	if dir == "" {
+		d, err := os.MkdirTemp("", "benchstorage-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(d)
+		dir = d
+	}
+	base, err := noisePNG(o.shotKB << 10)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("benchstorage: %d concurrent episodes x %d steps, %d KB PNG screenshots, index %s, blobs files\n\n",
+		o.episodes, o.stepsPerEpisode, len(base)>>10, backendName(o.indexDSN))
+
+	var results []ingestResult
+	for _, mode := range []struct {
+		name   string
+		repeat bool
+	}{{"distinct screenshots", false}, {"50% repeated screenshots", true}} {
+		r, err := ingest(ctx, o, filepath.Join(dir, fmt.Sprintf("ingest-%t", mode.repeat)), base, mode.repeat)
+		if err != nil {
+			return fmt.Errorf("%s: %w", mode.name, err)
+		}
+		r.name = mode.name
+		results = append(results, r)
+	}
+	fmt.Printf("%-28s %10s %10s %12s %14s %14s\n", "AppendSteps", "steps/s", "MB/s in", "MB written", "stream p50", "stream p99")
+	for _, r := range results {
+		fmt.Printf("%-28s %10.0f %10.1f %12.1f %14s %14s\n", r.name, r.stepsPerSec, r.mbPerSec, r.mbWritten,
+			r.p50.Round(time.Millisecond), r.p99.Round(time.Millisecond))
+	}
+	fmt.Println()
+	if o.seedSteps > 0 {
+		if err := queries(ctx, o, filepath.Join(dir, "seed")); err != nil {
+			return fmt.Errorf("queries: %w", err)
+		}
+	}
+	return nil
+}
+
+func backendName(dsn string) string {
+	if index.IsPostgresDSN(dsn) {
+		return "postgres"
+	}
+	return "sqlite"
+}
+
+// serve runs the storage service in this process on a loopback port and
+// returns a client factory: each call dials a connection of its own, as
+// separate runner processes would.
+func serve(ctx context.Context, cfg storage.Config, dataDir string) (func() (pb.StorageClient, error), func(), error) {
+	env := daemon.Env{Logger: zap.NewNop(), Registry: daemon.NewRegistry(), DataDir: dataDir}
+	if err := os.MkdirAll(dataDir, 0o750); err != nil {
+		return nil, nil, err
+	}
+	svc, err := storage.New(ctx, cfg, env)
+	if err != nil {
+		return nil, nil, err
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, err
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- daemon.Serve(sctx, daemon.ServeConfig{GRPCListener: lis, Logger: env.Logger, Registry: env.Registry}, svc)
+	}()
+	var mu sync.Mutex
+	var conns []*grpc.ClientConn
+	dial := func() (pb.StorageClient, error) {
+		conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
+		if err != nil {
+			return nil, err
+		}
+		mu.Lock()
+		conns = append(conns, conn)
+		mu.Unlock()
+		return pb.NewStorageClient(conn), nil
+	}
+	stop := func() {
+		for _, c := range conns {
+			c.Close()
+		}
+		cancel()
+		if err := <-done; err != nil {
+			log.Printf("serve: %v", err)
+		}
+	}
+	return dial, stop, nil
+}
+
+type ingestResult struct {
+	name                             string
+	stepsPerSec, mbPerSec, mbWritten float64
+	p50, p99                         time.Duration
+}
+
+func ingest(ctx context.Context, o options, dataDir string, base []byte, repeat bool) (ingestResult, error) {
+	var r ingestResult
+	indexDSN := o.indexDSN
+	if index.IsPostgresDSN(indexDSN) {
+		dsn, drop, err := freshSchema(ctx, indexDSN)
+		if err != nil {
+			return r, err
+		}
+		defer drop()
+		indexDSN = dsn
+	}
+	dial, stop, err := serve(ctx, storage.Config{Index: indexDSN}, dataDir)
+	if err != nil {
+		return r, err
+	}
+	defer stop()
+	clients := make([]pb.StorageClient, o.episodes)
+	for i := range clients {
+		if clients[i], err = dial(); err != nil {
+			return r, err
+		}
+	}
+	var mu sync.Mutex
+	var latencies []time.Duration
+	var sent, written int64
+	var firstErr error
+	var wg sync.WaitGroup
+	start := time.Now()
+	for e := 0; e < o.episodes; e++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id := fmt.Sprintf("bench-%t-%d", repeat, e)
+			t0 := time.Now()
+			n, w, err := appendEpisode(ctx, clients[e], id, o.stepsPerEpisode, base, repeat)
+			took := time.Since(t0)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil && firstErr == nil {
+				firstErr = err
+			}
+			sent += n
+			written += w
+			latencies = append(latencies, took)
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if firstErr != nil {
+		return r, firstErr
+	}
+	steps := float64(o.episodes * o.stepsPerEpisode)
+	r.stepsPerSec = steps / elapsed.Seconds()
+	r.mbPerSec = float64(sent) / 1e6 / elapsed.Seconds()
+	r.mbWritten = float64(written) / 1e6
+	r.p50, r.p99 = percentile(latencies, 0.50), percentile(latencies, 0.99)
+	return r, nil
+}
+
+// freshSchema creates an empty schema for one run in the PostgreSQL
+// database dsn names and returns a DSN using it, and a func dropping it.
+func freshSchema(ctx context.Context, dsn string) (string, func(), error) {
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		return "", nil, err
+	}
+	schema := fmt.Sprintf("bench_%d", time.Now().UnixNano())
+	if _, err := db.ExecContext(ctx, "CREATE SCHEMA "+schema); err != nil {
+		db.Close()
+		return "", nil, fmt.Errorf("create schema: %w", err)
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		db.Close()
+		return "", nil, err
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	drop := func() {
+		if _, err := db.ExecContext(context.WithoutCancel(ctx), "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+			log.Printf("drop schema %s: %v", schema, err)
+		}
+		db.Close()
+	}
+	return u.String(), drop, nil
+}
+
+// appendEpisode streams one episode and returns the screenshot bytes sent
+// and the blob bytes the server wrote.
+func appendEpisode(ctx context.Context, c pb.StorageClient, id string, steps int, base []byte, repeat bool) (int64, int64, error) {
+	stream, err := c.AppendSteps(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	ep := &pb.Episode{EpisodeId: id, RolloutId: "bench", GroupId: id, TaskId: "task", Domain: "os",
+		Status: pb.EpisodeStatus_EPISODE_STATUS_RUNNING, StartTime: timestamppb.Now()}
+	if err := stream.Send(&pb.AppendStepsRequest{Item: &pb.AppendStepsRequest_Episode{Episode: ep}}); err != nil {
+		return 0, 0, err
+	}
+	var sent int64
+	var shot []byte
+	for i := 0; i < steps; i++ {
+		if !repeat || i%2 == 0 {
+			shot = uniquePNG(base, id, i)
+		}
+		sent += int64(len(shot))
+		st := &pb.Step{EpisodeId: id, Index: int32(i),
+			Observation: &pb.Observation{Screenshot: &pb.BlobRef{Data: shot, MediaType: "image/png"}},
+			ModelCall: &pb.ModelCall{ResponseText: "pyautogui.click(100, 200)", ModelVersion: 1,
+				PromptTokenIds: make([]int32, 64), CompletionTokenIds: make([]int32, 16)},
+			Actions:   []*pb.Action{{ActionType: "CODE", Code: "pyautogui.click(100, 200)"}},
+			StartTime: timestamppb.Now()}
+		if err := stream.Send(&pb.AppendStepsRequest{Item: &pb.AppendStepsRequest_Step{Step: st}}); err != nil {
+			break
+		}
+	}
+	resp, err := stream.CloseAndRecv()
+	if err != nil {
+		return sent, 0, err
+	}
+	if len(resp.GetAcked()) != steps {
+		return sent, 0, fmt.Errorf("episode %s: %d steps acknowledged, want %d", id, len(resp.GetAcked()), steps)
+	}
+	return sent, resp.GetBlobBytesWritten(), nil
+}
+
+// noisePNG encodes random pixels into a PNG of about size bytes; noise
+// does not compress, like the worst real screenshots.
+func noisePNG(size int) ([]byte, error) {
+	side := 1
+	for side*side*3 < size {
+		side++
+	}
+	img := image.NewRGBA(image.Rect(0, 0, side, side))
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i < len(img.Pix); i += 4 {
+		img.Pix[i], img.Pix[i+1], img.Pix[i+2], img.Pix[i+3] = byte(rng.Uint32()), byte(rng.Uint32()), byte(rng.Uint32()), 255
+	}
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, img); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// uniquePNG returns base with a tEXt chunk naming (id, step) inserted after
+// the IHDR chunk: a valid PNG with content of its own, made without
+// re-encoding the pixels.
+func uniquePNG(base []byte, id string, step int) []byte {
+	const ihdrEnd = 8 + 4 + 4 + 13 + 4 // signature, IHDR length, type, data, CRC
+	text := []byte(fmt.Sprintf("Comment\x00%s/%d", id, step))
+	chunk := make([]byte, 0, 12+len(text))
+	chunk = binary.BigEndian.AppendUint32(chunk, uint32(len(text)))
+	chunk = append(chunk, "tEXt"...)
+	chunk = append(chunk, text...)
+	chunk = binary.BigEndian.AppendUint32(chunk, crc32.ChecksumIEEE(chunk[4:]))
+	out := make([]byte, 0, len(base)+len(chunk))
+	out = append(out, base[:ihdrEnd]...)
+	out = append(out, chunk...)
+	return append(out, base[ihdrEnd:]...)
+}
+
+func percentile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(q * float64(len(s)-1))
+	return s[i]
+}
+
+// queries seeds an index with o.seedSteps steps through the bulk commit
+// path and measures ListEpisodes and GetStats over gRPC.
+func queries(ctx context.Context, o options, dataDir string) error {
+	if err := os.MkdirAll(dataDir, 0o750); err != nil {
+		return err
+	}
+	dsn := filepath.Join(dataDir, "index.db")
+	if o.reuseSeed {
+		fmt.Printf("reusing the index seeded in %s\n\n", dataDir)
+	} else {
+		start := time.Now()
+		eps, err := seed(ctx, dsn, o.seedSteps, o.stepsPerSeedEpisode)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("seeded %d steps in %d episodes (one rollout, bulk index commits, not gRPC) in %s\n\n",
+			o.seedSteps, eps, time.Since(start).Round(time.Millisecond))
+	}
+
+	dial, stop, err := serve(ctx, storage.Config{Index: dsn}, dataDir)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	c, err := dial()
+	if err != nil {
+		return err
+	}
+	v := int64(3)
+	minScore := 0.5
+	var lastToken string
+	for _, q := range []struct {
+		name string
+		call func() error
+	}{
+		{"ListEpisodes rollout, first page (100)", func() error {
+			r, err := c.ListEpisodes(ctx, &pb.ListEpisodesRequest{RolloutId: "seed", PageSize: 100})
+			if err == nil {
+				lastToken = r.GetNextPageToken()
+			}
+			return err
+		}},
+		{"ListEpisodes rollout, next page (100)", func() error {
+			_, err := c.ListEpisodes(ctx, &pb.ListEpisodesRequest{RolloutId: "seed", PageSize: 100, PageToken: lastToken})
+			return err
+		}},
+		{"ListEpisodes task filter", func() error {
+			_, err := c.ListEpisodes(ctx, &pb.ListEpisodesRequest{RolloutId: "seed", TaskId: "task-17", PageSize: 100})
+			return err
+		}},
+		{"ListEpisodes status+score filter", func() error {
+			_, err := c.ListEpisodes(ctx, &pb.ListEpisodesRequest{RolloutId: "seed", Status: pb.EpisodeStatus_EPISODE_STATUS_DONE, MinScore: &minScore, PageSize: 100})
+			return err
+		}},
+		{"ListEpisodes model version filter", func() error {
+			_, err := c.ListEpisodes(ctx, &pb.ListEpisodesRequest{RolloutId: "seed", ModelVersion: &v, PageSize: 100})
+			return err
+		}},
+		{"GetStats (1 rollout, all steps)", func() error {
+			_, err := c.GetStats(ctx, &pb.GetStatsRequest{RolloutIds: []string{"seed"}})
+			return err
+		}},
+	} {
+		var ds []time.Duration
+		for i := 0; i < o.queries; i++ {
+			t0 := time.Now()
+			if err := q.call(); err != nil {
+				return fmt.Errorf("%s: %w", q.name, err)
+			}
+			ds = append(ds, time.Since(t0))
+		}
+		fmt.Printf("%-40s p50 %10s   p99 %10s\n", q.name, percentile(ds, 0.5).Round(10*time.Microsecond), percentile(ds, 0.99).Round(10*time.Microsecond))
+	}
+	return nil
+}
+
+// seed writes steps straight into the index in large transactions. Steps
+// reference a handful of blob records; no blob content is written, since
+// the queries read only the index.
+func seed(ctx context.Context, dsn string, steps, perEpisode int) (int, error) {
+	db, err := index.Open(ctx, dsn)
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	blobs := make([]index.BlobRecord, 16)
+	for i := range blobs {
+		blobs[i] = index.BlobRecord{SHA256: fmt.Sprintf("%064x", i+1), Size: 200 << 10, MediaType: "image/png"}
+	}
+	statuses := []pb.EpisodeStatus{pb.EpisodeStatus_EPISODE_STATUS_DONE, pb.EpisodeStatus_EPISODE_STATUS_DONE,
+		pb.EpisodeStatus_EPISODE_STATUS_FAILED, pb.EpisodeStatus_EPISODE_STATUS_TIMEOUT}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	episodes := (steps + perEpisode - 1) / perEpisode
+	const perTx = 400 // episodes per transaction
+	for first := 0; first < episodes; first += perTx {
+		b := &index.Batch{}
+		for e := first; e < min(first+perTx, episodes); e++ {
+			id := fmt.Sprintf("seed-%07d", e)
+			status := statuses[e%len(statuses)]
+			b.Episodes = append(b.Episodes, index.EpisodeRecord{Episode: &pb.Episode{
+				EpisodeId: id, RolloutId: "seed", GroupId: fmt.Sprintf("g-%d", e/8), TaskId: fmt.Sprintf("task-%d", e%369),
+				Domain: []string{"os", "chrome", "gimp", "vlc"}[e%4], Status: status, Score: float64(e%3) / 2,
+				FailureReason: map[bool]string{true: "env_setup"}[status == pb.EpisodeStatus_EPISODE_STATUS_FAILED],
+				StartTime:     timestamppb.New(t0.Add(time.Duration(e) * time.Second)),
+				EndTime:       timestamppb.New(t0.Add(time.Duration(e)*time.Second + time.Minute)),
+			}})
+			n := min(perEpisode, steps-e*perEpisode)
+			for i := 0; i < n; i++ {
+				sh := blobs[(e+i)%len(blobs)]
+				b.Steps = append(b.Steps, index.StepRecord{Step: &pb.Step{EpisodeId: id, Index: int32(i),
+					Observation: &pb.Observation{Screenshot: &pb.BlobRef{Sha256: sh.SHA256, MediaType: sh.MediaType, Size: sh.Size}},
+					ModelCall:   &pb.ModelCall{ResponseText: "pyautogui.click(100, 200)", ModelVersion: int64(e / 5000)}},
+					Blobs: []index.BlobRecord{sh}})
+			}
+		}
+		if _, err := db.Commit(ctx, []*index.Batch{b}); err != nil {
+			return 0, err
+		}
+	}
+	return episodes, nil
+}

@@ -1,0 +1,23 @@
+// Command storage runs the rolloutmesh storage service.
+package main
+
+import (
+	"context"
+
+	"github.com/rolloutmesh/rolloutmesh/serverkit/daemon"
+	"github.com/rolloutmesh/rolloutmesh/services/storage"
+)
+
+func main() {
+	var cfg storage.Config
+	daemon.Main(daemon.Spec{
+		Name:     "storage",
+		GRPCAddr: ":50055",
+		HTTPAddr: ":9105",
+		DataDir:  true,
+		Flags:    cfg.RegisterFlags,
+		Start: func(ctx context.Context, env daemon.Env) (daemon.Service, error) {
+			return storage.New(ctx, cfg, env)
+		},
+	})
+}

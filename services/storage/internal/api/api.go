@@ -1,0 +1,396 @@
+// Package api serves the rolloutmesh Storage gRPC API over the index, the
+// blob store, the ingest writer and the exporter. Request checks live in
+// Validate, and domain errors become gRPC codes in one table (toStatus).
+package api
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
+	"github.com/rolloutmesh/rolloutmesh/services/storage/internal/blobstore"
+	"github.com/rolloutmesh/rolloutmesh/services/storage/internal/export"
+	"github.com/rolloutmesh/rolloutmesh/services/storage/internal/index"
+	"github.com/rolloutmesh/rolloutmesh/services/storage/internal/ingest"
+	"github.com/rolloutmesh/rolloutmesh/services/storage/internal/stats"
+	"github.com/rolloutmesh/rolloutmesh/services/storage/internal/validate"
+)
+
+// ChunkBytes bounds the data of one GetBlob or ExportRollout message.
+const ChunkBytes = 1 << 20
+
+// Blobs opens stored blobs.
+type Blobs interface {
+	Open(ctx context.Context, key string) (io.ReadCloser, error)
+}
+
+// Server implements pb.StorageServer.
+type Server struct {
+	// Unsafe: adding an RPC to the API must break the build here.
+	pb.UnsafeStorageServer
+
+	idx       *index.DB
+	blobs     Blobs
+	writer    *ingest.Writer
+	exporter  *export.Exporter
+	log       *zap.Logger
+	threshold float64
+	maxInline int64
+}
+
+var _ pb.StorageServer = (*Server)(nil)
+
+// Options configure a Server.
+type Options struct {
+	// SuccessThreshold is the score at or above which a DONE episode counts
+	// as a success.
+	SuccessThreshold float64
+	// MaxInlineBytes bounds the blob data GetEpisode puts inline.
+	MaxInlineBytes int64
+	Logger         *zap.Logger
+}
+
+// New returns a Server.
+func New(idx *index.DB, blobs Blobs, w *ingest.Writer, opts Options) *Server {
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	if opts.MaxInlineBytes <= 0 {
+		opts.MaxInlineBytes = 32 << 20
+	}
+	return &Server{idx: idx, blobs: blobs, writer: w, exporter: export.New(idx, blobs), log: opts.Logger,
+		threshold: opts.SuccessThreshold, maxInline: opts.MaxInlineBytes}
+}
+
+// Register adds the Storage service to s.
+func (s *Server) Register(g *grpc.Server) { pb.RegisterStorageServer(g, s) }
+
+// toStatus is the one place domain errors become gRPC codes.
+func (s *Server) toStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	if fe, ok := validate.AsFieldError(err); ok {
+		return status.Error(codes.InvalidArgument, fe.Error())
+	}
+	for _, m := range []struct {
+		target error
+		code   codes.Code
+	}{
+		{context.Canceled, codes.Canceled},
+		{context.DeadlineExceeded, codes.DeadlineExceeded},
+		{index.ErrNotFound, codes.NotFound},
+		{blobstore.ErrNotFound, codes.NotFound},
+		{blobstore.ErrBadKey, codes.InvalidArgument},
+		{ingest.ErrStopped, codes.Unavailable},
+		{errInlineTooLarge, codes.FailedPrecondition},
+	} {
+		if errors.Is(err, m.target) {
+			return status.Error(m.code, err.Error())
+		}
+	}
+	s.log.Error("storage request failed", zap.Error(err))
+	return status.Error(codes.Internal, "internal storage error")
+}
+
+// AppendSteps stores a stream of episode headers and steps.
+func (s *Server) AppendSteps(stream grpc.ClientStreamingServer[pb.AppendStepsRequest, pb.AppendStepsResponse]) error {
+	resp, err := s.writer.Append(stream.Context(), stream)
+	if err != nil {
+		return s.toStatus(err)
+	}
+	return stream.SendAndClose(resp)
+}
+
+var errInlineTooLarge = errors.New("inline blobs exceed the limit")
+
+// GetEpisode returns an episode with its steps.
+func (s *Server) GetEpisode(ctx context.Context, req *pb.GetEpisodeRequest) (*pb.GetEpisodeResponse, error) {
+	if err := Validate(req); err != nil {
+		return nil, s.toStatus(err)
+	}
+	ep, err := s.idx.GetEpisode(ctx, req.GetEpisodeId())
+	if err != nil {
+		return nil, s.toStatus(err)
+	}
+	resp := &pb.GetEpisodeResponse{Episode: ep}
+	if req.GetIncludeSteps() {
+		if resp.Steps, err = s.idx.Steps(ctx, req.GetEpisodeId()); err != nil {
+			return nil, s.toStatus(err)
+		}
+	}
+	if req.GetInlineBlobs() {
+		if err := s.inline(ctx, resp); err != nil {
+			return nil, s.toStatus(err)
+		}
+	}
+	return resp, nil
+}
+
+func (s *Server) inline(ctx context.Context, resp *pb.GetEpisodeResponse) error {
+	var refs []*pb.BlobRef
+	if r := resp.GetEpisode().GetRecording(); r != nil {
+		refs = append(refs, r)
+	}
+	for _, st := range resp.GetSteps() {
+		for _, r := range []*pb.BlobRef{st.GetObservation().GetScreenshot(), st.GetObservation().GetAccessibilityTree()} {
+			if r != nil {
+				refs = append(refs, r)
+			}
+		}
+		for _, m := range st.GetModelCall().GetNewMessages() {
+			for _, p := range m.GetContent() {
+				if b := p.GetImage().GetBlob(); b != nil {
+					refs = append(refs, b)
+				}
+			}
+		}
+	}
+	var total int64
+	for _, r := range refs {
+		total += r.GetSize()
+	}
+	if total > s.maxInline {
+		return fmt.Errorf("%w: %d bytes, limit %d; fetch them with GetBlob", errInlineTooLarge, total, s.maxInline)
+	}
+	cache := map[string][]byte{}
+	for _, r := range refs {
+		data, ok := cache[r.GetSha256()]
+		if !ok {
+			rc, err := s.blobs.Open(ctx, r.GetSha256())
+			if err != nil {
+				return err
+			}
+			data, err = io.ReadAll(io.LimitReader(rc, s.maxInline+1))
+			rc.Close()
+			if err != nil {
+				return fmt.Errorf("read blob %s: %w", r.GetSha256(), err)
+			}
+			cache[r.GetSha256()] = data
+		}
+		r.Data = data
+	}
+	return nil
+}
+
+// pageToken is the opaque ListEpisodes page token.
+type pageToken struct {
+	StartNS   int64  `json:"s"`
+	EpisodeID string `json:"e"`
+}
+
+func decodePageToken(tok string) (*index.Cursor, error) {
+	if tok == "" {
+		return nil, nil
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(tok)
+	if err != nil {
+		return nil, validate.Field("page_token", "malformed")
+	}
+	var pt pageToken
+	if err := json.Unmarshal(raw, &pt); err != nil || pt.EpisodeID == "" {
+		return nil, validate.Field("page_token", "malformed")
+	}
+	return &index.Cursor{StartNS: pt.StartNS, EpisodeID: pt.EpisodeID}, nil
+}
+
+func encodePageToken(c *index.Cursor) string {
+	if c == nil {
+		return ""
+	}
+	raw, _ := json.Marshal(pageToken{StartNS: c.StartNS, EpisodeID: c.EpisodeID})
+	return base64.RawURLEncoding.EncodeToString(raw)
+}
+
+// ListEpisodes lists episodes a page at a time.
+func (s *Server) ListEpisodes(ctx context.Context, req *pb.ListEpisodesRequest) (*pb.ListEpisodesResponse, error) {
+	if err := Validate(req); err != nil {
+		return nil, s.toStatus(err)
+	}
+	cur, err := decodePageToken(req.GetPageToken())
+	if err != nil {
+		return nil, s.toStatus(err)
+	}
+	size := int(req.GetPageSize())
+	if size == 0 {
+		size = 100
+	}
+	f := index.Filter{RolloutID: req.GetRolloutId(), GroupID: req.GetGroupId(), TaskID: req.GetTaskId(), Domain: req.GetDomain(),
+		Status: req.GetStatus(), MinScore: req.MinScore, MaxScore: req.MaxScore, ModelVersion: req.ModelVersion}
+	eps, next, err := s.idx.ListEpisodes(ctx, f, cur, size)
+	if err != nil {
+		return nil, s.toStatus(err)
+	}
+	return &pb.ListEpisodesResponse{Episodes: eps, NextPageToken: encodePageToken(next)}, nil
+}
+
+// GetBlob streams a blob in chunks of at most ChunkBytes.
+func (s *Server) GetBlob(req *pb.GetBlobRequest, stream grpc.ServerStreamingServer[pb.GetBlobResponse]) error {
+	if err := Validate(req); err != nil {
+		return s.toStatus(err)
+	}
+	ctx := stream.Context()
+	rec, err := s.idx.Blob(ctx, req.GetSha256())
+	if err != nil {
+		return s.toStatus(err)
+	}
+	rc, err := s.blobs.Open(ctx, req.GetSha256())
+	if err != nil {
+		return s.toStatus(err)
+	}
+	defer rc.Close()
+	buf := make([]byte, ChunkBytes)
+	first := true
+	for {
+		n, rerr := io.ReadFull(rc, buf)
+		if n > 0 || first {
+			msg := &pb.GetBlobResponse{Data: buf[:n]}
+			if first {
+				msg.MediaType, msg.Size = rec.MediaType, rec.Size
+				first = false
+			}
+			if err := stream.Send(msg); err != nil {
+				return err
+			}
+		}
+		if errors.Is(rerr, io.EOF) || errors.Is(rerr, io.ErrUnexpectedEOF) {
+			return nil
+		}
+		if rerr != nil {
+			return s.toStatus(fmt.Errorf("read blob %s: %w", req.GetSha256(), rerr))
+		}
+	}
+}
+
+// ExportRollout streams a rollout as files.
+func (s *Server) ExportRollout(req *pb.ExportRolloutRequest, stream grpc.ServerStreamingServer[pb.ExportRolloutResponse]) error {
+	if err := Validate(req); err != nil {
+		return s.toStatus(err)
+	}
+	sink := &streamSink{send: stream.Send}
+	err := s.exporter.Write(stream.Context(), export.Request{RolloutID: req.GetRolloutId(), Format: req.GetFormat(),
+		InlineImages: req.GetInlineImages(), Status: req.GetStatus()}, sink)
+	return s.toStatus(err)
+}
+
+// streamSink turns exported files into ExportRolloutResponse chunks.
+type streamSink struct {
+	send func(*pb.ExportRolloutResponse) error
+}
+
+func (s *streamSink) Create(path string) (io.WriteCloser, error) {
+	return &chunkWriter{path: path, send: s.send, buf: make([]byte, 0, ChunkBytes)}, nil
+}
+
+type chunkWriter struct {
+	path string
+	send func(*pb.ExportRolloutResponse) error
+	buf  []byte
+}
+
+func (c *chunkWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		room := ChunkBytes - len(c.buf)
+		take := min(room, len(p))
+		c.buf = append(c.buf, p[:take]...)
+		p = p[take:]
+		if len(c.buf) == ChunkBytes {
+			if err := c.send(&pb.ExportRolloutResponse{Path: c.path, Data: c.buf}); err != nil {
+				return 0, err
+			}
+			c.buf = make([]byte, 0, ChunkBytes)
+		}
+	}
+	return n, nil
+}
+
+func (c *chunkWriter) Close() error {
+	return c.send(&pb.ExportRolloutResponse{Path: c.path, Data: c.buf, Eof: true})
+}
+
+// GetStats summarises rollouts.
+func (s *Server) GetStats(ctx context.Context, req *pb.GetStatsRequest) (*pb.GetStatsResponse, error) {
+	if err := Validate(req); err != nil {
+		return nil, s.toStatus(err)
+	}
+	resp := &pb.GetStatsResponse{SuccessThreshold: s.threshold}
+	for _, id := range req.GetRolloutIds() {
+		groups, versions, err := s.idx.RolloutStats(ctx, id, s.threshold)
+		if err != nil {
+			return nil, s.toStatus(err)
+		}
+		if len(groups) == 0 {
+			return nil, s.toStatus(fmt.Errorf("rollout %s has no stored episodes: %w", id, index.ErrNotFound))
+		}
+		resp.Rollouts = append(resp.Rollouts, stats.Rollout(id, groups, versions))
+	}
+	resp.MeanSuccessRate, resp.StddevSuccessRate = stats.Spread(resp.Rollouts)
+	return resp, nil
+}
+
+func (s *Server) taskRewards(ctx context.Context, rolloutID string) ([]index.TaskReward, error) {
+	rs, found, err := s.idx.TaskRewards(ctx, rolloutID)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, fmt.Errorf("rollout %s has no stored episodes: %w", rolloutID, index.ErrNotFound)
+	}
+	return rs, nil
+}
+
+// CompareRollouts lists tasks whose reward differs between two rollouts.
+func (s *Server) CompareRollouts(ctx context.Context, req *pb.CompareRolloutsRequest) (*pb.CompareRolloutsResponse, error) {
+	if err := Validate(req); err != nil {
+		return nil, s.toStatus(err)
+	}
+	base, err := s.taskRewards(ctx, req.GetBaseRolloutId())
+	if err != nil {
+		return nil, s.toStatus(err)
+	}
+	other, err := s.taskRewards(ctx, req.GetOtherRolloutId())
+	if err != nil {
+		return nil, s.toStatus(err)
+	}
+	return stats.Compare(base, other), nil
+}
+
+// DeleteRollout removes a rollout and the blobs no other rollout uses.
+func (s *Server) DeleteRollout(ctx context.Context, req *pb.DeleteRolloutRequest) (*pb.DeleteRolloutResponse, error) {
+	if err := Validate(req); err != nil {
+		return nil, s.toStatus(err)
+	}
+	resp, err := s.writer.DeleteRollout(ctx, req.GetRolloutId())
+	if err != nil {
+		return nil, s.toStatus(err)
+	}
+	s.log.Info("rollout deleted", zap.String("rollout_id", req.GetRolloutId()), zap.Int64("episodes", resp.GetEpisodes()),
+		zap.Int64("steps", resp.GetSteps()), zap.Int64("blobs", resp.GetBlobs()))
+	return resp, nil
+}
+
+// ListStoredRollouts lists the rollouts storage has episodes of.
+func (s *Server) ListStoredRollouts(ctx context.Context, _ *pb.ListStoredRolloutsRequest) (*pb.ListStoredRolloutsResponse, error) {
+	rs, err := s.idx.Rollouts(ctx)
+	if err != nil {
+		return nil, s.toStatus(err)
+	}
+	resp := &pb.ListStoredRolloutsResponse{}
+	for _, r := range rs {
+		resp.Rollouts = append(resp.Rollouts, r.ToProto())
+	}
+	return resp, nil
+}

@@ -1,0 +1,82 @@
+package api
+
+import (
+	"fmt"
+
+	pb "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
+	"github.com/rolloutmesh/rolloutmesh/services/storage/internal/validate"
+)
+
+// maxStatsRollouts bounds GetStats.rollout_ids.
+const maxStatsRollouts = 100
+
+// Validate checks a unary or server-streaming request and returns a
+// *validate.FieldError naming the bad field. AppendSteps messages are
+// checked by the ingest writer as they arrive.
+func Validate(req any) error {
+	switch r := req.(type) {
+	case *pb.GetEpisodeRequest:
+		return validate.ID("episode_id", r.GetEpisodeId())
+	case *pb.ListEpisodesRequest:
+		for _, f := range []struct{ name, v string }{
+			{"rollout_id", r.GetRolloutId()}, {"group_id", r.GetGroupId()}, {"task_id", r.GetTaskId()}, {"domain", r.GetDomain()},
+		} {
+			if err := validate.OptionalID(f.name, f.v); err != nil {
+				return err
+			}
+		}
+		if r.GetPageSize() < 0 || r.GetPageSize() > 1000 {
+			return validate.Field("page_size", "must be in [0, 1000], got %d", r.GetPageSize())
+		}
+		if _, ok := pb.EpisodeStatus_name[int32(r.GetStatus())]; !ok {
+			return validate.Field("status", "unknown value %d", r.GetStatus())
+		}
+		if len(r.GetPageToken()) > 1024 {
+			return validate.Field("page_token", "malformed")
+		}
+		if r.MinScore != nil {
+			if err := validate.Finite("min_score", r.GetMinScore()); err != nil {
+				return err
+			}
+		}
+		if r.MaxScore != nil {
+			if err := validate.Finite("max_score", r.GetMaxScore()); err != nil {
+				return err
+			}
+		}
+	case *pb.GetBlobRequest:
+		return validate.SHA256("sha256", r.GetSha256())
+	case *pb.ExportRolloutRequest:
+		if err := validate.ID("rollout_id", r.GetRolloutId()); err != nil {
+			return err
+		}
+		switch r.GetFormat() {
+		case pb.ExportFormat_EXPORT_FORMAT_JSONL, pb.ExportFormat_EXPORT_FORMAT_OSWORLD:
+		default:
+			return validate.Field("format", "must be EXPORT_FORMAT_JSONL or EXPORT_FORMAT_OSWORLD")
+		}
+		if _, ok := pb.EpisodeStatus_name[int32(r.GetStatus())]; !ok {
+			return validate.Field("status", "unknown value %d", r.GetStatus())
+		}
+	case *pb.GetStatsRequest:
+		if len(r.GetRolloutIds()) == 0 {
+			return validate.Field("rollout_ids", "at least one is required")
+		}
+		if len(r.GetRolloutIds()) > maxStatsRollouts {
+			return validate.Field("rollout_ids", "at most %d", maxStatsRollouts)
+		}
+		for i, id := range r.GetRolloutIds() {
+			if err := validate.ID(fmt.Sprintf("rollout_ids[%d]", i), id); err != nil {
+				return err
+			}
+		}
+	case *pb.CompareRolloutsRequest:
+		if err := validate.ID("base_rollout_id", r.GetBaseRolloutId()); err != nil {
+			return err
+		}
+		return validate.ID("other_rollout_id", r.GetOtherRolloutId())
+	case *pb.DeleteRolloutRequest:
+		return validate.ID("rollout_id", r.GetRolloutId())
+	}
+	return nil
+}

@@ -1,0 +1,473 @@
+package index
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	pb "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
+)
+
+func timeNS(ts *timestamppb.Timestamp) int64 {
+	if ts == nil {
+		return 0
+	}
+	return ts.AsTime().UnixNano()
+}
+
+func nsTime(ns int64) *timestamppb.Timestamp {
+	if ns == 0 {
+		return nil
+	}
+	return timestamppb.New(time.Unix(0, ns))
+}
+
+// EpisodeExists reports whether an episode header is stored.
+func (db *DB) EpisodeExists(ctx context.Context, id string) (bool, error) {
+	var n int
+	err := db.r.QueryRowContext(ctx, db.q(`SELECT 1 FROM episodes WHERE episode_id = ?`), id).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("look up episode %s: %w", id, err)
+	}
+	return true, nil
+}
+
+// Blob returns a blob's record.
+func (db *DB) Blob(ctx context.Context, sha string) (BlobRecord, error) {
+	b := BlobRecord{SHA256: sha}
+	err := db.r.QueryRowContext(ctx, db.q(`SELECT size, media_type FROM blobs WHERE sha256 = ?`), sha).Scan(&b.Size, &b.MediaType)
+	if errors.Is(err, sql.ErrNoRows) {
+		return b, fmt.Errorf("blob %s: %w", sha, ErrNotFound)
+	}
+	if err != nil {
+		return b, fmt.Errorf("look up blob %s: %w", sha, err)
+	}
+	return b, nil
+}
+
+// GetEpisode returns one episode with its derived fields filled.
+func (db *DB) GetEpisode(ctx context.Context, id string) (*pb.Episode, error) {
+	eps, err := db.scanEpisodes(ctx, `SELECT episode_id, num_steps, body FROM episodes WHERE episode_id = ?`, id)
+	if err != nil {
+		return nil, err
+	}
+	if len(eps) == 0 {
+		return nil, fmt.Errorf("episode %s: %w", id, ErrNotFound)
+	}
+	return eps[0], nil
+}
+
+// Steps returns an episode's steps in index order.
+func (db *DB) Steps(ctx context.Context, episodeID string) ([]*pb.Step, error) {
+	rows, err := db.r.QueryContext(ctx, db.q(`SELECT body FROM steps WHERE episode_id = ? ORDER BY idx`), episodeID)
+	if err != nil {
+		return nil, fmt.Errorf("query steps of %s: %w", episodeID, err)
+	}
+	defer rows.Close()
+	var steps []*pb.Step
+	for rows.Next() {
+		var body []byte
+		if err := rows.Scan(&body); err != nil {
+			return nil, fmt.Errorf("scan step: %w", err)
+		}
+		s := &pb.Step{}
+		if err := proto.Unmarshal(body, s); err != nil {
+			return nil, fmt.Errorf("decode step of %s: %w", episodeID, err)
+		}
+		steps = append(steps, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("query steps of %s: %w", episodeID, err)
+	}
+	return steps, nil
+}
+
+// Filter selects episodes; zero fields match anything.
+type Filter struct {
+	RolloutID, GroupID, TaskID, Domain string
+	Status                             pb.EpisodeStatus
+	MinScore, MaxScore                 *float64
+	ModelVersion                       *int64
+}
+
+// Cursor is the position after the last episode of a page.
+type Cursor struct {
+	StartNS   int64
+	EpisodeID string
+}
+
+// ListEpisodes returns up to limit episodes after cursor (nil for the first
+// page) ordered by start time then id, and the cursor of the next page (nil
+// on the last page).
+func (db *DB) ListEpisodes(ctx context.Context, f Filter, after *Cursor, limit int) ([]*pb.Episode, *Cursor, error) {
+	var where []string
+	var args []any
+	add := func(cond string, a ...any) {
+		where = append(where, cond)
+		args = append(args, a...)
+	}
+	if f.RolloutID != "" {
+		add("e.rollout_id = ?", f.RolloutID)
+	}
+	if f.GroupID != "" {
+		add("e.group_id = ?", f.GroupID)
+	}
+	if f.TaskID != "" {
+		add("e.task_id = ?", f.TaskID)
+	}
+	if f.Domain != "" {
+		add("e.domain = ?", f.Domain)
+	}
+	if f.Status != pb.EpisodeStatus_EPISODE_STATUS_UNSPECIFIED {
+		add("e.status = ?", int32(f.Status))
+	}
+	if f.MinScore != nil {
+		add("e.score >= ?", *f.MinScore)
+	}
+	if f.MaxScore != nil {
+		add("e.score <= ?", *f.MaxScore)
+	}
+	if f.ModelVersion != nil {
+		add("EXISTS (SELECT 1 FROM episode_versions v WHERE v.model_version = ? AND v.episode_id = e.episode_id)", *f.ModelVersion)
+	}
+	if after != nil {
+		add("(e.start_ns > ? OR (e.start_ns = ? AND e.episode_id > ?))", after.StartNS, after.StartNS, after.EpisodeID)
+	}
+	query := `SELECT e.episode_id, e.num_steps, e.body, e.start_ns FROM episodes e`
+	if len(where) > 0 {
+		query += " WHERE " + strings.Join(where, " AND ")
+	}
+	query += " ORDER BY e.start_ns, e.episode_id LIMIT ?"
+	args = append(args, limit+1)
+	rows, err := db.r.QueryContext(ctx, db.q(query), args...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("list episodes: %w", err)
+	}
+	defer rows.Close()
+	var eps []*pb.Episode
+	var starts []int64
+	for rows.Next() {
+		var id string
+		var n int32
+		var body []byte
+		var start int64
+		if err := rows.Scan(&id, &n, &body, &start); err != nil {
+			return nil, nil, fmt.Errorf("scan episode: %w", err)
+		}
+		ep, err := decodeEpisode(id, n, body)
+		if err != nil {
+			return nil, nil, err
+		}
+		eps = append(eps, ep)
+		starts = append(starts, start)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("list episodes: %w", err)
+	}
+	var next *Cursor
+	if len(eps) > limit {
+		eps = eps[:limit]
+		next = &Cursor{StartNS: starts[limit-1], EpisodeID: eps[limit-1].GetEpisodeId()}
+	}
+	if err := db.fillVersions(ctx, eps); err != nil {
+		return nil, nil, err
+	}
+	return eps, next, nil
+}
+
+func decodeEpisode(id string, numSteps int32, body []byte) (*pb.Episode, error) {
+	ep := &pb.Episode{}
+	if err := proto.Unmarshal(body, ep); err != nil {
+		return nil, fmt.Errorf("decode episode %s: %w", id, err)
+	}
+	ep.NumSteps = numSteps
+	return ep, nil
+}
+
+func (db *DB) scanEpisodes(ctx context.Context, query string, args ...any) ([]*pb.Episode, error) {
+	rows, err := db.r.QueryContext(ctx, db.q(query), args...)
+	if err != nil {
+		return nil, fmt.Errorf("query episodes: %w", err)
+	}
+	defer rows.Close()
+	var eps []*pb.Episode
+	for rows.Next() {
+		var id string
+		var n int32
+		var body []byte
+		if err := rows.Scan(&id, &n, &body); err != nil {
+			return nil, fmt.Errorf("scan episode: %w", err)
+		}
+		ep, err := decodeEpisode(id, n, body)
+		if err != nil {
+			return nil, err
+		}
+		eps = append(eps, ep)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("query episodes: %w", err)
+	}
+	return eps, db.fillVersions(ctx, eps)
+}
+
+// fillVersions sets model_versions from episode_versions, which the step
+// inserts maintain.
+func (db *DB) fillVersions(ctx context.Context, eps []*pb.Episode) error {
+	if len(eps) == 0 {
+		return nil
+	}
+	byID := make(map[string]*pb.Episode, len(eps))
+	args := make([]any, 0, len(eps))
+	for _, ep := range eps {
+		ep.ModelVersions = nil
+		byID[ep.GetEpisodeId()] = ep
+		args = append(args, ep.GetEpisodeId())
+	}
+	marks := strings.TrimSuffix(strings.Repeat("?,", len(args)), ",")
+	rows, err := db.r.QueryContext(ctx, db.q(`SELECT episode_id, model_version FROM episode_versions WHERE episode_id IN (`+marks+`) ORDER BY model_version`), args...)
+	if err != nil {
+		return fmt.Errorf("query model versions: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var v int64
+		if err := rows.Scan(&id, &v); err != nil {
+			return fmt.Errorf("scan model version: %w", err)
+		}
+		if ep := byID[id]; ep != nil {
+			ep.ModelVersions = append(ep.ModelVersions, v)
+		}
+	}
+	return rows.Err()
+}
+
+// StatusGroup aggregates a rollout's episodes of one domain, status and
+// failure reason.
+type StatusGroup struct {
+	Domain, FailureReason string
+	Status                pb.EpisodeStatus
+	// Episodes, Steps, Successes (DONE with score >= threshold) and the
+	// score sum of DONE episodes.
+	Episodes, Steps, Successes int64
+	ScoreSum                   float64
+}
+
+// VersionGroup aggregates the episodes with a step of one model version.
+type VersionGroup struct {
+	Version                          int64
+	Episodes, Done, Steps, Successes int64
+	ScoreSum                         float64
+}
+
+// aggregates is the SELECT list shared by the statistics queries; status 3
+// is EPISODE_STATUS_DONE.
+const aggregates = `COUNT(*), COALESCE(SUM(e.num_steps), 0),
+  COALESCE(SUM(CASE WHEN e.status = 3 AND e.score >= ? THEN 1 ELSE 0 END), 0),
+  COALESCE(SUM(CASE WHEN e.status = 3 THEN e.score ELSE 0 END), 0)`
+
+// RolloutStats aggregates a rollout's episodes in the database, so a
+// million-step rollout is summarised without reading its rows out.
+func (db *DB) RolloutStats(ctx context.Context, rolloutID string, threshold float64) ([]StatusGroup, []VersionGroup, error) {
+	rows, err := db.r.QueryContext(ctx, db.q(`SELECT e.domain, e.failure_reason, e.status, `+aggregates+`
+FROM episodes e WHERE e.rollout_id = ? GROUP BY e.domain, e.failure_reason, e.status ORDER BY e.domain`), threshold, rolloutID)
+	if err != nil {
+		return nil, nil, fmt.Errorf("query rollout stats: %w", err)
+	}
+	defer rows.Close()
+	var groups []StatusGroup
+	for rows.Next() {
+		var g StatusGroup
+		var status int32
+		if err := rows.Scan(&g.Domain, &g.FailureReason, &status, &g.Episodes, &g.Steps, &g.Successes, &g.ScoreSum); err != nil {
+			return nil, nil, fmt.Errorf("scan rollout stats: %w", err)
+		}
+		g.Status = pb.EpisodeStatus(status)
+		groups = append(groups, g)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("query rollout stats: %w", err)
+	}
+	rows.Close()
+	vrows, err := db.r.QueryContext(ctx, db.q(`SELECT v.model_version, COALESCE(SUM(CASE WHEN e.status = 3 THEN 1 ELSE 0 END), 0), `+aggregates+`
+FROM episode_versions v JOIN episodes e ON e.episode_id = v.episode_id
+WHERE e.rollout_id = ? GROUP BY v.model_version ORDER BY v.model_version`), threshold, rolloutID)
+	if err != nil {
+		return nil, nil, fmt.Errorf("query version stats: %w", err)
+	}
+	defer vrows.Close()
+	var versions []VersionGroup
+	for vrows.Next() {
+		var g VersionGroup
+		if err := vrows.Scan(&g.Version, &g.Done, &g.Episodes, &g.Steps, &g.Successes, &g.ScoreSum); err != nil {
+			return nil, nil, fmt.Errorf("scan version stats: %w", err)
+		}
+		versions = append(versions, g)
+	}
+	return groups, versions, vrows.Err()
+}
+
+// TaskReward is the mean score of a task's DONE episodes in a rollout.
+type TaskReward struct {
+	Domain, TaskID string
+	Mean           float64
+}
+
+// TaskRewards returns the mean score of DONE episodes per task, and whether
+// the rollout has any episode at all.
+func (db *DB) TaskRewards(ctx context.Context, rolloutID string) ([]TaskReward, bool, error) {
+	var any int
+	err := db.r.QueryRowContext(ctx, db.q(`SELECT 1 FROM episodes WHERE rollout_id = ? LIMIT 1`), rolloutID).Scan(&any)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("look up rollout %s: %w", rolloutID, err)
+	}
+	rows, err := db.r.QueryContext(ctx, db.q(`SELECT domain, task_id, AVG(score) FROM episodes
+WHERE rollout_id = ? AND status = 3 GROUP BY domain, task_id ORDER BY domain, task_id`), rolloutID)
+	if err != nil {
+		return nil, true, fmt.Errorf("query task rewards: %w", err)
+	}
+	defer rows.Close()
+	var out []TaskReward
+	for rows.Next() {
+		var r TaskReward
+		if err := rows.Scan(&r.Domain, &r.TaskID, &r.Mean); err != nil {
+			return nil, true, fmt.Errorf("scan task reward: %w", err)
+		}
+		out = append(out, r)
+	}
+	return out, true, rows.Err()
+}
+
+// Rollout is a rollout the index holds episodes of.
+type Rollout struct {
+	ID       string
+	Episodes int64
+	FirstNS  int64
+	LastNS   int64
+}
+
+// Rollouts lists stored rollouts, newest first.
+func (db *DB) Rollouts(ctx context.Context) ([]Rollout, error) {
+	rows, err := db.r.QueryContext(ctx, `SELECT rollout_id, COUNT(*), MIN(start_ns), MAX(end_ns) FROM episodes
+GROUP BY rollout_id ORDER BY MIN(start_ns) DESC, rollout_id`)
+	if err != nil {
+		return nil, fmt.Errorf("list rollouts: %w", err)
+	}
+	defer rows.Close()
+	var out []Rollout
+	for rows.Next() {
+		var r Rollout
+		if err := rows.Scan(&r.ID, &r.Episodes, &r.FirstNS, &r.LastNS); err != nil {
+			return nil, fmt.Errorf("scan rollout: %w", err)
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// ToProto converts a Rollout to its API form.
+func (r Rollout) ToProto() *pb.StoredRollout {
+	return &pb.StoredRollout{RolloutId: r.ID, Episodes: r.Episodes, FirstStartTime: nsTime(r.FirstNS), LastEndTime: nsTime(r.LastNS)}
+}
+
+// Deleted reports what DeleteRollout removed.
+type Deleted struct {
+	Episodes, Steps int64
+	// Candidates are blobs the rollout referenced; those no other episode
+	// references may now be removed with DeleteBlobsIfUnreferenced.
+	Candidates []string
+}
+
+// DeleteRollout removes a rollout's episodes, steps, versions and blob
+// references in one transaction. Blob records stay: the caller removes the
+// unreferenced ones while keeping concurrent writers safe.
+func (db *DB) DeleteRollout(ctx context.Context, rolloutID string) (Deleted, error) {
+	var d Deleted
+	tx, err := db.w.BeginTx(ctx, nil)
+	if err != nil {
+		return d, fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback()
+	const sub = `(SELECT episode_id FROM episodes WHERE rollout_id = ?)`
+	rows, err := tx.QueryContext(ctx, db.q(`SELECT DISTINCT sha256 FROM blob_refs WHERE episode_id IN `+sub), rolloutID)
+	if err != nil {
+		return d, fmt.Errorf("query blob refs: %w", err)
+	}
+	for rows.Next() {
+		var sha string
+		if err := rows.Scan(&sha); err != nil {
+			rows.Close()
+			return d, fmt.Errorf("scan blob ref: %w", err)
+		}
+		d.Candidates = append(d.Candidates, sha)
+	}
+	if err := rows.Err(); err != nil {
+		return d, fmt.Errorf("query blob refs: %w", err)
+	}
+	rows.Close()
+	for _, stmt := range []struct {
+		query string
+		count *int64
+	}{
+		{`DELETE FROM steps WHERE episode_id IN ` + sub, &d.Steps},
+		{`DELETE FROM episode_versions WHERE episode_id IN ` + sub, nil},
+		{`DELETE FROM blob_refs WHERE episode_id IN ` + sub, nil},
+		{`DELETE FROM episodes WHERE rollout_id = ?`, &d.Episodes},
+	} {
+		res, err := tx.ExecContext(ctx, db.q(stmt.query), rolloutID)
+		if err != nil {
+			return d, fmt.Errorf("delete rollout %s: %w", rolloutID, err)
+		}
+		if stmt.count != nil {
+			*stmt.count, _ = res.RowsAffected()
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return d, fmt.Errorf("commit: %w", err)
+	}
+	return d, nil
+}
+
+// DeleteBlobsIfUnreferenced removes, in one transaction, the records of the
+// blobs no episode references, and returns the removed records.
+func (db *DB) DeleteBlobsIfUnreferenced(ctx context.Context, shas []string) ([]BlobRecord, error) {
+	tx, err := db.w.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback()
+	stmt, err := tx.PrepareContext(ctx, db.q(`DELETE FROM blobs WHERE sha256 = ?
+AND NOT EXISTS (SELECT 1 FROM blob_refs WHERE sha256 = ?) RETURNING size, media_type`))
+	if err != nil {
+		return nil, fmt.Errorf("prepare: %w", err)
+	}
+	defer stmt.Close()
+	var out []BlobRecord
+	for _, sha := range shas {
+		b := BlobRecord{SHA256: sha}
+		err := stmt.QueryRowContext(ctx, sha, sha).Scan(&b.Size, &b.MediaType)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("delete blob record %s: %w", sha, err)
+		}
+		out = append(out, b)
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("commit: %w", err)
+	}
+	return out, nil
+}

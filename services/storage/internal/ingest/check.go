@@ -1,0 +1,264 @@
+package ingest
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
+	"github.com/rolloutmesh/rolloutmesh/services/storage/internal/index"
+	"github.com/rolloutmesh/rolloutmesh/services/storage/internal/validate"
+)
+
+// Limits bound what one message may carry.
+type Limits struct {
+	// MaxBlobBytes bounds one blob (screenshot, tree, recording).
+	MaxBlobBytes int64
+	// MaxStepBytes bounds a step or episode header without its blob data.
+	MaxStepBytes int
+	// MaxBlobsPerMessage bounds the blobs of one step or header.
+	MaxBlobsPerMessage int
+	// MaxStepIndex bounds Step.index.
+	MaxStepIndex int32
+	// BatchSteps and BatchBytes bound what a stream holds before it commits.
+	BatchSteps int
+	BatchBytes int
+}
+
+// DefaultLimits are the limits used when a Config leaves them zero.
+func DefaultLimits() Limits {
+	return Limits{
+		MaxBlobBytes:       64 << 20,
+		MaxStepBytes:       4 << 20,
+		MaxBlobsPerMessage: 64,
+		MaxStepIndex:       1_000_000,
+		BatchSteps:         32,
+		BatchBytes:         4 << 20,
+	}
+}
+
+const maxMediaTypeBytes = 128
+
+// pendingBlob is blob content a message carries, already hashed.
+type pendingBlob struct {
+	rec  index.BlobRecord
+	data []byte // nil when the message referenced a stored blob
+	// byRef is set when the message named the blob by hash only.
+	byRef bool
+}
+
+// blobSlot is a place in a message that holds a blob reference.
+type blobSlot struct {
+	field string
+	ref   *pb.BlobRef
+	// img is set when the blob came in as Image.data, which is moved into
+	// Image.blob once stored.
+	img *pb.Image
+}
+
+// checked is a validated message: its blobs hashed, ready to write.
+type checked struct {
+	blobs []pendingBlob
+	slots []blobSlot
+	// dataBytes is the blob data the message carries.
+	dataBytes int
+}
+
+func (w *Writer) checkSlots(ctx context.Context, slots []blobSlot) (*checked, error) {
+	if len(slots) > w.limits.MaxBlobsPerMessage {
+		return nil, validate.Field(slots[0].field, "message has %d blobs, more than %d", len(slots), w.limits.MaxBlobsPerMessage)
+	}
+	c := &checked{slots: slots}
+	seen := map[string]bool{}
+	for _, s := range slots {
+		var data []byte
+		var sha, media string
+		var declaredSize int64
+		if s.img != nil {
+			data, media = s.img.GetData(), s.img.GetMediaType()
+		} else {
+			data, sha, media, declaredSize = s.ref.GetData(), s.ref.GetSha256(), s.ref.GetMediaType(), s.ref.GetSize()
+		}
+		if len(media) > maxMediaTypeBytes {
+			return nil, validate.Field(s.field+".media_type", "longer than %d bytes", maxMediaTypeBytes)
+		}
+		if sha != "" {
+			if err := validate.SHA256(s.field+".sha256", sha); err != nil {
+				return nil, err
+			}
+		}
+		if len(data) == 0 {
+			// A reference to content stored before.
+			if sha == "" {
+				return nil, validate.Field(s.field, "needs data or sha256")
+			}
+			rec, err := w.lookup(ctx, sha)
+			if err != nil {
+				return nil, validate.Field(s.field+".sha256", "blob %s is not stored; send its data", sha)
+			}
+			if declaredSize != 0 && declaredSize != rec.Size {
+				return nil, validate.Field(s.field+".size", "is %d, stored blob has %d bytes", declaredSize, rec.Size)
+			}
+			c.blobs = append(c.blobs, pendingBlob{rec: rec})
+			continue
+		}
+		c.dataBytes += len(data)
+		if int64(len(data)) > w.limits.MaxBlobBytes {
+			return nil, validate.Field(s.field+".data", "is %d bytes, more than the %d-byte limit", len(data), w.limits.MaxBlobBytes)
+		}
+		sum := sha256.Sum256(data)
+		got := hex.EncodeToString(sum[:])
+		if sha != "" && sha != got {
+			return nil, validate.Field(s.field+".sha256", "does not match the data (data hashes to %s)", got)
+		}
+		if declaredSize != 0 && declaredSize != int64(len(data)) {
+			return nil, validate.Field(s.field+".size", "is %d, data has %d bytes", declaredSize, len(data))
+		}
+		if media == "" {
+			media = http.DetectContentType(data)
+		}
+		rec := index.BlobRecord{SHA256: got, Size: int64(len(data)), MediaType: media}
+		if seen[got] {
+			c.blobs = append(c.blobs, pendingBlob{rec: rec})
+			continue
+		}
+		seen[got] = true
+		c.blobs = append(c.blobs, pendingBlob{rec: rec, data: data})
+	}
+	return c, nil
+}
+
+// apply rewrites the message's blob slots into data-free references.
+func (c *checked) apply() {
+	for i, s := range c.slots {
+		rec := c.blobs[i].rec
+		ref := &pb.BlobRef{Sha256: rec.SHA256, MediaType: rec.MediaType, Size: rec.Size}
+		if s.img != nil {
+			s.img.Data = nil
+			s.img.MediaType = rec.MediaType
+			s.img.Blob = ref
+			continue
+		}
+		s.ref.Sha256, s.ref.MediaType, s.ref.Size, s.ref.Data = ref.Sha256, ref.MediaType, ref.Size, nil
+	}
+}
+
+// records lists the distinct blobs of the message.
+func (c *checked) records() []index.BlobRecord {
+	seen := map[string]bool{}
+	var out []index.BlobRecord
+	for _, b := range c.blobs {
+		if !seen[b.rec.SHA256] {
+			seen[b.rec.SHA256] = true
+			out = append(out, b.rec)
+		}
+	}
+	return out
+}
+
+// metaSize is the size of a message without its blob data.
+func metaSize(m proto.Message, c *checked) int {
+	return proto.Size(m) - c.dataBytes
+}
+
+func checkEpisode(ep *pb.Episode) ([]blobSlot, error) {
+	for _, f := range []struct {
+		name, v  string
+		required bool
+	}{
+		{"episode.episode_id", ep.GetEpisodeId(), true},
+		{"episode.rollout_id", ep.GetRolloutId(), true},
+		{"episode.group_id", ep.GetGroupId(), false},
+		{"episode.task_id", ep.GetTaskId(), false},
+		{"episode.domain", ep.GetDomain(), false},
+	} {
+		check := validate.OptionalID
+		if f.required {
+			check = validate.ID
+		}
+		if err := check(f.name, f.v); err != nil {
+			return nil, err
+		}
+	}
+	if _, ok := pb.EpisodeStatus_name[int32(ep.GetStatus())]; !ok {
+		return nil, validate.Field("episode.status", "unknown value %d", ep.GetStatus())
+	}
+	if err := validate.Finite("episode.score", ep.GetScore()); err != nil {
+		return nil, err
+	}
+	if ep.GetAttempt() < 0 {
+		return nil, validate.Field("episode.attempt", "must be >= 0")
+	}
+	for _, ts := range []struct {
+		name string
+		ok   bool
+	}{
+		{"episode.start_time", ep.StartTime == nil || ep.StartTime.IsValid()},
+		{"episode.end_time", ep.EndTime == nil || ep.EndTime.IsValid()},
+	} {
+		if !ts.ok {
+			return nil, validate.Field(ts.name, "invalid timestamp")
+		}
+	}
+	var slots []blobSlot
+	if ep.GetRecording() != nil {
+		slots = append(slots, blobSlot{field: "episode.recording", ref: ep.GetRecording()})
+	}
+	return slots, nil
+}
+
+func (w *Writer) checkStep(s *pb.Step) ([]blobSlot, error) {
+	if err := validate.ID("step.episode_id", s.GetEpisodeId()); err != nil {
+		return nil, err
+	}
+	if s.GetIndex() < 0 || s.GetIndex() > w.limits.MaxStepIndex {
+		return nil, validate.Field("step.index", "must be in [0, %d], got %d", w.limits.MaxStepIndex, s.GetIndex())
+	}
+	if err := validate.Finite("step.reward", s.GetReward()); err != nil {
+		return nil, err
+	}
+	if s.StartTime != nil && !s.StartTime.IsValid() {
+		return nil, validate.Field("step.start_time", "invalid timestamp")
+	}
+	if s.EndTime != nil && !s.EndTime.IsValid() {
+		return nil, validate.Field("step.end_time", "invalid timestamp")
+	}
+	var slots []blobSlot
+	if obs := s.GetObservation(); obs != nil {
+		if obs.GetScreenshot() != nil {
+			slots = append(slots, blobSlot{field: "step.observation.screenshot", ref: obs.GetScreenshot()})
+		}
+		if obs.GetAccessibilityTree() != nil {
+			slots = append(slots, blobSlot{field: "step.observation.accessibility_tree", ref: obs.GetAccessibilityTree()})
+		}
+	}
+	for i, m := range s.GetModelCall().GetNewMessages() {
+		for j, part := range m.GetContent() {
+			img := part.GetImage()
+			if img == nil {
+				continue
+			}
+			field := fmt.Sprintf("step.model_call.new_messages[%d].content[%d].image", i, j)
+			set := 0
+			for _, has := range []bool{len(img.GetData()) > 0, img.GetUrl() != "", img.GetBlob() != nil} {
+				if has {
+					set++
+				}
+			}
+			if set != 1 {
+				return nil, validate.Field(field, "exactly one of data, url or blob must be set")
+			}
+			switch {
+			case len(img.GetData()) > 0:
+				slots = append(slots, blobSlot{field: field, img: img})
+			case img.GetBlob() != nil:
+				slots = append(slots, blobSlot{field: field + ".blob", ref: img.GetBlob()})
+			}
+		}
+	}
+	return slots, nil
+}

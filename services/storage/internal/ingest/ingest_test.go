@@ -1,0 +1,136 @@
+package ingest
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	pb "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
+	"github.com/rolloutmesh/rolloutmesh/services/storage/internal/blobstore"
+	"github.com/rolloutmesh/rolloutmesh/services/storage/internal/index"
+	"github.com/rolloutmesh/rolloutmesh/services/storage/internal/validate"
+)
+
+// msgs replays AppendSteps messages as a client stream would deliver them.
+type msgs []*pb.AppendStepsRequest
+
+func (m *msgs) Recv() (*pb.AppendStepsRequest, error) {
+	if len(*m) == 0 {
+		return nil, io.EOF
+	}
+	x := (*m)[0]
+	*m = (*m)[1:]
+	return x, nil
+}
+
+func newWriter(t *testing.T, limits Limits) *Writer {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
+	idx, err := index.Open(ctx, filepath.Join(dir, "index.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := blobstore.NewFiles(filepath.Join(dir, "blobs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := New(idx, files, Options{Limits: limits})
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.Run(runCtx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		idx.Close()
+	})
+	return w
+}
+
+// TestSharedContentWrittenOnce streams the same screenshot from many
+// concurrent streams; it must be written exactly once.
+func TestSharedContentWrittenOnce(t *testing.T) {
+	w := newWriter(t, Limits{BatchSteps: 3})
+	shot := make([]byte, 64<<10)
+	rand.Read(shot)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var written, acked int64
+	for s := 0; s < 16; s++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id := fmt.Sprintf("e%d", s)
+			m := msgs{{Item: &pb.AppendStepsRequest_Episode{Episode: &pb.Episode{EpisodeId: id, RolloutId: "r"}}}}
+			for i := int32(0); i < 8; i++ {
+				m = append(m, &pb.AppendStepsRequest{Item: &pb.AppendStepsRequest_Step{Step: &pb.Step{EpisodeId: id, Index: i,
+					Observation: &pb.Observation{Screenshot: &pb.BlobRef{Data: shot}}}}})
+			}
+			resp, err := w.Append(context.Background(), &m)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			written += resp.GetBlobBytesWritten()
+			acked += int64(len(resp.GetAcked()))
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if written != int64(len(shot)) {
+		t.Errorf("blob bytes written = %d, want %d (once)", written, len(shot))
+	}
+	if acked != 16*8 {
+		t.Errorf("acked = %d, want %d", acked, 16*8)
+	}
+}
+
+func TestLimits(t *testing.T) {
+	w := newWriter(t, Limits{MaxBlobBytes: 1000, MaxStepBytes: 2000, MaxBlobsPerMessage: 2})
+	ep := &pb.AppendStepsRequest{Item: &pb.AppendStepsRequest_Episode{Episode: &pb.Episode{EpisodeId: "e", RolloutId: "r"}}}
+	step := func(mut func(*pb.Step)) *pb.AppendStepsRequest {
+		s := &pb.Step{EpisodeId: "e", Index: 0}
+		mut(s)
+		return &pb.AppendStepsRequest{Item: &pb.AppendStepsRequest_Step{Step: s}}
+	}
+	for _, tc := range []struct {
+		name  string
+		msg   *pb.AppendStepsRequest
+		field string
+	}{
+		{"blob too large", step(func(s *pb.Step) {
+			s.Observation = &pb.Observation{Screenshot: &pb.BlobRef{Data: make([]byte, 1001)}}
+		}), "step.observation.screenshot.data"},
+		{"step too large", step(func(s *pb.Step) { s.Error = string(make([]byte, 2001)) }), "step"},
+		{"too many blobs", step(func(s *pb.Step) {
+			s.Observation = &pb.Observation{Screenshot: &pb.BlobRef{Data: []byte{1}}, AccessibilityTree: &pb.BlobRef{Data: []byte{2}}}
+			s.ModelCall = &pb.ModelCall{NewMessages: []*pb.ChatMessage{{Content: []*pb.ContentPart{{Part: &pb.ContentPart_Image{Image: &pb.Image{Data: []byte{3}}}}}}}}
+		}), "step.observation.screenshot"},
+		{"index too large", step(func(s *pb.Step) { s.Index = 1_000_001 }), "step.index"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := msgs{ep, tc.msg}
+			_, err := w.Append(context.Background(), &m)
+			fe, ok := asField(err)
+			if !ok || fe != tc.field {
+				t.Errorf("got error %v, want a field error on %s", err, tc.field)
+			}
+		})
+	}
+}
+
+func asField(err error) (string, bool) {
+	fe, ok := validate.AsFieldError(err)
+	if !ok {
+		return "", false
+	}
+	return fe.Field, true
+}

@@ -1,0 +1,624 @@
+// Package ingest makes AppendSteps streams durable. Each stream is processed
+// as it arrives: a message is validated whole, its blobs are hashed and
+// written once (content-addressed, fsynced), and its step joins a small batch;
+// full batches from all streams are committed together in one database
+// transaction (group commit), so many streams share an fsync. A step is
+// acknowledged only after its batch committed. The package also removes
+// rollouts, keeping blobs that in-flight writes still need.
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/protobuf/proto"
+
+	"go.uber.org/zap"
+
+	pb "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
+	"github.com/rolloutmesh/rolloutmesh/services/storage/internal/index"
+	"github.com/rolloutmesh/rolloutmesh/services/storage/internal/validate"
+)
+
+// ErrStopped reports a Writer whose committer has stopped.
+var ErrStopped = errors.New("storage writer stopped")
+
+// Index is what the writer needs of the index.
+type Index interface {
+	Commit(ctx context.Context, batches []*index.Batch) ([]index.Result, error)
+	EpisodeExists(ctx context.Context, id string) (bool, error)
+	Blob(ctx context.Context, sha string) (index.BlobRecord, error)
+	GetEpisode(ctx context.Context, id string) (*pb.Episode, error)
+	DeleteRollout(ctx context.Context, rolloutID string) (index.Deleted, error)
+	DeleteBlobsIfUnreferenced(ctx context.Context, shas []string) ([]index.BlobRecord, error)
+}
+
+// Blobs is what the writer needs of the blob store.
+type Blobs interface {
+	Put(ctx context.Context, key string, data []byte) error
+	Delete(ctx context.Context, key string) error
+}
+
+// Observer receives ingest measurements (metrics); all methods must be
+// cheap and safe for concurrent use.
+type Observer interface {
+	Committed(batches, steps int, took time.Duration)
+	BlobWritten(bytes int)
+	Appended(steps, duplicates int)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) Committed(int, int, time.Duration) {}
+func (nopObserver) BlobWritten(int)                   {}
+func (nopObserver) Appended(int, int)                 {}
+
+// Writer ingests AppendSteps streams.
+type Writer struct {
+	idx    Index
+	blobs  Blobs
+	limits Limits
+	log    *zap.Logger
+	obs    Observer
+	now    func() time.Time
+
+	commits  chan *commitReq
+	stopped  chan struct{}
+	pins     pins
+	maxGroup int
+}
+
+// lookup finds a blob a message references by hash: stored, or written by
+// an in-flight batch (of this or another stream) that still pins it.
+func (w *Writer) lookup(ctx context.Context, sha string) (index.BlobRecord, error) {
+	if rec, ok := w.pins.storedRecord(sha); ok {
+		return rec, nil
+	}
+	return w.idx.Blob(ctx, sha)
+}
+
+// Options configure a Writer; zero values pick defaults.
+type Options struct {
+	Limits   Limits
+	Logger   *zap.Logger
+	Observer Observer
+	// Now is the clock used to time commits.
+	Now func() time.Time
+	// MaxGroup bounds the stream batches one transaction commits.
+	MaxGroup int
+}
+
+// New returns a Writer. Call Run to start its committer.
+func New(idx Index, blobs Blobs, opts Options) *Writer {
+	def := DefaultLimits()
+	l := opts.Limits
+	if l.MaxBlobBytes <= 0 {
+		l.MaxBlobBytes = def.MaxBlobBytes
+	}
+	if l.MaxStepBytes <= 0 {
+		l.MaxStepBytes = def.MaxStepBytes
+	}
+	if l.MaxBlobsPerMessage <= 0 {
+		l.MaxBlobsPerMessage = def.MaxBlobsPerMessage
+	}
+	if l.MaxStepIndex <= 0 {
+		l.MaxStepIndex = def.MaxStepIndex
+	}
+	if l.BatchSteps <= 0 {
+		l.BatchSteps = def.BatchSteps
+	}
+	if l.BatchBytes <= 0 {
+		l.BatchBytes = def.BatchBytes
+	}
+	w := &Writer{idx: idx, blobs: blobs, limits: l, log: opts.Logger, obs: opts.Observer, now: opts.Now,
+		commits: make(chan *commitReq, 256), stopped: make(chan struct{})}
+	if w.log == nil {
+		w.log = zap.NewNop()
+	}
+	if w.obs == nil {
+		w.obs = nopObserver{}
+	}
+	if w.now == nil {
+		w.now = time.Now
+	}
+	w.pins.init()
+	maxGroup := opts.MaxGroup
+	if maxGroup <= 0 {
+		maxGroup = 64
+	}
+	w.maxGroup = maxGroup
+	return w
+}
+
+type commitReq struct {
+	batch  *index.Batch
+	result index.Result
+	err    error
+	done   chan struct{}
+}
+
+// Run commits batches until ctx is cancelled. Exactly one Run per Writer.
+func (w *Writer) Run(ctx context.Context) {
+	defer close(w.stopped)
+	group := make([]*commitReq, 0, w.maxGroup)
+	for {
+		group = group[:0]
+		select {
+		case <-ctx.Done():
+			return
+		case r := <-w.commits:
+			group = append(group, r)
+		}
+	more:
+		for len(group) < w.maxGroup {
+			select {
+			case r := <-w.commits:
+				group = append(group, r)
+			default:
+				break more
+			}
+		}
+		batches := make([]*index.Batch, len(group))
+		steps := 0
+		for i, r := range group {
+			batches[i] = r.batch
+			steps += len(r.batch.Steps)
+		}
+		start := w.now()
+		results, err := w.idx.Commit(ctx, batches)
+		w.obs.Committed(len(batches), steps, w.now().Sub(start))
+		if err != nil {
+			w.log.Warn("group commit failed", zap.Int("batches", len(batches)), zap.Int("steps", steps), zap.Error(err))
+		}
+		for i, r := range group {
+			if err != nil {
+				r.err = err
+			} else {
+				r.result = results[i]
+			}
+			close(r.done)
+		}
+	}
+}
+
+func (w *Writer) commit(ctx context.Context, b *index.Batch) (index.Result, error) {
+	r := &commitReq{batch: b, done: make(chan struct{})}
+	select {
+	case w.commits <- r:
+	case <-ctx.Done():
+		return index.Result{}, ctx.Err()
+	case <-w.stopped:
+		return index.Result{}, ErrStopped
+	}
+	// Once queued, wait for the outcome even if ctx ends: the committer
+	// owns the batch and its blobs stay pinned until it is done.
+	select {
+	case <-r.done:
+		return r.result, r.err
+	case <-w.stopped:
+		select {
+		case <-r.done:
+			return r.result, r.err
+		default:
+			return index.Result{}, ErrStopped
+		}
+	}
+}
+
+// Receiver yields the messages of one AppendSteps stream.
+type Receiver interface {
+	Recv() (*pb.AppendStepsRequest, error)
+}
+
+// stream is the state of one AppendSteps stream.
+type stream struct {
+	w     *Writer
+	known map[string]bool
+	// headers holds the last header of each episode this stream sent, so a
+	// later one merges over it before it is committed.
+	headers map[string]*pb.Episode
+	// puts writes the batch's new blobs concurrently with receiving the
+	// next messages; flush waits for them before committing.
+	puts     *errgroup.Group
+	written  atomic.Int64
+	batch    index.Batch
+	keys     []*pb.StepKey
+	bytes    int
+	pinned   []string
+	resp     pb.AppendStepsResponse
+	episodes int32
+}
+
+// maxKnown bounds the per-stream cache of episodes known to exist.
+const maxKnown = 4096
+
+// Append consumes a stream until it ends and returns what became durable.
+// On error nothing of the uncommitted batch is acknowledged; steps of earlier
+// batches are durable and a retry reports them as duplicates.
+func (w *Writer) Append(ctx context.Context, recv Receiver) (*pb.AppendStepsResponse, error) {
+	s := &stream{w: w, known: map[string]bool{}, headers: map[string]*pb.Episode{}}
+	s.resetPuts()
+	defer func() {
+		// Puts still running hold pins and data; let them end first.
+		s.puts.Wait()
+		s.unpinAll()
+	}()
+	for {
+		msg, err := recv.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if err := s.add(ctx, msg); err != nil {
+			return nil, err
+		}
+		if len(s.batch.Steps) >= w.limits.BatchSteps || s.bytes >= w.limits.BatchBytes {
+			if err := s.flush(ctx); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := s.flush(ctx); err != nil {
+		return nil, err
+	}
+	s.resp.Episodes = s.episodes
+	s.resp.BlobBytesWritten = s.written.Load()
+	return &s.resp, nil
+}
+
+func (s *stream) add(ctx context.Context, msg *pb.AppendStepsRequest) error {
+	switch item := msg.GetItem().(type) {
+	case *pb.AppendStepsRequest_Episode:
+		return s.addEpisode(ctx, item.Episode)
+	case *pb.AppendStepsRequest_Step:
+		return s.addStep(ctx, item.Step)
+	default:
+		return validate.Field("item", "one of episode or step is required")
+	}
+}
+
+func (s *stream) addEpisode(ctx context.Context, ep *pb.Episode) error {
+	if ep == nil {
+		return validate.Field("episode", "required")
+	}
+	slots, err := checkEpisode(ep)
+	if err != nil {
+		return err
+	}
+	c, err := s.w.checkSlots(ctx, slots)
+	if err != nil {
+		return err
+	}
+	size := metaSize(ep, c)
+	if size > s.w.limits.MaxStepBytes {
+		return validate.Field("episode", "is %d bytes without blob data, more than the %d-byte limit", size, s.w.limits.MaxStepBytes)
+	}
+	if err := s.storeBlobs(ctx, c); err != nil {
+		return err
+	}
+	c.apply()
+	ep, err = s.merge(ctx, ep)
+	if err != nil {
+		return err
+	}
+	s.batch.Episodes = append(s.batch.Episodes, index.EpisodeRecord{Episode: ep, Blobs: c.records()})
+	s.bytes += size
+	s.remember(ep.GetEpisodeId())
+	s.headers[ep.GetEpisodeId()] = ep
+	s.episodes++
+	return nil
+}
+
+func (s *stream) remember(id string) {
+	if len(s.known) >= maxKnown {
+		clear(s.known)
+		clear(s.headers)
+	}
+	s.known[id] = true
+}
+
+// merge lays a header over the stored one: a field the new header leaves
+// empty (start time, instruction, recording...) keeps its stored value, so a
+// runner may send only what changed. Status and score always come from the
+// new header, since their zero values are meaningful.
+func (s *stream) merge(ctx context.Context, ep *pb.Episode) (*pb.Episode, error) {
+	old := s.headers[ep.GetEpisodeId()]
+	if old == nil {
+		stored, err := s.w.idx.GetEpisode(ctx, ep.GetEpisodeId())
+		if errors.Is(err, index.ErrNotFound) {
+			ep.NumSteps, ep.ModelVersions = 0, nil
+			return ep, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		old = stored
+	}
+	merged := proto.Clone(old).(*pb.Episode)
+	merged.Labels = nil // a new header's labels replace the old ones
+	if len(ep.GetLabels()) == 0 {
+		merged.Labels = old.GetLabels()
+	}
+	proto.Merge(merged, ep)
+	merged.Status, merged.Score = ep.GetStatus(), ep.GetScore()
+	// Derived fields are the index's to maintain.
+	merged.NumSteps, merged.ModelVersions = 0, nil
+	return merged, nil
+}
+
+func (s *stream) addStep(ctx context.Context, st *pb.Step) error {
+	if st == nil {
+		return validate.Field("step", "required")
+	}
+	slots, err := s.w.checkStep(st)
+	if err != nil {
+		return err
+	}
+	if !s.known[st.GetEpisodeId()] {
+		ok, err := s.w.idx.EpisodeExists(ctx, st.GetEpisodeId())
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return validate.Field("step.episode_id", "unknown episode %q: send its Episode before its steps", st.GetEpisodeId())
+		}
+		s.remember(st.GetEpisodeId())
+	}
+	c, err := s.w.checkSlots(ctx, slots)
+	if err != nil {
+		return err
+	}
+	size := metaSize(st, c)
+	if size > s.w.limits.MaxStepBytes {
+		return validate.Field("step", "is %d bytes without blob data, more than the %d-byte limit", size, s.w.limits.MaxStepBytes)
+	}
+	if err := s.storeBlobs(ctx, c); err != nil {
+		return err
+	}
+	c.apply()
+	s.batch.Steps = append(s.batch.Steps, index.StepRecord{Step: st, Blobs: c.records()})
+	s.keys = append(s.keys, &pb.StepKey{EpisodeId: st.GetEpisodeId(), Index: st.GetIndex()})
+	s.bytes += size
+	return nil
+}
+
+// storeBlobs pins the message's blobs and makes the new ones durable.
+func (s *stream) storeBlobs(ctx context.Context, c *checked) error {
+	for _, b := range c.blobs {
+		e := s.w.pins.pin(b.rec.SHA256)
+		s.pinned = append(s.pinned, b.rec.SHA256)
+		if b.byRef {
+			// Referenced by hash: make sure a deletion did not take it
+			// between validation and the pin.
+			if _, err := s.w.lookup(ctx, b.rec.SHA256); err != nil {
+				if errors.Is(err, index.ErrNotFound) {
+					return validate.Field("blob", "blob %s is not stored; send its data", b.rec.SHA256)
+				}
+				return err
+			}
+			continue
+		}
+		if b.data == nil {
+			continue // the same content appears earlier in the message
+		}
+		s.puts.Go(func() error {
+			written, err := s.w.ensureStored(ctx, e, b)
+			s.written.Add(int64(written))
+			return err
+		})
+	}
+	return nil
+}
+
+// putsPerStream bounds the blob writes one stream has in flight, and so the
+// blob data it holds beyond the message being received.
+const putsPerStream = 4
+
+func (s *stream) resetPuts() {
+	s.puts = &errgroup.Group{}
+	s.puts.SetLimit(putsPerStream)
+}
+
+// ensureStored writes a pinned blob unless it is stored already. Writers of
+// the same content serialise on the pin, so it is written once.
+func (w *Writer) ensureStored(ctx context.Context, e *pinEntry, b pendingBlob) (int, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stored {
+		return 0, nil
+	}
+	if _, err := w.idx.Blob(ctx, b.rec.SHA256); err == nil {
+		e.stored, e.rec = true, b.rec
+		return 0, nil
+	} else if !errors.Is(err, index.ErrNotFound) {
+		return 0, err
+	}
+	if err := w.blobs.Put(ctx, b.rec.SHA256, b.data); err != nil {
+		return 0, fmt.Errorf("store blob %s: %w", b.rec.SHA256, err)
+	}
+	e.stored, e.rec = true, b.rec
+	w.obs.BlobWritten(len(b.data))
+	return len(b.data), nil
+}
+
+func (s *stream) flush(ctx context.Context) error {
+	if len(s.batch.Steps) == 0 && len(s.batch.Episodes) == 0 {
+		return nil
+	}
+	// Every blob of the batch must be durable before its rows commit.
+	err := s.puts.Wait()
+	s.resetPuts()
+	if err != nil {
+		return err
+	}
+	b := s.batch
+	res, err := s.w.commit(ctx, &b)
+	if err != nil {
+		return err
+	}
+	dups := 0
+	for i, dup := range res.Duplicate {
+		if dup {
+			dups++
+		}
+		s.resp.Acked = append(s.resp.Acked, s.keys[i])
+	}
+	s.resp.Duplicates += int32(dups)
+	s.w.obs.Appended(len(res.Duplicate), dups)
+	s.batch = index.Batch{}
+	s.keys = nil
+	s.bytes = 0
+	s.unpinAll()
+	return nil
+}
+
+func (s *stream) unpinAll() {
+	for _, sha := range s.pinned {
+		s.w.pins.unpin(sha)
+	}
+	s.pinned = s.pinned[:0]
+}
+
+// pins tracks blobs that in-flight writes rely on, so that deletion never
+// removes content a not-yet-committed step references.
+type pins struct {
+	mu       sync.Mutex
+	cond     *sync.Cond
+	m        map[string]*pinEntry
+	deleting map[string]bool
+}
+
+type pinEntry struct {
+	n int // guarded by pins.mu
+	// mu serialises writers of the same content; stored is guarded by it.
+	mu     sync.Mutex
+	stored bool
+	rec    index.BlobRecord
+}
+
+// storedRecord returns the record of a pinned blob that is durable.
+func (p *pins) storedRecord(sha string) (index.BlobRecord, bool) {
+	p.mu.Lock()
+	e := p.m[sha]
+	p.mu.Unlock()
+	if e == nil {
+		return index.BlobRecord{}, false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.rec, e.stored
+}
+
+func (p *pins) init() {
+	p.cond = sync.NewCond(&p.mu)
+	p.m = map[string]*pinEntry{}
+	p.deleting = map[string]bool{}
+}
+
+func (p *pins) pin(sha string) *pinEntry {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for p.deleting[sha] {
+		p.cond.Wait()
+	}
+	e := p.m[sha]
+	if e == nil {
+		e = &pinEntry{}
+		p.m[sha] = e
+	}
+	e.n++
+	return e
+}
+
+func (p *pins) unpin(sha string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e := p.m[sha]
+	if e == nil {
+		return
+	}
+	e.n--
+	if e.n <= 0 {
+		delete(p.m, sha)
+	}
+}
+
+// beginDelete marks sha as being deleted unless a write holds it.
+func (p *pins) beginDelete(sha string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.m[sha] != nil || p.deleting[sha] {
+		return false
+	}
+	p.deleting[sha] = true
+	return true
+}
+
+func (p *pins) endDelete(sha string) {
+	p.mu.Lock()
+	delete(p.deleting, sha)
+	p.mu.Unlock()
+	p.cond.Broadcast()
+}
+
+// deleteChunk bounds the blobs one deletion transaction handles, and so how
+// long writers of those blobs may wait.
+const deleteChunk = 256
+
+// DeleteRollout removes a rollout's episodes and steps, then the blobs no
+// other episode references. Blobs that a concurrent write has pinned are
+// kept: that write is about to reference them.
+func (w *Writer) DeleteRollout(ctx context.Context, rolloutID string) (*pb.DeleteRolloutResponse, error) {
+	d, err := w.idx.DeleteRollout(ctx, rolloutID)
+	if err != nil {
+		return nil, err
+	}
+	resp := &pb.DeleteRolloutResponse{Episodes: d.Episodes, Steps: d.Steps}
+	for start := 0; start < len(d.Candidates); start += deleteChunk {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		var chunk []string
+		for _, sha := range d.Candidates[start:min(start+deleteChunk, len(d.Candidates))] {
+			if w.pins.beginDelete(sha) {
+				chunk = append(chunk, sha)
+			}
+		}
+		err := w.deleteBlobs(ctx, chunk, resp)
+		for _, sha := range chunk {
+			w.pins.endDelete(sha)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return resp, nil
+}
+
+func (w *Writer) deleteBlobs(ctx context.Context, shas []string, resp *pb.DeleteRolloutResponse) error {
+	if len(shas) == 0 {
+		return nil
+	}
+	recs, err := w.idx.DeleteBlobsIfUnreferenced(ctx, shas)
+	if err != nil {
+		return err
+	}
+	// The records go first: a crash in between leaves orphan files, never
+	// a record without content.
+	for _, rec := range recs {
+		if err := w.blobs.Delete(ctx, rec.SHA256); err != nil {
+			return fmt.Errorf("delete blob %s: %w", rec.SHA256, err)
+		}
+		resp.Blobs++
+		resp.BytesFreed += rec.Size
+	}
+	return nil
+}

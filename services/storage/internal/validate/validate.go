@@ -1,0 +1,85 @@
+// Package validate holds the input checks shared by the storage RPCs: the
+// field error that names what is wrong, and the shape of ids and digests.
+// Ids become directory names in exports, so their alphabet is closed.
+package validate
+
+import (
+	"errors"
+	"fmt"
+	"math"
+)
+
+// MaxIDBytes bounds every id, as the API documents for task ids.
+const MaxIDBytes = 256
+
+// FieldError names the invalid field of a request.
+type FieldError struct {
+	Field  string
+	Reason string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }
+
+// Field returns a FieldError.
+func Field(field, format string, args ...any) error {
+	return &FieldError{Field: field, Reason: fmt.Sprintf(format, args...)}
+}
+
+// AsFieldError extracts a FieldError from err.
+func AsFieldError(err error) (*FieldError, bool) {
+	var fe *FieldError
+	ok := errors.As(err, &fe)
+	return fe, ok
+}
+
+// ID checks an id: 1-256 bytes of [A-Za-z0-9._:-], not "." or "..".
+func ID(field, v string) error {
+	if v == "" {
+		return Field(field, "required")
+	}
+	return OptionalID(field, v)
+}
+
+// OptionalID is ID that accepts the empty string.
+func OptionalID(field, v string) error {
+	if v == "" {
+		return nil
+	}
+	if len(v) > MaxIDBytes {
+		return Field(field, "longer than %d bytes", MaxIDBytes)
+	}
+	if v == "." || v == ".." {
+		return Field(field, "must not be %q", v)
+	}
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '_', c == ':', c == '-':
+		default:
+			return Field(field, "byte %d (%q) is outside [A-Za-z0-9._:-]", i, c)
+		}
+	}
+	return nil
+}
+
+// SHA256 checks a lowercase hex SHA-256 digest.
+func SHA256(field, v string) error {
+	if len(v) != 64 {
+		return Field(field, "must be 64 lowercase hex digits")
+	}
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return Field(field, "must be 64 lowercase hex digits")
+		}
+	}
+	return nil
+}
+
+// Finite checks that a float is neither NaN nor infinite.
+func Finite(field string, v float64) error {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return Field(field, "must be a finite number")
+	}
+	return nil
+}

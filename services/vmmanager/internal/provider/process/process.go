@@ -1,0 +1,511 @@
+// Package process is the local VM provider: each VM is a desktopd process
+// with its own Xvfb display, its own port and its own home directory. A
+// reset stops the process, replaces the home directory with a fresh copy of
+// the template and starts it again on the same display and port.
+//
+// desktopd runs in its own process group so that it outlives a crashed
+// vmmanager; the next vmmanager re-adopts it by pid (checked against its
+// command line) or destroys it as a stray.
+package process
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/config"
+	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/guest"
+	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/pool"
+)
+
+var _ pool.Provider = (*Provider)(nil)
+
+// Options configure a Provider.
+type Options struct {
+	Config       config.Process
+	ScreenWidth  int
+	ScreenHeight int
+	// Dir holds one directory per VM (home, log); it should be private to
+	// this pool, e.g. <data-dir>/vms/<pool>.
+	Dir    string
+	Logger *zap.Logger
+}
+
+// Provider runs desktopd processes.
+type Provider struct {
+	o        Options
+	desktopd string
+	guest    guest.Client
+
+	mu       sync.Mutex
+	ports    map[int]string // port → vm id
+	displays map[int]string // display → vm id
+	children map[int]*child // pid → our own child (not adopted ones)
+}
+
+type child struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// ResolveDesktopd finds the desktopd binary: the configured path, or
+// desktopd next to the running executable, or on PATH.
+func ResolveDesktopd(configured string) (string, error) {
+	if configured != "" {
+		p, err := exec.LookPath(configured)
+		if err != nil {
+			return "", fmt.Errorf("desktopd %q: %v", configured, err)
+		}
+		return filepath.Abs(p)
+	}
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), "desktopd")
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			return p, nil
+		}
+	}
+	p, err := exec.LookPath("desktopd")
+	if err != nil {
+		return "", errors.New("desktopd not found next to vmmanager or on PATH; set process.desktopd")
+	}
+	return filepath.Abs(p)
+}
+
+// New returns a provider; desktopd must already be resolved into o.Config.Desktopd.
+func New(o Options) (*Provider, error) {
+	if o.Config.Desktopd == "" {
+		return nil, errors.New("desktopd path is empty")
+	}
+	if o.Config.HomeTemplate != "" {
+		st, err := os.Stat(o.Config.HomeTemplate)
+		if err != nil || !st.IsDir() {
+			return nil, fmt.Errorf("home_template %q is not a directory", o.Config.HomeTemplate)
+		}
+	}
+	// desktopd starts in the VM's home and takes --home relative to that,
+	// so a relative data directory would nest homes inside themselves.
+	dir, err := filepath.Abs(o.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("vm dir: %w", err)
+	}
+	o.Dir = dir
+	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create vm dir: %w", err)
+	}
+	return &Provider{
+		o: o, desktopd: o.Config.Desktopd,
+		ports: map[int]string{}, displays: map[int]string{}, children: map[int]*child{},
+	}, nil
+}
+
+func (p *Provider) vmDir(id string) string { return filepath.Join(p.o.Dir, id) }
+func (p *Provider) home(id string) string  { return filepath.Join(p.vmDir(id), "home") }
+
+// Create boots desktopd for a new VM.
+func (p *Provider) Create(ctx context.Context, id string) (pool.Instance, error) {
+	port, display, err := p.allocate(id)
+	if err != nil {
+		return pool.Instance{}, err
+	}
+	inst := pool.Instance{
+		Endpoint: fmt.Sprintf("http://%s", net.JoinHostPort(p.o.Config.Host, strconv.Itoa(port))),
+		Data:     map[string]string{"port": strconv.Itoa(port), "display": strconv.Itoa(display)},
+	}
+	inst, err = p.boot(ctx, id, inst)
+	if err != nil {
+		p.free(id)
+		return inst, err
+	}
+	return inst, nil
+}
+
+// allocate picks the first port and display at or above the bases that no
+// VM of ours holds and that are free on this host.
+func (p *Provider) allocate(id string) (int, int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	port := 0
+	for c := p.o.Config.BasePort; c < p.o.Config.BasePort+1000 && c <= 65535; c++ {
+		if _, used := p.ports[c]; used {
+			continue
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort(p.o.Config.Host, strconv.Itoa(c)))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		port = c
+		break
+	}
+	if port == 0 {
+		return 0, 0, fmt.Errorf("no free port in %d..%d", p.o.Config.BasePort, p.o.Config.BasePort+999)
+	}
+	display := 0
+	if !p.o.Config.NoDisplay {
+		for c := p.o.Config.BaseDisplay; c < p.o.Config.BaseDisplay+1000; c++ {
+			if _, used := p.displays[c]; used {
+				continue
+			}
+			if _, err := os.Stat(fmt.Sprintf("/tmp/.X%d-lock", c)); err == nil {
+				continue
+			}
+			if _, err := os.Stat(fmt.Sprintf("/tmp/.X11-unix/X%d", c)); err == nil {
+				continue
+			}
+			display = c
+			break
+		}
+		if display == 0 {
+			return 0, 0, fmt.Errorf("no free X display in :%d..:%d", p.o.Config.BaseDisplay, p.o.Config.BaseDisplay+999)
+		}
+		p.displays[display] = id
+	}
+	p.ports[port] = id
+	return port, display, nil
+}
+
+func (p *Provider) free(id string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k, v := range p.ports {
+		if v == id {
+			delete(p.ports, k)
+		}
+	}
+	for k, v := range p.displays {
+		if v == id {
+			delete(p.displays, k)
+		}
+	}
+}
+
+// boot prepares a fresh home and starts desktopd, waiting for /healthz.
+func (p *Provider) boot(ctx context.Context, id string, inst pool.Instance) (pool.Instance, error) {
+	home := p.home(id)
+	if err := os.RemoveAll(home); err != nil {
+		return inst, fmt.Errorf("remove old home: %w", err)
+	}
+	if p.o.Config.HomeTemplate != "" {
+		if err := copyTree(p.o.Config.HomeTemplate, home); err != nil {
+			return inst, fmt.Errorf("copy home template: %w", err)
+		}
+	} else if err := os.MkdirAll(home, 0o700); err != nil {
+		return inst, fmt.Errorf("create home: %w", err)
+	}
+	args := []string{"--addr", strings.TrimPrefix(inst.Endpoint, "http://"), "--home", home}
+	if p.o.Config.NoDisplay {
+		args = append(args, "--display", "none")
+	} else {
+		args = append(args, "--xvfb", "--display", ":"+inst.Data["display"],
+			"--screen", fmt.Sprintf("%dx%d", p.o.ScreenWidth, p.o.ScreenHeight))
+	}
+	if p.o.Config.GuestToken != "" {
+		args = append(args, "--token", p.o.Config.GuestToken)
+	}
+	logPath := filepath.Join(p.vmDir(id), "desktopd.log")
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return inst, fmt.Errorf("open log: %w", err)
+	}
+	defer logf.Close()
+	cmd := exec.Command(p.desktopd, args...)
+	cmd.Dir = home
+	cmd.Env = append(os.Environ(), "HOME="+home)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// Own process group: survives a vmmanager crash for re-adoption, and
+	// can be signalled as a whole.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return inst, fmt.Errorf("start desktopd: %w", err)
+	}
+	c := &child{cmd: cmd, done: make(chan struct{})}
+	pid := cmd.Process.Pid
+	p.mu.Lock()
+	p.children[pid] = c
+	p.mu.Unlock()
+	go func() {
+		cmd.Wait()
+		close(c.done)
+	}()
+	inst.Ref = strconv.Itoa(pid)
+	inst.Data["pid"] = inst.Ref
+	inst.Data["home"] = home
+	alive := func() error {
+		select {
+		case <-c.done:
+			return fmt.Errorf("desktopd exited: %s (log: %s)", cmd.ProcessState, tail(logPath))
+		default:
+			return nil
+		}
+	}
+	if err := p.guest.WaitReady(ctx, inst.Endpoint, "/healthz", p.o.Config.GuestToken, alive); err != nil {
+		p.stop(inst)
+		return inst, fmt.Errorf("%v (log: %s)", err, tail(logPath))
+	}
+	return inst, nil
+}
+
+// tail returns the end of a log file for error messages.
+func tail(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Size() > 400 {
+		f.Seek(-400, io.SeekEnd)
+	}
+	b, _ := io.ReadAll(io.LimitReader(f, 400))
+	return strings.TrimSpace(string(b))
+}
+
+// stop ends desktopd: SIGTERM to its group so it can stop its Xvfb, then
+// SIGKILL; a leftover Xvfb of the VM's display is killed too.
+func (p *Provider) stop(inst pool.Instance) {
+	pid, _ := strconv.Atoi(inst.Data["pid"])
+	if pid > 0 {
+		p.mu.Lock()
+		c := p.children[pid]
+		p.mu.Unlock()
+		dead := func() bool {
+			if c != nil {
+				select {
+				case <-c.done:
+					return true
+				default:
+					return false
+				}
+			}
+			return !processAlive(pid)
+		}
+		if !dead() {
+			syscall.Kill(-pid, syscall.SIGTERM)
+			for i := 0; i < 100 && !dead(); i++ {
+				time.Sleep(20 * time.Millisecond)
+			}
+			// Also the group: children desktopd left behind.
+			syscall.Kill(-pid, syscall.SIGKILL)
+			for i := 0; i < 100 && !dead(); i++ {
+				time.Sleep(10 * time.Millisecond)
+			}
+		} else {
+			syscall.Kill(-pid, syscall.SIGKILL)
+		}
+		p.mu.Lock()
+		delete(p.children, pid)
+		p.mu.Unlock()
+	}
+	if d := inst.Data["display"]; d != "" && d != "0" {
+		killDisplayServer(d)
+	}
+}
+
+// killDisplayServer kills the X server holding display d (its pid is in the
+// lock file) and removes its lock and socket, so the display can be reused.
+func killDisplayServer(d string) {
+	lock := "/tmp/.X" + d + "-lock"
+	if b, err := os.ReadFile(lock); err == nil {
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 {
+			if cmdline(pid) != "" && strings.Contains(cmdline(pid), "X") {
+				syscall.Kill(pid, syscall.SIGKILL)
+				for i := 0; i < 100 && processAlive(pid); i++ {
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
+		}
+	}
+	os.Remove(lock)
+	os.Remove("/tmp/.X11-unix/X" + d)
+}
+
+// processAlive reports whether pid exists and is not a zombie.
+func processAlive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the parenthesised command name.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+2 >= len(s) {
+		return false
+	}
+	return s[i+2] != 'Z' && s[i+2] != 'X'
+}
+
+func cmdline(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return ""
+	}
+	return strings.ReplaceAll(string(b), "\x00", " ")
+}
+
+// Reset stops desktopd, gives the VM a fresh home and starts it again on
+// the same port and display.
+func (p *Provider) Reset(ctx context.Context, id string, inst pool.Instance) (pool.Instance, error) {
+	p.stop(inst)
+	// Whatever still holds the port would answer the readiness probe in
+	// place of the new desktopd: wait for it to be free.
+	addr := net.JoinHostPort(p.o.Config.Host, inst.Data["port"])
+	for i := 0; ; i++ {
+		l, err := net.Listen("tcp", addr)
+		if err == nil {
+			l.Close()
+			break
+		}
+		if i == 100 {
+			return inst, fmt.Errorf("port %s still taken after stopping desktopd: %v", addr, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ni := pool.Instance{Endpoint: inst.Endpoint, Data: map[string]string{"port": inst.Data["port"], "display": inst.Data["display"]}}
+	return p.boot(ctx, id, ni)
+}
+
+// Destroy stops desktopd and removes the VM's directory.
+func (p *Provider) Destroy(ctx context.Context, id string, inst pool.Instance) error {
+	p.stop(inst)
+	p.free(id)
+	if err := os.RemoveAll(p.vmDir(id)); err != nil {
+		return fmt.Errorf("remove vm dir: %w", err)
+	}
+	return nil
+}
+
+// Check wants the process alive and /healthz answering.
+func (p *Provider) Check(ctx context.Context, inst pool.Instance) error {
+	pid, _ := strconv.Atoi(inst.Data["pid"])
+	if pid <= 0 || !processAlive(pid) {
+		return fmt.Errorf("desktopd pid %d is gone", pid)
+	}
+	return p.guest.Probe(ctx, inst.Endpoint, "/healthz", p.o.Config.GuestToken)
+}
+
+// Adopt takes over a desktopd left by a previous vmmanager: its pid must
+// still run desktopd with this VM's home (pids get reused) and answer.
+func (p *Provider) Adopt(ctx context.Context, id string, inst pool.Instance) error {
+	pid, _ := strconv.Atoi(inst.Data["pid"])
+	if pid <= 0 || !processAlive(pid) {
+		return fmt.Errorf("desktopd pid %d is gone", pid)
+	}
+	if !strings.Contains(cmdline(pid), p.home(id)) {
+		return fmt.Errorf("pid %d is no longer this vm's desktopd", pid)
+	}
+	if err := p.guest.Probe(ctx, inst.Endpoint, "/healthz", p.o.Config.GuestToken); err != nil {
+		return err
+	}
+	port, _ := strconv.Atoi(inst.Data["port"])
+	display, _ := strconv.Atoi(inst.Data["display"])
+	p.mu.Lock()
+	p.ports[port] = id
+	if display > 0 {
+		p.displays[display] = id
+	}
+	p.mu.Unlock()
+	return nil
+}
+
+// Sweep kills desktopd processes running with a home under this pool's
+// directory that belong to no known VM, and removes their directories.
+func (p *Provider) Sweep(ctx context.Context, known map[string]bool) error {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return fmt.Errorf("read /proc: %w", err)
+	}
+	prefix := p.o.Dir + string(filepath.Separator)
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(b), "\x00")
+		id, display := "", ""
+		for i := 0; i+1 < len(args); i++ {
+			switch args[i] {
+			case "--home":
+				if strings.HasPrefix(args[i+1], prefix) {
+					id = strings.SplitN(strings.TrimPrefix(args[i+1], prefix), string(filepath.Separator), 2)[0]
+				}
+			case "--display":
+				display = strings.TrimPrefix(args[i+1], ":")
+			}
+		}
+		if id == "" || known[id] || !processAlive(pid) {
+			continue
+		}
+		p.o.Logger.Warn("stray desktopd destroyed", zap.String("vm_id", id), zap.Int("pid", pid))
+		p.stop(pool.Instance{Data: map[string]string{"pid": strconv.Itoa(pid), "display": display}})
+	}
+	dirs, err := os.ReadDir(p.o.Dir)
+	if err != nil {
+		return fmt.Errorf("read vm dir: %w", err)
+	}
+	for _, d := range dirs {
+		if d.IsDir() && !known[d.Name()] {
+			os.RemoveAll(filepath.Join(p.o.Dir, d.Name()))
+		}
+	}
+	return nil
+}
+
+// copyTree copies a directory tree (files, directories, symlinks).
+func copyTree(src, dst string) error {
+	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, path)
+		if err != nil {
+			return err
+		}
+		target := filepath.Join(dst, rel)
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		switch {
+		case d.IsDir():
+			return os.MkdirAll(target, info.Mode().Perm()|0o700)
+		case info.Mode()&fs.ModeSymlink != 0:
+			link, err := os.Readlink(path)
+			if err != nil {
+				return err
+			}
+			return os.Symlink(link, target)
+		case info.Mode().IsRegular():
+			in, err := os.Open(path)
+			if err != nil {
+				return err
+			}
+			defer in.Close()
+			out, err := os.OpenFile(target, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, info.Mode().Perm())
+			if err != nil {
+				return err
+			}
+			if _, err := io.Copy(out, in); err != nil {
+				out.Close()
+				return err
+			}
+			return out.Close()
+		}
+		return nil // sockets, devices: not part of a home template
+	})
+}

@@ -1,0 +1,76 @@
+package vmmanager
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/config"
+	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/pool"
+	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/provider/docker"
+	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/provider/process"
+	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/provider/static"
+	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/provider/virtualbox"
+	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/provider/vmware"
+)
+
+// providerEnv is what a provider gets besides its pool spec.
+type providerEnv struct {
+	dir        string // private directory of the pool
+	instanceID string // labels what this vmmanager creates
+	log        *zap.Logger
+}
+
+// buildProvider makes the provider of one pool; key names the pool in
+// errors ("pools[0]").
+func buildProvider(ctx context.Context, key string, spec PoolSpec, env providerEnv) (pool.Provider, error) {
+	log := env.log.With(zap.String("pool", spec.Name))
+	switch spec.Provider {
+	case config.ProviderProcess:
+		pc := *spec.Process
+		bin, err := process.ResolveDesktopd(pc.Desktopd)
+		if err != nil {
+			return nil, fmt.Errorf("config: %s.process.desktopd: %v", key, err)
+		}
+		pc.Desktopd = bin
+		p, err := process.New(process.Options{
+			Config: pc, ScreenWidth: spec.ScreenWidth, ScreenHeight: spec.ScreenHeight, Dir: env.dir, Logger: log,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("config: %s.process: %v", key, err)
+		}
+		return p, nil
+	case config.ProviderDocker:
+		p, err := docker.New(docker.Options{
+			Config: *spec.Docker, Pool: spec.Name, InstanceID: env.instanceID,
+			ScreenWidth: spec.ScreenWidth, ScreenHeight: spec.ScreenHeight, CPUs: spec.CPUs, MemoryMB: spec.MemoryMB,
+			Logger: log,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("config: %s.docker: %v", key, err)
+		}
+		return p, nil
+	case config.ProviderStatic:
+		return static.New(*spec.Static), nil
+	case config.ProviderVMware:
+		return vmware.New(vmware.Options{Config: *spec.VMware, Snapshot: spec.SnapshotName, Headless: headless(spec)}), nil
+	case config.ProviderVirtualBox:
+		return virtualbox.New(virtualbox.Options{Config: *spec.VirtualBox, Snapshot: spec.SnapshotName, Headless: headless(spec)}), nil
+	}
+	return nil, fmt.Errorf("config: %s.provider: %q is not available in this build", key, spec.Provider)
+}
+
+// headless defaults to true: a pool of VMs nobody watches.
+func headless(spec PoolSpec) bool { return spec.Headless == nil || *spec.Headless }
+
+func durationOf(d config.Duration) time.Duration { return time.Duration(d) }
+
+// durationOrOff maps a negative health interval to "off" (0 for the pool).
+func durationOrOff(d config.Duration) time.Duration {
+	if d < 0 {
+		return 0
+	}
+	return time.Duration(d)
+}
