@@ -231,6 +231,7 @@ type stream struct {
 	keys     []*pb.StepKey
 	bytes    int
 	pinned   []string
+	pending  *inflight
 	resp     pb.AppendStepsResponse
 	episodes int32
 }
@@ -245,9 +246,11 @@ func (w *Writer) Append(ctx context.Context, recv Receiver) (*pb.AppendStepsResp
 	s := &stream{w: w, known: map[string]bool{}, headers: map[string]*pb.Episode{}}
 	s.resetPuts()
 	defer func() {
-		// Puts still running hold pins and data; let them end first.
+		// Puts and a commit still running hold pins and data; let them
+		// end first.
 		s.puts.Wait()
 		s.unpinAll()
+		s.settle()
 	}()
 	for {
 		msg, err := recv.Recv()
@@ -269,12 +272,22 @@ func (w *Writer) Append(ctx context.Context, recv Receiver) (*pb.AppendStepsResp
 	if err := s.flush(ctx); err != nil {
 		return nil, err
 	}
+	if err := s.settle(); err != nil {
+		return nil, err
+	}
 	s.resp.Episodes = s.episodes
 	s.resp.BlobBytesWritten = s.written.Load()
 	return &s.resp, nil
 }
 
 func (s *stream) add(ctx context.Context, msg *pb.AppendStepsRequest) error {
+	if len(s.known) >= maxKnown {
+		// remember is about to forget the headers this stream sent; the
+		// batch in flight must be in the index first, where merge finds it.
+		if err := s.settle(); err != nil {
+			return err
+		}
+	}
 	switch item := msg.GetItem().(type) {
 	case *pb.AppendStepsRequest_Episode:
 		return s.addEpisode(ctx, item.Episode)
@@ -449,34 +462,67 @@ func (w *Writer) ensureStored(ctx context.Context, e *pinEntry, b pendingBlob) (
 	return len(b.data), nil
 }
 
+// flush starts making the current batch durable and returns, so the stream
+// receives the next batch while this one's blobs are flushed and its rows
+// committed. One batch is in flight per stream: flush first settles the
+// previous one, which bounds a stream's memory to two batches and keeps
+// its commits in order.
 func (s *stream) flush(ctx context.Context) error {
 	if len(s.batch.Steps) == 0 && len(s.batch.Episodes) == 0 {
 		return nil
 	}
-	// Every blob of the batch must be durable before its rows commit.
-	err := s.puts.Wait()
-	s.resetPuts()
-	if err != nil {
+	if err := s.settle(); err != nil {
 		return err
 	}
-	b := s.batch
-	res, err := s.w.commit(ctx, &b)
-	if err != nil {
-		return err
+	f := &inflight{done: make(chan struct{}), keys: s.keys, pinned: s.pinned}
+	puts, b := s.puts, s.batch
+	s.resetPuts()
+	s.batch, s.keys, s.pinned, s.bytes = index.Batch{}, nil, nil, 0
+	s.pending = f
+	go func() {
+		defer close(f.done)
+		// Every blob of the batch must be durable before its rows commit.
+		if err := puts.Wait(); err != nil {
+			f.err = err
+			return
+		}
+		f.res, f.err = s.w.commit(ctx, &b)
+	}()
+	return nil
+}
+
+// inflight is a batch being made durable while its stream goes on.
+type inflight struct {
+	done   chan struct{}
+	res    index.Result
+	err    error
+	keys   []*pb.StepKey
+	pinned []string
+}
+
+// settle waits for the batch in flight, if any, and acknowledges its steps.
+func (s *stream) settle() error {
+	f := s.pending
+	if f == nil {
+		return nil
+	}
+	<-f.done
+	s.pending = nil
+	for _, sha := range f.pinned {
+		s.w.pins.unpin(sha)
+	}
+	if f.err != nil {
+		return f.err
 	}
 	dups := 0
-	for i, dup := range res.Duplicate {
+	for i, dup := range f.res.Duplicate {
 		if dup {
 			dups++
 		}
-		s.resp.Acked = append(s.resp.Acked, s.keys[i])
+		s.resp.Acked = append(s.resp.Acked, f.keys[i])
 	}
 	s.resp.Duplicates += int32(dups)
-	s.w.obs.Appended(len(res.Duplicate), dups)
-	s.batch = index.Batch{}
-	s.keys = nil
-	s.bytes = 0
-	s.unpinAll()
+	s.w.obs.Appended(len(f.res.Duplicate), dups)
 	return nil
 }
 
