@@ -13,6 +13,9 @@ pkgs=(
 	nginx
 	# Python client tests and stub generation
 	python3 python3-grpcio python3-protobuf protobuf-compiler protobuf-compiler-grpc
+	# the well-known types (google/protobuf/*.proto) protoc imports; only
+	# recommended by protobuf-compiler, so --no-install-recommends skips them
+	libprotobuf-dev
 	# the desktop guest image
 	debootstrap
 	# the compose deployment
