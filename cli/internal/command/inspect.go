@@ -69,12 +69,32 @@ func dial(addr, token string) (*grpc.ClientConn, error) {
 	return conn, nil
 }
 
+// parse parses args into fs, accepting flags after positional arguments
+// too (`rollout stats ID --json`), which Go's flag package alone stops at.
+// Everything after a "--" stays positional.
 func parse(fs *flag.FlagSet, args []string, stderr io.Writer) error {
 	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return err
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if err == flag.ErrHelp {
+				return err
+			}
+			return usageError{err}
 		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			positional = append(positional, rest...)
+			break
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
+	}
+	// Parsing "--" and the positionals makes fs.Args() return them.
+	if err := fs.Parse(append([]string{"--"}, positional...)); err != nil {
 		return usageError{err}
 	}
 	return nil

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -112,5 +115,36 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		if err == nil || ExitCode(err) != 2 {
 			t.Errorf("Run(%q) = %v (exit %d), want a usage error", args, err, ExitCode(err))
 		}
+	}
+}
+
+func TestParseFlagsAfterPositionals(t *testing.T) {
+	tests := []struct {
+		args     []string
+		wantJSON bool
+		wantArgs []string
+	}{
+		{[]string{"--json", "r1"}, true, []string{"r1"}},
+		{[]string{"r1", "--json"}, true, []string{"r1"}},
+		{[]string{"r1", "--json", "r2"}, true, []string{"r1", "r2"}},
+		{[]string{"r1", "r2"}, false, []string{"r1", "r2"}},
+		{[]string{"--", "--json"}, false, []string{"--json"}},
+		{[]string{"r1", "--", "--json"}, false, []string{"r1", "--json"}},
+		{nil, false, []string{}},
+	}
+	for _, tt := range tests {
+		fs := flag.NewFlagSet("stats", flag.ContinueOnError)
+		asJSON := fs.Bool("json", false, "")
+		if err := parse(fs, tt.args, io.Discard); err != nil {
+			t.Errorf("parse(%q): %v", tt.args, err)
+			continue
+		}
+		if *asJSON != tt.wantJSON || !slices.Equal(fs.Args(), tt.wantArgs) {
+			t.Errorf("parse(%q): json %v args %q, want json %v args %q", tt.args, *asJSON, fs.Args(), tt.wantJSON, tt.wantArgs)
+		}
+	}
+	fs := flag.NewFlagSet("stats", flag.ContinueOnError)
+	if err := parse(fs, []string{"r1", "--nope"}, io.Discard); err == nil {
+		t.Error("an unknown flag after a positional argument was accepted")
 	}
 }
