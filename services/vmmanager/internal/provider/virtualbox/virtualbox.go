@@ -207,16 +207,21 @@ func (p *Provider) Adopt(ctx context.Context, id string, inst pool.Instance) err
 	if err != nil || slot < 0 || slot >= len(p.o.Config.VMs) {
 		return errors.New("vm is no longer configured")
 	}
-	up, err := p.runningVM(ctx, inst.Ref)
-	if err != nil {
-		return err
-	}
-	if !up {
-		return errors.New("vm is not running")
-	}
 	p.mu.Lock()
+	if _, taken := p.used[slot]; taken {
+		p.mu.Unlock()
+		return errors.New("slot already adopted by another VM")
+	}
 	p.used[slot] = id
 	p.mu.Unlock()
+	up, err := p.runningVM(ctx, inst.Ref)
+	if err == nil && !up {
+		err = errors.New("vm is not running")
+	}
+	if err != nil {
+		p.release(id)
+		return err
+	}
 	if err := p.Check(ctx, inst); err != nil {
 		p.release(id)
 		return err

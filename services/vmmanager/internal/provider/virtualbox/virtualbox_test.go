@@ -2,6 +2,7 @@ package virtualbox
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -97,6 +98,12 @@ func TestVBoxManageCommands(t *testing.T) {
 			p.release("vm-1")
 			return p.Adopt(ctx, "vm-1", *inst)
 		}, []string{"list runningvms"}},
+		{"adopt a slot in use", func(inst *pool.Instance) error {
+			if err := p.Adopt(ctx, "vm-2", *inst); err == nil {
+				return errors.New("a second VM adopted the slot vm-1 holds")
+			}
+			return nil
+		}, nil},
 		{"destroy", func(inst *pool.Instance) error {
 			return p.Destroy(ctx, "vm-1", *inst)
 		}, []string{"list runningvms", "controlvm " + uuid + " savestate"}},
