@@ -11,11 +11,11 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"sync"
 
 	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/config"
 	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/guest"
 	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/pool"
+	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/provider/slots"
 )
 
 var _ pool.Provider = (*Provider)(nil)
@@ -25,47 +25,24 @@ type Provider struct {
 	cfg   config.Static
 	guest guest.Client
 
-	mu   sync.Mutex
-	used map[int]string // slot → vm id
+	slots *slots.Set
 }
 
 // New returns a provider for cfg.
 func New(cfg config.Static) *Provider {
-	return &Provider{cfg: cfg, used: map[int]string{}}
-}
-
-func (p *Provider) claim(id string) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for i := range p.cfg.Endpoints {
-		if _, ok := p.used[i]; !ok {
-			p.used[i] = id
-			return i, nil
-		}
-	}
-	return 0, errors.New("every endpoint is in use")
-}
-
-func (p *Provider) release(id string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for k, v := range p.used {
-		if v == id {
-			delete(p.used, k)
-		}
-	}
+	return &Provider{cfg: cfg, slots: slots.New(len(cfg.Endpoints))}
 }
 
 // Create claims a free endpoint and waits until it answers.
 func (p *Provider) Create(ctx context.Context, id string) (pool.Instance, error) {
-	slot, err := p.claim(id)
-	if err != nil {
-		return pool.Instance{}, err
+	slot, ok := p.slots.Claim(id)
+	if !ok {
+		return pool.Instance{}, errors.New("every endpoint is in use")
 	}
 	ep := p.cfg.Endpoints[slot]
 	inst := pool.Instance{Ref: ep, Endpoint: ep, Data: map[string]string{"slot": strconv.Itoa(slot)}}
 	if err := p.guest.WaitReady(ctx, ep, p.cfg.HealthPath, p.cfg.GuestToken, nil); err != nil {
-		p.release(id)
+		p.slots.Release(id)
 		return inst, err
 	}
 	return inst, nil
@@ -93,7 +70,7 @@ func (p *Provider) Reset(ctx context.Context, id string, inst pool.Instance) (po
 
 // Destroy gives the endpoint back; the guest itself is not ours to stop.
 func (p *Provider) Destroy(ctx context.Context, id string, inst pool.Instance) error {
-	p.release(id)
+	p.slots.Release(id)
 	return nil
 }
 
@@ -108,15 +85,11 @@ func (p *Provider) Adopt(ctx context.Context, id string, inst pool.Instance) err
 	if err != nil || slot < 0 || slot >= len(p.cfg.Endpoints) || p.cfg.Endpoints[slot] != inst.Endpoint {
 		return errors.New("endpoint is no longer configured")
 	}
-	p.mu.Lock()
-	if _, taken := p.used[slot]; taken {
-		p.mu.Unlock()
+	if !p.slots.Take(slot, id) {
 		return errors.New("endpoint already adopted")
 	}
-	p.used[slot] = id
-	p.mu.Unlock()
 	if err := p.Check(ctx, inst); err != nil {
-		p.release(id)
+		p.slots.Release(id)
 		return err
 	}
 	return nil

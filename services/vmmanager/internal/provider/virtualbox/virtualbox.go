@@ -16,12 +16,12 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/config"
 	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/guest"
 	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/pool"
+	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/provider/slots"
 )
 
 var (
@@ -41,12 +41,11 @@ type Provider struct {
 	o     Options
 	guest guest.Client
 
-	mu   sync.Mutex
-	used map[int]string // slot → vm id
+	slots *slots.Set
 }
 
 // New returns a provider.
-func New(o Options) *Provider { return &Provider{o: o, used: map[int]string{}} }
+func New(o Options) *Provider { return &Provider{o: o, slots: slots.New(len(o.Config.VMs))} }
 
 func (p *Provider) vbox(ctx context.Context, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, p.o.Config.VBoxManage, args...)
@@ -82,28 +81,6 @@ func (p *Provider) runningVM(ctx context.Context, uuid string) (bool, error) {
 		return false, err
 	}
 	return strings.Contains(out, "{"+uuid+"}"), nil
-}
-
-func (p *Provider) claim(id string) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for i := range p.o.Config.VMs {
-		if _, ok := p.used[i]; !ok {
-			p.used[i] = id
-			return i, nil
-		}
-	}
-	return 0, errors.New("every configured vm is in use")
-}
-
-func (p *Provider) release(id string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for k, v := range p.used {
-		if v == id {
-			delete(p.used, k)
-		}
-	}
 }
 
 // revertAndBoot: savestate (when running), restore the snapshot, start,
@@ -148,18 +125,18 @@ func (p *Provider) revertAndBoot(ctx context.Context, inst *pool.Instance, snaps
 
 // Create claims a configured VM, reverts it to the snapshot and starts it.
 func (p *Provider) Create(ctx context.Context, id string) (pool.Instance, error) {
-	slot, err := p.claim(id)
-	if err != nil {
-		return pool.Instance{}, err
+	slot, ok := p.slots.Claim(id)
+	if !ok {
+		return pool.Instance{}, errors.New("every configured vm is in use")
 	}
 	uuid, err := p.uuid(ctx, p.o.Config.VMs[slot])
 	if err != nil {
-		p.release(id)
+		p.slots.Release(id)
 		return pool.Instance{}, err
 	}
 	inst := pool.Instance{Ref: uuid, Data: map[string]string{"slot": strconv.Itoa(slot)}}
 	if err := p.revertAndBoot(ctx, &inst, p.o.Snapshot); err != nil {
-		p.release(id)
+		p.slots.Release(id)
 		return inst, err
 	}
 	return inst, nil
@@ -184,7 +161,7 @@ func (p *Provider) Prepare(ctx context.Context, id string, inst pool.Instance, e
 
 // Destroy saves the VM's state (OSWorld's stop) and frees it.
 func (p *Provider) Destroy(ctx context.Context, id string, inst pool.Instance) error {
-	defer p.release(id)
+	defer p.slots.Release(id)
 	if inst.Ref == "" {
 		return nil
 	}
@@ -207,23 +184,19 @@ func (p *Provider) Adopt(ctx context.Context, id string, inst pool.Instance) err
 	if err != nil || slot < 0 || slot >= len(p.o.Config.VMs) {
 		return errors.New("vm is no longer configured")
 	}
-	p.mu.Lock()
-	if _, taken := p.used[slot]; taken {
-		p.mu.Unlock()
+	if !p.slots.Take(slot, id) {
 		return errors.New("slot already adopted by another VM")
 	}
-	p.used[slot] = id
-	p.mu.Unlock()
 	up, err := p.runningVM(ctx, inst.Ref)
 	if err == nil && !up {
 		err = errors.New("vm is not running")
 	}
 	if err != nil {
-		p.release(id)
+		p.slots.Release(id)
 		return err
 	}
 	if err := p.Check(ctx, inst); err != nil {
-		p.release(id)
+		p.slots.Release(id)
 		return err
 	}
 	return nil

@@ -95,7 +95,7 @@ func TestVBoxManageCommands(t *testing.T) {
 			return p.Prepare(ctx, "vm-1", *inst, pool.EnvOverrides{Snapshot: "chrome_task"})
 		}, []string{"list runningvms", "controlvm " + uuid + " savestate", "snapshot " + uuid + " restore chrome_task", "startvm " + uuid + " --type headless", ip}},
 		{"adopt", func(inst *pool.Instance) error {
-			p.release("vm-1")
+			p.slots.Release("vm-1")
 			return p.Adopt(ctx, "vm-1", *inst)
 		}, []string{"list runningvms"}},
 		{"adopt a slot in use", func(inst *pool.Instance) error {

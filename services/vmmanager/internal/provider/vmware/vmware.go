@@ -14,12 +14,12 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/config"
 	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/guest"
 	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/pool"
+	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/provider/slots"
 )
 
 var (
@@ -39,12 +39,11 @@ type Provider struct {
 	o     Options
 	guest guest.Client
 
-	mu   sync.Mutex
-	used map[int]string // slot → vm id
+	slots *slots.Set
 }
 
 // New returns a provider.
-func New(o Options) *Provider { return &Provider{o: o, used: map[int]string{}} }
+func New(o Options) *Provider { return &Provider{o: o, slots: slots.New(len(o.Config.VMs))} }
 
 // vmrun runs one vmrun command; output is bounded by what vmrun prints.
 func (p *Provider) vmrun(ctx context.Context, args ...string) (string, error) {
@@ -56,28 +55,6 @@ func (p *Provider) vmrun(ctx context.Context, args ...string) (string, error) {
 		return out.String(), fmt.Errorf("vmrun %s: %v: %.300s", args[0], err, out.String())
 	}
 	return out.String(), nil
-}
-
-func (p *Provider) claim(id string) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for i := range p.o.Config.VMs {
-		if _, ok := p.used[i]; !ok {
-			p.used[i] = id
-			return i, nil
-		}
-	}
-	return 0, errors.New("every configured vmx is in use")
-}
-
-func (p *Provider) release(id string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for k, v := range p.used {
-		if v == id {
-			delete(p.used, k)
-		}
-	}
 }
 
 // running reports whether vmrun list shows the vmx.
@@ -129,13 +106,13 @@ func (p *Provider) boot(ctx context.Context, inst *pool.Instance) error {
 
 // Create claims a vmx, reverts it to the snapshot and boots it.
 func (p *Provider) Create(ctx context.Context, id string) (pool.Instance, error) {
-	slot, err := p.claim(id)
-	if err != nil {
-		return pool.Instance{}, err
+	slot, ok := p.slots.Claim(id)
+	if !ok {
+		return pool.Instance{}, errors.New("every configured vmx is in use")
 	}
 	inst := pool.Instance{Ref: p.o.Config.VMs[slot], Data: map[string]string{"slot": strconv.Itoa(slot)}}
 	if err := p.revertAndBoot(ctx, &inst, p.o.Snapshot); err != nil {
-		p.release(id)
+		p.slots.Release(id)
 		return inst, err
 	}
 	return inst, nil
@@ -167,7 +144,7 @@ func (p *Provider) Prepare(ctx context.Context, id string, inst pool.Instance, e
 
 // Destroy stops the VM and frees its vmx.
 func (p *Provider) Destroy(ctx context.Context, id string, inst pool.Instance) error {
-	defer p.release(id)
+	defer p.slots.Release(id)
 	if inst.Ref == "" {
 		return nil
 	}
@@ -188,23 +165,19 @@ func (p *Provider) Adopt(ctx context.Context, id string, inst pool.Instance) err
 	if err != nil || slot < 0 || slot >= len(p.o.Config.VMs) || p.o.Config.VMs[slot] != inst.Ref {
 		return errors.New("vmx is no longer configured")
 	}
-	p.mu.Lock()
-	if _, taken := p.used[slot]; taken {
-		p.mu.Unlock()
+	if !p.slots.Take(slot, id) {
 		return errors.New("slot already adopted by another VM")
 	}
-	p.used[slot] = id
-	p.mu.Unlock()
 	up, err := p.running(ctx, inst.Ref)
 	if err == nil && !up {
 		err = errors.New("vm is not running")
 	}
 	if err != nil {
-		p.release(id)
+		p.slots.Release(id)
 		return err
 	}
 	if err := p.Check(ctx, inst); err != nil {
-		p.release(id)
+		p.slots.Release(id)
 		return err
 	}
 	return nil

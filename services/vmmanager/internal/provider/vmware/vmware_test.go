@@ -95,7 +95,7 @@ func TestVmrunCommands(t *testing.T) {
 			return p.Prepare(ctx, "vm-1", *inst, pool.EnvOverrides{Snapshot: "chrome_task"})
 		}, []string{"-T ws revertToSnapshot /vms/a.vmx chrome_task", "-T ws list", "-T ws getGuestIPAddress /vms/a.vmx -wait"}},
 		{"adopt", func(inst *pool.Instance) error {
-			p.release("vm-1")
+			p.slots.Release("vm-1")
 			return p.Adopt(ctx, "vm-1", *inst)
 		}, []string{"-T ws list"}},
 		{"adopt a slot in use", func(inst *pool.Instance) error {
