@@ -46,7 +46,7 @@ func ValidKey(key string) bool {
 // (syncfs), links the file to its final name and waits for a second flush. One flush
 // serves every Put waiting when it starts, so 64 concurrent screenshots cost
 // two journal commits rather than 64 file fsyncs and their directory
-// fsyncs; that doubled durable puts per second here (docs/benchmarks.md).
+// fsyncs (docs/benchmarks.md has the before and after).
 // The price is that a flush also writes back whatever else is dirty on the
 // same file system, so the data directory belongs on its own volume in
 // production.
