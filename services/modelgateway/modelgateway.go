@@ -7,13 +7,14 @@ package modelgateway
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"time"
 
+	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
@@ -60,7 +61,8 @@ type Service struct {
 	log    *zap.Logger
 	limits Limits
 
-	httpSrv  *http.Server
+	openai   *openaihttp.Handler
+	httpSrv  *fasthttp.Server
 	httpLn   net.Listener
 	httpDone chan struct{}
 }
@@ -120,17 +122,15 @@ func New(ctx context.Context, cfg Config, env daemon.Env) (*Service, error) {
 			return nil, fmt.Errorf("--openai-addr: listen: %w", err)
 		}
 		s.httpLn = ln
-		s.httpSrv = &http.Server{
-			Handler: openaihttp.New(g, met, env.Logger, openaihttp.Options{
-				MaxRequestBytes: limits.MaxRequestBytes, MaxImageBytes: limits.MaxImageBytes,
-				MaxResponseBytes: limits.MaxResponseBytes, Timeout: limits.RequestTimeout,
-			}),
-			ReadHeaderTimeout: 10 * time.Second,
-		}
+		s.openai = openaihttp.New(g, met, env.Logger, openaihttp.Options{
+			MaxRequestBytes: limits.MaxRequestBytes, MaxImageBytes: limits.MaxImageBytes,
+			MaxResponseBytes: limits.MaxResponseBytes, Timeout: limits.RequestTimeout,
+		})
+		s.httpSrv = newHTTPServer(s.openai, limits, env.Logger)
 		s.httpDone = make(chan struct{})
 		go func() {
 			defer close(s.httpDone)
-			if err := s.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := s.httpSrv.Serve(ln); err != nil {
 				env.Logger.Error("openai http server failed", zap.Error(err))
 			}
 		}()
@@ -141,22 +141,50 @@ func New(ctx context.Context, cfg Config, env daemon.Env) (*Service, error) {
 	return s, nil
 }
 
-// newHTTPClient returns the client for backend calls: many idle connections
-// per host, so that thousands of requests per second reuse connections
-// instead of paying a TCP handshake each; no overall timeout (each request's
-// context bounds it, streamed generations can be long); no transparent
-// compression, which would cost CPU on both sides of a loopback hop.
+// newHTTPClient returns the client for health probes and weight-update
+// calls (chat requests use each backend's fasthttp client): a few idle
+// connections per host, no overall timeout (each request's context bounds
+// it), no transparent compression.
 func newHTTPClient() *http.Client {
 	tr := &http.Transport{
 		Proxy:               nil,
 		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:        4096,
-		MaxIdleConnsPerHost: 1024,
+		MaxIdleConns:        64,
+		MaxIdleConnsPerHost: 4,
 		IdleConnTimeout:     90 * time.Second,
 		DisableCompression:  true,
 		ForceAttemptHTTP2:   false,
 	}
 	return &http.Client{Transport: tr}
+}
+
+// newHTTPServer serves the OpenAI front with fasthttp. Bodies over the
+// limit are refused before they are read whole; a request (headers and
+// body) must arrive within a minute.
+func newHTTPServer(h *openaihttp.Handler, limits Limits, log *zap.Logger) *fasthttp.Server {
+	return &fasthttp.Server{
+		Handler:               h.Serve,
+		ErrorHandler:          h.ServeError,
+		MaxRequestBodySize:    int(min(limits.MaxRequestBytes, math.MaxInt32)),
+		ReadBufferSize:        16 << 10, // request headers up to 16 KiB
+		ReadTimeout:           time.Minute,
+		IdleTimeout:           90 * time.Second,
+		NoDefaultServerHeader: true,
+		NoDefaultContentType:  true,
+		CloseOnShutdown:       true,
+		Logger:                fasthttpLogger{log},
+	}
+}
+
+// fasthttpLogger passes fasthttp's messages (connection errors) to zap at
+// debug level: a client that drops its connection is not the gateway's
+// error.
+type fasthttpLogger struct{ log *zap.Logger }
+
+func (l fasthttpLogger) Printf(format string, args ...any) {
+	if ce := l.log.Check(zap.DebugLevel, "openai http connection"); ce != nil {
+		ce.Write(zap.String("detail", fmt.Sprintf(format, args...)))
+	}
 }
 
 // OpenAIAddr is the address the HTTP front listens on ("" when disabled).
@@ -176,16 +204,20 @@ func (s *Service) Drain(ctx context.Context) error {
 	if s.httpSrv == nil {
 		return nil
 	}
-	if err := s.httpSrv.Shutdown(ctx); err != nil {
+	if err := s.httpSrv.ShutdownWithContext(ctx); err != nil {
 		return fmt.Errorf("drain openai http: %w", err)
 	}
 	return nil
 }
 
-// Close stops the HTTP front and health probing.
-func (s *Service) Close(context.Context) error {
+// Close ends the HTTP front's requests in flight, stops it and health
+// probing.
+func (s *Service) Close(ctx context.Context) error {
 	if s.httpSrv != nil {
-		s.httpSrv.Close()
+		s.openai.Close()
+		sctx, cancel := context.WithTimeout(ctx, time.Second)
+		s.httpSrv.ShutdownWithContext(sctx)
+		cancel()
 		<-s.httpDone
 	}
 	s.g.Stop()

@@ -5,7 +5,6 @@
 package backend
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +18,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/valyala/fasthttp"
 
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/breaker"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/clock"
@@ -86,6 +87,8 @@ func (c *Config) Validate() error {
 
 // Options are the shared settings every backend gets.
 type Options struct {
+	// Client makes the rare calls: health probes and weight updates.
+	// Chat requests go through a fasthttp client of the backend's own.
 	Client  *http.Client
 	Clock   clock.Clock
 	Breaker breaker.Config
@@ -99,6 +102,7 @@ type Backend struct {
 	base    string
 	apiKey  string
 	client  *http.Client
+	fast    *fasthttp.HostClient
 	clk     clock.Clock
 	breaker *breaker.Breaker
 
@@ -153,6 +157,11 @@ func New(cfg Config, opts Options) (*Backend, error) {
 		client: opts.Client,
 		clk:    opts.Clock,
 	}
+	fast, err := newHostClient(b.base)
+	if err != nil {
+		return nil, fmt.Errorf("backend %q: base_url: %w", cfg.ID, err)
+	}
+	b.fast = fast
 	b.breaker = breaker.New(opts.Breaker, opts.Clock, func(from, to breaker.State) {
 		if opts.OnBreaker != nil {
 			opts.OnBreaker(cfg.ID, from, to)
@@ -225,24 +234,12 @@ func (b *Backend) Acquire() bool {
 // Release ends a request counted by Acquire.
 func (b *Backend) Release() { b.inFlight.Add(-1) }
 
-// Send posts body to path (e.g. "/v1/chat/completions"). The request lives
-// as long as ctx: a caller that goes away cancels it at the backend.
-func (b *Backend) Send(ctx context.Context, path string, body []byte, hdr http.Header) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.base+path, bytes.NewReader(body))
-	if err != nil {
-		return nil, fmt.Errorf("build request: %w", err)
-	}
-	for k, vs := range hdr {
-		req.Header[k] = vs
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if b.apiKey != "" {
-		req.Header.Set("Authorization", "Bearer "+b.apiKey)
-	}
-	// The transport directly, not http.Client.Do: backends do not
-	// redirect, and the client's redirect bookkeeping (header copies,
-	// rewindable bodies) costs allocations on every call.
-	return b.client.Transport.RoundTrip(req)
+// Send posts body to path (e.g. "/v1/chat/completions"), with the routing
+// key (if any) in X-Routing-Key. The request lives as long as ctx: a
+// caller that goes away cancels it at the backend, whose connection is
+// closed. The caller must Close the answer.
+func (b *Backend) Send(ctx context.Context, path string, body []byte, routingKey string) (*Answer, error) {
+	return send(ctx, b.fast, b.base+path, body, routingKey, b.apiKey)
 }
 
 // Result records the outcome of a request for statistics and the breaker.

@@ -102,12 +102,12 @@ func (b *Backend) call(ctx context.Context, path string, body any) error {
 			return fmt.Errorf("%s: encode: %w", path, err)
 		}
 	}
-	resp, err := b.Send(ctx, path, raw, nil)
+	resp, err := b.Send(ctx, path, raw, "")
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	defer resp.Body.Close()
-	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	defer resp.Close()
+	msg, _ := io.ReadAll(io.LimitReader(resp, 512))
 	if resp.StatusCode/100 != 2 {
 		return fmt.Errorf("%s: status %d: %s", path, resp.StatusCode, msg)
 	}

@@ -265,14 +265,12 @@ type Request struct {
 	// openai backends, which reject vLLM's extra fields.
 	Body       []byte
 	OpenAIBody []byte
-	// Header is forwarded to the backend.
-	Header http.Header
 }
 
-// Response is an open backend answer. The caller reads Body and must call
-// Finish exactly once.
+// Response is an open backend answer. The caller reads it and must call
+// Finish (or FinishCanceled) exactly once.
 type Response struct {
-	*http.Response
+	*backend.Answer
 	Backend  *backend.Backend
 	Attempts int
 	Start    time.Time
@@ -287,7 +285,7 @@ func (r *Response) Finish(ok bool, errText string) (versionChanged bool) {
 	if !r.done.CompareAndSwap(false, true) {
 		return r.Backend.Epoch() != r.epoch
 	}
-	r.Body.Close()
+	r.Answer.Close()
 	r.Backend.Release()
 	r.Backend.Result(ok, time.Since(r.Start), errText, true)
 	return r.Backend.Epoch() != r.epoch
@@ -304,7 +302,7 @@ func ReadAnswer(r *Response, limit int64) ([]byte, error) {
 		n = 4096
 	}
 	buf := bytes.NewBuffer(make([]byte, 0, n+1))
-	if _, err := buf.ReadFrom(io.LimitReader(r.Body, limit+1)); err != nil {
+	if _, err := buf.ReadFrom(io.LimitReader(r.Answer, limit+1)); err != nil {
 		return nil, err
 	}
 	if int64(buf.Len()) > limit {
@@ -319,7 +317,7 @@ func (r *Response) FinishCanceled() {
 	if !r.done.CompareAndSwap(false, true) {
 		return
 	}
-	r.Body.Close()
+	r.Answer.Close()
 	r.Backend.Release()
 	r.Backend.Breaker().Cancel()
 }
@@ -335,14 +333,6 @@ func (g *Gateway) Do(ctx context.Context, req *Request) (*Response, error) {
 		tried   []*backend.Backend
 		lastErr error = ErrNoBackend
 	)
-	hdr := req.Header
-	if req.RoutingKey != "" {
-		hdr = hdr.Clone()
-		if hdr == nil {
-			hdr = http.Header{}
-		}
-		hdr.Set("X-Routing-Key", req.RoutingKey)
-	}
 	for attempt := 1; attempt <= g.cfg.Retry.MaxAttempts; attempt++ {
 		if attempt > 1 {
 			if err := g.backoff(ctx, attempt); err != nil {
@@ -383,7 +373,7 @@ func (g *Gateway) Do(ctx context.Context, req *Request) (*Response, error) {
 			body = req.OpenAIBody
 		}
 		start, epoch := time.Now(), b.Epoch()
-		resp, err := b.Send(ctx, chatPath, body, hdr)
+		resp, err := b.Send(ctx, chatPath, body, req.RoutingKey)
 		if err != nil {
 			b.Release()
 			if ctx.Err() != nil {
@@ -400,8 +390,8 @@ func (g *Gateway) Do(ctx context.Context, req *Request) (*Response, error) {
 		}
 		g.met.Requests.WithLabelValues(b.ID(), statusLabel(resp.StatusCode)).Inc()
 		if retryable(resp.StatusCode) {
-			msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-			resp.Body.Close()
+			msg, _ := io.ReadAll(io.LimitReader(resp, 4096))
+			resp.Close()
 			b.Release()
 			// Overload (408, 429) is not breakage: only 5xx trips the
 			// breaker.
@@ -413,7 +403,7 @@ func (g *Gateway) Do(ctx context.Context, req *Request) (*Response, error) {
 			lastErr = &StatusError{Backend: b.ID(), Code: resp.StatusCode, Body: msg}
 			continue
 		}
-		return &Response{Response: resp, Backend: b, Attempts: attempt, Start: start, epoch: epoch}, nil
+		return &Response{Answer: resp, Backend: b, Attempts: attempt, Start: start, epoch: epoch}, nil
 	}
 	return nil, lastErr
 }

@@ -13,12 +13,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/tidwall/gjson"
+	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/gateway"
@@ -28,7 +28,8 @@ import (
 
 // Options bound requests.
 type Options struct {
-	// MaxRequestBytes bounds a request body.
+	// MaxRequestBytes bounds a request body; the server enforces it (see
+	// ServeError).
 	MaxRequestBytes int64
 	// MaxImageBytes bounds one decoded image.
 	MaxImageBytes int
@@ -38,45 +39,97 @@ type Options struct {
 	Timeout time.Duration
 }
 
-// Handler serves the OpenAI API.
+// Handler serves the OpenAI API as a fasthttp handler: net/http's server
+// cost more CPU per request than routing does (a goroutine hand-off for
+// its background read, header maps, per-request allocations).
 type Handler struct {
 	g    *gateway.Gateway
 	met  *metrics.Metrics
 	log  *zap.Logger
 	opts Options
-	mux  *http.ServeMux
+
+	// base parents every request's context; Close cancels it, which ends
+	// requests in flight at their backends.
+	base       context.Context
+	cancelBase context.CancelFunc
 }
 
 // New builds the handler.
 func New(g *gateway.Gateway, met *metrics.Metrics, log *zap.Logger, opts Options) *Handler {
-	h := &Handler{g: g, met: met, log: log, opts: opts, mux: http.NewServeMux()}
-	h.mux.HandleFunc("POST /v1/chat/completions", h.chat)
-	h.mux.HandleFunc("GET /v1/models", h.models)
-	h.mux.HandleFunc("GET /health", h.health)
+	h := &Handler{g: g, met: met, log: log, opts: opts}
+	h.base, h.cancelBase = context.WithCancel(context.Background())
 	return h
 }
 
-var _ http.Handler = (*Handler)(nil)
+var (
+	_ fasthttp.RequestHandler           = (*Handler)(nil).Serve
+	_ func(*fasthttp.RequestCtx, error) = (*Handler)(nil).ServeError
+)
 
-// ServeHTTP serves the API.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+// Serve serves the API.
+func (h *Handler) Serve(rc *fasthttp.RequestCtx) {
+	var allow string
+	switch string(rc.Path()) {
+	case "/v1/chat/completions":
+		if rc.IsPost() {
+			h.chat(rc)
+			return
+		}
+		allow = "POST"
+	case "/v1/models":
+		if rc.IsGet() || rc.IsHead() {
+			h.models(rc)
+			return
+		}
+		allow = "GET, HEAD"
+	case "/health":
+		if rc.IsGet() || rc.IsHead() {
+			h.health(rc)
+			return
+		}
+		allow = "GET, HEAD"
+	default:
+		writeError(rc, fasthttp.StatusNotFound, "no such endpoint: "+string(rc.Path()), "", "not_found")
+		return
+	}
+	rc.Response.Header.Set("Allow", allow)
+	writeError(rc, fasthttp.StatusMethodNotAllowed, "method not allowed; use "+allow, "", "method_not_allowed")
+}
 
-func (h *Handler) health(w http.ResponseWriter, _ *http.Request) {
+// ServeError answers requests the server refused before Serve: bodies over
+// MaxRequestBytes, malformed requests.
+func (h *Handler) ServeError(rc *fasthttp.RequestCtx, err error) {
+	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+		writeError(rc, fasthttp.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds %d bytes", h.opts.MaxRequestBytes), "", "request_too_large")
+		return
+	}
+	var small *fasthttp.ErrSmallBuffer
+	if errors.As(err, &small) {
+		writeError(rc, fasthttp.StatusRequestHeaderFieldsTooLarge, "request headers too large", "", "invalid_request")
+		return
+	}
+	writeError(rc, fasthttp.StatusBadRequest, "read request: "+err.Error(), "", "invalid_request")
+}
+
+// Close ends the requests in flight.
+func (h *Handler) Close() { h.cancelBase() }
+
+func (h *Handler) health(rc *fasthttp.RequestCtx) {
 	for _, b := range h.g.Backends() {
 		if b.Healthy() {
-			w.WriteHeader(http.StatusOK)
+			rc.SetStatusCode(fasthttp.StatusOK)
 			return
 		}
 	}
-	writeError(w, http.StatusServiceUnavailable, "no healthy backend", "", "service_unavailable")
+	writeError(rc, fasthttp.StatusServiceUnavailable, "no healthy backend", "", "service_unavailable")
 }
 
-func (h *Handler) models(w http.ResponseWriter, _ *http.Request) {
+func (h *Handler) models(rc *fasthttp.RequestCtx) {
 	list := openaiapi.ModelList{Object: "list", Data: []openaiapi.Model{}}
 	for _, m := range h.g.Models() {
 		list.Data = append(list.Data, openaiapi.Model{ID: m, Object: "model", OwnedBy: "rolloutmesh"})
 	}
-	writeJSON(w, http.StatusOK, list)
+	writeJSON(rc, fasthttp.StatusOK, list)
 }
 
 // peek is the part of a request the gateway reads; the rest passes through.
@@ -162,78 +215,83 @@ func (h *Handler) checkImageURL(field string, u gjson.Result) *fieldError {
 
 type fieldError struct{ field, problem string }
 
-func (h *Handler) chat(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) chat(rc *fasthttp.RequestCtx) {
 	start := time.Now()
-	body, err := readBody(w, r, h.opts.MaxRequestBytes)
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds %d bytes", h.opts.MaxRequestBytes), "", "request_too_large")
-			return
-		}
-		writeError(w, http.StatusBadRequest, "read body: "+err.Error(), "", "invalid_request")
-		return
-	}
+	body := rc.PostBody() // valid until Serve returns; Do is done with it by then
 	p, fe := h.readRequest(body)
 	if fe != nil {
-		writeError(w, http.StatusBadRequest, fe.field+": "+fe.problem, fe.field, "invalid_request")
+		writeError(rc, fasthttp.StatusBadRequest, fe.field+": "+fe.problem, fe.field, "invalid_request")
 		return
 	}
 	model, err := h.g.ResolveModel(p.Model)
 	if err != nil {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("model: the model %q is not served by this gateway", p.Model), "model", "model_not_found")
+		writeError(rc, fasthttp.StatusNotFound, fmt.Sprintf("model: the model %q is not served by this gateway", p.Model), "model", "model_not_found")
 		return
 	}
 	if p.Model == "" {
 		// Backends need a model name; this path is rare, so the re-encode
 		// is acceptable.
 		if body, err = openaiapi.MergeExtra(body, `{"model":`+strconv.Quote(model)+`}`); err != nil {
-			writeError(w, http.StatusBadRequest, err.Error(), "", "invalid_request")
+			writeError(rc, fasthttp.StatusBadRequest, err.Error(), "", "invalid_request")
 			return
 		}
 	}
-	key := r.Header.Get("X-Routing-Key")
+	key := string(rc.Request.Header.Peek("X-Routing-Key"))
 	if key == "" {
 		key = p.User
 	}
-	ctx := r.Context()
-	if _, ok := ctx.Deadline(); !ok && h.opts.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, h.opts.Timeout)
-		defer cancel()
+	var (
+		ctx    context.Context
+		cancel context.CancelFunc
+	)
+	if h.opts.Timeout > 0 {
+		ctx, cancel = context.WithTimeout(h.base, h.opts.Timeout)
+	} else {
+		ctx, cancel = context.WithCancel(h.base)
 	}
+	// fasthttp does not tell a handler that its client went away; the
+	// watcher does, so that the backend stops generating for nobody.
+	w := watch(rc.Conn(), cancel)
+	streaming := false
+	defer func() {
+		if !streaming {
+			w.stop()
+			cancel()
+		}
+	}()
 	resp, err := h.g.Do(ctx, &gateway.Request{Model: model, RoutingKey: key, Body: body})
 	if err != nil {
-		h.fail(w, err)
+		h.fail(rc, err)
 		return
 	}
-	hdr := w.Header()
-	if ct := resp.Header.Get("Content-Type"); ct != "" {
-		hdr.Set("Content-Type", ct)
+	hdr := &rc.Response.Header
+	if ct := resp.ContentType(); len(ct) > 0 {
+		hdr.SetContentTypeBytes(ct)
 	}
 	hdr.Set("X-Backend", resp.Backend.ID())
 	hdr.Set("X-Gateway-Attempts", strconv.Itoa(resp.Attempts))
+	rc.SetStatusCode(resp.StatusCode)
 	ok2xx := resp.StatusCode/100 == 2
 	if p.Stream && ok2xx {
-		h.stream(ctx, w, resp, start)
+		streaming = true
+		h.stream(rc, &sseStream{h: h, resp: resp, ctx: ctx, cancel: cancel, w: w, hdr: hdr, start: start})
 		return
 	}
 	out, err := gateway.ReadAnswer(resp, h.opts.MaxResponseBytes)
 	if err != nil && ctx.Err() != nil {
 		resp.FinishCanceled()
-		h.fail(w, ctx.Err())
+		h.fail(rc, ctx.Err())
 		return
 	}
 	if err != nil {
 		resp.Finish(false, err.Error())
-		writeError(w, http.StatusBadGateway, "backend "+resp.Backend.ID()+": read answer: "+err.Error(), "", "bad_gateway")
+		writeError(rc, fasthttp.StatusBadGateway, "backend "+resp.Backend.ID()+": read answer: "+err.Error(), "", "bad_gateway")
 		return
 	}
 	changed := resp.Finish(ok2xx, "")
 	hdr.Set("X-Model-Version", strconv.FormatInt(resp.Backend.Version(), 10))
 	hdr.Set("X-Version-Changed", strconv.FormatBool(changed))
-	w.WriteHeader(resp.StatusCode)
-	w.Write(out)
+	rc.Response.SetBodyRaw(out)
 	if ok2xx {
 		elapsed := time.Since(start).Seconds()
 		h.met.Latency.WithLabelValues("http").Observe(elapsed)
@@ -242,76 +300,103 @@ func (h *Handler) chat(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// stream relays server-sent events as they come, flushing each read so the
-// client sees every token when the backend sends it. The version stamp goes
-// in a header (the version at the start) and trailers (at the end).
-func (h *Handler) stream(ctx context.Context, w http.ResponseWriter, resp *gateway.Response, start time.Time) {
-	hdr := w.Header()
-	hdr.Set("X-Model-Version", strconv.FormatInt(resp.Backend.Version(), 10))
-	hdr.Set("Trailer", "X-Model-Version-End, X-Version-Changed")
-	hdr.Set("Cache-Control", "no-cache")
-	w.WriteHeader(resp.StatusCode)
-	fl, _ := w.(http.Flusher)
-	buf := make([]byte, 32<<10)
+// stream relays server-sent events as they come: fasthttp writes each
+// read as one chunk and flushes it, so the client sees every token when
+// the backend sends it. The version stamp goes in a header (the version at
+// the start) and trailers (at the end).
+func (h *Handler) stream(rc *fasthttp.RequestCtx, s *sseStream) {
+	s.hdr.Set("X-Model-Version", strconv.FormatInt(s.resp.Backend.Version(), 10))
+	s.hdr.Set("Cache-Control", "no-cache")
+	if err := s.hdr.SetTrailer("X-Model-Version-End, X-Version-Changed"); err != nil {
+		h.log.Error("declare trailers", zap.Error(err))
+	}
+	rc.SetBodyStream(s, -1)
+}
+
+// sseStream is the body of a streamed answer. fasthttp reads it after
+// Serve returned, in the connection's goroutine, and closes it when done
+// or when writing to the client failed.
+type sseStream struct {
+	h      *Handler
+	resp   *gateway.Response
+	ctx    context.Context
+	cancel context.CancelFunc
+	w      *watcher
+	hdr    *fasthttp.ResponseHeader
+	start  time.Time
+	got    bool
+	done   bool
 	// tail keeps the end of the stream, where the usage chunk comes when
 	// the client asked for stream_options.include_usage.
-	var tail []byte
-	first := true
-	var readErr error
-	for {
-		n, err := resp.Body.Read(buf)
-		if n > 0 {
-			if first {
-				first = false
-				h.met.TTFT.WithLabelValues("http").Observe(time.Since(start).Seconds())
-			}
-			tail = append(tail, buf[:n]...)
-			if len(tail) > 8<<10 {
-				tail = append(tail[:0], tail[len(tail)-4<<10:]...)
-			}
-			if _, werr := w.Write(buf[:n]); werr != nil {
-				readErr = werr
-				break
-			}
-			if fl != nil {
-				fl.Flush()
-			}
+	tail []byte
+}
+
+var _ fasthttp.ReadCloserWithError = (*sseStream)(nil)
+
+func (s *sseStream) Read(p []byte) (int, error) {
+	if s.done {
+		return 0, io.EOF
+	}
+	n, err := s.resp.Read(p)
+	if n > 0 {
+		if !s.got {
+			s.got = true
+			s.h.met.TTFT.WithLabelValues("http").Observe(time.Since(s.start).Seconds())
 		}
-		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				readErr = err
-			}
-			break
+		s.tail = append(s.tail, p[:n]...)
+		if len(s.tail) > 8<<10 {
+			s.tail = append(s.tail[:0], s.tail[len(s.tail)-4<<10:]...)
 		}
 	}
-	if readErr != nil && ctx.Err() != nil {
-		// The client went away mid-stream; the backend request is
-		// cancelled with it.
-		resp.FinishCanceled()
-		return
+	switch {
+	case err == nil:
+		return n, nil
+	case errors.Is(err, io.EOF):
+		s.end(nil)
+		return n, io.EOF
+	case s.ctx.Err() != nil:
+		// The client went away or the request timed out: the error
+		// aborts the answer, and CloseWithError records it.
+		return n, err
+	default:
+		// The backend broke off: end the answer cleanly, with the
+		// trailers; the client sees no [DONE].
+		s.end(err)
+		return n, io.EOF
 	}
+}
+
+// end finishes a stream the backend ended, and sets the trailers, which
+// fasthttp writes after the last chunk.
+func (s *sseStream) end(readErr error) {
+	s.done = true
+	s.w.stop()
 	errText := ""
 	if readErr != nil {
 		errText = readErr.Error()
 	}
-	changed := resp.Finish(readErr == nil, errText)
-	hdr.Set("X-Model-Version-End", strconv.FormatInt(resp.Backend.Version(), 10))
-	hdr.Set("X-Version-Changed", strconv.FormatBool(changed))
+	changed := s.resp.Finish(readErr == nil, errText)
+	s.cancel()
+	s.hdr.Set("X-Model-Version-End", strconv.FormatInt(s.resp.Backend.Version(), 10))
+	s.hdr.Set("X-Version-Changed", strconv.FormatBool(changed))
 	if readErr == nil {
-		h.met.Latency.WithLabelValues("http").Observe(time.Since(start).Seconds())
-		h.countTokens(resp.Backend.ID(), tail)
+		s.h.met.Latency.WithLabelValues("http").Observe(time.Since(s.start).Seconds())
+		s.h.countTokens(s.resp.Backend.ID(), s.tail)
 	}
 }
 
-// readBody reads a request body of at most limit bytes, sized up front from
-// Content-Length when the client sent one.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
-	var buf bytes.Buffer
-	if n := r.ContentLength; n > 0 && n <= limit {
-		buf.Grow(int(n) + 1)
+// CloseWithError ends a stream that did not reach its end: the client went
+// away (writing failed) or the request was cancelled. The backend request
+// is cancelled with it.
+func (s *sseStream) CloseWithError(error) error {
+	if s.done {
+		return nil
 	}
-	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
-	return buf.Bytes(), err
+	s.done = true
+	s.w.stop()
+	s.cancel()
+	s.resp.FinishCanceled()
+	return nil
 }
 
 // usageKey finds the usage object, which servers put at the end of the
@@ -334,35 +419,35 @@ func (h *Handler) countTokens(backendID string, body []byte) {
 }
 
 // fail answers a routing error the way OpenAI-compatible servers do.
-func (h *Handler) fail(w http.ResponseWriter, err error) {
+func (h *Handler) fail(rc *fasthttp.RequestCtx, err error) {
 	var se *gateway.StatusError
 	switch {
 	case errors.As(err, &se):
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("X-Backend", se.Backend)
-		w.WriteHeader(se.Code)
-		w.Write(se.Body)
+		rc.Response.Header.SetContentType("application/json")
+		rc.Response.Header.Set("X-Backend", se.Backend)
+		rc.SetStatusCode(se.Code)
+		rc.SetBody(se.Body)
 	case errors.Is(err, context.DeadlineExceeded):
-		writeError(w, http.StatusGatewayTimeout, "no backend answered before the deadline", "", "timeout")
+		writeError(rc, fasthttp.StatusGatewayTimeout, "no backend answered before the deadline", "", "timeout")
 	case errors.Is(err, context.Canceled):
 		// The client is gone; nobody reads this.
-		w.WriteHeader(499)
+		rc.SetStatusCode(499)
 	default:
-		writeError(w, http.StatusServiceUnavailable, err.Error(), "", "service_unavailable")
+		writeError(rc, fasthttp.StatusServiceUnavailable, err.Error(), "", "service_unavailable")
 	}
 }
 
-func writeJSON(w http.ResponseWriter, code int, v any) {
+func writeJSON(rc *fasthttp.RequestCtx, code int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		http.Error(w, "encode answer", http.StatusInternalServerError)
+		rc.Error("encode answer", fasthttp.StatusInternalServerError)
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	w.Write(b)
+	rc.Response.Header.SetContentType("application/json")
+	rc.SetStatusCode(code)
+	rc.Response.SetBodyRaw(b)
 }
 
-func writeError(w http.ResponseWriter, code int, msg, param, typ string) {
-	writeJSON(w, code, openaiapi.ErrorBody{Error: openaiapi.ErrorDetail{Message: msg, Type: typ, Param: param, Code: typ}})
+func writeError(rc *fasthttp.RequestCtx, code int, msg, param, typ string) {
+	writeJSON(rc, code, openaiapi.ErrorBody{Error: openaiapi.ErrorDetail{Message: msg, Type: typ, Param: param, Code: typ}})
 }
