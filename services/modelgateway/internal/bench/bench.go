@@ -136,16 +136,23 @@ func runOverhead(ctx context.Context, o Options, w io.Writer) error {
 	}
 	grpcDo := func(ctx context.Context) error { _, err := gc.Chat(ctx, grpcReq); return err }
 
-	client := newHTTPClient(max(o.Conns, 128))
-	targets := []struct {
+	type target struct {
 		name string
 		do   doer
-	}{
-		{"fakellm direct", httpDoer(client, fakeURL+"/v1/chat/completions", chatBody)},
-		{"nginx -> fakellm", httpDoer(client, "http://"+ng.addr+"/v1/chat/completions", chatBody)},
-		{"gateway HTTP -> fakellm", httpDoer(client, gwURL+"/v1/chat/completions", chatBody)},
-		{"gateway gRPC Chat -> fakellm", grpcDo},
 	}
+	var targets []target
+	for _, t := range []struct{ name, url string }{
+		{"fakellm direct", fakeURL},
+		{"nginx -> fakellm", "http://" + ng.addr},
+		{"gateway HTTP -> fakellm", gwURL},
+	} {
+		do, err := fastDoer(t.url+"/v1/chat/completions", chatBody, max(o.Conns, 128))
+		if err != nil {
+			return err
+		}
+		targets = append(targets, target{t.name, do})
+	}
+	targets = append(targets, target{"gateway gRPC Chat -> fakellm", grpcDo})
 	// Targets take turns in short slices, in rotating order, so that
 	// background load on a shared machine falls on all of them alike
 	// instead of on whichever ran while a compiler was busy.
@@ -227,7 +234,7 @@ func verdicts(w io.Writer, rate int, ngName, gwName string, lats []sample) {
 }
 
 func hostNote() string {
-	return "load generator, fakellm, gateway and nginx share the CPUs"
+	return "load generator, fakellm, gateway and nginx share the CPUs; the generator drives the three\n    HTTP targets with one fasthttp client (the same for each) and the gRPC one with grpc-go"
 }
 
 func verdict(ok bool) string {
