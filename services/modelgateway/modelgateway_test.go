@@ -315,6 +315,41 @@ func TestBadRequests(t *testing.T) {
 	}
 }
 
+// TestHTTPRefusals checks the answers the HTTP front gives before routing:
+// bodies over the limit, wrong methods, unknown paths, all in OpenAI's
+// error envelope.
+func TestHTTPRefusals(t *testing.T) {
+	f := startFake(t, fakellm.Config{})
+	h := startGateway(t, &FileConfig{Backends: backends("vllm", f), Limits: Limits{MaxRequestBytes: 1024}}, nil)
+	do := func(method, path, body string) (int, http.Header, string) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctxT(t, 5*time.Second), method, h.http+path, strings.NewReader(body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header, string(b)
+	}
+	big := `{"messages":[{"role":"user","content":"` + strings.Repeat("x", 2000) + `"}]}`
+	if code, _, body := do("POST", "/v1/chat/completions", big); code != 413 || !strings.Contains(body, `"type":"request_too_large"`) {
+		t.Errorf("oversized body: %d %s, want 413 request_too_large", code, body)
+	}
+	if code, hdr, body := do("GET", "/v1/chat/completions", ""); code != 405 || hdr.Get("Allow") != "POST" || !strings.Contains(body, `"error"`) {
+		t.Errorf("GET chat: %d Allow %q %s, want 405 Allow POST", code, hdr.Get("Allow"), body)
+	}
+	if code, _, body := do("GET", "/v2/nothing", ""); code != 404 || !strings.Contains(body, `"type":"not_found"`) {
+		t.Errorf("unknown path: %d %s, want 404 not_found", code, body)
+	}
+	if code, _, body := do("GET", "/v1/models", ""); code != 200 || !strings.Contains(body, "fake-model") {
+		t.Errorf("models: %d %s", code, body)
+	}
+	if n := f.Stats().Requests; n != 0 {
+		t.Errorf("backend saw %d chat requests, want none", n)
+	}
+}
+
 // TestFailoverWhenBackendKilled kills one of two backends while requests
 // run; every request must still be answered.
 func TestFailoverWhenBackendKilled(t *testing.T) {

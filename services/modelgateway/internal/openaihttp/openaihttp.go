@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -97,8 +98,16 @@ func (h *Handler) Serve(rc *fasthttp.RequestCtx) {
 }
 
 // ServeError answers requests the server refused before Serve: bodies over
-// MaxRequestBytes, malformed requests.
+// MaxRequestBytes, malformed requests. A connection that timed out (most
+// often one a client opened and never used) is closed without an answer,
+// as net/http does: fasthttp would otherwise write an error response that
+// such a client reads as unsolicited.
 func (h *Handler) ServeError(rc *fasthttp.RequestCtx, err error) {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		rc.Conn().Close()
+		return
+	}
 	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
 		writeError(rc, fasthttp.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds %d bytes", h.opts.MaxRequestBytes), "", "request_too_large")
 		return
