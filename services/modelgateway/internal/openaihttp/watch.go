@@ -10,10 +10,12 @@ import (
 )
 
 // A request still running watchAfter after it started has its client
-// connection checked every watchEvery; one answered sooner costs a timer.
+// connection checked, then again at intervals doubling up to watchMax (one
+// syscall each): a request answered sooner costs a timer, and thousands of
+// minutes-long generations cost a few thousand checks per second.
 const (
 	watchAfter = 50 * time.Millisecond
-	watchEvery = 50 * time.Millisecond
+	watchMax   = 400 * time.Millisecond
 )
 
 // watcher cancels a request whose client closed its connection.
@@ -22,11 +24,12 @@ type watcher struct {
 	cancel context.CancelFunc
 	mu     sync.Mutex
 	t      *time.Timer
+	every  time.Duration
 	done   bool
 }
 
 func watch(conn net.Conn, cancel context.CancelFunc) *watcher {
-	w := &watcher{conn: conn, cancel: cancel}
+	w := &watcher{conn: conn, cancel: cancel, every: watchAfter}
 	w.mu.Lock()
 	w.t = time.AfterFunc(watchAfter, w.check)
 	w.mu.Unlock()
@@ -44,7 +47,8 @@ func (w *watcher) check() {
 		w.cancel()
 		return
 	}
-	w.t.Reset(watchEvery)
+	w.every = min(2*w.every, watchMax)
+	w.t.Reset(w.every)
 }
 
 // stop ends the watch; the request is over or no longer needs it.
