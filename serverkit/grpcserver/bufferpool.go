@@ -8,15 +8,19 @@ import (
 	"google.golang.org/grpc/mem"
 )
 
-// init installs a buffer pool for every gRPC server, client and codec in
-// the process (gRPC only allows this at init time). gRPC's default pool has
-// no tier between 32 KB and 1 MB and clears the whole capacity of every
-// buffer it hands out, so each 200 KB screenshot a runner sends cost a 1 MB
-// memclr when it is marshalled and again when it is received: 13 % of the
-// CPU of the storage benchmark. This pool has a class at every power of two
-// up to 16 MB and does not clear: gRPC overwrites every byte of a buffer
-// before anything reads it.
-func init() { experimental.SetDefaultBufferPool(newPow2Pool(8, 24)) }
+// bufferPool is the pool every gRPC server, client and codec in the
+// process uses. gRPC's default pool has no tier between 32 KB and 1 MB and
+// clears the whole capacity of every buffer it hands out, so each 200 KB
+// screenshot a runner sends cost a 1 MB memclr when it is marshalled and
+// again when it is received: 13 % of the CPU of the storage benchmark. This
+// pool has a class at every power of two up to 16 MB and does not clear:
+// gRPC overwrites every byte of a buffer before anything reads it.
+var bufferPool = newPow2Pool(8, 24)
+
+// init makes it the default, which codecs and clients read when they are
+// used. Servers copy the default into their options when the grpc package
+// initialises, before this runs, so New passes it to each server as well.
+func init() { experimental.SetDefaultBufferPool(bufferPool) }
 
 // pow2Pool keeps buffers in sync.Pools by capacity class: class k holds
 // buffers whose capacity is at least 1<<k.

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -111,6 +112,7 @@ func New(opts Options) (*Server, error) {
 	//     reveals anything about the request;
 	//  5. validation: the handler only ever sees well-formed requests.
 	srv := grpc.NewServer(
+		experimental.BufferPool(bufferPool),
 		grpc.MaxRecvMsgSize(opts.MaxMsgBytes),
 		grpc.MaxSendMsgSize(opts.MaxMsgBytes),
 		grpc.KeepaliveParams(keepalive.ServerParameters{

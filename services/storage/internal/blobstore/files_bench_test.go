@@ -25,7 +25,7 @@ func BenchmarkFilesPut(b *testing.B) {
 		for pb.Next() {
 			rand.Read(buf[:16])
 			sum := sha256.Sum256(buf)
-			if err := f.Put(context.Background(), hex.EncodeToString(sum[:]), buf); err != nil {
+			if _, err := f.Put(context.Background(), hex.EncodeToString(sum[:]), buf); err != nil {
 				b.Error(err)
 				return
 			}

@@ -6,57 +6,109 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
 
+func keyOf(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+func readAll(t *testing.T, f *Files, key, loc string, size int64) []byte {
+	t.Helper()
+	r, err := f.Open(context.Background(), key, loc, size)
+	if err != nil {
+		t.Fatalf("Open(%s): %v", loc, err)
+	}
+	defer r.Close()
+	got, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatalf("read %s: %v", loc, err)
+	}
+	return got
+}
+
+// allocated is the disk space a file uses.
+func allocated(t *testing.T, path string) int64 {
+	t.Helper()
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Sys().(*syscall.Stat_t).Blocks * 512
+}
+
 func TestFilesRoundTrip(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	f, err := NewFiles(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data := []byte("screenshot")
-	sum := sha256.Sum256(data)
-	key := hex.EncodeToString(sum[:])
-	for i := 0; i < 2; i++ { // a second put of the same content is harmless
-		if err := f.Put(ctx, key, data); err != nil {
-			t.Fatalf("Put: %v", err)
-		}
-	}
-	if _, err := os.Stat(filepath.Join(dir, key[:1], key)); err != nil {
-		t.Errorf("blob not at its content address: %v", err)
-	}
-	r, err := f.Open(ctx, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, _ := io.ReadAll(r)
-	r.Close()
-	if !bytes.Equal(got, data) {
-		t.Errorf("Open = %q, want %q", got, data)
-	}
-	if names, _ := filepath.Glob(filepath.Join(dir, key[:1], "*")); len(names) != 1 {
-		t.Errorf("fan-out directory holds %v, want only the blob", names)
-	}
-	if err := f.Delete(ctx, key); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.Open(ctx, key); !errors.Is(err, ErrNotFound) {
-		t.Errorf("Open after Delete = %v, want ErrNotFound", err)
+	for _, buffered := range []bool{false, true} {
+		t.Run(fmt.Sprintf("buffered=%t", buffered), func(t *testing.T) {
+			dir := t.TempDir()
+			f, err := NewFiles(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.buffered = buffered
+			// Sizes around the block and the staging chunk, where padding
+			// and multi-chunk writes could go wrong.
+			sizes := []int{0, 1, blockSize - 1, blockSize, blockSize + 1, chunkBytes, chunkBytes + 5, 3*chunkBytes + 777}
+			locs := map[string]bool{}
+			type stored struct {
+				data     []byte
+				key, loc string
+			}
+			var all []stored
+			for i, n := range sizes {
+				data := bytes.Repeat([]byte{byte('a' + i)}, n)
+				key := keyOf(data)
+				loc, err := f.Put(ctx, key, data)
+				if err != nil {
+					t.Fatalf("Put(%d bytes): %v", n, err)
+				}
+				if n > 0 {
+					if locs[loc] {
+						t.Errorf("location %s handed out twice", loc)
+					}
+					locs[loc] = true
+				}
+				all = append(all, stored{data, key, loc})
+			}
+			for _, s := range all {
+				if got := readAll(t, f, s.key, s.loc, int64(len(s.data))); !bytes.Equal(got, s.data) {
+					t.Errorf("Open(%s) = %d bytes, want the %d stored", s.loc, len(got), len(s.data))
+				}
+			}
+			pack := filepath.Join(dir, "packs", packName(0))
+			before := allocated(t, pack)
+			big := all[len(all)-1]
+			if err := f.Delete(ctx, big.key, big.loc, int64(len(big.data))); err != nil {
+				t.Fatal(err)
+			}
+			if freed := before - allocated(t, pack); freed < alignUp(int64(len(big.data))) {
+				t.Errorf("Delete freed %d bytes, want at least %d", freed, alignUp(int64(len(big.data))))
+			}
+			// Its neighbours are intact.
+			for _, s := range all[:len(all)-1] {
+				if got := readAll(t, f, s.key, s.loc, int64(len(s.data))); !bytes.Equal(got, s.data) {
+					t.Errorf("after Delete, Open(%s) = %d bytes, want the %d stored", s.loc, len(got), len(s.data))
+				}
+			}
+		})
 	}
 }
 
-func TestFilesRefusesBadKeys(t *testing.T) {
+func TestFilesRefusesBadKeysAndLocations(t *testing.T) {
 	ctx := context.Background()
-	f, err := NewFiles(t.TempDir())
+	dir := t.TempDir()
+	f, err := NewFiles(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,15 +116,131 @@ func TestFilesRefusesBadKeys(t *testing.T) {
 		"", "..", "../../etc/passwd", strings.Repeat("A", 64), strings.Repeat("a", 63),
 		"../" + strings.Repeat("a", 61), strings.Repeat("a", 62) + "/.",
 	} {
-		if err := f.Put(ctx, key, []byte("x")); !errors.Is(err, ErrBadKey) {
+		if _, err := f.Put(ctx, key, []byte("x")); !errors.Is(err, ErrBadKey) {
 			t.Errorf("Put(%q) = %v, want ErrBadKey", key, err)
 		}
-		if _, err := f.Open(ctx, key); !errors.Is(err, ErrBadKey) {
+		if _, err := f.Open(ctx, key, "", 1); !errors.Is(err, ErrBadKey) {
 			t.Errorf("Open(%q) = %v, want ErrBadKey", key, err)
 		}
-		if err := f.Delete(ctx, key); !errors.Is(err, ErrBadKey) {
+		if err := f.Delete(ctx, key, "", 1); !errors.Is(err, ErrBadKey) {
 			t.Errorf("Delete(%q) = %v, want ErrBadKey", key, err)
 		}
+	}
+	key := keyOf([]byte("x"))
+	for _, loc := range []string{
+		":", "0:", ":0", "0", "../0:0", "0:../0", "0:-4096", "-1:0", "0:12", "0:4096:1", "0x1:0", " 0:0",
+		"99999999999999999999:0", "0:99999999999999999999",
+	} {
+		if _, err := f.Open(ctx, key, loc, 1); !errors.Is(err, ErrBadLoc) {
+			t.Errorf("Open(loc %q) = %v, want ErrBadLoc", loc, err)
+		}
+		if err := f.Delete(ctx, key, loc, 1); !errors.Is(err, ErrBadLoc) {
+			t.Errorf("Delete(loc %q) = %v, want ErrBadLoc", loc, err)
+		}
+	}
+	if _, err := f.Open(ctx, key, "7:0", 1); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Open in a missing pack = %v, want ErrNotFound", err)
+	}
+}
+
+// TestFilesTruncatedPack: a pack shorter than the index says is an error,
+// never a silently short blob.
+func TestFilesTruncatedPack(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	f, err := NewFiles(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := bytes.Repeat([]byte("z"), 10_000)
+	loc, err := f.Put(ctx, keyOf(data), data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(filepath.Join(dir, "packs", packName(0)), 5000); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := f.Open(ctx, keyOf(data), loc, int64(len(data))); err == nil {
+		r.Close()
+		t.Error("Open of a blob past the end of its pack succeeded")
+	}
+}
+
+// TestFilesPacksRotateAndReopen: full packs are closed and new ones
+// started, and a reopened store appends to a new pack, never over bytes an
+// earlier process may have written.
+func TestFilesPacksRotateAndReopen(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	f, err := NewFiles(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.packBytes = 3 * blockSize
+	type stored struct {
+		data []byte
+		loc  string
+	}
+	var all []stored
+	put := func(f *Files, i int) {
+		data := bytes.Repeat([]byte{byte(i)}, blockSize+i)
+		loc, err := f.Put(ctx, keyOf(data), data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, stored{data, loc})
+	}
+	for i := range 5 {
+		put(f, i)
+	}
+	g, err := NewFiles(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(g, 5)
+	packs, _ := filepath.Glob(filepath.Join(dir, "packs", "*.pack"))
+	// Blob 0 spans 4 KiB, the others 8 KiB, and a pack holds 12 KiB:
+	// packs 0 (blobs 0 and 1), 1, 2 and 3 from the first store, 4 from the
+	// second.
+	if len(packs) != 5 {
+		t.Errorf("packs = %v, want 5", packs)
+	}
+	if id, _, _ := parseLoc(all[5].loc); id != 4 {
+		t.Errorf("reopened store wrote to pack %d, want a new pack 4", id)
+	}
+	for _, s := range all {
+		if got := readAll(t, g, keyOf(s.data), s.loc, int64(len(s.data))); !bytes.Equal(got, s.data) {
+			t.Errorf("Open(%s): content differs", s.loc)
+		}
+	}
+}
+
+// TestFilesLegacyLayout: blobs stored as one file each by releases before
+// packs are read and deleted where they are.
+func TestFilesLegacyLayout(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	f, err := NewFiles(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := []byte("old screenshot")
+	key := keyOf(data)
+	path := filepath.Join(dir, key[:1], key)
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, f, key, "", int64(len(data))); !bytes.Equal(got, data) {
+		t.Errorf("Open = %q, want %q", got, data)
+	}
+	if err := f.Delete(ctx, key, "", int64(len(data))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Open(ctx, key, "", int64(len(data))); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Open after Delete = %v, want ErrNotFound", err)
 	}
 }
 
@@ -96,61 +264,31 @@ func TestParseS3URL(t *testing.T) {
 
 func TestFilesConcurrentPuts(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	f, err := NewFiles(dir)
+	f, err := NewFiles(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	const n = 64
-	keys := make([]string, n)
+	datas := make([][]byte, n)
+	locs := make([]string, n)
 	var wg sync.WaitGroup
 	for i := range n {
-		data := bytes.Repeat([]byte{byte(i)}, 1000+i)
-		sum := sha256.Sum256(data)
-		keys[i] = hex.EncodeToString(sum[:])
+		datas[i] = bytes.Repeat([]byte{byte(i)}, 1000+i*997)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := f.Put(ctx, keys[i], data); err != nil {
+			loc, err := f.Put(ctx, keyOf(datas[i]), datas[i])
+			if err != nil {
 				t.Errorf("Put %d: %v", i, err)
 			}
+			locs[i] = loc
 		}()
 	}
 	wg.Wait()
-	for i, key := range keys {
-		r, err := f.Open(ctx, key)
-		if err != nil {
-			t.Fatalf("Open %d: %v", i, err)
+	for i, loc := range locs {
+		if got := readAll(t, f, keyOf(datas[i]), loc, int64(len(datas[i]))); !bytes.Equal(got, datas[i]) {
+			t.Errorf("blob %d at %s: content differs", i, loc)
 		}
-		got, _ := io.ReadAll(r)
-		r.Close()
-		if sum := sha256.Sum256(got); hex.EncodeToString(sum[:]) != key {
-			t.Errorf("blob %d: content does not match its key", i)
-		}
-	}
-}
-
-func TestFilesPutKeepsStoredCopy(t *testing.T) {
-	ctx := context.Background()
-	dir := t.TempDir()
-	f, err := NewFiles(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data := []byte("stored")
-	sum := sha256.Sum256(data)
-	key := hex.EncodeToString(sum[:])
-	if err := f.Put(ctx, key, data); err != nil {
-		t.Fatal(err)
-	}
-	// A second put under the same key never replaces the stored file, so
-	// a crash during it cannot tear a blob that was acknowledged.
-	if err := f.Put(ctx, key, []byte("other")); err != nil {
-		t.Fatal(err)
-	}
-	got, err := os.ReadFile(filepath.Join(dir, key[:1], key))
-	if err != nil || string(got) != "stored" {
-		t.Errorf("blob = %q, %v; want %q", got, err, "stored")
 	}
 }
 
@@ -193,30 +331,5 @@ func TestCoalescerReportsError(t *testing.T) {
 	c := coalescer{fn: func() error { return want }}
 	if err := c.do(); !errors.Is(err, want) {
 		t.Errorf("do = %v, want %v", err, want)
-	}
-}
-
-// TestNamedTempLeavesNothing covers the path for file systems without
-// O_TMPFILE: the temporary name is gone once the blob is named.
-func TestNamedTempLeavesNothing(t *testing.T) {
-	dir := t.TempDir()
-	tmp, err := newNamedTemp(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tmp.f.Write([]byte("x")); err != nil {
-		t.Fatal(err)
-	}
-	final := filepath.Join(dir, "blob")
-	if err := tmp.link(final); err != nil {
-		t.Fatal(err)
-	}
-	if err := tmp.link(final); !errors.Is(err, os.ErrExist) {
-		t.Errorf("second link = %v, want ErrExist", err)
-	}
-	tmp.discard()
-	names, _ := filepath.Glob(filepath.Join(dir, "*"))
-	if len(names) != 1 || names[0] != final {
-		t.Errorf("directory holds %v, want only %s", names, final)
 	}
 }

@@ -88,11 +88,12 @@ func (s *S3) key(key string) (string, error) {
 	return s.prefix + "sha256/" + key[:2] + "/" + key, nil
 }
 
-// Put uploads data under key.
-func (s *S3) Put(ctx context.Context, key string, data []byte) error {
+// Put uploads data under key. The location it returns is always empty: the
+// key alone finds an object.
+func (s *S3) Put(ctx context.Context, key string, data []byte) (string, error) {
 	k, err := s.key(key)
 	if err != nil {
-		return err
+		return "", err
 	}
 	_, err = s.client.PutObject(ctx, &s3.PutObjectInput{
 		Bucket:        aws.String(s.bucket),
@@ -101,13 +102,13 @@ func (s *S3) Put(ctx context.Context, key string, data []byte) error {
 		ContentLength: aws.Int64(int64(len(data))),
 	})
 	if err != nil {
-		return fmt.Errorf("put object: %w", err)
+		return "", fmt.Errorf("put object: %w", err)
 	}
-	return nil
+	return "", nil
 }
 
-// Open returns a reader of the blob.
-func (s *S3) Open(ctx context.Context, key string) (io.ReadCloser, error) {
+// Open returns a reader of the blob; objects need no location or size.
+func (s *S3) Open(ctx context.Context, key, _ string, _ int64) (io.ReadCloser, error) {
 	k, err := s.key(key)
 	if err != nil {
 		return nil, err
@@ -123,7 +124,7 @@ func (s *S3) Open(ctx context.Context, key string) (io.ReadCloser, error) {
 }
 
 // Delete removes a blob; a missing blob is not an error.
-func (s *S3) Delete(ctx context.Context, key string) error {
+func (s *S3) Delete(ctx context.Context, key, _ string, _ int64) error {
 	k, err := s.key(key)
 	if err != nil {
 		return err

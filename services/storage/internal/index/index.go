@@ -39,6 +39,9 @@ type DB struct {
 	// r serves reads; with WAL, SQLite readers never block the writer.
 	r       *sql.DB
 	dialect dialect
+	// blobStmt looks up a blob record: once or twice per stored blob, so
+	// prepared once rather than parsed every time.
+	blobStmt *sql.Stmt
 }
 
 // IsPostgresDSN reports whether dsn names a PostgreSQL database rather than
@@ -93,12 +96,21 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 		db.Close()
 		return nil, err
 	}
+	var err error
+	if db.blobStmt, err = db.r.PrepareContext(ctx, db.q(`SELECT size, media_type, loc FROM blobs WHERE sha256 = ?`)); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("prepare blob lookup: %w", err)
+	}
 	return db, nil
 }
 
 // Close closes the database handles.
 func (db *DB) Close() error {
-	err := db.w.Close()
+	var err error
+	if db.blobStmt != nil {
+		err = db.blobStmt.Close()
+	}
+	err = errors.Join(err, db.w.Close())
 	if db.r != db.w {
 		err = errors.Join(err, db.r.Close())
 	}
@@ -253,6 +265,13 @@ CREATE INDEX episodes_stats ON episodes(rollout_id, domain, failure_reason, stat
 CREATE INDEX episode_versions_cover ON episode_versions(episode_id, model_version);
 DROP INDEX episode_versions_episode;
 `,
+	},
+	{
+		// Version 5: where the blob store put each blob (a pack file and
+		// offset); '' for blobs stored one file each, or in S3, where the
+		// hash alone finds them.
+		sqlite:   `ALTER TABLE blobs ADD COLUMN loc TEXT NOT NULL DEFAULT ''`,
+		postgres: `ALTER TABLE blobs ADD COLUMN loc TEXT NOT NULL DEFAULT ''`,
 	},
 }
 

@@ -44,7 +44,7 @@ func (db *DB) EpisodeExists(ctx context.Context, id string) (bool, error) {
 // Blob returns a blob's record.
 func (db *DB) Blob(ctx context.Context, sha string) (BlobRecord, error) {
 	b := BlobRecord{SHA256: sha}
-	err := db.r.QueryRowContext(ctx, db.q(`SELECT size, media_type FROM blobs WHERE sha256 = ?`), sha).Scan(&b.Size, &b.MediaType)
+	err := db.blobStmt.QueryRowContext(ctx, sha).Scan(&b.Size, &b.MediaType, &b.Loc)
 	if errors.Is(err, sql.ErrNoRows) {
 		return b, fmt.Errorf("blob %s: %w", sha, ErrNotFound)
 	}
@@ -449,7 +449,7 @@ func (db *DB) DeleteBlobsIfUnreferenced(ctx context.Context, shas []string) ([]B
 	}
 	defer tx.Rollback()
 	stmt, err := tx.PrepareContext(ctx, db.q(`DELETE FROM blobs WHERE sha256 = ?
-AND NOT EXISTS (SELECT 1 FROM blob_refs WHERE sha256 = ?) RETURNING size, media_type`))
+AND NOT EXISTS (SELECT 1 FROM blob_refs WHERE sha256 = ?) RETURNING size, media_type, loc`))
 	if err != nil {
 		return nil, fmt.Errorf("prepare: %w", err)
 	}
@@ -457,7 +457,7 @@ AND NOT EXISTS (SELECT 1 FROM blob_refs WHERE sha256 = ?) RETURNING size, media_
 	var out []BlobRecord
 	for _, sha := range shas {
 		b := BlobRecord{SHA256: sha}
-		err := stmt.QueryRowContext(ctx, sha, sha).Scan(&b.Size, &b.MediaType)
+		err := stmt.QueryRowContext(ctx, sha, sha).Scan(&b.Size, &b.MediaType, &b.Loc)
 		if errors.Is(err, sql.ErrNoRows) {
 			continue
 		}

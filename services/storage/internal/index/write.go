@@ -15,6 +15,8 @@ type BlobRecord struct {
 	SHA256    string
 	Size      int64
 	MediaType string
+	// Loc is where the blob store put the blob, as its Put returned it.
+	Loc string
 }
 
 // EpisodeRecord is an episode header to upsert. Episode must have its blob
@@ -155,7 +157,7 @@ ON CONFLICT (episode_id) DO UPDATE SET
 WHERE NOT (episodes.status >= 3 AND excluded.status < 3 AND excluded.attempt <= episodes.attempt)`},
 		{&st.step, `INSERT INTO steps (episode_id, idx, body) VALUES (?, ?, ?) ON CONFLICT (episode_id, idx) DO NOTHING`},
 		{&st.version, `INSERT INTO episode_versions (model_version, episode_id) VALUES (?, ?) ON CONFLICT DO NOTHING`},
-		{&st.blob, `INSERT INTO blobs (sha256, size, media_type) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`},
+		{&st.blob, `INSERT INTO blobs (sha256, size, media_type, loc) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`},
 		{&st.ref, `INSERT INTO blob_refs (episode_id, sha256) VALUES (?, ?) ON CONFLICT DO NOTHING`},
 		{&st.addSteps, `UPDATE episodes SET num_steps = num_steps + ? WHERE episode_id = ?`},
 		{&st.dropSteps, `DELETE FROM steps WHERE episode_id = ? AND EXISTS (SELECT 1 FROM episodes WHERE episode_id = ? AND attempt < ?)`},
@@ -223,7 +225,7 @@ func (st *writeStmts) insertStep(ctx context.Context, s StepRecord, body []byte)
 
 func (st *writeStmts) addBlobs(ctx context.Context, episodeID string, blobs []BlobRecord) error {
 	for _, b := range blobs {
-		if _, err := st.blob.ExecContext(ctx, b.SHA256, b.Size, b.MediaType); err != nil {
+		if _, err := st.blob.ExecContext(ctx, b.SHA256, b.Size, b.MediaType, b.Loc); err != nil {
 			return fmt.Errorf("record blob %s: %w", b.SHA256, err)
 		}
 		if _, err := st.ref.ExecContext(ctx, episodeID, b.SHA256); err != nil {

@@ -39,10 +39,11 @@ type Index interface {
 	DeleteBlobsIfUnreferenced(ctx context.Context, shas []string) ([]index.BlobRecord, error)
 }
 
-// Blobs is what the writer needs of the blob store.
+// Blobs is what the writer needs of the blob store. Put returns where the
+// store put the blob, which the index keeps and Delete takes back.
 type Blobs interface {
-	Put(ctx context.Context, key string, data []byte) error
-	Delete(ctx context.Context, key string) error
+	Put(ctx context.Context, key string, data []byte) (loc string, err error)
+	Delete(ctx context.Context, key, loc string, size int64) error
 }
 
 // Observer receives ingest measurements (metrics); all methods must be
@@ -448,16 +449,18 @@ func (w *Writer) ensureStored(ctx context.Context, e *pinEntry, b pendingBlob) (
 	if e.stored {
 		return 0, nil
 	}
-	if _, err := w.idx.Blob(ctx, b.rec.SHA256); err == nil {
-		e.stored, e.rec = true, b.rec
+	if rec, err := w.idx.Blob(ctx, b.rec.SHA256); err == nil {
+		e.stored, e.rec = true, rec
 		return 0, nil
 	} else if !errors.Is(err, index.ErrNotFound) {
 		return 0, err
 	}
-	if err := w.blobs.Put(ctx, b.rec.SHA256, b.data); err != nil {
+	loc, err := w.blobs.Put(ctx, b.rec.SHA256, b.data)
+	if err != nil {
 		return 0, fmt.Errorf("store blob %s: %w", b.rec.SHA256, err)
 	}
 	e.stored, e.rec = true, b.rec
+	e.rec.Loc = loc
 	w.obs.BlobWritten(len(b.data))
 	return len(b.data), nil
 }
@@ -486,9 +489,28 @@ func (s *stream) flush(ctx context.Context) error {
 			f.err = err
 			return
 		}
+		s.w.locate(&b)
 		f.res, f.err = s.w.commit(ctx, &b)
 	}()
 	return nil
+}
+
+// locate fills in where the blob store put each new blob of a stored
+// batch; the batch's pins keep those records until it is committed.
+func (w *Writer) locate(b *index.Batch) {
+	fill := func(recs []index.BlobRecord) {
+		for i := range recs {
+			if rec, ok := w.pins.storedRecord(recs[i].SHA256); ok {
+				recs[i].Loc = rec.Loc
+			}
+		}
+	}
+	for _, e := range b.Episodes {
+		fill(e.Blobs)
+	}
+	for _, s := range b.Steps {
+		fill(s.Blobs)
+	}
 }
 
 // inflight is a batch being made durable while its stream goes on.
@@ -660,7 +682,7 @@ func (w *Writer) deleteBlobs(ctx context.Context, shas []string, resp *pb.Delete
 	// The records go first: a crash in between leaves orphan files, never
 	// a record without content.
 	for _, rec := range recs {
-		if err := w.blobs.Delete(ctx, rec.SHA256); err != nil {
+		if err := w.blobs.Delete(ctx, rec.SHA256, rec.Loc, rec.Size); err != nil {
 			return fmt.Errorf("delete blob %s: %w", rec.SHA256, err)
 		}
 		resp.Blobs++
