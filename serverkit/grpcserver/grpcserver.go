@@ -55,6 +55,9 @@ type Options struct {
 	MaxMsgBytes int
 }
 
+// windowBytes is the HTTP/2 flow-control window each stream starts with.
+const windowBytes = 1 << 20
+
 // Server is a gRPC server with its health service.
 type Server struct {
 	// GRPC is the server; register services on it before Serve.
@@ -113,6 +116,15 @@ func New(opts Options) (*Server, error) {
 	//  5. validation: the handler only ever sees well-formed requests.
 	srv := grpc.NewServer(
 		experimental.BufferPool(bufferPool),
+		// Steps carry 0.2-3 MB screenshots. With the 64 KB window HTTP/2
+		// starts with, a sender waits for several window updates per such
+		// message; measured on storage's ingest, a 1 MB stream window cut
+		// the median wait for the next message from milliseconds to 0.1 ms
+		// and raised steps/s by 10-15 %. It also bounds what one stream
+		// (1 MB) and one connection (4 MB) can make the server buffer,
+		// where gRPC's adaptive window may grow to 16 MB.
+		grpc.InitialWindowSize(windowBytes),
+		grpc.InitialConnWindowSize(4*windowBytes),
 		grpc.MaxRecvMsgSize(opts.MaxMsgBytes),
 		grpc.MaxSendMsgSize(opts.MaxMsgBytes),
 		grpc.KeepaliveParams(keepalive.ServerParameters{

@@ -232,7 +232,7 @@ type stream struct {
 	keys     []*pb.StepKey
 	bytes    int
 	pinned   []string
-	pending  *inflight
+	pending  []*inflight // oldest first
 	resp     pb.AppendStepsResponse
 	episodes int32
 }
@@ -284,7 +284,7 @@ func (w *Writer) Append(ctx context.Context, recv Receiver) (*pb.AppendStepsResp
 func (s *stream) add(ctx context.Context, msg *pb.AppendStepsRequest) error {
 	if len(s.known) >= maxKnown {
 		// remember is about to forget the headers this stream sent; the
-		// batch in flight must be in the index first, where merge finds it.
+		// batches in flight must be in the index first, where merge finds it.
 		if err := s.settle(); err != nil {
 			return err
 		}
@@ -465,29 +465,48 @@ func (w *Writer) ensureStored(ctx context.Context, e *pinEntry, b pendingBlob) (
 	return len(b.data), nil
 }
 
+// batchesInFlight is how many batches of one stream may be being made
+// durable while the stream receives the next: enough that a slow commit
+// or fsync does not stop the stream (and, through HTTP/2 flow control, its
+// sender), few enough that a stream holds at most batchesInFlight+1
+// batches in memory.
+const batchesInFlight = 2
+
 // flush starts making the current batch durable and returns, so the stream
-// receives the next batch while this one's blobs are flushed and its rows
-// committed. One batch is in flight per stream: flush first settles the
-// previous one, which bounds a stream's memory to two batches and keeps
-// its commits in order.
+// receives the next batch while earlier ones are flushed and committed.
+// Batches commit in order: each waits for the one before it, and does not
+// commit if that one failed.
 func (s *stream) flush(ctx context.Context) error {
 	if len(s.batch.Steps) == 0 && len(s.batch.Episodes) == 0 {
 		return nil
 	}
-	if err := s.settle(); err != nil {
-		return err
+	if len(s.pending) >= batchesInFlight {
+		if err := s.settleOldest(); err != nil {
+			return err
+		}
+	}
+	var prev *inflight
+	if n := len(s.pending); n > 0 {
+		prev = s.pending[n-1]
 	}
 	f := &inflight{done: make(chan struct{}), keys: s.keys, pinned: s.pinned}
 	puts, b := s.puts, s.batch
 	s.resetPuts()
 	s.batch, s.keys, s.pinned, s.bytes = index.Batch{}, nil, nil, 0
-	s.pending = f
+	s.pending = append(s.pending, f)
 	go func() {
 		defer close(f.done)
 		// Every blob of the batch must be durable before its rows commit.
 		if err := puts.Wait(); err != nil {
 			f.err = err
 			return
+		}
+		if prev != nil {
+			<-prev.done
+			if prev.err != nil {
+				f.err = prev.err
+				return
+			}
 		}
 		s.w.locate(&b)
 		f.res, f.err = s.w.commit(ctx, &b)
@@ -522,14 +541,25 @@ type inflight struct {
 	pinned []string
 }
 
-// settle waits for the batch in flight, if any, and acknowledges its steps.
+// settle waits for every batch in flight and acknowledges their steps; it
+// returns the first error, after every batch has ended and let go of its
+// pins.
 func (s *stream) settle() error {
-	f := s.pending
-	if f == nil {
-		return nil
+	var first error
+	for len(s.pending) > 0 {
+		if err := s.settleOldest(); err != nil && first == nil {
+			first = err
+		}
 	}
+	return first
+}
+
+// settleOldest waits for the oldest batch in flight and acknowledges its
+// steps.
+func (s *stream) settleOldest() error {
+	f := s.pending[0]
+	s.pending = s.pending[1:]
 	<-f.done
-	s.pending = nil
 	for _, sha := range f.pinned {
 		s.w.pins.unpin(sha)
 	}
