@@ -273,14 +273,25 @@ func (f *Files) release(p *pack) {
 	}
 }
 
-// write copies data into the reserved span. O_DIRECT needs aligned memory
-// and lengths, so data goes through an aligned staging chunk, zero-padded
-// to the block.
+// write copies data into the reserved span. O_DIRECT needs block-aligned
+// memory, offsets and lengths. Go allocates large slices (a received
+// screenshot) on page boundaries, so the whole blocks of data are usually
+// written straight from it; what is not aligned, and the zero-padded last
+// block, go through an aligned staging chunk.
 func (f *Files) write(p *pack, off int64, data []byte) error {
 	if !p.direct {
 		if _, err := p.f.WriteAt(data, off); err != nil {
 			return fmt.Errorf("write blob: %w", err)
 		}
+		return nil
+	}
+	if whole := len(data) &^ (blockSize - 1); whole > 0 && aligned(data) {
+		if _, err := p.f.WriteAt(data[:whole], off); err != nil {
+			return fmt.Errorf("write blob: %w", err)
+		}
+		data, off = data[whole:], off+int64(whole)
+	}
+	if len(data) == 0 {
 		return nil
 	}
 	bp := f.chunks.Get().(*[]byte)
@@ -297,6 +308,8 @@ func (f *Files) write(p *pack, off int64, data []byte) error {
 	}
 	return nil
 }
+
+func aligned(b []byte) bool { return uintptr(unsafe.Pointer(&b[0]))&(blockSize-1) == 0 }
 
 // legacyPath is where releases before packs stored a blob.
 func (f *Files) legacyPath(key string) string {

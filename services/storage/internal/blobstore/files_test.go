@@ -66,8 +66,18 @@ func TestFilesRoundTrip(t *testing.T) {
 				key, loc string
 			}
 			var all []stored
-			for i, n := range sizes {
-				data := bytes.Repeat([]byte{byte('a' + i)}, n)
+			for i := range 2 * len(sizes) {
+				n := sizes[i/2]
+				// Each size once block-aligned in memory, which O_DIRECT
+				// writes straight from data, and once not, which goes
+				// through the staging chunk.
+				data := alignedBuffer(n + 1)[:n]
+				if i%2 == 1 {
+					data = alignedBuffer(n + 1)[1:]
+				}
+				for j := range data {
+					data[j] = byte(i)
+				}
 				key := keyOf(data)
 				loc, err := f.Put(ctx, key, data)
 				if err != nil {
