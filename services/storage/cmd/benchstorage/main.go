@@ -4,7 +4,7 @@
 //   - AppendSteps throughput (steps/s, MB/s) and per-stream latency from 64
 //     concurrent episodes over real gRPC on loopback, with distinct ~200 KB
 //     PNG screenshots and with 50 % repeated (identical consecutive)
-//     screenshots;
+//     screenshots, in rounds that alternate the two (-rounds);
 //   - ListEpisodes and GetStats latency over an index seeded with one million
 //     steps. Seeding goes through the index's bulk commit path directly, not
 //     through gRPC, so it takes seconds rather than the ingest time.
@@ -47,7 +47,7 @@ import (
 type options struct {
 	episodes, stepsPerEpisode, shotKB int
 	seedSteps, stepsPerSeedEpisode    int
-	queries                           int
+	queries, rounds                   int
 	dir, indexDSN                     string
 	reuseSeed                         bool
 }
@@ -60,6 +60,7 @@ func main() {
 	flag.IntVar(&o.seedSteps, "seed-steps", 1_000_000, "steps seeded for the query benchmark (0 skips it)")
 	flag.IntVar(&o.stepsPerSeedEpisode, "seed-steps-per-episode", 15, "steps per seeded episode")
 	flag.IntVar(&o.queries, "queries", 20, "repetitions of each query")
+	flag.IntVar(&o.rounds, "rounds", 3, "ingest rounds; each runs both screenshot modes, alternating, each on a fresh server and directory")
 	flag.StringVar(&o.dir, "dir", "", "work directory (default: a temporary directory, removed afterwards)")
 	flag.BoolVar(&o.reuseSeed, "reuse-seed", false, "with --dir: query the index a previous run seeded instead of seeding again")
 	flag.StringVar(&o.indexDSN, "ingest-index", "", "index for the ingest runs: empty for SQLite in the work directory, or a postgres:// DSN")
@@ -98,22 +99,37 @@ func run(ctx context.Context, o options) error {
 	fmt.Printf("benchstorage: %d concurrent episodes x %d steps, %d KB PNG screenshots, index %s, blobs files\n\n",
 		o.episodes, o.stepsPerEpisode, len(base)>>10, backendName(o.indexDSN))
 
-	var results []ingestResult
-	for _, mode := range []struct {
+	modes := []struct {
 		name   string
 		repeat bool
-	}{{"distinct screenshots", false}, {"50% repeated screenshots", true}} {
-		r, err := ingest(ctx, o, filepath.Join(dir, fmt.Sprintf("ingest-%t", mode.repeat)), base, mode.repeat)
-		if err != nil {
-			return fmt.Errorf("%s: %w", mode.name, err)
+	}{{"distinct screenshots", false}, {"50% repeated screenshots", true}}
+	// Rounds alternate the modes so that neither gets the machine's
+	// quieter or busier minutes, and a fresh server per run starts cold
+	// in both.
+	results := make([][]ingestResult, len(modes))
+	for round := 1; round <= max(o.rounds, 1); round++ {
+		for i, mode := range modes {
+			r, err := ingest(ctx, o, filepath.Join(dir, fmt.Sprintf("ingest-%t-%d", mode.repeat, round)), base, mode.repeat)
+			if err != nil {
+				return fmt.Errorf("%s: %w", mode.name, err)
+			}
+			results[i] = append(results[i], r)
 		}
-		r.name = mode.name
-		results = append(results, r)
 	}
-	fmt.Printf("%-28s %10s %10s %12s %14s %14s\n", "AppendSteps", "steps/s", "MB/s in", "MB written", "stream p50", "stream p99")
-	for _, r := range results {
-		fmt.Printf("%-28s %10.0f %10.1f %12.1f %14s %14s\n", r.name, r.stepsPerSec, r.mbPerSec, r.mbWritten,
-			r.p50.Round(time.Millisecond), r.p99.Round(time.Millisecond))
+	fmt.Printf("%-28s %10s %18s %10s %12s %14s %14s\n", "AppendSteps", "steps/s", "rounds (min-max)", "MB/s in", "MB written", "stream p50", "stream p99")
+	for i, rs := range results {
+		var steps, sent, written float64
+		var elapsed time.Duration
+		var lats []time.Duration
+		lo, hi := rs[0].stepsPerSec(), rs[0].stepsPerSec()
+		for _, r := range rs {
+			steps, sent, written, elapsed = steps+r.steps, sent+r.sent, written+r.written, elapsed+r.elapsed
+			lats = append(lats, r.latencies...)
+			lo, hi = min(lo, r.stepsPerSec()), max(hi, r.stepsPerSec())
+		}
+		fmt.Printf("%-28s %10.0f %18s %10.1f %12.1f %14s %14s\n", modes[i].name, steps/elapsed.Seconds(),
+			fmt.Sprintf("%.0f-%.0f", lo, hi), sent/1e6/elapsed.Seconds(), written/1e6,
+			percentile(lats, 0.50).Round(time.Millisecond), percentile(lats, 0.99).Round(time.Millisecond))
 	}
 	fmt.Println()
 	if o.seedSteps > 0 {
@@ -177,11 +193,15 @@ func serve(ctx context.Context, cfg storage.Config, dataDir string) (func() (pb.
 	return dial, stop, nil
 }
 
+// ingestResult is one ingest run: steps and screenshot bytes sent, blob
+// bytes the server wrote, wall time, and each stream's duration.
 type ingestResult struct {
-	name                             string
-	stepsPerSec, mbPerSec, mbWritten float64
-	p50, p99                         time.Duration
+	steps, sent, written float64
+	elapsed              time.Duration
+	latencies            []time.Duration
 }
+
+func (r ingestResult) stepsPerSec() float64 { return r.steps / r.elapsed.Seconds() }
 
 func ingest(ctx context.Context, o options, dataDir string, base []byte, repeat bool) (ingestResult, error) {
 	var r ingestResult
@@ -234,11 +254,8 @@ func ingest(ctx context.Context, o options, dataDir string, base []byte, repeat 
 	if firstErr != nil {
 		return r, firstErr
 	}
-	steps := float64(o.episodes * o.stepsPerEpisode)
-	r.stepsPerSec = steps / elapsed.Seconds()
-	r.mbPerSec = float64(sent) / 1e6 / elapsed.Seconds()
-	r.mbWritten = float64(written) / 1e6
-	r.p50, r.p99 = percentile(latencies, 0.50), percentile(latencies, 0.99)
+	r.steps = float64(o.episodes * o.stepsPerEpisode)
+	r.sent, r.written, r.elapsed, r.latencies = float64(sent), float64(written), elapsed, latencies
 	return r, nil
 }
 
