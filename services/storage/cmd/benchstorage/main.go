@@ -66,6 +66,11 @@ func main() {
 	flag.StringVar(&o.indexDSN, "ingest-index", "", "index for the ingest runs: empty for SQLite in the work directory, or a postgres:// DSN")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the ingest runs to this file")
 	flag.Parse()
+	if o.indexDSN != "" && !index.IsPostgresDSN(o.indexDSN) {
+		// Every run needs an empty index of its own, which a fixed SQLite
+		// path cannot give: later rounds would find the blobs stored.
+		log.Fatal("-ingest-index: must be empty (SQLite in the work directory) or a postgres:// DSN")
+	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
