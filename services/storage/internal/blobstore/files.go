@@ -44,17 +44,20 @@ func ValidKey(key string) bool {
 }
 
 // Files stores blobs in append-only pack files, <root>/packs/NNNNNNNN.pack.
-// Put returns the blob's location ("<pack>:<offset>"), which the index keeps
-// with the blob's record; Open and Delete take it back.
+// Write returns the blob's location ("<pack>:<offset>"), which the index
+// keeps with the blob's record; Open and Delete take it back. A written
+// blob is durable once a Sync that started after its Write returned has
+// returned: the ingest syncs once per group commit, just before the index
+// commit, rather than once per blob.
 //
 // Why packs rather than a file per blob: creating an inode, a directory
 // entry and dirty page-cache pages for every 200 KB screenshot cost about
 // 0.7 ms of CPU per blob on a 2-core machine, a third of the budget of a
 // 2,000 steps/s ingest. A pack write is one pwrite at an offset reserved
 // under a mutex, done with O_DIRECT so the data goes from our buffer to the
-// disk without a page-cache copy, and one fdatasync of the pack serves every
-// put waiting when it starts (group commit). docs/benchmarks.md has the
-// before and after.
+// disk without a page-cache copy, and one fdatasync per pack written since
+// the last Sync serves every blob (group commit). docs/benchmarks.md has
+// the before and after.
 //
 // Blobs start at 4 KiB-aligned offsets and never share a block, so Delete
 // returns a blob's space to the file system by punching a hole. Each
@@ -71,8 +74,11 @@ type Files struct {
 	buffered bool
 
 	mu     sync.Mutex
-	cur    *pack // nil until the first Put
+	cur    *pack // nil until the first Write
 	nextID uint64
+	// dirty lists the packs written since the last Sync started.
+	dirty  []*pack
+	sync   coalescer
 	chunks sync.Pool // *[]byte, blockSize-aligned, chunkBytes long
 }
 
@@ -98,9 +104,9 @@ type pack struct {
 	size    int64 // bytes handed out
 	alloc   int64 // bytes preallocated; 0 where fallocate is unsupported
 	noAlloc bool
-	refs    int // puts between reserve and their flush
-	retired bool
-	flush   coalescer
+	refs    int  // writes in progress
+	dirty   bool // in Files.dirty
+	retired bool // no longer written; closed once refs is 0 and it is synced
 }
 
 // NewFiles opens (creating) a file blob store rooted at dir.
@@ -129,6 +135,7 @@ func NewFiles(dir string) (*Files, error) {
 			f.nextID = id + 1
 		}
 	}
+	f.sync.fn = f.syncDirty
 	f.chunks.New = func() any {
 		b := alignedBuffer(chunkBytes)
 		return &b
@@ -182,10 +189,20 @@ func alignedBuffer(n int) []byte {
 	return b[skip : skip+n : skip+n]
 }
 
-// Put stores data under key and returns its location once it is durable.
-// Every Put writes a new copy; callers store a key once (the ingest pins
-// it), and a stray second copy is only wasted space.
-func (f *Files) Put(_ context.Context, key string, data []byte) (string, error) {
+// Put stores data under key and returns its location once it is durable:
+// Write and Sync.
+func (f *Files) Put(ctx context.Context, key string, data []byte) (string, error) {
+	loc, err := f.Write(ctx, key, data)
+	if err != nil {
+		return "", err
+	}
+	return loc, f.Sync(ctx)
+}
+
+// Write stores data under key and returns its location; the blob is durable
+// after the next Sync. Every Write writes a new copy; callers store a key
+// once (the ingest pins it), and a stray second copy is only wasted space.
+func (f *Files) Write(_ context.Context, key string, data []byte) (string, error) {
 	if !ValidKey(key) {
 		return "", ErrBadKey
 	}
@@ -194,14 +211,53 @@ func (f *Files) Put(_ context.Context, key string, data []byte) (string, error) 
 		return "", err
 	}
 	err = f.write(p, off, data)
-	if err == nil {
-		err = p.flush.do()
-	}
 	f.release(p)
 	if err != nil {
 		return "", err
 	}
 	return formatLoc(p.id, off), nil
+}
+
+// Sync makes every blob whose Write returned before the call durable. One
+// run serves every caller waiting when it starts.
+func (f *Files) Sync(context.Context) error { return f.sync.do() }
+
+// syncDirty flushes the packs written since the last run, and closes those
+// that are full and idle.
+func (f *Files) syncDirty() error {
+	f.mu.Lock()
+	packs := f.dirty
+	f.dirty = nil
+	for _, p := range packs {
+		p.dirty = false
+	}
+	f.mu.Unlock()
+	var first error
+	for _, p := range packs {
+		if err := datasync(p.f); err != nil && first == nil {
+			first = fmt.Errorf("flush pack %s: %w", packName(p.id), err)
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, p := range packs {
+		if first != nil && !p.dirty {
+			// Flush it again next time rather than lose track of it.
+			p.dirty = true
+			f.dirty = append(f.dirty, p)
+		}
+		f.closeIfDone(p)
+	}
+	return first
+}
+
+// closeIfDone closes a retired pack nothing writes and nothing waits to
+// flush. f.mu must be held.
+func (f *Files) closeIfDone(p *pack) {
+	if p.retired && p.refs == 0 && !p.dirty && p.f != nil {
+		p.f.Close()
+		p.f = nil
+	}
 }
 
 // reserve hands out the next aligned span of the current pack, starting a
@@ -233,7 +289,8 @@ func (f *Files) reserve(n int64) (*pack, int64, error) {
 	return p, off, nil
 }
 
-// rotate starts a new pack; the old one is closed when its last put ends.
+// rotate starts a new pack; the old one is closed once its last write has
+// ended and been flushed.
 func (f *Files) rotate() error {
 	id := f.nextID
 	fh, direct, err := createPack(filepath.Join(f.packs, packName(id)), !f.buffered)
@@ -248,28 +305,22 @@ func (f *Files) rotate() error {
 		return err
 	}
 	p := &pack{id: id, f: fh, direct: direct}
-	p.flush.fn = func() error {
-		if err := datasync(fh); err != nil {
-			return fmt.Errorf("flush pack %s: %w", packName(id), err)
-		}
-		return nil
-	}
 	if old := f.cur; old != nil {
 		old.retired = true
-		if old.refs == 0 {
-			old.f.Close()
-		}
+		f.closeIfDone(old)
 	}
 	f.cur = p
 	return nil
 }
 
+// release ends a write: the pack now needs a flush.
 func (f *Files) release(p *pack) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	p.refs--
-	if p.retired && p.refs == 0 {
-		p.f.Close()
+	if !p.dirty {
+		p.dirty = true
+		f.dirty = append(f.dirty, p)
 	}
 }
 

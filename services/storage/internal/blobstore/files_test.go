@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -341,5 +342,50 @@ func TestCoalescerReportsError(t *testing.T) {
 	c := coalescer{fn: func() error { return want }}
 	if err := c.do(); !errors.Is(err, want) {
 		t.Errorf("do = %v, want %v", err, want)
+	}
+}
+
+// TestFilesSyncFlushesEveryWrittenPack: writes land in several packs; a
+// full pack stays open until a Sync has flushed it, and Sync leaves nothing
+// dirty.
+func TestFilesSyncFlushesEveryWrittenPack(t *testing.T) {
+	ctx := context.Background()
+	f, err := NewFiles(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.packBytes = 2 * blockSize
+	for i := range 5 {
+		data := bytes.Repeat([]byte{byte(i)}, blockSize+1) // two blocks: one pack each
+		if _, err := f.Write(ctx, keyOf(data), data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.mu.Lock()
+	dirty := slices.Clone(f.dirty)
+	f.mu.Unlock()
+	if len(dirty) != 5 {
+		t.Fatalf("%d dirty packs after 5 writes to 5 packs, want 5", len(dirty))
+	}
+	for _, p := range dirty {
+		if p.f == nil {
+			t.Errorf("pack %d closed before it was flushed", p.id)
+		}
+	}
+	if err := f.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.dirty) != 0 {
+		t.Errorf("%d packs dirty after Sync", len(f.dirty))
+	}
+	for _, p := range dirty[:4] {
+		if p.f != nil {
+			t.Errorf("full pack %d still open after Sync", p.id)
+		}
+	}
+	if dirty[4].f == nil || dirty[4] != f.cur {
+		t.Error("the current pack was closed")
 	}
 }

@@ -107,6 +107,14 @@ func (s *S3) Put(ctx context.Context, key string, data []byte) (string, error) {
 	return "", nil
 }
 
+// Write is Put: an object is durable once uploaded.
+func (s *S3) Write(ctx context.Context, key string, data []byte) (string, error) {
+	return s.Put(ctx, key, data)
+}
+
+// Sync has nothing to do: every Write was durable when it returned.
+func (s *S3) Sync(context.Context) error { return nil }
+
 // Open returns a reader of the blob; objects need no location or size.
 func (s *S3) Open(ctx context.Context, key, _ string, _ int64) (io.ReadCloser, error) {
 	k, err := s.key(key)

@@ -1,9 +1,9 @@
 // Package ingest makes AppendSteps streams durable. Each stream is processed
 // as it arrives: a message is validated whole, its blobs are hashed and
-// written once (content-addressed, fsynced), and its step joins a small batch;
-// full batches from all streams are committed together in one database
-// transaction (group commit), so many streams share an fsync. A step is
-// acknowledged only after its batch committed. The package also removes
+// written once (content-addressed), and its step joins a small batch; full
+// batches from all streams are made durable together (group commit): one
+// flush of the blob store, then one database transaction, so many streams
+// share each fsync. A step is acknowledged only after its batch committed. The package also removes
 // rollouts, keeping blobs that in-flight writes still need.
 package ingest
 
@@ -39,10 +39,13 @@ type Index interface {
 	DeleteBlobsIfUnreferenced(ctx context.Context, shas []string) ([]index.BlobRecord, error)
 }
 
-// Blobs is what the writer needs of the blob store. Put returns where the
-// store put the blob, which the index keeps and Delete takes back.
+// Blobs is what the writer needs of the blob store. Write returns where
+// the store put the blob, which the index keeps and Delete takes back; a
+// written blob is durable once a Sync called after its Write returned has
+// returned. The committer syncs once per group, before the index commit.
 type Blobs interface {
-	Put(ctx context.Context, key string, data []byte) (loc string, err error)
+	Write(ctx context.Context, key string, data []byte) (loc string, err error)
+	Sync(ctx context.Context) error
 	Delete(ctx context.Context, key, loc string, size int64) error
 }
 
@@ -172,7 +175,13 @@ func (w *Writer) Run(ctx context.Context) {
 			steps += len(r.batch.Steps)
 		}
 		start := w.now()
-		results, err := w.idx.Commit(ctx, batches)
+		// The batches' blobs were written before they were queued; one
+		// flush makes all of them durable before any row names them.
+		err := w.blobs.Sync(ctx)
+		var results []index.Result
+		if err == nil {
+			results, err = w.idx.Commit(ctx, batches)
+		}
 		w.obs.Committed(len(batches), steps, w.now().Sub(start))
 		if err != nil {
 			w.log.Warn("group commit failed", zap.Int("batches", len(batches)), zap.Int("steps", steps), zap.Error(err))
@@ -404,7 +413,7 @@ func (s *stream) addStep(ctx context.Context, st *pb.Step) error {
 	return nil
 }
 
-// storeBlobs pins the message's blobs and makes the new ones durable.
+// storeBlobs pins the message's blobs and writes the new ones.
 func (s *stream) storeBlobs(ctx context.Context, c *checked) error {
 	for _, b := range c.blobs {
 		e := s.w.pins.pin(b.rec.SHA256)
@@ -455,7 +464,7 @@ func (w *Writer) ensureStored(ctx context.Context, e *pinEntry, b pendingBlob) (
 	} else if !errors.Is(err, index.ErrNotFound) {
 		return 0, err
 	}
-	loc, err := w.blobs.Put(ctx, b.rec.SHA256, b.data)
+	loc, err := w.blobs.Write(ctx, b.rec.SHA256, b.data)
 	if err != nil {
 		return 0, fmt.Errorf("store blob %s: %w", b.rec.SHA256, err)
 	}
