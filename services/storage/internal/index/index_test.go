@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	pb "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
@@ -166,4 +167,80 @@ func TestLaterAttemptRestartsTrajectory(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCommitDuplicatesAcrossChunks: steps go in by multi-row INSERTs of
+// rowsPerInsert; a step stored before, or repeated in the batch (in the same
+// chunk or a later one), is a duplicate, and only new steps count, carry
+// their model version and reference their blobs.
+func TestCommitDuplicatesAcrossChunks(t *testing.T) {
+	ctx := context.Background()
+	for name, dsn := range dsns(t) {
+		t.Run(name, func(t *testing.T) {
+			db, err := Open(ctx, dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			step := func(i int32, version int64) StepRecord {
+				sha := fmt.Sprintf("%064x", i)
+				return StepRecord{
+					Step:  &pb.Step{EpisodeId: "chunky", Index: i, ModelCall: &pb.ModelCall{ModelVersion: version}},
+					Blobs: []BlobRecord{{SHA256: sha, Size: int64(i) + 1, MediaType: "image/png", Loc: fmt.Sprintf("0:%d", 4096*int(i))}},
+				}
+			}
+			first := &Batch{
+				Episodes: []EpisodeRecord{{Episode: &pb.Episode{EpisodeId: "chunky", RolloutId: "rc"}}},
+				Steps:    []StepRecord{step(1, 1)},
+			}
+			if _, err := db.Commit(ctx, []*Batch{first}); err != nil {
+				t.Fatal(err)
+			}
+			// Steps 0..rowsPerInsert+9, with step 1 stored before, step 0
+			// repeated in the first chunk and step 5 repeated in the second.
+			var b Batch
+			var want []bool
+			for i := range int32(rowsPerInsert + 10) {
+				b.Steps = append(b.Steps, step(i, int64(i%3)))
+				want = append(want, i == 1)
+				if i == 2 {
+					b.Steps = append(b.Steps, step(0, 9))
+					want = append(want, true)
+				}
+				if i == rowsPerInsert+2 {
+					b.Steps = append(b.Steps, step(5, 9))
+					want = append(want, true)
+				}
+			}
+			res, err := db.Commit(ctx, []*Batch{&b})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := res[0].Duplicate; !slices.Equal(got, want) {
+				t.Errorf("duplicates differ at %v", diffAt(got, want))
+			}
+			ep, err := db.GetEpisode(ctx, "chunky")
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Version 9 came only with repeated steps, which are not stored.
+			if got, want := ep.GetNumSteps(), int32(rowsPerInsert+10); got != want || !slices.Equal(ep.GetModelVersions(), []int64{0, 1, 2}) {
+				t.Errorf("num_steps %d versions %v, want %d [0 1 2]", got, ep.GetModelVersions(), want)
+			}
+			rec, err := db.Blob(ctx, fmt.Sprintf("%064x", rowsPerInsert+3))
+			if err != nil || rec.Loc != fmt.Sprintf("0:%d", 4096*(rowsPerInsert+3)) || rec.Size != rowsPerInsert+4 {
+				t.Errorf("blob of a second-chunk step = %+v, %v", rec, err)
+			}
+		})
+	}
+}
+
+func diffAt(got, want []bool) []int {
+	var at []int
+	for i := range max(len(got), len(want)) {
+		if i >= len(got) || i >= len(want) || got[i] != want[i] {
+			at = append(at, i)
+		}
+	}
+	return at
 }

@@ -3,7 +3,9 @@ package index
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"strings"
 
 	"google.golang.org/protobuf/proto"
 
@@ -94,16 +96,19 @@ func (db *DB) Commit(ctx context.Context, batches []*Batch) ([]Result, error) {
 				return nil, err
 			}
 		}
+		inserted, err := db.insertSteps(ctx, tx, b.Steps, stBodies[i])
+		if err != nil {
+			return nil, err
+		}
+		if err := db.recordSteps(ctx, tx, b.Steps, inserted); err != nil {
+			return nil, err
+		}
 		added := map[string]int{}
 		var order []string
 		results[i].Duplicate = make([]bool, len(b.Steps))
 		for j, s := range b.Steps {
-			inserted, err := st.insertStep(ctx, s, stBodies[i][j])
-			if err != nil {
-				return nil, err
-			}
-			results[i].Duplicate[j] = !inserted
-			if inserted {
+			results[i].Duplicate[j] = !inserted[j]
+			if inserted[j] {
 				id := s.Step.GetEpisodeId()
 				if _, ok := added[id]; !ok {
 					order = append(order, id)
@@ -128,7 +133,7 @@ func (db *DB) Commit(ctx context.Context, batches []*Batch) ([]Result, error) {
 }
 
 type writeStmts struct {
-	episode, step, version, blob, ref, addSteps *sql.Stmt
+	episode, blob, ref, addSteps *sql.Stmt
 	// A requeued episode keeps its id and runs again with attempt+1; its
 	// steps restart at index 0. The first header of the later attempt
 	// discards the earlier attempt's steps, so (episode_id, index) stays the
@@ -155,8 +160,6 @@ ON CONFLICT (episode_id) DO UPDATE SET
   start_ns = CASE WHEN excluded.start_ns = 0 THEN episodes.start_ns ELSE excluded.start_ns END,
   end_ns = excluded.end_ns, failure_reason = excluded.failure_reason, attempt = excluded.attempt, body = excluded.body
 WHERE NOT (episodes.status >= 3 AND excluded.status < 3 AND excluded.attempt <= episodes.attempt)`},
-		{&st.step, `INSERT INTO steps (episode_id, idx, body) VALUES (?, ?, ?) ON CONFLICT (episode_id, idx) DO NOTHING`},
-		{&st.version, `INSERT INTO episode_versions (model_version, episode_id) VALUES (?, ?) ON CONFLICT DO NOTHING`},
 		{&st.blob, `INSERT INTO blobs (sha256, size, media_type, loc) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`},
 		{&st.ref, `INSERT INTO blob_refs (episode_id, sha256) VALUES (?, ?) ON CONFLICT DO NOTHING`},
 		{&st.addSteps, `UPDATE episodes SET num_steps = num_steps + ? WHERE episode_id = ?`},
@@ -175,7 +178,7 @@ WHERE NOT (episodes.status >= 3 AND excluded.status < 3 AND excluded.attempt <= 
 }
 
 func (st *writeStmts) close() {
-	for _, s := range []*sql.Stmt{st.episode, st.step, st.version, st.blob, st.ref, st.addSteps, st.dropSteps, st.dropVersions, st.zeroSteps} {
+	for _, s := range []*sql.Stmt{st.episode, st.blob, st.ref, st.addSteps, st.dropSteps, st.dropVersions, st.zeroSteps} {
 		if s != nil {
 			s.Close()
 		}
@@ -202,27 +205,6 @@ func (st *writeStmts) upsertEpisode(ctx context.Context, e EpisodeRecord, body [
 	return st.addBlobs(ctx, ep.GetEpisodeId(), e.Blobs)
 }
 
-func (st *writeStmts) insertStep(ctx context.Context, s StepRecord, body []byte) (bool, error) {
-	id := s.Step.GetEpisodeId()
-	res, err := st.step.ExecContext(ctx, id, s.Step.GetIndex(), body)
-	if err != nil {
-		return false, fmt.Errorf("insert step %s/%d: %w", id, s.Step.GetIndex(), err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return false, fmt.Errorf("insert step %s/%d: %w", id, s.Step.GetIndex(), err)
-	}
-	if n == 0 {
-		return false, nil
-	}
-	if mc := s.Step.GetModelCall(); mc != nil {
-		if _, err := st.version.ExecContext(ctx, mc.GetModelVersion(), id); err != nil {
-			return false, fmt.Errorf("record model version of %s: %w", id, err)
-		}
-	}
-	return true, st.addBlobs(ctx, id, s.Blobs)
-}
-
 func (st *writeStmts) addBlobs(ctx context.Context, episodeID string, blobs []BlobRecord) error {
 	for _, b := range blobs {
 		if _, err := st.blob.ExecContext(ctx, b.SHA256, b.Size, b.MediaType, b.Loc); err != nil {
@@ -233,4 +215,130 @@ func (st *writeStmts) addBlobs(ctx context.Context, episodeID string, blobs []Bl
 		}
 	}
 	return nil
+}
+
+// rowsPerInsert bounds the rows of one multi-row INSERT, and so its
+// parameters (four per row at most).
+const rowsPerInsert = 256
+
+// insertSteps inserts a batch's steps, a statement per rowsPerInsert of
+// them rather than one per step (a round trip each on PostgreSQL), and
+// reports per step whether it was new: a step already stored under its
+// (episode_id, index), or repeated earlier in the batch, was not.
+func (db *DB) insertSteps(ctx context.Context, tx *sql.Tx, steps []StepRecord, bodies [][]byte) ([]bool, error) {
+	type key struct {
+		episode string
+		index   int32
+	}
+	inserted := make([]bool, len(steps))
+	for start := 0; start < len(steps); start += rowsPerInsert {
+		chunk := steps[start:min(start+rowsPerInsert, len(steps))]
+		args := make([]any, 0, 3*len(chunk))
+		for j, s := range chunk {
+			args = append(args, s.Step.GetEpisodeId(), s.Step.GetIndex(), bodies[start+j])
+		}
+		query := `INSERT INTO steps (episode_id, idx, body) VALUES ` + placeholders(len(chunk), 3) +
+			` ON CONFLICT (episode_id, idx) DO NOTHING RETURNING episode_id, idx`
+		rows, err := tx.QueryContext(ctx, db.q(query), args...)
+		if err != nil {
+			return nil, fmt.Errorf("insert steps: %w", err)
+		}
+		got := map[key]bool{}
+		for rows.Next() {
+			var k key
+			if err := rows.Scan(&k.episode, &k.index); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("insert steps: %w", err)
+			}
+			got[k] = true
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return nil, fmt.Errorf("insert steps: %w", err)
+		}
+		for j, s := range chunk {
+			k := key{s.Step.GetEpisodeId(), s.Step.GetIndex()}
+			if got[k] {
+				inserted[start+j] = true
+				delete(got, k) // a repeat later in the batch is a duplicate
+			}
+		}
+	}
+	return inserted, nil
+}
+
+// recordSteps records the model versions and blobs of the new steps.
+func (db *DB) recordSteps(ctx context.Context, tx *sql.Tx, steps []StepRecord, inserted []bool) error {
+	type version struct {
+		v  int64
+		ep string
+	}
+	type ref struct{ ep, sha string }
+	var versions, blobs, refs [][]any
+	seenV, seenB, seenR := map[version]bool{}, map[string]bool{}, map[ref]bool{}
+	for j, s := range steps {
+		if !inserted[j] {
+			continue
+		}
+		id := s.Step.GetEpisodeId()
+		if mc := s.Step.GetModelCall(); mc != nil {
+			if v := (version{mc.GetModelVersion(), id}); !seenV[v] {
+				seenV[v] = true
+				versions = append(versions, []any{v.v, v.ep})
+			}
+		}
+		for _, b := range s.Blobs {
+			if !seenB[b.SHA256] {
+				seenB[b.SHA256] = true
+				blobs = append(blobs, []any{b.SHA256, b.Size, b.MediaType, b.Loc})
+			}
+			if r := (ref{id, b.SHA256}); !seenR[r] {
+				seenR[r] = true
+				refs = append(refs, []any{r.ep, r.sha})
+			}
+		}
+	}
+	for _, ins := range []struct {
+		what, head string
+		rows       [][]any
+	}{
+		{"model versions", `INSERT INTO episode_versions (model_version, episode_id) VALUES `, versions},
+		{"blobs", `INSERT INTO blobs (sha256, size, media_type, loc) VALUES `, blobs},
+		{"blob refs", `INSERT INTO blob_refs (episode_id, sha256) VALUES `, refs},
+	} {
+		if err := db.insertRows(ctx, tx, ins.head, ins.rows); err != nil {
+			return fmt.Errorf("record %s: %w", ins.what, err)
+		}
+	}
+	return nil
+}
+
+// insertRows inserts rows (all of one width) with head, rowsPerInsert at a
+// time, leaving rows whose key exists as they are.
+func (db *DB) insertRows(ctx context.Context, tx *sql.Tx, head string, rows [][]any) error {
+	for start := 0; start < len(rows); start += rowsPerInsert {
+		chunk := rows[start:min(start+rowsPerInsert, len(rows))]
+		args := make([]any, 0, len(chunk)*len(chunk[0]))
+		for _, r := range chunk {
+			args = append(args, r...)
+		}
+		query := head + placeholders(len(chunk), len(chunk[0])) + ` ON CONFLICT DO NOTHING`
+		if _, err := tx.ExecContext(ctx, db.q(query), args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// placeholders returns "(?, ?), (?, ?)" for n rows of width columns.
+func placeholders(n, width int) string {
+	row := "(" + strings.Repeat("?, ", width-1) + "?)"
+	var b strings.Builder
+	b.Grow(n * (len(row) + 2))
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(row)
+	}
+	return b.String()
 }
