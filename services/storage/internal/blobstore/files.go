@@ -106,6 +106,7 @@ type pack struct {
 	noAlloc bool
 	refs    int  // writes in progress
 	dirty   bool // in Files.dirty
+	syncing bool // being flushed by a Sync run
 	retired bool // no longer written; closed once refs is 0 and it is synced
 }
 
@@ -228,19 +229,22 @@ func (f *Files) syncDirty() error {
 	f.mu.Lock()
 	packs := f.dirty
 	f.dirty = nil
-	for _, p := range packs {
-		p.dirty = false
+	files := make([]*os.File, len(packs))
+	for i, p := range packs {
+		p.dirty, p.syncing = false, true
+		files[i] = p.f
 	}
 	f.mu.Unlock()
 	var first error
-	for _, p := range packs {
-		if err := datasync(p.f); err != nil && first == nil {
-			first = fmt.Errorf("flush pack %s: %w", packName(p.id), err)
+	for i, fh := range files {
+		if err := datasync(fh); err != nil && first == nil {
+			first = fmt.Errorf("flush pack %s: %w", packName(packs[i].id), err)
 		}
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, p := range packs {
+		p.syncing = false
 		if first != nil && !p.dirty {
 			// Flush it again next time rather than lose track of it.
 			p.dirty = true
@@ -251,10 +255,10 @@ func (f *Files) syncDirty() error {
 	return first
 }
 
-// closeIfDone closes a retired pack nothing writes and nothing waits to
-// flush. f.mu must be held.
+// closeIfDone closes a retired pack that nothing writes, flushes or waits
+// to flush. f.mu must be held.
 func (f *Files) closeIfDone(p *pack) {
-	if p.retired && p.refs == 0 && !p.dirty && p.f != nil {
+	if p.retired && p.refs == 0 && !p.dirty && !p.syncing && p.f != nil {
 		p.f.Close()
 		p.f = nil
 	}

@@ -389,3 +389,44 @@ func TestFilesSyncFlushesEveryWrittenPack(t *testing.T) {
 		t.Error("the current pack was closed")
 	}
 }
+
+// TestFilesSyncWhilePacksRotate: Syncs running while writers fill and
+// rotate small packs never flush a closed file, and every blob reads back.
+func TestFilesSyncWhilePacksRotate(t *testing.T) {
+	ctx := context.Background()
+	f, err := NewFiles(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.packBytes = 4 * blockSize
+	const writers, each = 8, 40
+	locs := make([][]string, writers)
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				data := bytes.Repeat([]byte{byte(w), byte(i)}, blockSize/2+i)
+				loc, err := f.Write(ctx, keyOf(data), data)
+				if err == nil {
+					err = f.Sync(ctx)
+				}
+				if err != nil {
+					t.Errorf("writer %d blob %d: %v", w, i, err)
+					return
+				}
+				locs[w] = append(locs[w], loc)
+			}
+		}()
+	}
+	wg.Wait()
+	for w := range writers {
+		for i, loc := range locs[w] {
+			data := bytes.Repeat([]byte{byte(w), byte(i)}, blockSize/2+i)
+			if got := readAll(t, f, keyOf(data), loc, int64(len(data))); !bytes.Equal(got, data) {
+				t.Fatalf("writer %d blob %d at %s: content differs", w, i, loc)
+			}
+		}
+	}
+}
