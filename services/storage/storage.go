@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -121,9 +122,31 @@ func New(ctx context.Context, cfg Config, env daemon.Env) (*Service, error) {
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s := &Service{idx: idx, writer: w, cancel: cancel, done: make(chan struct{}),
 		api: api.New(idx, located{idx: idx, store: blobs}, w, api.Options{SuccessThreshold: cfg.SuccessThreshold, MaxInlineBytes: cfg.MaxInlineBytes, Logger: log})}
+	var bg sync.WaitGroup
+	bg.Add(1)
 	go func() {
-		defer close(s.done)
+		defer bg.Done()
 		w.Run(runCtx)
+	}()
+	if files, ok := blobs.(*blobstore.Files); ok {
+		// Earlier processes may have left space no blob uses; give it
+		// back without holding up the start.
+		bg.Add(1)
+		go func() {
+			defer bg.Done()
+			freed, err := files.Reclaim(runCtx, func(fn func(string, int64) error) error {
+				return idx.EachBlobLocation(runCtx, fn)
+			})
+			if err != nil && runCtx.Err() == nil {
+				log.Warn("reclaim unused pack space failed", zap.Int64("bytes_freed", freed), zap.Error(err))
+				return
+			}
+			log.Info("reclaimed unused pack space", zap.Int64("bytes_freed", freed))
+		}()
+	}
+	go func() {
+		bg.Wait()
+		close(s.done)
 	}()
 	log.Info("storage opened", zap.String("index_backend", idx.Backend()), zap.Int("schema_version", index.SchemaVersion()),
 		zap.String("blob_backend", blobBackend(cfg)))

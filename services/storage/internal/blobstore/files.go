@@ -7,6 +7,7 @@
 package blobstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -72,6 +74,10 @@ type Files struct {
 	packBytes int64
 	// buffered turns O_DIRECT off (tests of the fallback).
 	buffered bool
+
+	// firstID is the first pack this process writes; packs below it are
+	// never written again.
+	firstID uint64
 
 	mu     sync.Mutex
 	cur    *pack // nil until the first Write
@@ -136,6 +142,7 @@ func NewFiles(dir string) (*Files, error) {
 			f.nextID = id + 1
 		}
 	}
+	f.firstID = f.nextID
 	f.sync.fn = f.syncDirty
 	f.chunks.New = func() any {
 		b := alignedBuffer(chunkBytes)
@@ -452,6 +459,91 @@ func (f *Files) Delete(_ context.Context, key, loc string, size int64) error {
 		return fmt.Errorf("delete blob %s: %w", key, err)
 	}
 	return nil
+}
+
+// Reclaim frees the space in packs of earlier processes that no stored
+// blob uses: the unused end of a pack's preallocation, and blobs that were
+// written but never committed (a crash or a failed commit between the two).
+// each calls its argument with the location and size of every blob the
+// index holds. Packs this process writes are left alone, and no later
+// commit can name a byte of an earlier pack that the index did not already
+// name, so Reclaim may run while the store is in use. It returns the bytes
+// it punched out, holes already there included.
+func (f *Files) Reclaim(ctx context.Context, each func(fn func(loc string, size int64) error) error) (int64, error) {
+	used := map[uint64][][2]int64{} // pack -> [start, end) of its blobs
+	err := each(func(loc string, size int64) error {
+		if loc == "" {
+			return nil
+		}
+		id, off, err := parseLoc(loc)
+		if err != nil {
+			return err
+		}
+		if id < f.firstID {
+			used[id] = append(used[id], [2]int64{off, off + alignUp(size)})
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("list stored blobs: %w", err)
+	}
+	entries, err := os.ReadDir(f.packs)
+	if err != nil {
+		return 0, fmt.Errorf("list packs: %w", err)
+	}
+	var freed int64
+	for _, e := range entries {
+		id, ok := parsePackName(e.Name())
+		if !ok || id >= f.firstID {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return freed, err
+		}
+		n, err := f.reclaimPack(id, used[id])
+		freed += n
+		if err != nil {
+			return freed, err
+		}
+	}
+	return freed, nil
+}
+
+// reclaimPack punches a hole over every range of the pack that spans do
+// not cover.
+func (f *Files) reclaimPack(id uint64, spans [][2]int64) (int64, error) {
+	fh, err := os.OpenFile(filepath.Join(f.packs, packName(id)), os.O_WRONLY, 0)
+	if err != nil {
+		return 0, fmt.Errorf("reclaim pack %s: %w", packName(id), err)
+	}
+	defer fh.Close()
+	st, err := fh.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("reclaim pack %s: %w", packName(id), err)
+	}
+	slices.SortFunc(spans, func(a, b [2]int64) int { return cmp.Compare(a[0], b[0]) })
+	var freed, at int64
+	gap := func(end int64) error {
+		if end <= at {
+			return nil
+		}
+		err := punchHole(fh, at, end-at)
+		if errors.Is(err, errors.ErrUnsupported) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("reclaim pack %s: %w", packName(id), err)
+		}
+		freed += end - at
+		return nil
+	}
+	for _, sp := range spans {
+		if err := gap(sp[0]); err != nil {
+			return freed, err
+		}
+		at = max(at, sp[1])
+	}
+	return freed, gap(alignUp(st.Size()))
 }
 
 // syncDir makes a directory's entries durable.

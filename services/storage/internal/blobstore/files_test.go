@@ -430,3 +430,70 @@ func TestFilesSyncWhilePacksRotate(t *testing.T) {
 		}
 	}
 }
+
+// TestFilesReclaim: space in earlier processes' packs that no stored blob
+// uses (an uncommitted blob, the unused preallocation) is punched out; the
+// stored blobs and the current process's pack are untouched.
+func TestFilesReclaim(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	old, err := NewFiles(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type blob struct {
+		data []byte
+		loc  string
+	}
+	put := func(f *Files, b byte, n int) blob {
+		data := bytes.Repeat([]byte{b}, n)
+		loc, err := f.Put(ctx, keyOf(data), data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return blob{data, loc}
+	}
+	kept1, orphan, kept2 := put(old, 1, 3*blockSize), put(old, 2, 5*blockSize+7), put(old, 3, blockSize)
+	cur, err := NewFiles(dir) // the next process
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := put(cur, 4, 2*blockSize)
+	oldPack, curPack := filepath.Join(dir, "packs", packName(0)), filepath.Join(dir, "packs", packName(1))
+	oldBefore, curBefore := allocated(t, oldPack), allocated(t, curPack)
+	index := []blob{kept1, kept2} // the orphan never reached the index
+	freed, err := cur.Reclaim(ctx, func(fn func(string, int64) error) error {
+		for _, b := range index {
+			if err := fn(b.loc, int64(len(b.data))); err != nil {
+				return err
+			}
+		}
+		// The current process's blobs are in the index too; their pack
+		// must be left alone anyway.
+		return fn(fresh.loc, int64(len(fresh.data)))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The orphan's 6 blocks and the rest of the 64 MiB preallocation.
+	if want := int64(preallocBytes) - 4*blockSize; freed != want {
+		t.Errorf("Reclaim punched %d bytes, want %d", freed, want)
+	}
+	if got := oldBefore - allocated(t, oldPack); got < 6*blockSize {
+		t.Errorf("old pack shrank by %d bytes, want at least the orphan's %d", got, 6*blockSize)
+	}
+	if got := allocated(t, curPack); got != curBefore {
+		t.Errorf("current pack's allocation changed from %d to %d", curBefore, got)
+	}
+	for _, b := range []blob{kept1, kept2, fresh} {
+		if got := readAll(t, cur, keyOf(b.data), b.loc, int64(len(b.data))); !bytes.Equal(got, b.data) {
+			t.Errorf("blob at %s damaged by Reclaim", b.loc)
+		}
+	}
+	if got := readAll(t, cur, keyOf(orphan.data), orphan.loc, int64(len(orphan.data))); bytes.Equal(got, orphan.data) {
+		t.Error("the orphan's bytes are still there")
+	}
+	if _, err := cur.Reclaim(ctx, func(fn func(string, int64) error) error { return fn("../x:0", 1) }); !errors.Is(err, ErrBadLoc) {
+		t.Errorf("Reclaim with a bad location = %v, want ErrBadLoc", err)
+	}
+}

@@ -471,3 +471,27 @@ AND NOT EXISTS (SELECT 1 FROM blob_refs WHERE sha256 = ?) RETURNING size, media_
 	}
 	return out, nil
 }
+
+// EachBlobLocation calls fn with the location and size of every blob that
+// has a location, in no particular order, stopping at fn's first error.
+func (db *DB) EachBlobLocation(ctx context.Context, fn func(loc string, size int64) error) error {
+	rows, err := db.r.QueryContext(ctx, `SELECT loc, size FROM blobs WHERE loc <> ''`)
+	if err != nil {
+		return fmt.Errorf("list blob locations: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var loc string
+		var size int64
+		if err := rows.Scan(&loc, &size); err != nil {
+			return fmt.Errorf("list blob locations: %w", err)
+		}
+		if err := fn(loc, size); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("list blob locations: %w", err)
+	}
+	return nil
+}
