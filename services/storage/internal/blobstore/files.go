@@ -151,9 +151,6 @@ func NewFiles(dir string) (*Files, error) {
 	return f, nil
 }
 
-// Root returns the directory blobs live under.
-func (f *Files) Root() string { return f.root }
-
 func packName(id uint64) string { return fmt.Sprintf("%08d.pack", id) }
 
 func parsePackName(name string) (uint64, bool) {

@@ -114,59 +114,66 @@ func TestIndex(t *testing.T) {
 	}
 }
 
-func TestLaterAttemptRestartsTrajectory(t *testing.T) {
-	ctx := context.Background()
+// eachIndex runs fn against an empty index of every backend.
+func eachIndex(t *testing.T, fn func(t *testing.T, db *DB)) {
 	for name, dsn := range dsns(t) {
 		t.Run(name, func(t *testing.T) {
-			db, err := Open(ctx, dsn)
+			db, err := Open(context.Background(), dsn)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer db.Close()
-			attempt := func(n int32, steps int, version int64) {
-				t.Helper()
-				b := &Batch{Episodes: []EpisodeRecord{{Episode: &pb.Episode{EpisodeId: "e1", RolloutId: "r1", Attempt: n,
-					Status: pb.EpisodeStatus_EPISODE_STATUS_RUNNING}}}}
-				for i := 0; i < steps; i++ {
-					b.Steps = append(b.Steps, StepRecord{Step: &pb.Step{EpisodeId: "e1", Index: int32(i), Error: fmt.Sprint("attempt ", n),
-						ModelCall: &pb.ModelCall{ModelVersion: version}}})
-				}
-				res, err := db.Commit(ctx, []*Batch{b})
-				if err != nil {
-					t.Fatalf("attempt %d: %v", n, err)
-				}
-				for i, dup := range res[0].Duplicate {
-					if dup {
-						t.Errorf("attempt %d step %d taken for a duplicate of the earlier attempt", n, i)
-					}
-				}
-			}
-			attempt(1, 3, 1)
-			attempt(2, 2, 2)
-			// A replay of attempt 2's stream is idempotent and keeps attempt 2.
-			attempt(2, 0, 2)
-
-			ep, err := db.GetEpisode(ctx, "e1")
-			if err != nil {
-				t.Fatal(err)
-			}
-			steps, err := db.Steps(ctx, "e1")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if ep.GetNumSteps() != 2 || len(steps) != 2 {
-				t.Fatalf("after attempt 2: num_steps %d, %d steps stored; want 2, 2", ep.GetNumSteps(), len(steps))
-			}
-			for _, s := range steps {
-				if s.GetError() != "attempt 2" {
-					t.Errorf("step %d is from %q, want attempt 2", s.GetIndex(), s.GetError())
-				}
-			}
-			if got := ep.GetModelVersions(); len(got) != 1 || got[0] != 2 {
-				t.Errorf("model versions %v, want [2] (attempt 1's version dropped)", got)
-			}
+			fn(t, db)
 		})
 	}
+}
+
+func TestLaterAttemptRestartsTrajectory(t *testing.T) {
+	ctx := context.Background()
+	eachIndex(t, func(t *testing.T, db *DB) {
+		attempt := func(n int32, steps int, version int64) {
+			t.Helper()
+			b := &Batch{Episodes: []EpisodeRecord{{Episode: &pb.Episode{EpisodeId: "e1", RolloutId: "r1", Attempt: n,
+				Status: pb.EpisodeStatus_EPISODE_STATUS_RUNNING}}}}
+			for i := 0; i < steps; i++ {
+				b.Steps = append(b.Steps, StepRecord{Step: &pb.Step{EpisodeId: "e1", Index: int32(i), Error: fmt.Sprint("attempt ", n),
+					ModelCall: &pb.ModelCall{ModelVersion: version}}})
+			}
+			res, err := db.Commit(ctx, []*Batch{b})
+			if err != nil {
+				t.Fatalf("attempt %d: %v", n, err)
+			}
+			for i, dup := range res[0].Duplicate {
+				if dup {
+					t.Errorf("attempt %d step %d taken for a duplicate of the earlier attempt", n, i)
+				}
+			}
+		}
+		attempt(1, 3, 1)
+		attempt(2, 2, 2)
+		// A replay of attempt 2's stream is idempotent and keeps attempt 2.
+		attempt(2, 0, 2)
+
+		ep, err := db.GetEpisode(ctx, "e1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		steps, err := db.Steps(ctx, "e1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ep.GetNumSteps() != 2 || len(steps) != 2 {
+			t.Fatalf("after attempt 2: num_steps %d, %d steps stored; want 2, 2", ep.GetNumSteps(), len(steps))
+		}
+		for _, s := range steps {
+			if s.GetError() != "attempt 2" {
+				t.Errorf("step %d is from %q, want attempt 2", s.GetIndex(), s.GetError())
+			}
+		}
+		if got := ep.GetModelVersions(); len(got) != 1 || got[0] != 2 {
+			t.Errorf("model versions %v, want [2] (attempt 1's version dropped)", got)
+		}
+	})
 }
 
 // TestCommitDuplicatesAcrossChunks: steps go in by multi-row INSERTs of
@@ -175,64 +182,57 @@ func TestLaterAttemptRestartsTrajectory(t *testing.T) {
 // their model version and reference their blobs.
 func TestCommitDuplicatesAcrossChunks(t *testing.T) {
 	ctx := context.Background()
-	for name, dsn := range dsns(t) {
-		t.Run(name, func(t *testing.T) {
-			db, err := Open(ctx, dsn)
-			if err != nil {
-				t.Fatal(err)
+	eachIndex(t, func(t *testing.T, db *DB) {
+		step := func(i int32, version int64) StepRecord {
+			sha := fmt.Sprintf("%064x", i)
+			return StepRecord{
+				Step:  &pb.Step{EpisodeId: "chunky", Index: i, ModelCall: &pb.ModelCall{ModelVersion: version}},
+				Blobs: []BlobRecord{{SHA256: sha, Size: int64(i) + 1, MediaType: "image/png", Loc: fmt.Sprintf("0:%d", 4096*int(i))}},
 			}
-			defer db.Close()
-			step := func(i int32, version int64) StepRecord {
-				sha := fmt.Sprintf("%064x", i)
-				return StepRecord{
-					Step:  &pb.Step{EpisodeId: "chunky", Index: i, ModelCall: &pb.ModelCall{ModelVersion: version}},
-					Blobs: []BlobRecord{{SHA256: sha, Size: int64(i) + 1, MediaType: "image/png", Loc: fmt.Sprintf("0:%d", 4096*int(i))}},
-				}
+		}
+		first := &Batch{
+			Episodes: []EpisodeRecord{{Episode: &pb.Episode{EpisodeId: "chunky", RolloutId: "rc"}}},
+			Steps:    []StepRecord{step(1, 1)},
+		}
+		if _, err := db.Commit(ctx, []*Batch{first}); err != nil {
+			t.Fatal(err)
+		}
+		// Steps 0..rowsPerInsert+9, with step 1 stored before, step 0
+		// repeated in the first chunk and step 5 repeated in the second.
+		var b Batch
+		var want []bool
+		for i := range int32(rowsPerInsert + 10) {
+			b.Steps = append(b.Steps, step(i, int64(i%3)))
+			want = append(want, i == 1)
+			if i == 2 {
+				b.Steps = append(b.Steps, step(0, 9))
+				want = append(want, true)
 			}
-			first := &Batch{
-				Episodes: []EpisodeRecord{{Episode: &pb.Episode{EpisodeId: "chunky", RolloutId: "rc"}}},
-				Steps:    []StepRecord{step(1, 1)},
+			if i == rowsPerInsert+2 {
+				b.Steps = append(b.Steps, step(5, 9))
+				want = append(want, true)
 			}
-			if _, err := db.Commit(ctx, []*Batch{first}); err != nil {
-				t.Fatal(err)
-			}
-			// Steps 0..rowsPerInsert+9, with step 1 stored before, step 0
-			// repeated in the first chunk and step 5 repeated in the second.
-			var b Batch
-			var want []bool
-			for i := range int32(rowsPerInsert + 10) {
-				b.Steps = append(b.Steps, step(i, int64(i%3)))
-				want = append(want, i == 1)
-				if i == 2 {
-					b.Steps = append(b.Steps, step(0, 9))
-					want = append(want, true)
-				}
-				if i == rowsPerInsert+2 {
-					b.Steps = append(b.Steps, step(5, 9))
-					want = append(want, true)
-				}
-			}
-			res, err := db.Commit(ctx, []*Batch{&b})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := res[0].Duplicate; !slices.Equal(got, want) {
-				t.Errorf("duplicates differ at %v", diffAt(got, want))
-			}
-			ep, err := db.GetEpisode(ctx, "chunky")
-			if err != nil {
-				t.Fatal(err)
-			}
-			// Version 9 came only with repeated steps, which are not stored.
-			if got, want := ep.GetNumSteps(), int32(rowsPerInsert+10); got != want || !slices.Equal(ep.GetModelVersions(), []int64{0, 1, 2}) {
-				t.Errorf("num_steps %d versions %v, want %d [0 1 2]", got, ep.GetModelVersions(), want)
-			}
-			rec, err := db.Blob(ctx, fmt.Sprintf("%064x", rowsPerInsert+3))
-			if err != nil || rec.Loc != fmt.Sprintf("0:%d", 4096*(rowsPerInsert+3)) || rec.Size != rowsPerInsert+4 {
-				t.Errorf("blob of a second-chunk step = %+v, %v", rec, err)
-			}
-		})
-	}
+		}
+		res, err := db.Commit(ctx, []*Batch{&b})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := res[0].Duplicate; !slices.Equal(got, want) {
+			t.Errorf("duplicates differ at %v", diffAt(got, want))
+		}
+		ep, err := db.GetEpisode(ctx, "chunky")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Version 9 came only with repeated steps, which are not stored.
+		if got, want := ep.GetNumSteps(), int32(rowsPerInsert+10); got != want || !slices.Equal(ep.GetModelVersions(), []int64{0, 1, 2}) {
+			t.Errorf("num_steps %d versions %v, want %d [0 1 2]", got, ep.GetModelVersions(), want)
+		}
+		rec, err := db.Blob(ctx, fmt.Sprintf("%064x", rowsPerInsert+3))
+		if err != nil || rec.Loc != fmt.Sprintf("0:%d", 4096*(rowsPerInsert+3)) || rec.Size != rowsPerInsert+4 {
+			t.Errorf("blob of a second-chunk step = %+v, %v", rec, err)
+		}
+	})
 }
 
 func diffAt(got, want []bool) []int {

@@ -3,8 +3,9 @@
 // written once (content-addressed), and its step joins a small batch; full
 // batches from all streams are made durable together (group commit): one
 // flush of the blob store, then one database transaction, so many streams
-// share each fsync. A step is acknowledged only after its batch committed. The package also removes
-// rollouts, keeping blobs that in-flight writes still need.
+// share each fsync. A step is acknowledged only after its batch committed.
+// The package also removes rollouts, keeping blobs that in-flight writes
+// still need.
 package ingest
 
 import (
@@ -718,8 +719,9 @@ func (w *Writer) deleteBlobs(ctx context.Context, shas []string, resp *pb.Delete
 	if err != nil {
 		return err
 	}
-	// The records go first: a crash in between leaves orphan files, never
-	// a record without content.
+	// The records go first: a crash in between leaves unused bytes, which
+	// the file store reclaims at its next start, never a record without
+	// content.
 	for _, rec := range recs {
 		if err := w.blobs.Delete(ctx, rec.SHA256, rec.Loc, rec.Size); err != nil {
 			return fmt.Errorf("delete blob %s: %w", rec.SHA256, err)
