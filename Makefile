@@ -100,7 +100,7 @@ test-python: build ## Test the Python client and the example training loop again
 # 1.26's fuzz coordinator that fails the run with "context deadline exceeded"
 # at the deadline though no input failed (golang/go#75804, fixed in Go 1.27).
 FUZZTIME ?= 200000x
-# Parser fuzz targets: package and target name pairs.
+# Parser and encoder fuzz targets: package and target name pairs.
 FUZZ_TARGETS := services/runner/internal/actionspace/computer13:FuzzParse \
 	services/runner/internal/actionspace/pyautogui:FuzzParse \
 	services/runner/internal/actionspace/uitars:FuzzParse \
@@ -111,6 +111,9 @@ FUZZ_TARGETS := services/runner/internal/actionspace/computer13:FuzzParse \
 	services/runner/internal/env/math:FuzzEval \
 	services/runner/internal/metrics:FuzzParseNumber \
 	services/runner/internal/action:FuzzParseScreen \
+	services/modelgateway:FuzzAppendEscaped \
+	services/modelgateway:FuzzChatAnswer \
+	services/modelgateway/internal/openaihttp:FuzzReadRequest \
 	guest/desktopd/internal/pyautogui:FuzzCompile
 
 .PHONY: fuzz

@@ -106,13 +106,13 @@ func (s *Service) chat(ctx context.Context, req *rmv1.ChatRequest) (*rmv1.ChatRe
 	if err != nil {
 		return nil, err
 	}
-	body, err := s.encode(req, model, false)
+	body, err := chatBody(req, model, false)
 	if err != nil {
 		return nil, err
 	}
 	var openAIBody []byte
 	if s.hasKind(backend.KindOpenAI) {
-		if openAIBody, err = s.encode(req, model, true); err != nil {
+		if openAIBody, err = chatBody(req, model, true); err != nil {
 			return nil, err
 		}
 	}
@@ -138,13 +138,12 @@ func (s *Service) chat(ctx context.Context, req *rmv1.ChatRequest) (*rmv1.ChatRe
 		resp.Finish(true, "") // the backend works; the request was refused
 		return nil, &gateway.StatusError{Backend: resp.Backend.ID(), Code: resp.StatusCode, Body: raw}
 	}
-	var or openaiapi.ChatResponse
-	if err := json.Unmarshal(raw, &or); err != nil {
+	out, err := chatAnswer(raw)
+	if err != nil {
 		resp.Finish(false, "decode answer: "+err.Error())
 		return nil, fmt.Errorf("%w from %s: %v", errBadAnswer, resp.Backend.ID(), err)
 	}
 	changed := resp.Finish(true, "")
-	out := fromOpenAI(&or)
 	latency := time.Since(start)
 	out.Backend = resp.Backend.ID()
 	out.ModelVersion = resp.Backend.Version()
@@ -159,18 +158,6 @@ func (s *Service) chat(ctx context.Context, req *rmv1.ChatRequest) (*rmv1.ChatRe
 		s.met.Tokens.WithLabelValues(out.Backend, "completion").Add(float64(u.GetCompletionTokens()))
 	}
 	return out, nil
-}
-
-func (s *Service) encode(req *rmv1.ChatRequest, model string, forOpenAI bool) ([]byte, error) {
-	or, err := toOpenAI(req, model, forOpenAI)
-	if err != nil {
-		return nil, err
-	}
-	body, err := json.Marshal(or)
-	if err != nil {
-		return nil, fmt.Errorf("encode backend request: %w", err)
-	}
-	return openaiapi.MergeExtra(body, req.GetExtraBodyJson())
 }
 
 // ListBackends shows each backend's state.

@@ -2,6 +2,7 @@ package modelgateway
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"strings"
@@ -191,4 +192,22 @@ func validateSampling(sp *rmv1.SamplingParams) error {
 		}
 	}
 	return nil
+}
+
+// roleOK lists the roles OpenAI's chat format knows.
+func roleOK(role string) bool {
+	switch role {
+	case "system", "developer", "user", "assistant", "tool":
+		return true
+	}
+	return false
+}
+
+func isJSONObject(s string) bool {
+	s = strings.TrimSpace(s)
+	if !strings.HasPrefix(s, "{") {
+		return false
+	}
+	var m map[string]json.RawMessage
+	return json.Unmarshal([]byte(s), &m) == nil
 }

@@ -1,6 +1,7 @@
 package openaihttp
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 )
@@ -30,6 +31,9 @@ func TestReadRequest(t *testing.T) {
 		{"parts", `{"messages":[{"role":"user","content":[{"type":"text","text":"\"url\": not a key"},{"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA"}}]}]}`, "", peek{}},
 		{"http image", `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://x/y.png"}}]}]}`, "", peek{}},
 		{"not an object", `[1]`, "body", peek{}},
+		{"not JSON", `{"messages":[{"role":"user","content":"x"}]`, "body", peek{}},
+		{"escaped data URL", `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image\/png;base64,AA\/A"}}]}]}`, "", peek{}},
+		{"user not a string", `{"user":5,"messages":[{"role":"user","content":"x"}]}`, "", peek{}},
 		{"no messages", `{"model":"m"}`, "messages", peek{}},
 		{"empty messages", `{"messages":[]}`, "messages", peek{}},
 		{"no role", `{"messages":[{"content":"x"}]}`, "messages[0].role", peek{}},
@@ -53,4 +57,37 @@ func TestReadRequest(t *testing.T) {
 			}
 		})
 	}
+}
+
+// BenchmarkPeekSmall is the check of a typical short text turn.
+func BenchmarkPeekSmall(b *testing.B) {
+	body := []byte(`{"model":"fake-model","messages":[{"role":"system","content":"You are a helpful agent."},{"role":"user","content":"Open the terminal and list the files in the home directory."}],"max_tokens":16,"temperature":0}`)
+	h := &Handler{opts: Options{MaxImageBytes: 20 << 20}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, fe := h.readRequest(body); fe != nil {
+			b.Fatal(fe.problem)
+		}
+	}
+}
+
+// FuzzReadRequest wants no panic on any body, and the body unchanged: it
+// passes on to the backend byte for byte after the check.
+func FuzzReadRequest(f *testing.F) {
+	f.Add([]byte(`{"model":"m","user":"ep","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+	f.Add([]byte(`{"messages":[{"role":"user","content":[{"type":"text","text":"a\"b"},{"type":"image_url","image_url":{"url":"data:image\/png;base64,AA\u0041A"}}]}]}`))
+	f.Add([]byte(`[{"messages":null}]`))
+	h := &Handler{opts: Options{MaxImageBytes: 1 << 10}}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		before := bytes.Clone(body)
+		// Syntax details the parser lets through (a control character
+		// inside a string) are the backend's to refuse.
+		_, fe := h.readRequest(body)
+		if !bytes.Equal(body, before) {
+			t.Fatalf("readRequest changed the body %q to %q", before, body)
+		}
+		if fe != nil && (fe.field == "" || fe.problem == "") {
+			t.Fatalf("field error without field or problem: %+v", fe)
+		}
+	})
 }
