@@ -10,6 +10,7 @@ import (
 	"log"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -26,6 +27,10 @@ func main() {
 	flag.IntVar(&o.Conns, "conns", 64, "(a) connections of the max-throughput run")
 	flag.IntVar(&o.Rounds, "rounds", 5, "(a) interleaved rounds the runs are cut into")
 	flag.StringVar(&o.Nginx, "nginx", "nginx", "(a) nginx binary")
+	flag.IntVar(&o.ImageBytes, "image-bytes", 0, "(a) add a PNG screenshot of this many bytes to each request (0: a text-only turn)")
+	// On two CPUs pinning leaves the generator and fakellm one CPU, which
+	// then limits every target alike; it pays from four up.
+	flag.BoolVar(&o.Pin, "pin", runtime.NumCPU() >= 4, "(a) run nginx and the gateway on the upper half of the CPUs, the load generator and fakellm on the rest (default: with 4 CPUs or more)")
 	flag.IntVar(&o.Sessions, "sessions", 64, "(b) concurrent sessions")
 	flag.IntVar(&o.Turns, "turns", 10, "(b) turns per session")
 	flag.IntVar(&o.Backends, "backends", 4, "(b) fakellm backends")

@@ -3,15 +3,18 @@ package bench
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -21,6 +24,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	rmv1 "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
 	"github.com/rolloutmesh/rolloutmesh/serverkit/daemon"
@@ -45,10 +49,55 @@ type Options struct {
 	Only      string        // "a" or "b" to run one part
 	Rounds    int           // (a) slices each target's runs are cut into
 	Policies  []string      // (b) routing policies compared, in run order
+	Pin       bool          // (a) run the proxies on CPUs apart from generator and fakellm
+	// ImageBytes adds a screenshot of that size to the request of (a).
+	ImageBytes int
 }
 
-// chatBody is a small, typical agent turn.
-var chatBody = []byte(`{"model":"fake-model","messages":[{"role":"system","content":"You are a helpful agent."},{"role":"user","content":"Open the terminal and list the files in the home directory."}],"max_tokens":16,"temperature":0}`)
+// Both fronts get the same turn: a system prompt and a user message,
+// with a screenshot of imageBytes bytes when that is above zero.
+const (
+	systemPrompt = "You are a helpful agent."
+	userPrompt   = "Open the terminal and list the files in the home directory."
+)
+
+// chatBody is the turn as an OpenAI request body.
+func chatBody(image []byte) []byte {
+	user := strconv.Quote(userPrompt)
+	if len(image) > 0 {
+		user = `[{"type":"text","text":` + user + `},{"type":"image_url","image_url":{"url":"data:image/png;base64,` +
+			base64.StdEncoding.EncodeToString(image) + `"}}]`
+	}
+	return []byte(`{"model":"fake-model","messages":[{"role":"system","content":` + strconv.Quote(systemPrompt) +
+		`},{"role":"user","content":` + user + `}],"max_tokens":16,"temperature":0}`)
+}
+
+// chatRequest is the turn as a gRPC request.
+func chatRequest(image []byte) *rmv1.ChatRequest {
+	text := func(s string) *rmv1.ContentPart { return &rmv1.ContentPart{Part: &rmv1.ContentPart_Text{Text: s}} }
+	user := []*rmv1.ContentPart{text(userPrompt)}
+	if len(image) > 0 {
+		user = append(user, &rmv1.ContentPart{Part: &rmv1.ContentPart_Image{Image: &rmv1.Image{Data: image, MediaType: "image/png"}}})
+	}
+	temp := 0.0
+	return &rmv1.ChatRequest{
+		Model:    "fake-model",
+		Messages: []*rmv1.ChatMessage{{Role: "system", Content: []*rmv1.ContentPart{text(systemPrompt)}}, {Role: "user", Content: user}},
+		Sampling: &rmv1.SamplingParams{MaxTokens: new(int32(16)), Temperature: &temp},
+	}
+}
+
+// screenshot is n bytes that pass for a PNG: the signature, then noise,
+// which compresses as badly as real screenshots do.
+func screenshot(n int) []byte {
+	if n <= 0 {
+		return nil
+	}
+	b := make([]byte, max(n, 8))
+	rand.NewChaCha8([32]byte{1}).Read(b)
+	copy(b, "\x89PNG\r\n\x1a\n")
+	return b
+}
 
 // Run runs (a) and (b) and writes the report to w.
 func Run(ctx context.Context, o Options, w io.Writer) error {
@@ -101,23 +150,36 @@ func newGateway(ctx context.Context, fc *modelgateway.FileConfig) (*modelgateway
 }
 
 func runOverhead(ctx context.Context, o Options, w io.Writer) error {
-	fake, err := startChild(ctx, "fakellm", "")
+	lay, err := newLayout(o.Pin)
+	if err != nil {
+		return err
+	}
+	fake, err := startChild(ctx, lay.driverCommand, "fakellm", "")
 	if err != nil {
 		return err
 	}
 	defer fake.stop()
 	fakeURL := fake.addrs[0]
-	ng, err := startNginx(ctx, o.Nginx, hostPort(fakeURL), 2)
+	// As many nginx workers as the proxy has CPUs: the gateway's
+	// GOMAXPROCS follows its CPU affinity the same way.
+	ng, err := startNginx(ctx, lay.proxyCommand, o.Nginx, hostPort(fakeURL), len(lay.proxy))
 	if err != nil {
 		return err
 	}
 	defer ng.stop()
-	gw, err := startChild(ctx, "gateway", fakeURL)
+	gw, err := startChild(ctx, lay.proxyCommand, "gateway", fakeURL)
 	if err != nil {
 		return err
 	}
 	defer gw.stop()
 	gwURL, grpcAddr := gw.addrs[0], gw.addrs[1]
+	if lay.pinned() {
+		unpin, err := pinSelf(lay.driver)
+		if err != nil {
+			return fmt.Errorf("pin the load generator: %w", err)
+		}
+		defer unpin()
+	}
 
 	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -125,34 +187,66 @@ func runOverhead(ctx context.Context, o Options, w io.Writer) error {
 	}
 	defer conn.Close()
 	gc := rmv1.NewModelGatewayClient(conn)
-	temp := 0.0
-	grpcReq := &rmv1.ChatRequest{
-		Model: "fake-model",
-		Messages: []*rmv1.ChatMessage{
-			{Role: "system", Content: []*rmv1.ContentPart{{Part: &rmv1.ContentPart_Text{Text: "You are a helpful agent."}}}},
-			{Role: "user", Content: []*rmv1.ContentPart{{Part: &rmv1.ContentPart_Text{Text: "Open the terminal and list the files in the home directory."}}}},
-		},
-		Sampling: &rmv1.SamplingParams{MaxTokens: new(int32(16)), Temperature: &temp},
-	}
+	image := screenshot(o.ImageBytes)
+	body, grpcReq := chatBody(image), chatRequest(image)
 	grpcDo := func(ctx context.Context) error { _, err := gc.Chat(ctx, grpcReq); return err }
+	hc := healthpb.NewHealthClient(conn)
+	healthDo := func(ctx context.Context) error {
+		_, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
+		return err
+	}
 
+	// machineCPU reads the CPU time of the target's first process and
+	// that of every process of the measurement: this one (the load
+	// generator), fakellm, and the proxy when it is another process.
+	type cpuReading struct{ target, all time.Duration }
+	machineCPU := func(pid int) (cpuReading, error) {
+		t, err := cpuTime(pid)
+		if err != nil {
+			return cpuReading{}, err
+		}
+		self, _, err := procTimes(os.Getpid())
+		if err != nil {
+			return cpuReading{}, err
+		}
+		all := t + self
+		if pid != fake.cmd.Process.Pid {
+			f, err := cpuTime(fake.cmd.Process.Pid)
+			if err != nil {
+				return cpuReading{}, err
+			}
+			all += f
+		}
+		return cpuReading{target: t, all: all}, nil
+	}
 	type target struct {
 		name string
 		do   doer
+		// pid is the process the path enters first, whose CPU time the
+		// report divides by the requests it served.
+		pid int
+		// floor marks a call that reaches no backend: it shows what a
+		// grpc-go round trip costs here, and nothing is added to it.
+		floor bool
 	}
 	var targets []target
-	for _, t := range []struct{ name, url string }{
-		{"fakellm direct", fakeURL},
-		{"nginx -> fakellm", "http://" + ng.addr},
-		{"gateway HTTP -> fakellm", gwURL},
+	for _, t := range []struct {
+		name, url string
+		pid       int
+	}{
+		{"fakellm direct", fakeURL, fake.cmd.Process.Pid},
+		{"nginx -> fakellm", "http://" + ng.addr, ng.cmd.Process.Pid},
+		{"gateway HTTP -> fakellm", gwURL, gw.cmd.Process.Pid},
 	} {
-		do, err := fastDoer(t.url+"/v1/chat/completions", chatBody, max(o.Conns, 128))
+		do, err := fastDoer(t.url+"/v1/chat/completions", body, max(o.Conns, 128))
 		if err != nil {
 			return err
 		}
-		targets = append(targets, target{t.name, do})
+		targets = append(targets, target{name: t.name, do: do, pid: t.pid})
 	}
-	targets = append(targets, target{"gateway gRPC Chat -> fakellm", grpcDo})
+	targets = append(targets,
+		target{name: "gateway gRPC Chat -> fakellm", do: grpcDo, pid: gw.cmd.Process.Pid},
+		target{name: "gateway gRPC health check (no backend)", do: healthDo, pid: gw.cmd.Process.Pid, floor: true})
 	// Targets take turns in short slices, in rotating order, so that
 	// background load on a shared machine falls on all of them alike
 	// instead of on whichever ran while a compiler was busy.
@@ -165,7 +259,17 @@ func runOverhead(ctx context.Context, o Options, w io.Writer) error {
 		for r := range o.Rounds {
 			for k := range targets {
 				i := (r + k) % len(targets)
-				out[i] = out[i].merge(run(targets[i].do))
+				before, err := machineCPU(targets[i].pid)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %w", targets[i].name, err)
+				}
+				s := run(targets[i].do)
+				after, err := machineCPU(targets[i].pid)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %w", targets[i].name, err)
+				}
+				s.cpu, s.cpuAll = after.target-before.target, after.all-before.all
+				out[i] = out[i].merge(s)
 			}
 		}
 		return out, nil
@@ -176,7 +280,8 @@ func runOverhead(ctx context.Context, o Options, w io.Writer) error {
 	}
 	fmt.Fprintf(w, "(a) added latency: open loop at each rate for %v per target, then max req/s with %d closed-loop\n", o.Duration, o.Conns)
 	fmt.Fprintf(w, "    connections for %v per target; targets interleaved in %d rounds; zero-latency fakellm,\n", o.Duration, o.Rounds)
-	fmt.Fprintf(w, "    %d-byte chat request; fakellm, gateway and nginx (2 workers) each in its own process;\n    %s.\n\n", len(chatBody), hostNote())
+	fmt.Fprintf(w, "    %d-byte chat request; fakellm, gateway and nginx (%d workers) each in its own process;\n    the generator drives the HTTP targets with one fasthttp client (the same for each) and the\n    gRPC ones with grpc-go; the health check reaches no backend and shows what a grpc-go round\n    trip (client and server) takes here; CPU %s.\n", len(body), len(lay.proxy), lay)
+	fmt.Fprintf(w, "    CPU/req is the CPU time of the process a path enters first (fakellm, nginx with its workers,\n    the gateway) per request it served; all CPU/req adds the load generator's and fakellm's, and\n    CPUs busy is that time over the run's wall time and %d CPUs: near 100%%, requests queue for a CPU.\n\n", runtime.NumCPU())
 	for _, rate := range o.Rates {
 		lats, err := interleave(func(do doer) sample { return openLoop(ctx, do, rate, slice, 1024) })
 		if err != nil {
@@ -185,16 +290,18 @@ func runOverhead(ctx context.Context, o Options, w io.Writer) error {
 		direct := lats[0]
 		fmt.Fprintf(w, "  at %d req/s:\n", rate)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "path\tp50\tp90\tp99\tadded p50\tadded p90\tadded p99\tnot sent (overload)\tfailed\tmax req/s\t")
+		fmt.Fprintln(tw, "path\tp50\tp90\tp99\tp99 (median round)\tadded p50\tadded p90\tadded p99\tadded p99 (median round)\tCPU/req\tall CPU/req\tCPUs busy\tnot sent (overload)\tfailed\tmax req/s\t")
 		for i, t := range targets {
-			added := [3]string{"-", "-", "-"}
-			if i > 0 {
+			added := [4]string{"-", "-", "-", "-"}
+			if i > 0 && !t.floor {
 				for k, q := range []float64{.5, .9, .99} {
 					added[k] = us(lats[i].pct(q) - direct.pct(q))
 				}
+				added[3] = us(addedRoundP99(lats[i], direct))
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%.0f\t\n", t.name, us(lats[i].pct(.5)), us(lats[i].pct(.9)), us(lats[i].pct(.99)),
-				added[0], added[1], added[2], lats[i].shed, lats[i].errors+maxes[i].errors, maxes[i].rate())
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f%%\t%d\t%d\t%.0f\t\n", t.name, us(lats[i].pct(.5)), us(lats[i].pct(.9)), us(lats[i].pct(.99)),
+				us(roundP99(lats[i])), added[0], added[1], added[2], added[3], us(lats[i].cpuPerRequest()), us(lats[i].allCPUPerRequest()),
+				100*lats[i].busy(), lats[i].shed, lats[i].errors+maxes[i].errors, maxes[i].rate())
 		}
 		tw.Flush()
 		for i, t := range targets {
@@ -211,8 +318,9 @@ func runOverhead(ctx context.Context, o Options, w io.Writer) error {
 }
 
 // verdicts checks the goals: gateway p99 added < 500us and within 2x of
-// nginx's. Figures from a target that could not sustain the rate (it
-// queued, and the queue, not the proxy, sets its latency) settle nothing.
+// nginx's, on the per-round figures (see medianRound). Figures from a
+// target that could not sustain the rate (it queued, and the queue, not
+// the proxy, sets its latency) settle nothing.
 func verdicts(w io.Writer, rate int, ngName, gwName string, lats []sample) {
 	for _, l := range lats[:3] {
 		if l.shed > 0 || l.errors > 0 {
@@ -220,21 +328,32 @@ func verdicts(w io.Writer, rate int, ngName, gwName string, lats []sample) {
 			return
 		}
 	}
-	direct := lats[0].pct(.99)
+	direct := roundP99(lats[0])
 	if direct > 2*time.Millisecond {
 		// A zero-latency server reached directly answers within a
-		// millisecond on an idle machine: tails beyond that are other
-		// processes taking the CPUs, and p99 differences are noise.
-		fmt.Fprintf(w, "\n    p99 goals not measurable at %d req/s here: fakellm direct p99 is %s, so other work held the CPUs;\n    compare p50/p90, or rerun on an idle machine.\n", rate, us(direct))
+		// millisecond on an idle machine: tails beyond that in most
+		// rounds are other processes taking the CPUs, and p99
+		// differences are noise.
+		fmt.Fprintf(w, "\n    p99 goals not measurable at %d req/s here: fakellm direct p99 is %s in the median round, so other\n    work held the CPUs; compare p50/p90, or rerun on an idle machine.\n", rate, us(direct))
 		return
 	}
-	ng99, gw99 := lats[1].pct(.99)-direct, lats[2].pct(.99)-direct
-	fmt.Fprintf(w, "\n    goal p99 added < 500us at %d req/s: %s (%s added p99 %s)\n", rate, verdict(gw99 < 500*time.Microsecond), gwName, us(gw99))
+	ng99, gw99 := addedRoundP99(lats[1], lats[0]), addedRoundP99(lats[2], lats[0])
+	fmt.Fprintf(w, "\n    p99 goals on the median round (%d rounds; pooled figures in the table):\n", len(lats[0].roundP99))
+	fmt.Fprintf(w, "    goal p99 added < 500us at %d req/s: %s (%s added p99 %s)\n", rate, verdict(gw99 < 500*time.Microsecond), gwName, us(gw99))
 	fmt.Fprintf(w, "    goal within 2x nginx's added p99: %s (%s %s vs %s %s)\n", verdict(gw99 <= 2*max(ng99, 50*time.Microsecond)), gwName, us(gw99), ngName, us(ng99))
 }
 
-func hostNote() string {
-	return "load generator, fakellm, gateway and nginx share the CPUs; the generator drives the three\n    HTTP targets with one fasthttp client (the same for each) and the gRPC one with grpc-go"
+// roundP99 is a target's p99 in its median round.
+func roundP99(s sample) time.Duration {
+	return medianRound(len(s.roundP99), func(r int) time.Duration { return s.roundP99[r] })
+}
+
+// addedRoundP99 is the median over rounds of a target's p99 minus the
+// direct path's p99 in the same round: the two ran back to back, so they
+// saw nearly the same machine.
+func addedRoundP99(s, direct sample) time.Duration {
+	n := min(len(s.roundP99), len(direct.roundP99))
+	return medianRound(n, func(r int) time.Duration { return s.roundP99[r] - direct.roundP99[r] })
 }
 
 func verdict(ok bool) string {

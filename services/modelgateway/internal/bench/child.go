@@ -9,7 +9,10 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
+	"strconv"
 	"strings"
 	"time"
 
@@ -55,6 +58,24 @@ func Child(ctx context.Context, what, arg string, in io.Reader, out io.Writer) e
 			}
 			defer pprof.StopCPUProfile()
 		}
+		if n, err := strconv.Atoi(os.Getenv("BENCHGATEWAY_GATEWAY_GOMAXPROCS")); err == nil && n > 0 {
+			// The gateway alone, apart from the generator and fakellm
+			// (GOMAXPROCS in the environment would set all three).
+			runtime.GOMAXPROCS(n)
+		}
+		if path := os.Getenv("BENCHGATEWAY_GATEWAY_TRACE"); path != "" {
+			// An execution trace shows where requests wait for a CPU
+			// (go tool trace -pprof=sched).
+			f, err := os.Create(path)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			if err := trace.Start(f); err != nil {
+				return err
+			}
+			defer trace.Stop()
+		}
 		svc, stop, grpcAddr, err := newGateway(ctx, &modelgateway.FileConfig{
 			Backends: []modelgateway.BackendConfig{{ID: "fake", BaseURL: arg, Model: "fake-model"}},
 		})
@@ -77,13 +98,15 @@ type child struct {
 	done  chan error
 }
 
-// startChild re-runs this binary as a server and reads its addresses.
-func startChild(ctx context.Context, what, arg string) (*child, error) {
+// startChild re-runs this binary as a server and reads its addresses;
+// place puts the command on its CPUs.
+func startChild(ctx context.Context, place func(string, ...string) (string, []string), what, arg string) (*child, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, self, "-"+ChildFlag, what, arg)
+	name, args := place(self, "-"+ChildFlag, what, arg)
+	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	neturl "net/url"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -28,6 +29,56 @@ type sample struct {
 	// the target could not keep up with the rate.
 	shed    int64
 	elapsed time.Duration
+	// cpu is the CPU time the target's first process spent on the run,
+	// cpuAll that of every process of the measurement.
+	cpu, cpuAll time.Duration
+	// roundP99 is the p99 of each run merged in, in run order.
+	roundP99 []time.Duration
+}
+
+// cpuPerRequest divides the CPU time by the requests answered or failed.
+func (s sample) cpuPerRequest() time.Duration {
+	n := int64(len(s.lats)) + s.errors
+	if n == 0 {
+		return 0
+	}
+	return s.cpu / time.Duration(n)
+}
+
+// allCPUPerRequest is cpuPerRequest for every process of the measurement.
+func (s sample) allCPUPerRequest() time.Duration {
+	n := int64(len(s.lats)) + s.errors
+	if n == 0 {
+		return 0
+	}
+	return s.cpuAll / time.Duration(n)
+}
+
+// busy is the share of the machine's CPUs the measurement's processes
+// used over the run.
+func (s sample) busy() float64 {
+	if s.elapsed <= 0 {
+		return 0
+	}
+	return float64(s.cpuAll) / float64(s.elapsed) / float64(runtime.NumCPU())
+}
+
+// medianRound is the median over rounds of f(round): a burst of other
+// work on a shared VM (steal time, a neighbour's compile) spoils a round
+// or two, which the median leaves out where a pooled p99 takes it in.
+func medianRound(rounds int, f func(r int) time.Duration) time.Duration {
+	if rounds == 0 {
+		return 0
+	}
+	v := make([]time.Duration, rounds)
+	for r := range v {
+		v[r] = f(r)
+	}
+	slices.Sort(v)
+	if rounds%2 == 1 {
+		return v[rounds/2]
+	}
+	return (v[rounds/2-1] + v[rounds/2]) / 2
 }
 
 func (s sample) pct(p float64) time.Duration {
@@ -48,7 +99,8 @@ func (s sample) merge(o sample) sample {
 	if fe == "" {
 		fe = o.firstErr
 	}
-	return sample{lats: lats, errors: s.errors + o.errors, firstErr: fe, shed: s.shed + o.shed, elapsed: s.elapsed + o.elapsed}
+	return sample{lats: lats, errors: s.errors + o.errors, firstErr: fe, shed: s.shed + o.shed, elapsed: s.elapsed + o.elapsed, cpu: s.cpu + o.cpu, cpuAll: s.cpuAll + o.cpuAll,
+		roundP99: append(slices.Clone(s.roundP99), o.roundP99...)}
 }
 
 // doer sends one request and reports an error unless it fully succeeded.
@@ -152,7 +204,9 @@ func openLoop(ctx context.Context, do doer, rate int, d time.Duration, maxOut in
 	wg.Wait()
 	slices.Sort(lats)
 	fe, _ := firstErr.Load().(string)
-	return sample{lats: lats, errors: errs.Load(), firstErr: fe, shed: shed, elapsed: time.Since(start)}
+	s := sample{lats: lats, errors: errs.Load(), firstErr: fe, shed: shed, elapsed: time.Since(start)}
+	s.roundP99 = []time.Duration{s.pct(.99)}
+	return s
 }
 
 // closedLoop runs workers that send back to back for d: the most the

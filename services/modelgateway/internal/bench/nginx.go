@@ -19,6 +19,11 @@ error_log %[2]s/error.log warn;
 events { worker_connections 4096; }
 http {
   access_log off;
+  # Request bodies are read whole into memory, as the gateway reads
+  # them, up to the gateway's default limit: with nginx's defaults a
+  # screenshot-sized body goes to a temporary file first.
+  client_body_buffer_size 64m;
+  client_max_body_size 64m;
   client_body_temp_path %[2]s/body;
   proxy_temp_path %[2]s/proxy;
   fastcgi_temp_path %[2]s/fastcgi;
@@ -44,8 +49,8 @@ type nginx struct {
 }
 
 // startNginx runs nginx in front of upstream with a generated config in a
-// temporary directory.
-func startNginx(ctx context.Context, bin, upstream string, workers int) (*nginx, error) {
+// temporary directory; place puts it on its CPUs.
+func startNginx(ctx context.Context, place func(string, ...string) (string, []string), bin, upstream string, workers int) (*nginx, error) {
 	path, err := exec.LookPath(bin)
 	if err != nil {
 		return nil, fmt.Errorf("nginx not found (Debian package nginx): %w", err)
@@ -64,7 +69,8 @@ func startNginx(ctx context.Context, bin, upstream string, workers int) (*nginx,
 	if err := os.WriteFile(conf, fmt.Appendf(nil, nginxConf, workers, dir, upstream, addr), 0o600); err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, path, "-c", conf, "-p", dir, "-e", filepath.Join(dir, "error.log"))
+	name, args := place(path, "-c", conf, "-p", dir, "-e", filepath.Join(dir, "error.log"))
+	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start nginx: %w", err)

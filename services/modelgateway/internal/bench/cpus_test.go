@@ -1,0 +1,108 @@
+package bench
+
+import (
+	"os"
+	"os/exec"
+	"runtime"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestNewLayout(t *testing.T) {
+	off, err := newLayout(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if off.pinned() || len(off.driver) != runtime.NumCPU() {
+		t.Errorf("unpinned layout = %+v, want every CPU on both sides", off)
+	}
+	on, err := newLayout(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if runtime.NumCPU() < 2 {
+		if on.pinned() {
+			t.Errorf("one CPU: layout %+v, want it unpinned", on)
+		}
+		return
+	}
+	seen := map[int]bool{}
+	for _, c := range append(append([]int{}, on.driver...), on.proxy...) {
+		if seen[c] {
+			t.Errorf("CPU %d on both sides of %+v", c, on)
+		}
+		seen[c] = true
+	}
+	if len(seen) != runtime.NumCPU() || len(on.proxy) == 0 || len(on.driver) == 0 {
+		t.Errorf("pinned layout %+v, want the %d CPUs split in two", on, runtime.NumCPU())
+	}
+}
+
+func TestPinSelfAndUndo(t *testing.T) {
+	var before unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &before); err != nil {
+		t.Fatal(err)
+	}
+	l, err := newLayout(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	procs := runtime.GOMAXPROCS(0)
+	undo, err := pinSelf(l.driver[:1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var during unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &during); err != nil {
+		t.Fatal(err)
+	}
+	if during.Count() != 1 || !during.IsSet(l.driver[0]) || runtime.GOMAXPROCS(0) != 1 {
+		t.Errorf("pinned: %d CPUs in the mask, GOMAXPROCS %d; want only CPU %d and 1", during.Count(), runtime.GOMAXPROCS(0), l.driver[0])
+	}
+	undo()
+	var after unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &after); err != nil {
+		t.Fatal(err)
+	}
+	if after != before || runtime.GOMAXPROCS(0) != procs {
+		t.Errorf("after undo: mask of %d CPUs and GOMAXPROCS %d, want %d and %d", after.Count(), runtime.GOMAXPROCS(0), before.Count(), procs)
+	}
+}
+
+// TestCPUTimeCountsChildren wants a busy child's CPU time counted in its
+// parent's, as nginx's workers are in their master's.
+func TestCPUTimeCountsChildren(t *testing.T) {
+	before, err := cpuTime(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy := exec.Command("sh", "-c", "while :; do :; done")
+	if err := busy.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		busy.Process.Kill()
+		busy.Wait()
+	}()
+	own, _, err := procTimes(busy.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); own < 100*time.Millisecond; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("busy child used %v of CPU in 20 s", own)
+		}
+		if own, _, err = procTimes(busy.Process.Pid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after, err := cpuTime(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := after - before; got < own {
+		t.Errorf("parent's CPU time grew by %v while its child used %v", got, own)
+	}
+}
