@@ -4,6 +4,7 @@
 package recording
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -28,9 +29,9 @@ type Recorder struct {
 	Width   int
 	Height  int
 	Dir     string // where the MP4 goes; private to this desktopd
-	// StartCheck is how long ffmpeg must stay alive to count as started
-	// (OSWorld waits 2 s).
-	StartCheck time.Duration
+	// StartTimeout bounds how long Start waits for ffmpeg's first progress
+	// report; 0 means 30 s.
+	StartTimeout time.Duration
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -54,13 +55,15 @@ func (r *Recorder) Start(ctx context.Context) error {
 	path := filepath.Join(r.Dir, "recording.mp4")
 	_ = os.Remove(path)
 	log := &tailBuffer{max: 8 << 10}
+	progress := &firstLine{prefix: []byte("progress="), seen: make(chan struct{})}
 	// yuv420p keeps the file playable everywhere; ultrafast keeps the
-	// encoder from competing with the desktop for the CPU.
-	cmd := exec.Command(bin, "-y", "-nostdin", "-loglevel", "error",
+	// encoder from competing with the desktop for the CPU. The progress
+	// reports on stdout tell Start when frames are being encoded.
+	cmd := exec.Command(bin, "-y", "-nostdin", "-loglevel", "error", "-progress", "pipe:1",
 		"-f", "x11grab", "-draw_mouse", "1", "-framerate", "30",
 		"-video_size", fmt.Sprintf("%dx%d", r.Width, r.Height), "-i", r.Display+".0",
 		"-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-r", "30", path)
-	cmd.Stdout = log
+	cmd.Stdout = progress
 	cmd.Stderr = log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -72,16 +75,27 @@ func (r *Recorder) Start(ctx context.Context) error {
 		r.err = cmd.Wait()
 		close(done)
 	}()
-	check := r.StartCheck
-	if check == 0 {
-		check = 2 * time.Second
+	timeout := r.StartTimeout
+	if timeout == 0 {
+		timeout = 30 * time.Second
 	}
+	// OSWorld counts ffmpeg as started once it has lived 2 s. That is not
+	// enough: on a loaded machine ffmpeg can still be loading its libraries
+	// then, and a SIGINT before its handler is in place kills it without an
+	// MP4. Its first progress report comes after the handler is installed
+	// and the first frame is encoded.
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
 	select {
+	case <-progress.seen:
+		return nil
 	case <-done:
 		r.cmd = nil
 		return fmt.Errorf("ffmpeg exited at start: %v: %s", r.err, strings.TrimSpace(log.String()))
-	case <-time.After(check):
-		return nil
+	case <-timer.C:
+		r.stopLocked(5 * time.Second)
+		r.cmd = nil
+		return fmt.Errorf("ffmpeg reported no progress within %s: %s", timeout, strings.TrimSpace(log.String()))
 	case <-ctx.Done():
 		r.stopLocked(5 * time.Second)
 		r.cmd = nil
@@ -130,6 +144,37 @@ func (r *Recorder) Close() {
 		r.stopLocked(5 * time.Second)
 		r.cmd = nil
 	}
+}
+
+// firstLine closes seen once a line starting with prefix has been written
+// to it, and discards everything.
+type firstLine struct {
+	prefix []byte
+	seen   chan struct{}
+	line   []byte // the start of the current line, up to len(prefix)
+	done   bool
+}
+
+// Write is called from one goroutine only (exec copies a pipe with one).
+func (f *firstLine) Write(p []byte) (int, error) {
+	if f.done {
+		return len(p), nil
+	}
+	for _, c := range p {
+		if c == '\n' {
+			f.line = f.line[:0]
+			continue
+		}
+		if len(f.line) < len(f.prefix) {
+			f.line = append(f.line, c)
+			if bytes.Equal(f.line, f.prefix) {
+				f.done = true
+				close(f.seen)
+				break
+			}
+		}
+	}
+	return len(p), nil
 }
 
 // tailBuffer keeps the last max bytes written to it.
