@@ -41,8 +41,8 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusRequestEntityTooLarge, "read body: "+err.Error())
 		return
 	}
-	var req openaiapi.ChatRequest
-	if err := json.Unmarshal(body, &req); err != nil {
+	req, err := decodeChat(body)
+	if err != nil {
 		writeError(w, http.StatusBadRequest, "decode request: "+err.Error())
 		return
 	}
@@ -100,7 +100,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	}
 	hit := s.touchCache(key)
 	promptIDs := PromptTokenIDs(req.Messages)
-	gen := s.plan(&req)
+	gen := s.plan(req)
 
 	s.inFlight.Add(1)
 	defer s.inFlight.Add(-1)
@@ -124,7 +124,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	id := fmt.Sprintf("chatcmpl-fake-%d", s.requests.Load())
 
 	if req.Stream {
-		s.stream(w, r, &req, gen, promptIDs, usage, n, id, ttft, abort)
+		s.stream(w, r, req, gen, promptIDs, usage, n, id, ttft, abort)
 		return
 	}
 	// Wait as long as a real server would take for the whole answer.
@@ -235,8 +235,12 @@ func (s *Server) plan(req *openaiapi.ChatRequest) *generation {
 		}
 	}
 	g.pieces = Pieces(reply)
-	if len(g.toolCalls) == 0 && req.MaxTokens > 0 && len(g.pieces) > req.MaxTokens {
-		g.pieces = g.pieces[:req.MaxTokens]
+	limit := req.MaxTokens
+	if limit == 0 {
+		limit = req.MaxCompletionTokens // the newer name; vLLM reads both
+	}
+	if len(g.toolCalls) == 0 && limit > 0 && len(g.pieces) > limit {
+		g.pieces = g.pieces[:limit]
 		g.finish = "length"
 	}
 	for _, p := range g.pieces {
