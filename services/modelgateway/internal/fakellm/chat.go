@@ -3,11 +3,13 @@ package fakellm
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
@@ -21,6 +23,44 @@ const maxBody = 64 << 20
 // DefaultReply starts the answer when no script rule matches, so that a
 // reader of a transcript sees at once that no model was involved.
 const DefaultReply = "fakellm (a stand-in, not a model): no script rule matched the last user message."
+
+// bodies reuses request buffers: a turn with a screenshot is hundreds of
+// kilobytes, and io.ReadAll grew a new buffer for each in a dozen steps,
+// which with the collector's work cost more than the rest of the request.
+var bodies = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledBody keeps an occasional huge request from pinning its buffer.
+const maxPooledBody = 4 << 20
+
+// readBody reads a request body, up to maxBody, into a buffer from bodies,
+// sized by Content-Length when the client sent one. The caller puts it back.
+func readBody(w http.ResponseWriter, r *http.Request) (*[]byte, error) {
+	bp := bodies.Get().(*[]byte)
+	buf := (*bp)[:0]
+	if cap(buf) > maxPooledBody {
+		buf = nil
+	}
+	if n := r.ContentLength; n > int64(cap(buf)) && n <= maxBody {
+		buf = make([]byte, 0, n+1) // +1: the read that sees EOF needs room
+	}
+	rd := http.MaxBytesReader(w, r.Body, maxBody)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := rd.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if errors.Is(err, io.EOF) {
+			*bp = buf
+			return bp, nil
+		}
+		if err != nil {
+			*bp = buf
+			bodies.Put(bp)
+			return nil, err
+		}
+	}
+}
 
 // generation is one planned answer.
 type generation struct {
@@ -36,12 +76,13 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "server is starting")
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	body, err := readBody(w, r)
 	if err != nil {
 		writeError(w, http.StatusRequestEntityTooLarge, "read body: "+err.Error())
 		return
 	}
-	req, err := decodeChat(body)
+	req, err := decodeChat(*body)
+	bodies.Put(body) // decodeChat copied what it keeps
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "decode request: "+err.Error())
 		return

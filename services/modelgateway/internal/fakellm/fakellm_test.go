@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -237,5 +238,62 @@ func TestFaults(t *testing.T) {
 	}
 	if err := s.SetFaults(Faults{HangRate: 2}); err == nil {
 		t.Error("SetFaults(hang_rate 2) succeeded, want error")
+	}
+}
+
+// TestChatBodies sends screenshot turns with and without a Content-Length,
+// one after another so pooled buffers are reused at other sizes: each
+// answer must count its own prompt.
+func TestChatBodies(t *testing.T) {
+	_, url := start(t, Config{})
+	turn := func(text string, imageBytes int) []byte {
+		b, _ := json.Marshal(map[string]any{"return_token_ids": true, "max_completion_tokens": 2, "messages": []map[string]any{{
+			"role": "user", "content": []map[string]any{
+				{"type": "text", "text": text},
+				{"type": "image_url", "image_url": map[string]any{"url": "data:image/png;base64," + strings.Repeat("A", imageBytes)}},
+			},
+		}}})
+		return b
+	}
+	tests := []struct {
+		name       string
+		text       string
+		imageBytes int
+		chunked    bool
+	}{
+		{"large with length", "one two three", 300_000, false},
+		{"small with length after large", "four", 10, false},
+		{"large chunked", "five six", 500_000, true},
+		{"small chunked", "seven", 1, true},
+		{"empty image", "eight nine ten eleven", 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var body io.Reader = bytes.NewReader(turn(tt.text, tt.imageBytes))
+			if tt.chunked {
+				body = io.MultiReader(body) // hides the length: sent chunked
+			}
+			resp, err := http.Post(url+"/v1/chat/completions", "application/json", body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var got openaiapi.ChatResponse
+			if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != 200 {
+				t.Fatalf("status %d, decode error %v", resp.StatusCode, err)
+			}
+			want := []int{tokUser}
+			want = append(want, TokenIDs(tt.text)...)
+			for range imageTokens {
+				want = append(want, tokImage)
+			}
+			want = append(want, tokAssistant)
+			if fmt.Sprint(got.PromptTokenIDs) != fmt.Sprint(want) {
+				t.Errorf("prompt_token_ids = %v, want %v", got.PromptTokenIDs, want)
+			}
+			if n := len(got.Choices[0].TokenIDs); n != 2 || got.Choices[0].FinishReason != "length" {
+				t.Errorf("%d completion tokens, finish %q; want 2 and length (max_completion_tokens)", n, got.Choices[0].FinishReason)
+			}
+		})
 	}
 }
