@@ -114,6 +114,7 @@ FUZZ_TARGETS := services/runner/internal/actionspace/computer13:FuzzParse \
 	services/modelgateway:FuzzAppendEscaped \
 	services/modelgateway:FuzzChatAnswer \
 	services/modelgateway/internal/openaihttp:FuzzReadRequest \
+	services/modelgateway/internal/fakellm:FuzzDecodeChat \
 	guest/desktopd/internal/pyautogui:FuzzCompile
 
 .PHONY: fuzz

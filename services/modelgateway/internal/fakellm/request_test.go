@@ -121,3 +121,33 @@ func BenchmarkDecodeChat(b *testing.B) {
 		}
 	})
 }
+
+// FuzzDecodeChat feeds what decodeChat accepts on through tokenizing and
+// planning, as a request would go: no input may panic.
+func FuzzDecodeChat(f *testing.F) {
+	f.Add([]byte(`{"messages":[{"role":"user","content":"hi"}],"max_tokens":1}`))
+	f.Add([]byte(`{"n":2,"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:,"}},{"type":"text","text":"click"}]}]}`))
+	f.Add([]byte(`{"messages":[{"role":"assistant","tool_calls":[{"function":{"name":"f","arguments":"{}"}}]},{"role":"tool","content":null}]}`))
+	rules, err := ParseScript(strings.NewReader(`{"match": "click", "tool_calls": [{"name": "click", "arguments": {"x": 1}}]}`))
+	if err != nil {
+		f.Fatal(err)
+	}
+	s, err := New(Config{Script: rules})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		req, err := decodeChat(raw)
+		if err != nil {
+			return
+		}
+		if req == nil {
+			t.Fatal("nil request without an error")
+		}
+		ids := PromptTokenIDs(req.Messages)
+		if len(ids) == 0 || ids[len(ids)-1] != tokAssistant {
+			t.Fatalf("prompt ids %v do not end with the generation prompt", ids)
+		}
+		s.plan(req)
+	})
+}
