@@ -33,13 +33,11 @@ var bodies = sync.Pool{New: func() any { return new([]byte) }}
 const maxPooledBody = 4 << 20
 
 // readBody reads a request body, up to maxBody, into a buffer from bodies,
-// sized by Content-Length when the client sent one. The caller puts it back.
+// sized by Content-Length when the client sent one. The caller gives it
+// back with putBody.
 func readBody(w http.ResponseWriter, r *http.Request) (*[]byte, error) {
 	bp := bodies.Get().(*[]byte)
 	buf := (*bp)[:0]
-	if cap(buf) > maxPooledBody {
-		buf = nil
-	}
 	if n := r.ContentLength; n > int64(cap(buf)) && n <= maxBody {
 		buf = make([]byte, 0, n+1) // +1: the read that sees EOF needs room
 	}
@@ -56,9 +54,15 @@ func readBody(w http.ResponseWriter, r *http.Request) (*[]byte, error) {
 		}
 		if err != nil {
 			*bp = buf
-			bodies.Put(bp)
+			putBody(bp)
 			return nil, err
 		}
+	}
+}
+
+func putBody(bp *[]byte) {
+	if cap(*bp) <= maxPooledBody {
+		bodies.Put(bp)
 	}
 }
 
@@ -82,7 +86,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req, err := decodeChat(*body)
-	bodies.Put(body) // decodeChat copied what it keeps
+	putBody(body) // decodeChat copied what it keeps
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "decode request: "+err.Error())
 		return
