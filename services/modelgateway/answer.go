@@ -3,13 +3,11 @@ package modelgateway
 import (
 	"fmt"
 	"math"
-	"strconv"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/valyala/fastjson"
 
 	rmv1 "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
+	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/jsonread"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/openaiapi"
 )
 
@@ -40,133 +38,43 @@ func chatAnswer(raw []byte) (*rmv1.ChatResponse, error) {
 	}
 	var d answerReader
 	out := &rmv1.ChatResponse{}
-	d.visit(v, func(k []byte, v *fastjson.Value) {
+	d.Visit(v, func(k []byte, v *fastjson.Value) {
 		switch string(k) {
 		case "id":
-			out.Id = d.str(v, "id")
+			out.Id = d.Str(v, "id")
 		case "model":
-			out.Model = d.str(v, "model")
+			out.Model = d.Str(v, "model")
 		case "prompt_token_ids":
 			out.PromptTokenIds = d.ints(v, "prompt_token_ids")
 		case "usage":
 			out.Usage = d.usage(v)
 		case "choices":
 			out.Choices = nil
-			for _, c := range d.array(v, "choices") {
+			for _, c := range d.Array(v, "choices") {
 				out.Choices = append(out.Choices, d.choice(c))
 			}
 		}
 	})
-	if d.err != nil {
-		return nil, d.err
+	if d.Err != nil {
+		return nil, d.Err
 	}
 	return out, nil
 }
 
-// answerReader reads values and keeps the first type error.
-type answerReader struct{ err error }
-
-// The readers take nil, which fastjson's Get returns for a missing member,
-// as absent.
-
-func (d *answerReader) fail(path, want string, v *fastjson.Value) {
-	if d.err == nil {
-		d.err = fmt.Errorf("%s: want %s, got %s", path, want, v.Type())
-	}
-}
-
-// visit calls fn for each member of the object v until an error; v must
-// be an object.
-func (d *answerReader) visit(v *fastjson.Value, fn func(k []byte, v *fastjson.Value)) {
-	o, _ := v.Object()
-	o.Visit(func(k []byte, v *fastjson.Value) {
-		if d.err == nil {
-			fn(k, v)
-		}
-	})
-}
-
-// object reports whether v is an object; anything else but null is an
-// error.
-func (d *answerReader) object(v *fastjson.Value, path string) bool {
-	if v == nil {
-		return false
-	}
-	switch v.Type() {
-	case fastjson.TypeObject:
-		return true
-	case fastjson.TypeNull:
-		return false
-	}
-	d.fail(path, "an object", v)
-	return false
-}
-
-// array returns the elements of v; null is empty, anything else an error.
-func (d *answerReader) array(v *fastjson.Value, path string) []*fastjson.Value {
-	if v == nil {
-		return nil
-	}
-	switch v.Type() {
-	case fastjson.TypeArray:
-		a, _ := v.Array()
-		return a
-	case fastjson.TypeNull:
-		return nil
-	}
-	d.fail(path, "an array", v)
-	return nil
-}
-
-func (d *answerReader) str(v *fastjson.Value, path string) string {
-	if v == nil {
-		return ""
-	}
-	switch v.Type() {
-	case fastjson.TypeString:
-		b, _ := v.StringBytes()
-		if !utf8.Valid(b) {
-			// A protobuf string must be UTF-8, or the response fails to
-			// marshal; encoding/json made the same replacement.
-			return validUTF8(string(b))
-		}
-		return string(b)
-	case fastjson.TypeNull:
-		return ""
-	}
-	d.fail(path, "a string", v)
-	return ""
-}
-
-func (d *answerReader) num(v *fastjson.Value, path string) float64 {
-	if v == nil {
-		return 0
-	}
-	switch v.Type() {
-	case fastjson.TypeNumber:
-		f, err := parseNumber(v)
-		if err != nil {
-			d.fail(path, "a finite number", v)
-		}
-		return f
-	case fastjson.TypeNull:
-		return 0
-	}
-	d.fail(path, "a number", v)
-	return 0
-}
+// answerReader reads an answer's values and keeps the first type error.
+type answerReader struct{ jsonread.Reader }
 
 func (d *answerReader) int32(v *fastjson.Value, path string) int32 {
-	n := d.num(v, path)
+	n := d.Num(v, path)
 	if n != math.Trunc(n) || n < math.MinInt32 || n > math.MaxInt32 {
-		d.fail(path, "a 32-bit integer", v)
+		d.Fail(path, "a 32-bit integer", v)
 		return 0
 	}
 	return int32(n)
 }
 
 func (d *answerReader) ints(v *fastjson.Value, path string) []int32 {
-	a := d.array(v, path)
+	a := d.Array(v, path)
 	if len(a) == 0 {
 		return nil
 	}
@@ -174,14 +82,14 @@ func (d *answerReader) ints(v *fastjson.Value, path string) []int32 {
 	for i, e := range a {
 		n, err := e.Int64() // exact, and cheaper than a float
 		if err != nil {
-			f, ferr := parseNumber(e) // 1.0, 1e2
+			f, ferr := jsonread.ParseNumber(e) // 1.0, 1e2
 			n = int64(f)
 			if ferr != nil || f != math.Trunc(f) || f < math.MinInt32 || f > math.MaxInt32 {
 				n = math.MaxInt64
 			}
 		}
 		if n < math.MinInt32 || n > math.MaxInt32 {
-			d.fail(path+"[]", "a 32-bit integer", e)
+			d.Fail(path+"[]", "a 32-bit integer", e)
 			return nil
 		}
 		out[i] = int32(n)
@@ -190,20 +98,20 @@ func (d *answerReader) ints(v *fastjson.Value, path string) []int32 {
 }
 
 func (d *answerReader) usage(v *fastjson.Value) *rmv1.Usage {
-	if !d.object(v, "usage") {
+	if !d.Object(v, "usage") {
 		return nil
 	}
 	u := &rmv1.Usage{}
-	d.visit(v, func(k []byte, v *fastjson.Value) {
+	d.Visit(v, func(k []byte, v *fastjson.Value) {
 		switch string(k) {
 		case "prompt_tokens":
 			u.PromptTokens = d.int32(v, "usage.prompt_tokens")
 		case "completion_tokens":
 			u.CompletionTokens = d.int32(v, "usage.completion_tokens")
 		case "prompt_tokens_details":
-			if d.object(v, "usage.prompt_tokens_details") {
+			if d.Object(v, "usage.prompt_tokens_details") {
 				u.CachedTokens = 0
-				d.visit(v, func(k []byte, v *fastjson.Value) {
+				d.Visit(v, func(k []byte, v *fastjson.Value) {
 					if string(k) == "cached_tokens" {
 						u.CachedTokens = d.int32(v, "usage.prompt_tokens_details.cached_tokens")
 					}
@@ -216,7 +124,7 @@ func (d *answerReader) usage(v *fastjson.Value) *rmv1.Usage {
 
 func (d *answerReader) choice(c *fastjson.Value) *rmv1.ChatChoice {
 	if c.Type() != fastjson.TypeObject {
-		d.fail("choices[]", "an object", c)
+		d.Fail("choices[]", "an object", c)
 		return nil
 	}
 	ch := &rmv1.ChatChoice{}
@@ -225,22 +133,22 @@ func (d *answerReader) choice(c *fastjson.Value) *rmv1.ChatChoice {
 		lps    *fastjson.Value
 		allIDs bool // every logprob token was spelt "token_id:N"
 	)
-	d.visit(c, func(k []byte, v *fastjson.Value) {
+	d.Visit(c, func(k []byte, v *fastjson.Value) {
 		switch string(k) {
 		case "index":
 			ch.Index = d.int32(v, "choices[].index")
 		case "finish_reason":
-			ch.FinishReason = d.str(v, "choices[].finish_reason")
+			ch.FinishReason = d.Str(v, "choices[].finish_reason")
 		case "token_ids":
 			ch.TokenIds = d.ints(v, "choices[].token_ids")
 		case "message":
 			msg = &rmv1.ChatMessage{}
-			if d.object(v, "choices[].message") {
+			if d.Object(v, "choices[].message") {
 				msg = d.message(v)
 			}
 		case "logprobs":
 			lps = nil
-			if d.object(v, "choices[].logprobs") {
+			if d.Object(v, "choices[].logprobs") {
 				lps = v
 			}
 		}
@@ -252,7 +160,7 @@ func (d *answerReader) choice(c *fastjson.Value) *rmv1.ChatChoice {
 	if lps != nil {
 		// After the members: a logprob's id may come from token_ids,
 		// which can follow the logprobs.
-		d.visit(lps, func(k []byte, v *fastjson.Value) {
+		d.Visit(lps, func(k []byte, v *fastjson.Value) {
 			if string(k) == "content" {
 				ch.Logprobs, allIDs = d.logprobs(v, ch.TokenIds)
 			}
@@ -271,32 +179,32 @@ func (d *answerReader) choice(c *fastjson.Value) *rmv1.ChatChoice {
 
 func (d *answerReader) message(m *fastjson.Value) *rmv1.ChatMessage {
 	msg := &rmv1.ChatMessage{}
-	d.visit(m, func(k []byte, v *fastjson.Value) {
+	d.Visit(m, func(k []byte, v *fastjson.Value) {
 		switch string(k) {
 		case "role":
-			msg.Role = d.str(v, "choices[].message.role")
+			msg.Role = d.Str(v, "choices[].message.role")
 		case "reasoning_content":
-			msg.Reasoning = d.str(v, "choices[].message.reasoning_content")
+			msg.Reasoning = d.Str(v, "choices[].message.reasoning_content")
 		case "content":
 			msg.Content = nil
 			// Answers carry text; of a list of parts, the text parts
 			// are kept.
 			if v.Type() == fastjson.TypeArray {
-				for _, p := range d.array(v, "choices[].message.content") {
-					if t := d.str(p.Get("text"), "choices[].message.content[].text"); t != "" {
+				for _, p := range d.Array(v, "choices[].message.content") {
+					if t := d.Str(p.Get("text"), "choices[].message.content[].text"); t != "" {
 						msg.Content = append(msg.Content, &rmv1.ContentPart{Part: &rmv1.ContentPart_Text{Text: t}})
 					}
 				}
-			} else if t := d.str(v, "choices[].message.content"); t != "" {
+			} else if t := d.Str(v, "choices[].message.content"); t != "" {
 				msg.Content = append(msg.Content, &rmv1.ContentPart{Part: &rmv1.ContentPart_Text{Text: t}})
 			}
 		case "tool_calls":
 			msg.ToolCalls = nil
-			for _, tc := range d.array(v, "choices[].message.tool_calls") {
+			for _, tc := range d.Array(v, "choices[].message.tool_calls") {
 				msg.ToolCalls = append(msg.ToolCalls, &rmv1.ToolCall{
-					Id:            d.str(tc.Get("id"), "choices[].message.tool_calls[].id"),
-					Name:          d.str(tc.Get("function", "name"), "choices[].message.tool_calls[].function.name"),
-					ArgumentsJson: d.str(tc.Get("function", "arguments"), "choices[].message.tool_calls[].function.arguments"),
+					Id:            d.Str(tc.Get("id"), "choices[].message.tool_calls[].id"),
+					Name:          d.Str(tc.Get("function", "name"), "choices[].message.tool_calls[].function.name"),
+					ArgumentsJson: d.Str(tc.Get("function", "arguments"), "choices[].message.tool_calls[].function.arguments"),
 				})
 			}
 		}
@@ -308,7 +216,7 @@ func (d *answerReader) message(m *fastjson.Value) *rmv1.ChatMessage {
 // its token when spelt "token_id:N", else from ids when those match the
 // logprobs one to one; allIDs reports whether every token named its id.
 func (d *answerReader) logprobs(v *fastjson.Value, ids []int32) (out []*rmv1.TokenLogprob, allIDs bool) {
-	a := d.array(v, "choices[].logprobs.content")
+	a := d.Array(v, "choices[].logprobs.content")
 	out = make([]*rmv1.TokenLogprob, 0, len(a))
 	pair := len(ids) > 0 && len(ids) == len(a)
 	allIDs = true
@@ -316,18 +224,18 @@ func (d *answerReader) logprobs(v *fastjson.Value, ids []int32) (out []*rmv1.Tok
 		if lp.Type() != fastjson.TypeObject {
 			// As the reference reads null: a token with nothing set.
 			if lp.Type() != fastjson.TypeNull {
-				d.fail("choices[].logprobs.content[]", "an object", lp)
+				d.Fail("choices[].logprobs.content[]", "an object", lp)
 			}
 			lp = nil
 		}
 		tl := &rmv1.TokenLogprob{TokenId: -1}
 		if lp != nil {
-			d.visit(lp, func(k []byte, v *fastjson.Value) {
+			d.Visit(lp, func(k []byte, v *fastjson.Value) {
 				switch string(k) {
 				case "token":
-					tl.Token = d.str(v, "choices[].logprobs.content[].token")
+					tl.Token = d.Str(v, "choices[].logprobs.content[].token")
 				case "logprob":
-					tl.Logprob = d.num(v, "choices[].logprobs.content[].logprob")
+					tl.Logprob = d.Num(v, "choices[].logprobs.content[].logprob")
 				case "top_logprobs":
 					tl.Top = d.top(v)
 				}
@@ -346,7 +254,7 @@ func (d *answerReader) logprobs(v *fastjson.Value, ids []int32) (out []*rmv1.Tok
 }
 
 func (d *answerReader) top(v *fastjson.Value) []*rmv1.TopLogprob {
-	a := d.array(v, "choices[].logprobs.content[].top_logprobs")
+	a := d.Array(v, "choices[].logprobs.content[].top_logprobs")
 	if len(a) == 0 {
 		return nil
 	}
@@ -355,17 +263,17 @@ func (d *answerReader) top(v *fastjson.Value) []*rmv1.TopLogprob {
 		tt := &rmv1.TopLogprob{TokenId: -1}
 		switch t.Type() {
 		case fastjson.TypeObject:
-			d.visit(t, func(k []byte, v *fastjson.Value) {
+			d.Visit(t, func(k []byte, v *fastjson.Value) {
 				switch string(k) {
 				case "token":
-					tt.Token = d.str(v, "choices[].logprobs.content[].top_logprobs[].token")
+					tt.Token = d.Str(v, "choices[].logprobs.content[].top_logprobs[].token")
 				case "logprob":
-					tt.Logprob = d.num(v, "choices[].logprobs.content[].top_logprobs[].logprob")
+					tt.Logprob = d.Num(v, "choices[].logprobs.content[].top_logprobs[].logprob")
 				}
 			})
 		case fastjson.TypeNull:
 		default:
-			d.fail("choices[].logprobs.content[].top_logprobs[]", "an object", t)
+			d.Fail("choices[].logprobs.content[].top_logprobs[]", "an object", t)
 		}
 		if id, ok := openaiapi.ParseTokenAsID(tt.Token); ok {
 			tt.TokenId = int32(id)
@@ -373,28 +281,4 @@ func (d *answerReader) top(v *fastjson.Value) []*rmv1.TopLogprob {
 		out = append(out, tt)
 	}
 	return out
-}
-
-// parseNumber reads a number with strconv, which rounds correctly:
-// fastjson's own parser is off by one unit in the last place for some
-// 16- and 17-digit numbers, which logprobs often have.
-func parseNumber(v *fastjson.Value) (float64, error) {
-	if v.Type() != fastjson.TypeNumber {
-		return 0, fmt.Errorf("not a number but %s", v.Type())
-	}
-	var buf [40]byte
-	return strconv.ParseFloat(string(v.MarshalTo(buf[:0])), 64)
-}
-
-// validUTF8 replaces each byte of s that is not part of valid UTF-8 with
-// U+FFFD.
-func validUTF8(s string) string {
-	var sb strings.Builder
-	sb.Grow(len(s) + 8)
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		sb.WriteRune(r) // utf8.RuneError for an invalid byte
-		i += size
-	}
-	return sb.String()
 }

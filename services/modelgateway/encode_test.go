@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	rmv1 "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
+	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/jsonread"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/openaiapi"
 )
 
@@ -129,7 +130,7 @@ func FuzzAppendEscaped(f *testing.F) {
 		if want := strings.ToValidUTF8(s, "\uFFFD"); got != want && !utf8.ValidString(s) {
 			// Each invalid byte becomes its own U+FFFD, where
 			// ToValidUTF8 merges runs: compare with a byte-wise decode.
-			if want = validUTF8(s); got != want {
+			if want = jsonread.ValidUTF8(s); got != want {
 				t.Fatalf("round trip of %q = %q, want %q", s, got, want)
 			}
 		} else if got != want {

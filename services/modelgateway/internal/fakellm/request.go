@@ -6,6 +6,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 	"github.com/valyala/fastjson"
 
+	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/jsonread"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/openaiapi"
 )
 
@@ -29,138 +30,71 @@ func decodeChat(body []byte) (*openaiapi.ChatRequest, error) {
 	if err != nil {
 		return nil, fmt.Errorf("not valid JSON: %w", err)
 	}
-	o, err := v.Object()
-	if err != nil {
+	if v.Type() != fastjson.TypeObject {
 		return nil, fmt.Errorf("not a JSON object")
 	}
 	req := &openaiapi.ChatRequest{}
-	d := decoder{}
-	req.Model = d.str(o.Get("model"), "model")
-	req.User = d.str(o.Get("user"), "user")
-	req.Stream = d.bool(o.Get("stream"), "stream")
-	if so := o.Get("stream_options"); so != nil && so.Type() != fastjson.TypeNull {
-		if so.Type() != fastjson.TypeObject {
-			d.fail("stream_options", "an object", so)
-		} else {
-			req.StreamOptions = &openai.StreamOptions{IncludeUsage: d.bool(so.Get("include_usage"), "stream_options.include_usage")}
-		}
+	var d decoder
+	req.Model = d.Str(v.Get("model"), "model")
+	req.User = d.Str(v.Get("user"), "user")
+	req.Stream = d.Bool(v.Get("stream"), "stream")
+	if so := v.Get("stream_options"); d.Object(so, "stream_options") {
+		req.StreamOptions = &openai.StreamOptions{IncludeUsage: d.Bool(so.Get("include_usage"), "stream_options.include_usage")}
 	}
-	req.N = d.int(o.Get("n"), "n")
-	req.MaxTokens = d.int(o.Get("max_tokens"), "max_tokens")
-	req.MaxCompletionTokens = d.int(o.Get("max_completion_tokens"), "max_completion_tokens")
-	req.LogProbs = d.bool(o.Get("logprobs"), "logprobs")
-	req.TopLogProbs = d.int(o.Get("top_logprobs"), "top_logprobs")
-	req.ReturnTokenIDs = d.bool(o.Get("return_token_ids"), "return_token_ids")
-	req.ReturnTokensAsTokenIDs = d.bool(o.Get("return_tokens_as_token_ids"), "return_tokens_as_token_ids")
-	if ms := o.Get("messages"); ms != nil && ms.Type() != fastjson.TypeNull {
-		arr, err := ms.Array()
-		if err != nil {
-			d.fail("messages", "an array", ms)
-		}
-		for i, m := range arr {
-			req.Messages = append(req.Messages, d.message(m, fmt.Sprintf("messages[%d]", i)))
-		}
+	req.N = d.Int(v.Get("n"), "n")
+	req.MaxTokens = d.Int(v.Get("max_tokens"), "max_tokens")
+	req.MaxCompletionTokens = d.Int(v.Get("max_completion_tokens"), "max_completion_tokens")
+	req.LogProbs = d.Bool(v.Get("logprobs"), "logprobs")
+	req.TopLogProbs = d.Int(v.Get("top_logprobs"), "top_logprobs")
+	req.ReturnTokenIDs = d.Bool(v.Get("return_token_ids"), "return_token_ids")
+	req.ReturnTokensAsTokenIDs = d.Bool(v.Get("return_tokens_as_token_ids"), "return_tokens_as_token_ids")
+	for i, m := range d.Array(v.Get("messages"), "messages") {
+		req.Messages = append(req.Messages, d.message(m, fmt.Sprintf("messages[%d]", i)))
 	}
-	if d.err != nil {
-		return nil, d.err
+	if d.Err != nil {
+		return nil, d.Err
 	}
 	return req, nil
 }
 
-// decoder keeps the first type error; later reads of a broken request
-// return zero values.
-type decoder struct{ err error }
-
-func (d *decoder) fail(field, want string, v *fastjson.Value) {
-	if d.err == nil {
-		d.err = fmt.Errorf("%s: want %s, got %s", field, want, v.Type())
-	}
-}
-
-// absent reports a member that is missing or null, which OpenAI servers
-// read as its default.
-func absent(v *fastjson.Value) bool { return v == nil || v.Type() == fastjson.TypeNull }
-
-func (d *decoder) str(v *fastjson.Value, field string) string {
-	if absent(v) {
-		return ""
-	}
-	b, err := v.StringBytes()
-	if err != nil {
-		d.fail(field, "a string", v)
-		return ""
-	}
-	return string(b)
-}
-
-func (d *decoder) bool(v *fastjson.Value, field string) bool {
-	if absent(v) {
-		return false
-	}
-	b, err := v.Bool()
-	if err != nil {
-		d.fail(field, "true or false", v)
-	}
-	return b
-}
-
-func (d *decoder) int(v *fastjson.Value, field string) int {
-	if absent(v) {
-		return 0
-	}
-	n, err := v.Int() // refuses 2.0, as encoding/json does for an int
-	if err != nil {
-		d.fail(field, "an integer", v)
-	}
-	return n
-}
+// decoder reads a request's values and keeps the first type error.
+type decoder struct{ jsonread.Reader }
 
 func (d *decoder) message(v *fastjson.Value, field string) openai.ChatCompletionMessage {
 	var m openai.ChatCompletionMessage
-	o, err := v.Object()
-	if err != nil {
-		d.fail(field, "an object", v)
+	if v.Type() != fastjson.TypeObject {
+		d.Fail(field, "an object", v)
 		return m
 	}
-	m.Role = d.str(o.Get("role"), field+".role")
-	m.Name = d.str(o.Get("name"), field+".name")
-	m.ToolCallID = d.str(o.Get("tool_call_id"), field+".tool_call_id")
-	switch c := o.Get("content"); {
-	case absent(c):
+	m.Role = d.Str(v.Get("role"), field+".role")
+	m.Name = d.Str(v.Get("name"), field+".name")
+	m.ToolCallID = d.Str(v.Get("tool_call_id"), field+".tool_call_id")
+	switch c := v.Get("content"); {
+	case c == nil || c.Type() == fastjson.TypeNull:
 	case c.Type() == fastjson.TypeString:
-		m.Content = d.str(c, field+".content")
+		m.Content = d.Str(c, field+".content")
 	case c.Type() == fastjson.TypeArray:
-		parts, _ := c.Array()
-		for j, part := range parts {
+		for j, part := range d.Array(c, field+".content") {
 			m.MultiContent = append(m.MultiContent, d.part(part, fmt.Sprintf("%s.content[%d]", field, j)))
 		}
 	default:
-		d.fail(field+".content", "a string or an array of parts", c)
+		d.Fail(field+".content", "a string or an array of parts", c)
 	}
-	if tcs := o.Get("tool_calls"); !absent(tcs) {
-		arr, err := tcs.Array()
-		if err != nil {
-			d.fail(field+".tool_calls", "an array", tcs)
+	for j, tc := range d.Array(v.Get("tool_calls"), field+".tool_calls") {
+		f := fmt.Sprintf("%s.tool_calls[%d]", field, j)
+		if tc.Type() != fastjson.TypeObject {
+			d.Fail(f, "an object", tc)
+			continue
 		}
-		for j, tc := range arr {
-			f := fmt.Sprintf("%s.tool_calls[%d]", field, j)
-			if tc.Type() != fastjson.TypeObject {
-				d.fail(f, "an object", tc)
-				continue
-			}
-			call := openai.ToolCall{
-				ID:   d.str(tc.Get("id"), f+".id"),
-				Type: openai.ToolType(d.str(tc.Get("type"), f+".type")),
-			}
-			if fn := tc.Get("function"); !absent(fn) {
-				if fn.Type() != fastjson.TypeObject {
-					d.fail(f+".function", "an object", fn)
-				}
-				call.Function.Name = d.str(fn.Get("name"), f+".function.name")
-				call.Function.Arguments = d.str(fn.Get("arguments"), f+".function.arguments")
-			}
-			m.ToolCalls = append(m.ToolCalls, call)
+		call := openai.ToolCall{
+			ID:   d.Str(tc.Get("id"), f+".id"),
+			Type: openai.ToolType(d.Str(tc.Get("type"), f+".type")),
 		}
+		if fn := tc.Get("function"); d.Object(fn, f+".function") {
+			call.Function.Name = d.Str(fn.Get("name"), f+".function.name")
+			call.Function.Arguments = d.Str(fn.Get("arguments"), f+".function.arguments")
+		}
+		m.ToolCalls = append(m.ToolCalls, call)
 	}
 	return m
 }
@@ -168,22 +102,18 @@ func (d *decoder) message(v *fastjson.Value, field string) openai.ChatCompletion
 func (d *decoder) part(v *fastjson.Value, field string) openai.ChatMessagePart {
 	var p openai.ChatMessagePart
 	if v.Type() != fastjson.TypeObject {
-		d.fail(field, "an object", v)
+		d.Fail(field, "an object", v)
 		return p
 	}
-	p.Type = openai.ChatMessagePartType(d.str(v.Get("type"), field+".type"))
-	p.Text = d.str(v.Get("text"), field+".text")
-	if img := v.Get("image_url"); !absent(img) {
-		if img.Type() != fastjson.TypeObject {
-			d.fail(field+".image_url", "an object", img)
-			return p
-		}
+	p.Type = openai.ChatMessagePartType(d.Str(v.Get("type"), field+".type"))
+	p.Text = d.Str(v.Get("text"), field+".text")
+	if img := v.Get("image_url"); d.Object(img, field+".image_url") {
 		// The image counts as imageTokens placeholders; its data is not
 		// kept. Its type is checked, as a server would.
-		if u := img.Get("url"); !absent(u) && u.Type() != fastjson.TypeString {
-			d.fail(field+".image_url.url", "a string", u)
+		if u := img.Get("url"); u != nil && u.Type() != fastjson.TypeString && u.Type() != fastjson.TypeNull {
+			d.Fail(field+".image_url.url", "a string", u)
 		}
-		p.ImageURL = &openai.ChatMessageImageURL{Detail: openai.ImageURLDetail(d.str(img.Get("detail"), field+".image_url.detail"))}
+		p.ImageURL = &openai.ChatMessageImageURL{Detail: openai.ImageURLDetail(d.Str(img.Get("detail"), field+".image_url.detail"))}
 	}
 	return p
 }
