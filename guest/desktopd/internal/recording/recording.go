@@ -23,15 +23,16 @@ var (
 	ErrNotRecording     = errors.New("no recording in progress")
 )
 
+// startTimeout bounds how long Start waits for ffmpeg's first progress
+// report.
+const startTimeout = 30 * time.Second
+
 // Recorder owns at most one ffmpeg process.
 type Recorder struct {
 	Display string // ":N"
 	Width   int
 	Height  int
 	Dir     string // where the MP4 goes; private to this desktopd
-	// StartTimeout bounds how long Start waits for ffmpeg's first progress
-	// report; 0 means 30 s.
-	StartTimeout time.Duration
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -75,16 +76,12 @@ func (r *Recorder) Start(ctx context.Context) error {
 		r.err = cmd.Wait()
 		close(done)
 	}()
-	timeout := r.StartTimeout
-	if timeout == 0 {
-		timeout = 30 * time.Second
-	}
 	// OSWorld counts ffmpeg as started once it has lived 2 s. That is not
 	// enough: on a loaded machine ffmpeg can still be loading its libraries
 	// then, and a SIGINT before its handler is in place kills it without an
 	// MP4. Its first progress report comes after the handler is installed
 	// and the first frame is encoded.
-	timer := time.NewTimer(timeout)
+	timer := time.NewTimer(startTimeout)
 	defer timer.Stop()
 	select {
 	case <-progress.seen:
@@ -95,7 +92,7 @@ func (r *Recorder) Start(ctx context.Context) error {
 	case <-timer.C:
 		r.stopLocked(5 * time.Second)
 		r.cmd = nil
-		return fmt.Errorf("ffmpeg reported no progress within %s: %s", timeout, strings.TrimSpace(log.String()))
+		return fmt.Errorf("ffmpeg reported no progress within %s: %s", startTimeout, strings.TrimSpace(log.String()))
 	case <-ctx.Done():
 		r.stopLocked(5 * time.Second)
 		r.cmd = nil

@@ -109,7 +109,8 @@ func (d *decoder) part(v *fastjson.Value, field string) openai.ChatMessagePart {
 	p.Text = d.Str(v.Get("text"), field+".text")
 	if img := v.Get("image_url"); d.Object(img, field+".image_url") {
 		// The image counts as imageTokens placeholders; its data is not
-		// kept. Its type is checked, as a server would.
+		// kept. Its type is checked, as a server would, without d.Str,
+		// which would copy the whole data URL.
 		if u := img.Get("url"); u != nil && u.Type() != fastjson.TypeString && u.Type() != fastjson.TypeNull {
 			d.Fail(field+".image_url.url", "a string", u)
 		}
