@@ -251,10 +251,13 @@ func runOverhead(ctx context.Context, o Options, w io.Writer) error {
 	// background load on a shared machine falls on all of them alike
 	// instead of on whichever ran while a compiler was busy.
 	for _, t := range targets {
-		openLoop(ctx, t.do, o.Rates[0], 500*time.Millisecond, 1024) // warm connections and code paths
+		// Warm connections and code paths.
+		if _, err := openLoop(ctx, t.do, o.Rates[0], 500*time.Millisecond, 1024); err != nil {
+			return err
+		}
 	}
 	slice := o.Duration / time.Duration(o.Rounds)
-	interleave := func(run func(do doer) sample) ([]sample, error) {
+	interleave := func(run func(do doer) (sample, error)) ([]sample, error) {
 		out := make([]sample, len(targets))
 		for r := range o.Rounds {
 			for k := range targets {
@@ -263,7 +266,10 @@ func runOverhead(ctx context.Context, o Options, w io.Writer) error {
 				if err != nil {
 					return nil, fmt.Errorf("%s: %w", targets[i].name, err)
 				}
-				s := run(targets[i].do)
+				s, err := run(targets[i].do)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %w", targets[i].name, err)
+				}
 				after, err := machineCPU(targets[i].pid)
 				if err != nil {
 					return nil, fmt.Errorf("%s: %w", targets[i].name, err)
@@ -274,23 +280,23 @@ func runOverhead(ctx context.Context, o Options, w io.Writer) error {
 		}
 		return out, nil
 	}
-	maxes, err := interleave(func(do doer) sample { return closedLoop(ctx, do, o.Conns, slice) })
+	maxes, err := interleave(func(do doer) (sample, error) { return closedLoop(ctx, do, o.Conns, slice), nil })
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "(a) added latency: open loop at each rate for %v per target, then max req/s with %d closed-loop\n", o.Duration, o.Conns)
 	fmt.Fprintf(w, "    connections for %v per target; targets interleaved in %d rounds; zero-latency fakellm,\n", o.Duration, o.Rounds)
 	fmt.Fprintf(w, "    %d-byte chat request; fakellm, gateway and nginx (%d workers) each in its own process;\n    the generator drives the HTTP targets with one fasthttp client (the same for each) and the\n    gRPC ones with grpc-go; the health check reaches no backend and shows what a grpc-go round\n    trip (client and server) takes here; CPU %s.\n", len(body), len(lay.proxy), lay)
-	fmt.Fprintf(w, "    CPU/req is the CPU time of the process a path enters first (fakellm, nginx with its workers,\n    the gateway) per request it served; all CPU/req adds the load generator's and fakellm's, and\n    CPUs busy is that time over the run's wall time and %d CPUs: near 100%%, requests queue for a CPU.\n\n", runtime.NumCPU())
+	fmt.Fprintf(w, "    CPU/req is the CPU time of the process a path enters first (fakellm, nginx with its workers,\n    the gateway) per request it served; all CPU/req adds the load generator's and fakellm's, and\n    CPUs busy is that time over the run's wall time and %d CPUs: near 100%%, requests queue for a CPU.\n    The open loop is paced by a timerfd; sent late is how long after its slot in the schedule each\n    request went out (large figures: the generator itself waited for a CPU).\n\n", runtime.NumCPU())
 	for _, rate := range o.Rates {
-		lats, err := interleave(func(do doer) sample { return openLoop(ctx, do, rate, slice, 1024) })
+		lats, err := interleave(func(do doer) (sample, error) { return openLoop(ctx, do, rate, slice, 1024) })
 		if err != nil {
 			return err
 		}
 		direct := lats[0]
 		fmt.Fprintf(w, "  at %d req/s:\n", rate)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "path\tp50\tp90\tp99\tp99 (median round)\tadded p50\tadded p90\tadded p99\tadded p99 (median round)\tCPU/req\tall CPU/req\tCPUs busy\tnot sent (overload)\tfailed\tmax req/s\t")
+		fmt.Fprintln(tw, "path\tp50\tp90\tp99\tp99 (median round)\tadded p50\tadded p90\tadded p99\tadded p99 (median round)\tCPU/req\tall CPU/req\tCPUs busy\tsent late p50/p99\tnot sent (overload)\tfailed\tmax req/s\t")
 		for i, t := range targets {
 			added := [4]string{"-", "-", "-", "-"}
 			if i > 0 && !t.floor {
@@ -299,9 +305,9 @@ func runOverhead(ctx context.Context, o Options, w io.Writer) error {
 				}
 				added[3] = us(addedRoundP99(lats[i], direct))
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f%%\t%d\t%d\t%.0f\t\n", t.name, us(lats[i].pct(.5)), us(lats[i].pct(.9)), us(lats[i].pct(.99)),
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f%%\t%s/%s\t%d\t%d\t%.0f\t\n", t.name, us(lats[i].pct(.5)), us(lats[i].pct(.9)), us(lats[i].pct(.99)),
 				us(roundP99(lats[i])), added[0], added[1], added[2], added[3], us(lats[i].cpuPerRequest()), us(lats[i].allCPUPerRequest()),
-				100*lats[i].busy(), lats[i].shed, lats[i].errors+maxes[i].errors, maxes[i].rate())
+				100*lats[i].busy(), us(pct(lats[i].late, .5)), us(pct(lats[i].late, .99)), lats[i].shed, lats[i].errors+maxes[i].errors, maxes[i].rate())
 		}
 		tw.Flush()
 		for i, t := range targets {

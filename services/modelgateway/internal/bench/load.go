@@ -22,7 +22,10 @@ import (
 
 // sample is the outcome of one load run.
 type sample struct {
-	lats     []time.Duration
+	lats []time.Duration
+	// late is how long after its scheduled time each request of an
+	// open-loop run was sent, sorted.
+	late     []time.Duration
 	errors   int64
 	firstErr string
 	// shed counts requests not sent because too many were outstanding:
@@ -81,12 +84,14 @@ func medianRound(rounds int, f func(r int) time.Duration) time.Duration {
 	return (v[rounds/2-1] + v[rounds/2]) / 2
 }
 
-func (s sample) pct(p float64) time.Duration {
-	if len(s.lats) == 0 {
+func (s sample) pct(p float64) time.Duration { return pct(s.lats, p) }
+
+// pct is the p-quantile of sorted durations.
+func pct(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
 		return 0
 	}
-	i := int(p * float64(len(s.lats)-1))
-	return s.lats[i]
+	return sorted[int(p*float64(len(sorted)-1))]
 }
 
 func (s sample) rate() float64 { return float64(len(s.lats)) / s.elapsed.Seconds() }
@@ -99,7 +104,9 @@ func (s sample) merge(o sample) sample {
 	if fe == "" {
 		fe = o.firstErr
 	}
-	return sample{lats: lats, errors: s.errors + o.errors, firstErr: fe, shed: s.shed + o.shed, elapsed: s.elapsed + o.elapsed, cpu: s.cpu + o.cpu, cpuAll: s.cpuAll + o.cpuAll,
+	late := append(slices.Clone(s.late), o.late...)
+	slices.Sort(late)
+	return sample{lats: lats, late: late, errors: s.errors + o.errors, firstErr: fe, shed: s.shed + o.shed, elapsed: s.elapsed + o.elapsed, cpu: s.cpu + o.cpu, cpuAll: s.cpuAll + o.cpuAll,
 		roundP99: append(slices.Clone(s.roundP99), o.roundP99...)}
 }
 
@@ -158,55 +165,63 @@ func fastDoer(url string, body []byte, conns int) (doer, error) {
 // openLoop sends at a fixed rate regardless of answers (so a slow target
 // cannot slow the generator down and hide its latency), at most maxOut
 // outstanding, for d. Latency is measured from the moment each request is
-// handed to the client.
-func openLoop(ctx context.Context, do doer, rate int, d time.Duration, maxOut int) sample {
+// handed to the client; how late that was against the schedule is kept
+// too, to show that the generator kept the rate evenly.
+func openLoop(ctx context.Context, do doer, rate int, d time.Duration, maxOut int) (sample, error) {
 	var (
 		mu       sync.Mutex
 		firstErr atomic.Value
-		lats     = make([]time.Duration, 0, int(float64(rate)*d.Seconds())+16)
+		total    = int(float64(rate) * d.Seconds())
+		lats     = make([]time.Duration, 0, total+16)
+		late     = make([]time.Duration, 0, total)
 		errs     atomic.Int64
 		shed     int64
 		out      = make(chan struct{}, maxOut)
 		wg       sync.WaitGroup
-		total    = int(float64(rate) * d.Seconds())
-		period   = time.Second / time.Duration(rate)
 	)
+	p, err := newPacer(time.Second / time.Duration(rate))
+	if err != nil {
+		return sample{}, err
+	}
+	defer p.close()
 	start := time.Now()
-	for i := range total {
-		if ctx.Err() != nil {
-			break
+	for i := 0; i < total && ctx.Err() == nil; {
+		n, err := p.wait()
+		if err != nil {
+			return sample{}, err
 		}
-		if wait := time.Until(start.Add(time.Duration(i) * period)); wait > 0 {
-			time.Sleep(wait)
-		}
-		select {
-		case out <- struct{}{}:
-		default:
-			shed++
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-out }()
-			t0 := time.Now()
-			if err := do(ctx); err != nil {
-				errs.Add(1)
-				firstErr.CompareAndSwap(nil, err.Error())
-				return
+		for ; n > 0 && i < total; n, i = n-1, i+1 {
+			select {
+			case out <- struct{}{}:
+			default:
+				shed++
+				continue
 			}
-			lat := time.Since(t0)
-			mu.Lock()
-			lats = append(lats, lat)
-			mu.Unlock()
-		}()
+			late = append(late, time.Since(p.due(i)))
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-out }()
+				t0 := time.Now()
+				if err := do(ctx); err != nil {
+					errs.Add(1)
+					firstErr.CompareAndSwap(nil, err.Error())
+					return
+				}
+				lat := time.Since(t0)
+				mu.Lock()
+				lats = append(lats, lat)
+				mu.Unlock()
+			}()
+		}
 	}
 	wg.Wait()
 	slices.Sort(lats)
+	slices.Sort(late)
 	fe, _ := firstErr.Load().(string)
-	s := sample{lats: lats, errors: errs.Load(), firstErr: fe, shed: shed, elapsed: time.Since(start)}
+	s := sample{lats: lats, late: late, errors: errs.Load(), firstErr: fe, shed: shed, elapsed: time.Since(start)}
 	s.roundP99 = []time.Duration{s.pct(.99)}
-	return s
+	return s, nil
 }
 
 // closedLoop runs workers that send back to back for d: the most the
