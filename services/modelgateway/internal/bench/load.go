@@ -185,10 +185,13 @@ func openLoop(ctx context.Context, do doer, rate int, d time.Duration, maxOut in
 	}
 	defer p.close()
 	start := time.Now()
+	var waitErr error
 	for i := 0; i < total && ctx.Err() == nil; {
 		n, err := p.wait()
 		if err != nil {
-			return sample{}, err
+			// Requests in flight still use lats: wait for them first.
+			waitErr = err
+			break
 		}
 		for ; n > 0 && i < total; n, i = n-1, i+1 {
 			select {
@@ -216,6 +219,9 @@ func openLoop(ctx context.Context, do doer, rate int, d time.Duration, maxOut in
 		}
 	}
 	wg.Wait()
+	if waitErr != nil {
+		return sample{}, waitErr
+	}
 	slices.Sort(lats)
 	slices.Sort(late)
 	fe, _ := firstErr.Load().(string)
