@@ -184,7 +184,6 @@ func openLoop(ctx context.Context, do doer, rate int, d time.Duration, maxOut in
 		return sample{}, err
 	}
 	defer p.close()
-	start := time.Now()
 	var waitErr error
 	for i := 0; i < total && ctx.Err() == nil; {
 		n, err := p.wait()
@@ -225,7 +224,7 @@ func openLoop(ctx context.Context, do doer, rate int, d time.Duration, maxOut in
 	slices.Sort(lats)
 	slices.Sort(late)
 	fe, _ := firstErr.Load().(string)
-	s := sample{lats: lats, late: late, errors: errs.Load(), firstErr: fe, shed: shed, elapsed: time.Since(start)}
+	s := sample{lats: lats, late: late, errors: errs.Load(), firstErr: fe, shed: shed, elapsed: time.Since(p.start)}
 	s.roundP99 = []time.Duration{s.pct(.99)}
 	return s, nil
 }
