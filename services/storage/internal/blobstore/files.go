@@ -464,8 +464,11 @@ func (f *Files) Delete(_ context.Context, key, loc string, size int64) error {
 // each calls its argument with the location and size of every blob the
 // index holds. Packs this process writes are left alone, and no later
 // commit can name a byte of an earlier pack that the index did not already
-// name, so Reclaim may run while the store is in use. It returns the bytes
-// it punched out, holes already there included.
+// name, so Reclaim may run while the store is in use. An earlier pack that
+// no stored blob uses is removed (but the newest, which keeps pack numbers
+// from being used twice): punched empty, it would hold an inode and a
+// directory entry for ever. It returns the bytes it punched out or
+// removed, holes already there included.
 func (f *Files) Reclaim(ctx context.Context, each func(fn func(loc string, size int64) error) error) (int64, error) {
 	used := map[uint64][][2]int64{} // pack -> [start, end) of its blobs
 	err := each(func(loc string, size int64) error {
@@ -497,13 +500,39 @@ func (f *Files) Reclaim(ctx context.Context, each func(fn func(loc string, size 
 		if err := ctx.Err(); err != nil {
 			return freed, err
 		}
-		n, err := f.reclaimPack(id, used[id])
+		var n int64
+		// The newest earlier pack stays, if only as an empty file: the next
+		// process numbers its packs after the highest on disk, and a pack
+		// number used twice could let a stale location (an index restored
+		// from an old backup) read another blob's bytes.
+		if spans := used[id]; len(spans) > 0 || id+1 == f.firstID {
+			n, err = f.reclaimPack(id, spans)
+		} else {
+			n, err = f.removePack(id)
+		}
 		freed += n
 		if err != nil {
 			return freed, err
 		}
 	}
 	return freed, nil
+}
+
+// removePack deletes a pack no stored blob uses. A reader that opened it
+// before its last blob was deleted keeps reading its open file.
+func (f *Files) removePack(id uint64) (int64, error) {
+	path := filepath.Join(f.packs, packName(id))
+	st, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("remove unused pack %s: %w", packName(id), err)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return 0, fmt.Errorf("remove unused pack %s: %w", packName(id), err)
+	}
+	return alignUp(st.Size()), nil
 }
 
 // reclaimPack punches a hole over every range of the pack that spans do

@@ -497,3 +497,79 @@ func TestFilesReclaim(t *testing.T) {
 		t.Errorf("Reclaim with a bad location = %v, want ErrBadLoc", err)
 	}
 }
+
+// TestFilesReclaimRemovesUnusedPacks: an earlier pack that no stored blob
+// uses is removed, except the newest earlier one, which stays empty so that
+// pack numbers are never used twice.
+func TestFilesReclaimRemovesUnusedPacks(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name      string
+		indexed   []int // which of the three processes' blobs the index holds
+		wantPacks []string
+	}{
+		{"nothing stored", nil, []string{packName(1), packName(2)}},
+		{"the oldest blob stored", []int{0}, []string{packName(0), packName(1), packName(2)}},
+		{"the middle blob stored", []int{1}, []string{packName(1), packName(2)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			var locs []string
+			var datas [][]byte
+			var cur *Files
+			for p := range 3 { // three processes, one after another
+				f, err := NewFiles(dir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				data := bytes.Repeat([]byte{byte(p + 1)}, blockSize+p)
+				loc, err := f.Put(ctx, keyOf(data), data)
+				if err != nil {
+					t.Fatal(err)
+				}
+				locs, datas, cur = append(locs, loc), append(datas, data), f
+			}
+			_, err := cur.Reclaim(ctx, func(fn func(string, int64) error) error {
+				for _, i := range append(tt.indexed, 2) {
+					if err := fn(locs[i], int64(len(datas[i]))); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			entries, err := os.ReadDir(filepath.Join(dir, "packs"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, e := range entries {
+				got = append(got, e.Name())
+			}
+			if !slices.Equal(got, tt.wantPacks) {
+				t.Errorf("packs after Reclaim = %v, want %v", got, tt.wantPacks)
+			}
+			for _, i := range append(tt.indexed, 2) {
+				if b := readAll(t, cur, keyOf(datas[i]), locs[i], int64(len(datas[i]))); !bytes.Equal(b, datas[i]) {
+					t.Errorf("blob %d at %s damaged by Reclaim", i, locs[i])
+				}
+			}
+			// The next process numbers its pack after every pack so far.
+			next, err := NewFiles(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			data := []byte("next")
+			loc, err := next.Put(ctx, keyOf(data), data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if id, _, err := parseLoc(loc); err != nil || id != 3 {
+				t.Errorf("next process wrote to %q, want pack 3", loc)
+			}
+		})
+	}
+}
