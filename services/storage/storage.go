@@ -11,7 +11,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -121,7 +120,7 @@ func New(ctx context.Context, cfg Config, env daemon.Env) (*Service, error) {
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s := &Service{idx: idx, writer: w, cancel: cancel, done: make(chan struct{}),
-		api: api.New(idx, located{idx: idx, store: blobs}, w, api.Options{SuccessThreshold: cfg.SuccessThreshold, MaxInlineBytes: cfg.MaxInlineBytes, Logger: log})}
+		api: api.New(idx, blobs, w, api.Options{SuccessThreshold: cfg.SuccessThreshold, MaxInlineBytes: cfg.MaxInlineBytes, Logger: log})}
 	var bg sync.WaitGroup
 	bg.Add(1)
 	go func() {
@@ -155,24 +154,7 @@ func New(ctx context.Context, cfg Config, env daemon.Env) (*Service, error) {
 
 type blobStore interface {
 	ingest.Blobs
-	Open(ctx context.Context, key, loc string, size int64) (io.ReadCloser, error)
-}
-
-// located opens blobs by hash alone, as readers ask for them, finding in
-// the index where the store put each one.
-type located struct {
-	idx   *index.DB
-	store blobStore
-}
-
-var _ api.Blobs = located{}
-
-func (l located) Open(ctx context.Context, key string) (io.ReadCloser, error) {
-	rec, err := l.idx.Blob(ctx, key)
-	if err != nil {
-		return nil, err
-	}
-	return l.store.Open(ctx, key, rec.Loc, rec.Size)
+	api.Blobs
 }
 
 func openBlobs(ctx context.Context, cfg Config, dataDir string) (blobStore, error) {

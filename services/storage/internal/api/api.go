@@ -28,9 +28,24 @@ import (
 // ChunkBytes bounds the data of one GetBlob or ExportRollout message.
 const ChunkBytes = 1 << 20
 
-// Blobs opens stored blobs.
+// Blobs opens stored blobs where the index says the store put them.
 type Blobs interface {
-	Open(ctx context.Context, key string) (io.ReadCloser, error)
+	Open(ctx context.Context, key, loc string, size int64) (io.ReadCloser, error)
+}
+
+// byHash opens blobs by hash alone, as the exporter and inline data ask
+// for them, finding in the index where the store put each one.
+type byHash struct {
+	idx   *index.DB
+	store Blobs
+}
+
+func (b byHash) Open(ctx context.Context, key string) (io.ReadCloser, error) {
+	rec, err := b.idx.Blob(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return b.store.Open(ctx, key, rec.Loc, rec.Size)
 }
 
 // Server implements pb.StorageServer.
@@ -40,6 +55,7 @@ type Server struct {
 
 	idx       *index.DB
 	blobs     Blobs
+	byHash    byHash
 	writer    *ingest.Writer
 	exporter  *export.Exporter
 	log       *zap.Logger
@@ -67,7 +83,8 @@ func New(idx *index.DB, blobs Blobs, w *ingest.Writer, opts Options) *Server {
 	if opts.MaxInlineBytes <= 0 {
 		opts.MaxInlineBytes = 32 << 20
 	}
-	return &Server{idx: idx, blobs: blobs, writer: w, exporter: export.New(idx, blobs), log: opts.Logger,
+	bh := byHash{idx: idx, store: blobs}
+	return &Server{idx: idx, blobs: blobs, byHash: bh, writer: w, exporter: export.New(idx, bh), log: opts.Logger,
 		threshold: opts.SuccessThreshold, maxInline: opts.MaxInlineBytes}
 }
 
@@ -169,7 +186,7 @@ func (s *Server) inline(ctx context.Context, resp *pb.GetEpisodeResponse) error 
 	for _, r := range refs {
 		data, ok := cache[r.GetSha256()]
 		if !ok {
-			rc, err := s.blobs.Open(ctx, r.GetSha256())
+			rc, err := s.byHash.Open(ctx, r.GetSha256())
 			if err != nil {
 				return err
 			}
@@ -246,7 +263,7 @@ func (s *Server) GetBlob(req *pb.GetBlobRequest, stream grpc.ServerStreamingServ
 	if err != nil {
 		return s.toStatus(err)
 	}
-	rc, err := s.blobs.Open(ctx, req.GetSha256())
+	rc, err := s.blobs.Open(ctx, req.GetSha256(), rec.Loc, rec.Size)
 	if err != nil {
 		return s.toStatus(err)
 	}
