@@ -186,12 +186,16 @@ func TestDesktop(t *testing.T) {
 		}
 	})
 
-	// One xterm serves both typing paths. Its shell starts in the home.
-	if code, body := c.postJSON("/setup/launch", map[string]any{"command": []string{"xterm", "-geometry", "80x20+0+0"}}); code != 200 {
+	// One xterm serves both typing paths. Its shell starts in the home
+	// and writes a file before each prompt: keys typed before the first
+	// one could be lost while the shell sets the terminal up.
+	ready := filepath.Join(c.home, "shell-ready")
+	launch := []string{"xterm", "-geometry", "80x20+0+0", "-e", "env", "PROMPT_COMMAND=echo ready > " + ready, "bash"}
+	if code, body := c.postJSON("/setup/launch", map[string]any{"command": launch}); code != 200 {
 		t.Fatalf("launch xterm: %d %s", code, body)
 	}
 	c.waitWindow("xterm")
-	time.Sleep(500 * time.Millisecond) // let the shell print its prompt
+	c.waitFile(ready, "ready\n")
 
 	t.Run("type through /v1/actions", func(t *testing.T) {
 		before := c.screenshot()
