@@ -55,7 +55,6 @@ type Server struct {
 
 	idx       *index.DB
 	blobs     Blobs
-	byHash    byHash
 	writer    *ingest.Writer
 	exporter  *export.Exporter
 	log       *zap.Logger
@@ -83,8 +82,7 @@ func New(idx *index.DB, blobs Blobs, w *ingest.Writer, opts Options) *Server {
 	if opts.MaxInlineBytes <= 0 {
 		opts.MaxInlineBytes = 32 << 20
 	}
-	bh := byHash{idx: idx, store: blobs}
-	return &Server{idx: idx, blobs: blobs, byHash: bh, writer: w, exporter: export.New(idx, bh), log: opts.Logger,
+	return &Server{idx: idx, blobs: blobs, writer: w, exporter: export.New(idx, byHash{idx: idx, store: blobs}), log: opts.Logger,
 		threshold: opts.SuccessThreshold, maxInline: opts.MaxInlineBytes}
 }
 
@@ -186,7 +184,7 @@ func (s *Server) inline(ctx context.Context, resp *pb.GetEpisodeResponse) error 
 	for _, r := range refs {
 		data, ok := cache[r.GetSha256()]
 		if !ok {
-			rc, err := s.byHash.Open(ctx, r.GetSha256())
+			rc, err := byHash{idx: s.idx, store: s.blobs}.Open(ctx, r.GetSha256())
 			if err != nil {
 				return err
 			}
