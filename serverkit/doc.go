@@ -5,6 +5,7 @@
 //   - grpcserver: a gRPC server with the mesh's interceptor chain, health and
 //     reflection
 //   - adminhttp: the /metrics and /healthz HTTP handler
+//   - boundedread: size-capped reads of outside data, regular files only
 //   - envflag: ROLLOUTMESH_* environment overrides for flags
 //   - healthprobe: the gRPC health probe behind each binary's healthcheck
 //   - zaplog: zap loggers from flags
