@@ -56,6 +56,24 @@ func (e *echoService) Register(s *grpc.Server) {
 				return ic(ctx, in, &grpc.UnaryServerInfo{FullMethod: "/test.Echo/Echo"}, h)
 			},
 		}},
+		Streams: []grpc.StreamDesc{{
+			// Collect echoes every message it receives until the client
+			// closes its side.
+			StreamName: "Collect", ClientStreams: true, ServerStreams: true,
+			Handler: func(_ any, ss grpc.ServerStream) error {
+				for {
+					in := new(wrapperspb.StringValue)
+					if err := ss.RecvMsg(in); errors.Is(err, io.EOF) {
+						return nil
+					} else if err != nil {
+						return err
+					}
+					if err := ss.SendMsg(in); err != nil {
+						return err
+					}
+				}
+			},
+		}},
 	}, e)
 }
 

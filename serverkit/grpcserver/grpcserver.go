@@ -113,9 +113,11 @@ func New(opts Options) (*Server, error) {
 	//  3. logging: slow or failed calls, with the final code;
 	//  4. auth: refuse unauthenticated calls before any work or validation
 	//     reveals anything about the request;
-	//  5. validation: the handler only ever sees well-formed requests.
+	//  5. validation: the handler only ever sees well-formed requests; a
+	//     message the codec could not parse is refused here (see codec.go).
 	srv := grpc.NewServer(
 		experimental.BufferPool(bufferPool),
+		grpc.ForceServerCodecV2(newServerCodec()),
 		// Steps carry 0.2-3 MB screenshots. With the 64 KB window HTTP/2
 		// starts with, a sender waits for several window updates per such
 		// message; measured on storage's ingest, a 1 MB stream window cut
@@ -209,6 +211,9 @@ func invalid(err error) error {
 
 func validateUnary(validate func(string, any) error) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if err := malformed(req); err != nil {
+			return nil, err
+		}
 		if validate != nil {
 			if err := validate(info.FullMethod, req); err != nil {
 				return nil, invalid(err)
@@ -221,9 +226,6 @@ func validateUnary(validate func(string, any) error) grpc.UnaryServerInterceptor
 // validateStream checks every message a client sends on a stream.
 func validateStream(validate func(string, any) error) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		if validate == nil {
-			return handler(srv, ss)
-		}
 		return handler(srv, &validatingStream{ServerStream: ss, method: info.FullMethod, validate: validate})
 	}
 }
@@ -237,6 +239,12 @@ type validatingStream struct {
 func (s *validatingStream) RecvMsg(m any) error {
 	if err := s.ServerStream.RecvMsg(m); err != nil {
 		return err
+	}
+	if err := malformed(m); err != nil {
+		return err
+	}
+	if s.validate == nil {
+		return nil
 	}
 	if err := s.validate(s.method, m); err != nil {
 		return invalid(err)
