@@ -22,9 +22,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/rolloutmesh/rolloutmesh/serverkit/envflag"
 	"github.com/rolloutmesh/rolloutmesh/serverkit/healthprobe"
+	"github.com/rolloutmesh/rolloutmesh/serverkit/secretflag"
+	"github.com/rolloutmesh/rolloutmesh/serverkit/tlscreds"
 	"github.com/rolloutmesh/rolloutmesh/serverkit/zaplog"
 )
 
@@ -129,7 +132,10 @@ func Run(ctx context.Context, spec Spec, args []string) error {
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	logFormat := fs.String("log-format", "json", "log format: json or console")
 	drain := fs.Duration("drain-timeout", DefaultDrainTimeout, "how long SIGTERM waits for in-flight work before stopping hard")
-	authToken := fs.String("auth-token", "", "require this bearer token on every gRPC call (health and reflection excepted)")
+	authToken := fs.String("auth-token", "", "require this bearer token on every gRPC call (health and reflection excepted); prefer --auth-token-file or $ROLLOUTMESH_AUTH_TOKEN, which ps does not show")
+	tlsCert := fs.String("tls-cert", "", "PEM certificate (chain) to serve gRPC over TLS; needs --tls-key")
+	tlsKey := fs.String("tls-key", "", "PEM private key of --tls-cert")
+	tlsClientCA := fs.String("tls-client-ca", "", "PEM CA bundle; when set, every gRPC client must present a certificate it signed (mutual TLS)")
 	var dataDir *string
 	if spec.DataDir {
 		dataDir = fs.String("data-dir", filepath.Join("data", spec.Name), "directory for the service's data")
@@ -137,6 +143,9 @@ func Run(ctx context.Context, spec Spec, args []string) error {
 	if spec.Flags != nil {
 		spec.Flags(fs)
 	}
+	// Registered after the service's flags so that theirs (--peer-token)
+	// get a --<name>-file twin too.
+	secretFiles := secretflag.Register(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -148,6 +157,17 @@ func Run(ctx context.Context, spec Spec, args []string) error {
 	}
 	if err := envflag.Apply(fs, EnvPrefix, os.LookupEnv); err != nil {
 		return usageError{err}
+	}
+	if err := secretFiles.Resolve(); err != nil {
+		return usageError{err}
+	}
+	var creds credentials.TransportCredentials
+	if *tlsCert != "" || *tlsKey != "" || *tlsClientCA != "" {
+		cfg, err := tlscreds.Server(*tlsCert, *tlsKey, *tlsClientCA)
+		if err != nil {
+			return usageError{err}
+		}
+		creds = credentials.NewTLS(cfg)
 	}
 
 	logger, err := zaplog.New(zaplog.Config{Level: *logLevel, Format: *logFormat})
@@ -187,13 +207,15 @@ func Run(ctx context.Context, spec Spec, args []string) error {
 		}
 		return fmt.Errorf("start %s: %w", spec.Name, err)
 	}
-	logger.Info("serving", zap.String("grpc_addr", env.GRPCAddr), zap.String("http_addr", *httpAddr), zap.String("data_dir", env.DataDir))
+	logger.Info("serving", zap.String("grpc_addr", env.GRPCAddr), zap.String("http_addr", *httpAddr), zap.String("data_dir", env.DataDir),
+		zap.Bool("tls", creds != nil), zap.Bool("mutual_tls", *tlsClientCA != ""), zap.Bool("auth_token", *authToken != ""))
 	return Serve(ctx, ServeConfig{
 		GRPCListener: gl,
 		HTTPListener: hl,
 		Logger:       logger,
 		Registry:     env.Registry,
 		AuthToken:    *authToken,
+		Creds:        creds,
 		DrainTimeout: *drain,
 	}, svc)
 }
@@ -214,12 +236,35 @@ func healthcheck(ctx context.Context, spec Spec, args []string) error {
 	}
 	addr := fs.String("addr", localAddr(def), "gRPC address to probe")
 	timeout := fs.Duration("timeout", 3*time.Second, "probe timeout")
+	// The probe runs where the service runs (a container's health check),
+	// with the same environment: by default it trusts the service's own
+	// certificate and, when the service requires client certificates,
+	// presents that same certificate, so a TLS service needs no extra
+	// configuration for its health check. The service certificate then
+	// needs the clientAuth usage too (scripts/make-test-ca.sh gives it).
+	env := func(name string) string { return os.Getenv(envflag.Name(EnvPrefix, name)) }
+	var tc tlscreds.Client
+	tc.RegisterFlags(fs, "")
+	tc.CA = env("tls-ca")
+	if tc.CA == "" {
+		tc.CA = env("tls-cert")
+	}
+	if env("tls-client-ca") != "" {
+		tc.Cert, tc.Key = env("tls-cert"), env("tls-key")
+	}
+	for _, f := range []string{"tls-ca", "tls-cert", "tls-key"} {
+		fs.Lookup(f).DefValue = fs.Lookup(f).Value.String()
+	}
 	if err := fs.Parse(args); err != nil {
+		return usageError{err}
+	}
+	creds, err := tc.Credentials()
+	if err != nil {
 		return usageError{err}
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	return healthprobe.Check(ctx, *addr, "")
+	return healthprobe.Check(ctx, *addr, "", grpc.WithTransportCredentials(creds))
 }
 
 // localAddr turns a listen address such as ":50051" or "0.0.0.0:50051" into

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/rolloutmesh/rolloutmesh/serverkit/adminhttp"
@@ -29,6 +30,9 @@ type ServeConfig struct {
 	Registry *prometheus.Registry
 	// AuthToken optionally requires a bearer token on every call.
 	AuthToken string
+	// Creds, when set, serve gRPC over TLS (tlscreds.Server); nil serves
+	// plaintext.
+	Creds credentials.TransportCredentials
 	// DrainTimeout bounds the drain; default DefaultDrainTimeout.
 	DrainTimeout time.Duration
 	// MaxMsgBytes bounds gRPC messages; default grpcserver.DefaultMaxMsgBytes.
@@ -62,6 +66,7 @@ func Serve(ctx context.Context, cfg ServeConfig, svc Service) error {
 		Logger:      cfg.Logger,
 		Registry:    cfg.Registry,
 		AuthToken:   cfg.AuthToken,
+		Creds:       cfg.Creds,
 		MaxMsgBytes: cfg.MaxMsgBytes,
 		Validate: func(method string, req any) error {
 			for _, v := range validators {

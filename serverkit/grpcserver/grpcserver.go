@@ -22,6 +22,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -53,6 +54,9 @@ type Options struct {
 	SlowCall time.Duration
 	// MaxMsgBytes bounds received and sent messages; default DefaultMaxMsgBytes.
 	MaxMsgBytes int
+	// Creds, when set, are the server's transport credentials (TLS); nil
+	// serves plaintext.
+	Creds credentials.TransportCredentials
 }
 
 // windowBytes is the HTTP/2 flow-control window each stream starts with.
@@ -115,7 +119,11 @@ func New(opts Options) (*Server, error) {
 	//     reveals anything about the request;
 	//  5. validation: the handler only ever sees well-formed requests; a
 	//     message the codec could not parse is refused here (see codec.go).
-	srv := grpc.NewServer(
+	var credOpts []grpc.ServerOption
+	if opts.Creds != nil {
+		credOpts = append(credOpts, grpc.Creds(opts.Creds))
+	}
+	srv := grpc.NewServer(append(credOpts,
 		experimental.BufferPool(bufferPool),
 		grpc.ForceServerCodecV2(newServerCodec()),
 		// Steps carry 0.2-3 MB screenshots. With the 64 KB window HTTP/2
@@ -153,7 +161,7 @@ func New(opts Options) (*Server, error) {
 			selector.StreamServerInterceptor(auth.StreamServerInterceptor(authFn), needsAuth),
 			validateStream(opts.Validate),
 		),
-	)
+	)...)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(srv, hs)
 	reflection.Register(srv)

@@ -13,9 +13,11 @@ import (
 )
 
 // Check returns nil when the server at addr reports SERVING for service
-// ("" is the server as a whole).
-func Check(ctx context.Context, addr, service string) error {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+// ("" is the server as a whole). It dials plaintext unless opts carry
+// transport credentials (grpc.WithTransportCredentials, for a TLS server).
+func Check(ctx context.Context, addr, service string, opts ...grpc.DialOption) error {
+	opts = append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)
+	conn, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		return fmt.Errorf("dial %s: %w", addr, err)
 	}
