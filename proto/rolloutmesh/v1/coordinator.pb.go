@@ -224,7 +224,11 @@ type RolloutSpec struct {
 	// Extra episodes started per group against stragglers: the first
 	// group_size finishers are kept, the rest cancelled.
 	GroupRedundancy int32 `protobuf:"varint,12,opt,name=group_redundancy,json=groupRedundancy,proto3" json:"group_redundancy,omitempty"`
-	// Attempts per episode before the group failure policy applies; default 3.
+	// Attempts per episode before the group failure policy applies; default 3,
+	// at most 100. It also bounds REGENERATE: a group whose episodes have
+	// failed group_size × max_attempts attempts in all is failed, and a
+	// failure that can never succeed (lease refused, UNSUPPORTED) fails the
+	// group at once.
 	MaxAttempts int32 `protobuf:"varint,13,opt,name=max_attempts,json=maxAttempts,proto3" json:"max_attempts,omitempty"`
 	// What to do with a group whose episode failed for good.
 	OnGroupFailure GroupFailurePolicy `protobuf:"varint,14,opt,name=on_group_failure,json=onGroupFailure,proto3,enum=rolloutmesh.v1.GroupFailurePolicy" json:"on_group_failure,omitempty"`
@@ -679,7 +683,10 @@ type GroupProgress struct {
 	// Failed for good.
 	Failed int32 `protobuf:"varint,6,opt,name=failed,proto3" json:"failed,omitempty"`
 	// "pending", "complete", "failed", "handed_out", "consumed".
-	State         string `protobuf:"bytes,7,opt,name=state,proto3" json:"state,omitempty"`
+	State string `protobuf:"bytes,7,opt,name=state,proto3" json:"state,omitempty"`
+	// For a failed group: the failure_reason and error of its last failed
+	// episode ("lease_refused: ...").
+	Error         string `protobuf:"bytes,8,opt,name=error,proto3" json:"error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -759,6 +766,13 @@ func (x *GroupProgress) GetFailed() int32 {
 func (x *GroupProgress) GetState() string {
 	if x != nil {
 		return x.State
+	}
+	return ""
+}
+
+func (x *GroupProgress) GetError() string {
+	if x != nil {
+		return x.Error
 	}
 	return ""
 }
@@ -1622,12 +1636,18 @@ func (*AckBatchResponse) Descriptor() ([]byte, []int) {
 // UpdateModelVersionRequest records a new model version.
 type UpdateModelVersionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// New version; must be greater than the current one.
+	// New version: greater than the current one and at most 1,000,000 above
+	// it, in [0, 2^53-1] so that JSON clients keep it exact. With reset, any
+	// version in that range, lower ones included.
 	Version int64 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
 	// Weights location for the gateway's UpdateWeights.
 	Source string `protobuf:"bytes,2,opt,name=source,proto3" json:"source,omitempty"`
 	// Also call ModelGateway.UpdateWeights before recording.
 	UpdateGateway bool `protobuf:"varint,3,opt,name=update_gateway,json=updateGateway,proto3" json:"update_gateway,omitempty"`
+	// Operator override: set the version even if it is not greater than the
+	// current one (to recover from a wrong update). Running async rollouts keep
+	// their staleness lag: their start versions move by the same amount.
+	Reset_        bool `protobuf:"varint,4,opt,name=reset,proto3" json:"reset,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1679,6 +1699,13 @@ func (x *UpdateModelVersionRequest) GetSource() string {
 func (x *UpdateModelVersionRequest) GetUpdateGateway() bool {
 	if x != nil {
 		return x.UpdateGateway
+	}
+	return false
+}
+
+func (x *UpdateModelVersionRequest) GetReset_() bool {
+	if x != nil {
+		return x.Reset_
 	}
 	return false
 }
@@ -2771,7 +2798,7 @@ const file_rolloutmesh_v1_coordinator_proto_rawDesc = "" +
 	" \x01(\x01R\vsuccessRate\x12.\n" +
 	"\x13episodes_per_minute\x18\v \x01(\x01R\x11episodesPerMinute\x12+\n" +
 	"\x03eta\x18\f \x01(\v2\x19.google.protobuf.DurationR\x03eta\x12\x1a\n" +
-	"\brequeued\x18\r \x01(\x03R\brequeued\"\xb7\x01\n" +
+	"\brequeued\x18\r \x01(\x03R\brequeued\"\xcd\x01\n" +
 	"\rGroupProgress\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x12\n" +
@@ -2779,7 +2806,8 @@ const file_rolloutmesh_v1_coordinator_proto_rawDesc = "" +
 	"\arunning\x18\x04 \x01(\x05R\arunning\x12\x16\n" +
 	"\x06queued\x18\x05 \x01(\x05R\x06queued\x12\x16\n" +
 	"\x06failed\x18\x06 \x01(\x05R\x06failed\x12\x14\n" +
-	"\x05state\x18\a \x01(\tR\x05state\"\xcd\x03\n" +
+	"\x05state\x18\a \x01(\tR\x05state\x12\x14\n" +
+	"\x05error\x18\b \x01(\tR\x05error\"\xcd\x03\n" +
 	"\aRollout\x12\x1d\n" +
 	"\n" +
 	"rollout_id\x18\x01 \x01(\tR\trolloutId\x12/\n" +
@@ -2846,11 +2874,12 @@ const file_rolloutmesh_v1_coordinator_proto_rawDesc = "" +
 	"\n" +
 	"rollout_id\x18\x01 \x01(\tR\trolloutId\x12\x19\n" +
 	"\bbatch_id\x18\x02 \x01(\tR\abatchId\"\x12\n" +
-	"\x10AckBatchResponse\"t\n" +
+	"\x10AckBatchResponse\"\x8a\x01\n" +
 	"\x19UpdateModelVersionRequest\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x03R\aversion\x12\x16\n" +
 	"\x06source\x18\x02 \x01(\tR\x06source\x12%\n" +
-	"\x0eupdate_gateway\x18\x03 \x01(\bR\rupdateGateway\"\xa2\x01\n" +
+	"\x0eupdate_gateway\x18\x03 \x01(\bR\rupdateGateway\x12\x14\n" +
+	"\x05reset\x18\x04 \x01(\bR\x05reset\"\xa2\x01\n" +
 	"\x1aUpdateModelVersionResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x03R\aversion\x12)\n" +
 	"\x10previous_version\x18\x02 \x01(\x03R\x0fpreviousVersion\x12?\n" +

@@ -990,9 +990,13 @@ type Pool struct {
 	// Callers waiting in AcquireLease.
 	Waiters int32 `protobuf:"varint,6,opt,name=waiters,proto3" json:"waiters,omitempty"`
 	// Leased share of the pool's VMs since start, 0 to 1.
-	Utilisation   float64 `protobuf:"fixed64,7,opt,name=utilisation,proto3" json:"utilisation,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Utilisation float64 `protobuf:"fixed64,7,opt,name=utilisation,proto3" json:"utilisation,omitempty"`
+	// The EnvConfig overrides the pool's provider applies at AcquireLease:
+	// any of "snapshot", "proxy", "fixed_ip", "extra". A lease asking for
+	// one not listed is refused with FAILED_PRECONDITION.
+	EnvConfigSupported []string `protobuf:"bytes,8,rep,name=env_config_supported,json=envConfigSupported,proto3" json:"env_config_supported,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *Pool) Reset() {
@@ -1072,6 +1076,13 @@ func (x *Pool) GetUtilisation() float64 {
 		return x.Utilisation
 	}
 	return 0
+}
+
+func (x *Pool) GetEnvConfigSupported() []string {
+	if x != nil {
+		return x.EnvConfigSupported
+	}
+	return nil
 }
 
 // ListPoolsResponse holds the pools.
@@ -1430,7 +1441,7 @@ const file_rolloutmesh_v1_vmmanager_proto_rawDesc = "" +
 	"\x05state\x18\x02 \x01(\x0e2\x17.rolloutmesh.v1.VMStateR\x05state\"7\n" +
 	"\x0fListVMsResponse\x12$\n" +
 	"\x03vms\x18\x01 \x03(\v2\x12.rolloutmesh.v1.VMR\x03vms\"\x12\n" +
-	"\x10ListPoolsRequest\"\xae\x02\n" +
+	"\x10ListPoolsRequest\"\xe0\x02\n" +
 	"\x04Pool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x12\n" +
@@ -1440,7 +1451,8 @@ const file_rolloutmesh_v1_vmmanager_proto_rawDesc = "" +
 	"\fvms_by_state\x18\x05 \x03(\v2$.rolloutmesh.v1.Pool.VmsByStateEntryR\n" +
 	"vmsByState\x12\x18\n" +
 	"\awaiters\x18\x06 \x01(\x05R\awaiters\x12 \n" +
-	"\vutilisation\x18\a \x01(\x01R\vutilisation\x1a=\n" +
+	"\vutilisation\x18\a \x01(\x01R\vutilisation\x120\n" +
+	"\x14env_config_supported\x18\b \x03(\tR\x12envConfigSupported\x1a=\n" +
 	"\x0fVmsByStateEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\"?\n" +
