@@ -63,13 +63,14 @@ func TestAcceptanceDesktop(t *testing.T) {
 		b, _ := json.Marshal(task)
 		lines = append(lines, string(b))
 	}
-	src := filepath.Join(t.TempDir(), "tasks.jsonl")
+	taskDir := t.TempDir()
+	src := filepath.Join(taskDir, "tasks.jsonl")
 	if err := os.WriteFile(src, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
 		t.Fatal(err)
 	}
 
 	dataDir, addr := t.TempDir(), freeAddr(t)
-	args := []string{"--vmmanager", vmAddr, "--storage", m.storageAddr, "--gateway", m.gatewayAddr, "--adopt-grace", "10s"}
+	args := []string{"--vmmanager", vmAddr, "--storage", m.storageAddr, "--gateway", m.gatewayAddr, "--adopt-grace", "10s", "--task-root", taskDir}
 	p := startProcess(t, dataDir, addr, args...)
 	for _, id := range []string{"runner-a", "runner-b"} {
 		env := daemontest.Env(t)

@@ -14,6 +14,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,6 +30,7 @@ import (
 	"github.com/rolloutmesh/rolloutmesh/services/coordinator/internal/leasing"
 	"github.com/rolloutmesh/rolloutmesh/services/coordinator/internal/scheduler"
 	"github.com/rolloutmesh/rolloutmesh/services/coordinator/internal/state"
+	"github.com/rolloutmesh/rolloutmesh/services/coordinator/internal/tasksource"
 )
 
 // Config configures the coordinator.
@@ -59,6 +63,11 @@ type Config struct {
 	StorageClient   pb.StorageClient
 	GatewayClient   pb.ModelGatewayClient
 
+	// TaskRoots are the directories RolloutSpec.task_source may name paths
+	// in (--task-root, repeatable). Empty: the data directory's tasks/,
+	// created at start.
+	TaskRoots []string
+
 	// Clock drives deadlines, heartbeats, renewals and ack timeouts; nil is
 	// the wall clock.
 	Clock scheduler.Clock
@@ -78,7 +87,38 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.SweepInterval, "sweep-interval", 500*time.Millisecond, "how often deadlines, heartbeats, renewals and ack timeouts are checked")
 	fs.DurationVar(&c.AckTimeout, "ack-timeout", 5*time.Minute, "default time a batch stays reserved before it is handed out again")
 	fs.DurationVar(&c.AdoptGrace, "adopt-grace", 15*time.Second, "how long a runner whose stream broke has to reconnect and re-adopt its running episodes before they are requeued (negative: at once)")
+	fs.Var((*rootList)(&c.TaskRoots), "task-root", "directory task_source paths must lie in (repeatable; a value may list several, separated by commas or colons, as ROLLOUTMESH_TASK_ROOT does); default tasks/ under --data-dir")
 	fs.IntVar(&c.LeaseAhead, "lease-ahead", 2, "VMs leased ahead for the next queued desktop episodes while every runner slot is busy")
+}
+
+// rootList is the repeatable --task-root flag. One value may also name
+// several roots separated by commas or colons: envflag sets a flag from its
+// environment variable once, so ROLLOUTMESH_TASK_ROOT=/a,/b is how a
+// container names two.
+type rootList []string
+
+func (l *rootList) String() string { return strings.Join(*l, ",") }
+
+func (l *rootList) Set(v string) error {
+	for _, p := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ':' }) {
+		if p = strings.TrimSpace(p); p != "" {
+			*l = append(*l, p)
+		}
+	}
+	return nil
+}
+
+// taskRoots opens the configured task roots, or the data directory's
+// tasks/ (made if missing) when none is configured.
+func taskRoots(dirs []string, dataDir string) (*tasksource.Roots, error) {
+	if len(dirs) == 0 && dataDir != "" {
+		def := filepath.Join(dataDir, "tasks")
+		if err := os.MkdirAll(def, 0o750); err != nil {
+			return nil, fmt.Errorf("task root: %w", err)
+		}
+		dirs = []string{def}
+	}
+	return tasksource.NewRoots(dirs)
 }
 
 // Service is the coordinator.
@@ -109,6 +149,11 @@ func New(ctx context.Context, cfg Config, env daemon.Env) (*Service, error) {
 		log = zap.NewNop()
 	}
 	s := &Service{log: log, storage: cfg.StorageClient, gateway: cfg.GatewayClient}
+	roots, err := taskRoots(cfg.TaskRoots, env.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("task roots", zap.Strings("dirs", roots.Dirs()))
 	vm := cfg.VMManagerClient
 	dial := func(addr string) (*grpc.ClientConn, error) {
 		// A restarted peer should be found again within seconds, not after
@@ -172,6 +217,7 @@ func New(ctx context.Context, cfg Config, env daemon.Env) (*Service, error) {
 		DefaultAckTimeout: cfg.AckTimeout,
 		LeaseAhead:        cfg.LeaseAhead,
 		AdoptGrace:        cfg.AdoptGrace,
+		TaskRoots:         roots,
 	}
 	var eng *scheduler.Engine
 	if vm != nil {

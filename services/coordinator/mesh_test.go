@@ -88,12 +88,13 @@ func (m *mesh) runner(t *testing.T, id, coordAddr string, slots int) {
 // with their trajectories.
 func TestWholeMesh(t *testing.T) {
 	m := startMesh(t, 0)
-	h := newHarness(t, coordinator.Config{Storage: m.storageAddr, Gateway: m.gatewayAddr})
+	h := newHarness(t, coordinator.Config{Storage: m.storageAddr, Gateway: m.gatewayAddr,
+		TaskRoots: []string{filepath.Join("..", "..", "examples", "tasks")}})
 	m.runner(t, "runner-a", h.addr, 4)
 	m.runner(t, "runner-b", h.addr, 4)
 	ctx := ctxT(t, 2*time.Minute)
 	ro, err := h.client.StartRollout(ctx, &pb.StartRolloutRequest{Spec: &pb.RolloutSpec{
-		Name: "mesh", TaskSource: filepath.Join("..", "..", "examples", "tasks", "math.jsonl"), EnvMode: "math",
+		Name: "mesh", TaskSource: "math.jsonl", EnvMode: "math",
 		Agent:     &pb.AgentConfig{Model: "fake-model", ActionSpace: "tool_calls", MaxTurns: 5, EvaluationMetric: "numeric_match"},
 		GroupSize: 4, BatchSize: 8, Mode: pb.RolloutMode_ROLLOUT_MODE_ASYNC, MaxStaleness: 4,
 	}})

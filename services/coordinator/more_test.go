@@ -72,7 +72,8 @@ func TestEpisodeDeadline(t *testing.T) {
 func TestServiceModePollsTaskSource(t *testing.T) {
 	h := newHarness(t, coordinator.Config{})
 	ctx := ctxT(t, 30*time.Second)
-	src := filepath.Join(t.TempDir(), "tasks.jsonl")
+	// In the default task root, the data directory's tasks/.
+	src := filepath.Join(h.env.DataDir, "tasks", "tasks.jsonl")
 	if err := os.WriteFile(src, []byte("{\"id\":\"a\",\"question\":\"1+1\",\"answer\":\"2\"}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}

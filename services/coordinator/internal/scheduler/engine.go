@@ -36,6 +36,7 @@ import (
 
 	pb "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
 	"github.com/rolloutmesh/rolloutmesh/services/coordinator/internal/state"
+	"github.com/rolloutmesh/rolloutmesh/services/coordinator/internal/tasksource"
 )
 
 // Sentinel errors, mapped to gRPC codes at the service boundary.
@@ -97,6 +98,9 @@ type Config struct {
 	// still runs (hello.running_episode_ids). After it they are requeued.
 	// Negative: requeue at once.
 	AdoptGrace time.Duration
+	// TaskRoots confine RolloutSpec.task_source; nil refuses every task
+	// source (inline tasks still work).
+	TaskRoots *tasksource.Roots
 }
 
 // Engine is the scheduler.

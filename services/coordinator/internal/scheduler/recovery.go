@@ -243,7 +243,9 @@ func (e *Engine) startPoller(r *rollout) {
 				return
 			case <-t.C:
 			}
-			tasks, err := tasksource.Load(src, idx)
+			lctx, cancel := context.WithTimeout(e.bg, loadTimeout)
+			tasks, err := tasksource.Load(lctx, e.cfg.TaskRoots, src, idx)
+			cancel()
 			e.mu.Lock()
 			if !r.active() {
 				e.mu.Unlock()

@@ -23,6 +23,9 @@ const (
 	MaxEpisodes        = 2_000_000
 	MaxGroups          = 1_000_000
 	maxThroughputPoint = 4096
+	// loadTimeout bounds reading a task source (StartRollout, each
+	// service-mode poll); the size caps bound it too.
+	loadTimeout = 2 * time.Minute
 )
 
 var rolloutIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,64}$`)
@@ -32,7 +35,7 @@ var observationTypes = map[string]bool{"": true, "screenshot": true, "a11y_tree"
 
 // normalizeSpec checks a spec and fills its defaults. It returns the tasks
 // the rollout starts with (inline, or loaded from task_source).
-func normalizeSpec(spec *pb.RolloutSpec, haveVMs bool) ([]*pb.Task, error) {
+func normalizeSpec(ctx context.Context, spec *pb.RolloutSpec, haveVMs bool, roots *tasksource.Roots) ([]*pb.Task, error) {
 	if spec == nil {
 		return nil, fieldErr("spec", "is required")
 	}
@@ -158,8 +161,13 @@ func normalizeSpec(spec *pb.RolloutSpec, haveVMs bool) ([]*pb.Task, error) {
 		tasks = spec.Tasks
 	case spec.TaskSource != "":
 		var err error
-		tasks, err = tasksource.Load(spec.TaskSource, spec.TaskIndex)
+		lctx, cancel := context.WithTimeout(ctx, loadTimeout)
+		tasks, err = tasksource.Load(lctx, roots, spec.TaskSource, spec.TaskIndex)
+		cancel()
 		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
 			return nil, fieldErr("spec.task_source", err.Error())
 		}
 		if len(tasks) == 0 && !spec.Service {
@@ -265,7 +273,7 @@ func (e *Engine) StartRollout(ctx context.Context, id string, spec *pb.RolloutSp
 		return nil, fieldErr("rollout_id", "must be 1-64 characters of [A-Za-z0-9._:-]")
 	}
 	spec = proto.Clone(spec).(*pb.RolloutSpec)
-	tasks, err := normalizeSpec(spec, e.leases != nil)
+	tasks, err := normalizeSpec(ctx, spec, e.leases != nil, e.cfg.TaskRoots)
 	if err != nil {
 		return nil, err
 	}

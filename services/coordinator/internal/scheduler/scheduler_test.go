@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
@@ -43,7 +44,7 @@ func TestPlanGroups(t *testing.T) {
 
 func TestNormalizeSpecDefaults(t *testing.T) {
 	spec := &pb.RolloutSpec{Tasks: tasks("a")}
-	if _, err := normalizeSpec(spec, false); err != nil {
+	if _, err := normalizeSpec(context.Background(), spec, false, nil); err != nil {
 		t.Fatal(err)
 	}
 	got := fmt.Sprintf("%d %d %v %d %v %s %s %v %v", spec.GroupSize, spec.MaxAttempts, spec.OnGroupFailure, spec.Priority, spec.Mode,

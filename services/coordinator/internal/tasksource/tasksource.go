@@ -10,10 +10,12 @@ package tasksource
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -21,19 +23,34 @@ import (
 	"strings"
 
 	pb "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
+	"github.com/rolloutmesh/rolloutmesh/serverkit/boundedread"
 )
 
-// Limits bounding what a task source may hold.
+// Limits bounding what a task source may hold. One StartRollout (or one
+// service-mode poll) reads at most MaxTotalBytes in at most MaxFiles files.
 const (
-	MaxTasks     = 200_000
-	MaxTaskBytes = 1 << 20
-	maxFileBytes = 512 << 20
+	MaxTasks      = 200_000
+	MaxTaskBytes  = 1 << 20
+	MaxFileBytes  = 256 << 20
+	MaxTotalBytes = 1 << 30
+	MaxFiles      = MaxTasks + 1 // an OSWorld tree: one file per task and the index
+	MaxDirEntries = 10_000
 )
 
 // DefaultIndex is the OSWorld index file name.
 const DefaultIndex = "test_all.json"
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,256}$`)
+
+// nameRule says in errors what a task id or domain may be.
+const nameRule = `1-256 characters of [A-Za-z0-9._:-], not "." and without ".."`
+
+// SafeName reports whether s may be a task id or domain: both become path
+// components (OSWorld task files, export directories), so besides the
+// character set they must not be "." or hold "..".
+func SafeName(s string) bool {
+	return idPattern.MatchString(s) && s != "." && !strings.Contains(s, "..")
+}
 
 // envModes are the environment modes a task may name.
 var envModes = map[string]bool{"": true, "desktop": true, "osworld": true, "math": true, "py": true, "rag": true, "web": true}
@@ -64,8 +81,10 @@ func CheckTask(t *pb.Task) (field, msg string) {
 	switch {
 	case t == nil:
 		return "", "missing"
-	case !idPattern.MatchString(t.GetId()):
-		return "id", "must be 1-256 characters of [A-Za-z0-9._:-]"
+	case !SafeName(t.GetId()):
+		return "id", "must be " + nameRule
+	case t.GetDomain() != "" && !SafeName(t.GetDomain()):
+		return "domain", "must be " + nameRule
 	case !ValidEnvMode(t.GetEnvMode()):
 		return "env_mode", "must be one of desktop, osworld, math, py, rag, web"
 	case len(t.GetSpecJson()) > MaxTaskBytes:
@@ -85,30 +104,47 @@ func CheckTask(t *pb.Task) (field, msg string) {
 
 func launchWide(k string) bool { return k == "action_space" || k == "observation_type" }
 
-// Load reads tasks from path:
-//   - a directory with an index file (index, default test_all.json) is an
+// Load reads tasks from path, a name the caller gave: path must lie inside
+// one of roots (an absolute path under a root, or a relative path found in
+// the first root holding it). It reads
+//   - a directory with an index file (index, default test_all.json) as an
 //     OSWorld evaluation_examples tree;
-//   - a directory without one is a folder of task files, each read as below
+//   - a directory without one as a folder of task files, each read as below
 //     (*.json and *.jsonl, in name order);
-//   - a file whose first non-space byte is '[' is a JSON array;
-//   - a file holding exactly one JSON object is one task (OSWorld's
+//   - a file whose first non-space byte is '[' as a JSON array;
+//   - a file holding exactly one JSON object as one task (OSWorld's
 //     per-task files are pretty-printed objects);
-//   - anything else is JSONL.
-func Load(path, index string) ([]*pb.Task, error) {
-	fi, err := os.Stat(path)
+//   - anything else as JSONL.
+//
+// Every file is read through the root, so neither ".." nor a symbolic link
+// leads outside it, with a size cap per file and in all, and only regular
+// files and directories are read: a device or FIFO is refused before a byte
+// of it is read. Errors name paths and JSON offsets, never file content.
+// Reading stops when ctx ends.
+func Load(ctx context.Context, roots *Roots, path, index string) ([]*pb.Task, error) {
+	root, name, err := roots.resolve(path)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	l := &loader{ctx: ctx, root: root}
+	fi, err := root.Stat(name)
 	if err != nil {
 		return nil, fmt.Errorf("open task source: %w", err)
 	}
+	if err := boundedread.CheckMode(path, fi.Mode(), true); err != nil {
+		return nil, err
+	}
 	if fi.IsDir() {
-		if _, err := os.Stat(filepath.Join(path, orDefaultIndex(index))); err == nil || index != "" {
-			return loadOSWorld(path, index)
+		if index != "" && !filepath.IsLocal(index) {
+			return nil, &Error{Where: "task_index", Msg: "must be a relative path inside task_source"}
 		}
-		return loadDir(path)
+		if _, err := root.Stat(filepath.Join(name, orDefaultIndex(index))); err == nil || index != "" {
+			return l.loadOSWorld(name, index)
+		}
+		return l.loadDir(name)
 	}
-	if fi.Size() > maxFileBytes {
-		return nil, fmt.Errorf("task source %s: larger than %d bytes", path, maxFileBytes)
-	}
-	data, err := os.ReadFile(path)
+	data, err := l.read(name, MaxFileBytes)
 	if err != nil {
 		return nil, fmt.Errorf("read task source: %w", err)
 	}
@@ -117,6 +153,59 @@ func Load(path, index string) ([]*pb.Task, error) {
 		return nil, err
 	}
 	return tasks, checkUnique(tasks)
+}
+
+// loader reads one task source's files inside its root, counting files and
+// bytes against the caps.
+type loader struct {
+	ctx   context.Context
+	root  *os.Root
+	files int
+	bytes int64
+}
+
+// read reads one regular file inside the root, up to max bytes and to what
+// is left of the total cap.
+func (l *loader) read(name string, max int64) ([]byte, error) {
+	if err := l.ctx.Err(); err != nil {
+		return nil, err
+	}
+	if l.files >= MaxFiles {
+		return nil, fmt.Errorf("task source: more than %d files", MaxFiles)
+	}
+	l.files++
+	left := MaxTotalBytes - l.bytes
+	b, err := boundedread.ReadFileIn(l.root, name, min(max, left))
+	if errors.Is(err, boundedread.ErrTooLarge) && left < max {
+		return nil, fmt.Errorf("task source: more than %d bytes in all: %w", MaxTotalBytes, boundedread.ErrTooLarge)
+	}
+	if err != nil {
+		return nil, err
+	}
+	l.bytes += int64(len(b))
+	return b, nil
+}
+
+// readDir lists a directory inside the root, at most MaxDirEntries entries,
+// in name order.
+func (l *loader) readDir(name string) ([]fs.DirEntry, error) {
+	if err := l.ctx.Err(); err != nil {
+		return nil, err
+	}
+	f, err := l.root.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	entries, err := f.ReadDir(MaxDirEntries + 1)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	if len(entries) > MaxDirEntries {
+		return nil, fmt.Errorf("%s: more than %d entries", name, MaxDirEntries)
+	}
+	sort.Slice(entries, func(i, j int) bool { return entries[i].Name() < entries[j].Name() })
+	return entries, nil
 }
 
 // parseFile parses one task file's content; uniqueness is the caller's.
@@ -143,9 +232,10 @@ func orDefaultIndex(index string) string {
 }
 
 // loadDir reads a folder of task files (*.json, *.jsonl) in name order; a
-// bad file is named in the error.
-func loadDir(root string) ([]*pb.Task, error) {
-	entries, err := os.ReadDir(root)
+// bad file is named in the error. Entries that are not regular files
+// (subdirectories, links, devices) are skipped.
+func (l *loader) loadDir(dir string) ([]*pb.Task, error) {
+	entries, err := l.readDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("read task directory: %w", err)
 	}
@@ -155,7 +245,7 @@ func loadDir(root string) ([]*pb.Task, error) {
 		if !e.Type().IsRegular() || !(strings.HasSuffix(name, ".json") || strings.HasSuffix(name, ".jsonl")) {
 			continue
 		}
-		data, err := readLimited(filepath.Join(root, name), maxFileBytes)
+		data, err := l.read(filepath.Join(dir, name), MaxFileBytes)
 		if err != nil {
 			return nil, fmt.Errorf("read task file %s: %w", name, err)
 		}
@@ -174,7 +264,7 @@ func loadDir(root string) ([]*pb.Task, error) {
 		out = append(out, tasks...)
 	}
 	if len(out) == 0 {
-		return nil, &Error{Where: root, Msg: "no task files (*.json, *.jsonl) and no " + DefaultIndex}
+		return nil, &Error{Where: dir, Msg: "no task files (*.json, *.jsonl) and no " + DefaultIndex}
 	}
 	return out, checkUnique(out)
 }
@@ -183,7 +273,7 @@ func parseArray(data []byte) ([]*pb.Task, error) {
 	// Uniqueness is checked by the caller over everything it loads.
 	var items []json.RawMessage
 	if err := json.Unmarshal(data, &items); err != nil {
-		return nil, fmt.Errorf("parse JSON array: %w", err)
+		return nil, fmt.Errorf("parse JSON array: %s", jsonProblem(err))
 	}
 	if len(items) > MaxTasks {
 		return nil, fmt.Errorf("task source: more than %d tasks", MaxTasks)
@@ -269,7 +359,7 @@ func ParseTask(raw []byte, defaultDomain, where string) (*pb.Task, error) {
 	var r rawTask
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if err := dec.Decode(&r); err != nil {
-		return nil, &Error{Where: where, Msg: "not a JSON object: " + err.Error()}
+		return nil, &Error{Where: where, Msg: "not a JSON object: " + jsonProblem(err)}
 	}
 	t := &pb.Task{
 		Id:          jsonScalar(r.ID),
@@ -348,20 +438,17 @@ func firstNonEmpty(ss ...string) string {
 // loadOSWorld reads an evaluation_examples tree: the index maps each domain
 // to task ids, and each task lives in examples/<domain>/<id>.json (or
 // <domain>/<id>.json directly under the root).
-func loadOSWorld(root, index string) ([]*pb.Task, error) {
+func (l *loader) loadOSWorld(dir, index string) ([]*pb.Task, error) {
 	if index == "" {
 		index = DefaultIndex
 	}
-	if filepath.IsAbs(index) || strings.Contains(index, "..") {
-		return nil, &Error{Where: "task_index", Msg: "must be a relative path inside task_source"}
-	}
-	data, err := readLimited(filepath.Join(root, index), maxFileBytes)
+	data, err := l.read(filepath.Join(dir, index), MaxFileBytes)
 	if err != nil {
 		return nil, fmt.Errorf("read OSWorld index: %w", err)
 	}
 	var idx map[string][]string
 	if err := json.Unmarshal(data, &idx); err != nil {
-		return nil, fmt.Errorf("parse OSWorld index %s: %w", index, err)
+		return nil, fmt.Errorf("parse OSWorld index %s: %s", index, jsonProblem(err))
 	}
 	domains := make([]string, 0, len(idx))
 	for d := range idx {
@@ -369,22 +456,22 @@ func loadOSWorld(root, index string) ([]*pb.Task, error) {
 	}
 	sort.Strings(domains)
 	var out []*pb.Task
-	for _, d := range domains {
-		if !idPattern.MatchString(d) {
-			return nil, &Error{Where: index, Field: "domain " + d, Msg: "not a valid domain name"}
+	for di, d := range domains {
+		// The names become paths here and directory names in exports; a
+		// bad one is named by position, not quoted.
+		if !SafeName(d) {
+			return nil, &Error{Where: index, Field: fmt.Sprintf("domain %d (in name order)", di), Msg: "not a valid domain name (" + nameRule + ")"}
 		}
-		for _, id := range idx[d] {
-			if !idPattern.MatchString(id) {
-				return nil, &Error{Where: index, Field: "task id " + id, Msg: "not a valid task id"}
+		for i, id := range idx[d] {
+			if !SafeName(id) {
+				return nil, &Error{Where: index, Field: fmt.Sprintf("%s[%d]", d, i), Msg: "not a valid task id (" + nameRule + ")"}
 			}
 			if len(out) >= MaxTasks {
 				return nil, fmt.Errorf("task source: more than %d tasks", MaxTasks)
 			}
-			path := filepath.Join(root, "examples", d, id+".json")
-			raw, err := readLimited(path, MaxTaskBytes)
+			raw, err := l.read(filepath.Join(dir, "examples", d, id+".json"), MaxTaskBytes)
 			if errors.Is(err, os.ErrNotExist) {
-				path = filepath.Join(root, d, id+".json")
-				raw, err = readLimited(path, MaxTaskBytes)
+				raw, err = l.read(filepath.Join(dir, d, id+".json"), MaxTaskBytes)
 			}
 			if err != nil {
 				return nil, fmt.Errorf("read OSWorld task %s/%s: %w", d, id, err)
@@ -406,18 +493,23 @@ func loadOSWorld(root, index string) ([]*pb.Task, error) {
 	return out, checkUnique(out)
 }
 
-func readLimited(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
+// jsonProblem describes a JSON decoding error without quoting the input:
+// encoding/json's messages quote the offending byte ("invalid character
+// 'r'"), and the input may be a file the caller should not see.
+func jsonProblem(err error) string {
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Sprintf("invalid JSON at byte %d", se.Offset)
 	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		if te.Field != "" {
+			return fmt.Sprintf("field %s has the wrong JSON type", te.Field)
+		}
+		return fmt.Sprintf("wrong JSON type at byte %d", te.Offset)
 	}
-	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("%s: larger than %d bytes", path, limit)
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return "unexpected end of JSON"
 	}
-	return data, nil
+	return "invalid JSON"
 }

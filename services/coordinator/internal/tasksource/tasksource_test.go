@@ -1,12 +1,26 @@
 package tasksource
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	pb "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
 )
+
+// load reads a task source with the system's temporary directory (where
+// every test's files live) as the only task root.
+func load(t *testing.T, path, index string) ([]*pb.Task, error) {
+	t.Helper()
+	roots, err := NewRoots([]string{os.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Load(context.Background(), roots, path, index)
+}
 
 func write(t *testing.T, dir, name, content string) string {
 	t.Helper()
@@ -33,7 +47,7 @@ func TestLoadFiles(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := Load(write(t, dir, tt.file, tt.content), "")
+			got, err := load(t, write(t, dir, tt.file, tt.content), "")
 			if err != nil {
 				t.Fatalf("Load: %v", err)
 			}
@@ -46,11 +60,11 @@ func TestLoadFiles(t *testing.T) {
 			}
 		})
 	}
-	got, _ := Load(filepath.Join(dir, "a.jsonl"), "")
+	got, _ := load(t, filepath.Join(dir, "a.jsonl"), "")
 	if got[0].Answer != "2" || got[0].Instruction != "1+1?" || got[0].EnvMode != "math" || got[1].Tags[0] != "x" {
 		t.Errorf("jsonl task fields: %v", got)
 	}
-	got, _ = Load(filepath.Join(dir, "b.json"), "")
+	got, _ = load(t, filepath.Join(dir, "b.json"), "")
 	if ec := got[0].EnvConfig; ec.GetSnapshot() != "s" || !ec.GetProxy() {
 		t.Errorf("env_config = %v, want snapshot s with proxy", ec)
 	}
@@ -71,13 +85,13 @@ func TestLoadRejects(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Load(write(t, dir, tt.name+".jsonl", tt.content), "")
+			_, err := load(t, write(t, dir, tt.name+".jsonl", tt.content), "")
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("Load error = %v, want it to contain %q", err, tt.want)
 			}
 		})
 	}
-	if _, err := Load(filepath.Join(dir, "missing.jsonl"), ""); !errors.Is(err, os.ErrNotExist) {
+	if _, err := load(t, filepath.Join(dir, "missing.jsonl"), ""); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("missing file: %v, want ErrNotExist", err)
 	}
 }
@@ -88,7 +102,7 @@ func TestLoadOSWorldTree(t *testing.T) {
 	write(t, root, "examples/chrome/c1.json", `{"id":"c1","snapshot":"chrome","instruction":"open","config":[{"type":"launch"}],"evaluator":{"func":"x"},"proxy":true}`)
 	write(t, root, "examples/chrome/c2.json", `{"id":"c2","instruction":"close"}`)
 	write(t, root, "examples/os/o1.json", `{"id":"o1","instruction":"ls","fixed_ip":true}`)
-	got, err := Load(root, "")
+	got, err := load(t, root, "")
 	if err != nil {
 		t.Fatalf("Load: %v", err)
 	}
@@ -104,14 +118,14 @@ func TestLoadOSWorldTree(t *testing.T) {
 		t.Errorf("o1 = %v", o1)
 	}
 	write(t, root, "small.json", `{"os":["o1"]}`)
-	if got, err := Load(root, "small.json"); err != nil || len(got) != 1 {
+	if got, err := load(t, root, "small.json"); err != nil || len(got) != 1 {
 		t.Errorf("custom index: %v, %v", got, err)
 	}
 	write(t, root, "bad.json", `{"os":["nope"]}`)
-	if _, err := Load(root, "bad.json"); err == nil {
+	if _, err := load(t, root, "bad.json"); err == nil {
 		t.Error("index naming a missing task: no error")
 	}
-	if _, err := Load(root, "../x.json"); err == nil {
+	if _, err := load(t, root, "../x.json"); err == nil {
 		t.Error("index outside the tree: no error")
 	}
 }
@@ -121,28 +135,28 @@ func TestLoadDirectoryOfTaskFiles(t *testing.T) {
 	write(t, dir, "b-desktop.json", "{\n  \"id\": \"d1\",\n  \"instruction\": \"open xterm\"\n}\n")
 	write(t, dir, "a-math.jsonl", "{\"id\":\"m1\",\"question\":\"1+1?\",\"env_mode\":\"math\"}\n{\"id\":\"m2\",\"question\":\"2+2?\",\"env_mode\":\"math\"}\n")
 	write(t, dir, "README.md", "not a task")
-	got, err := Load(dir, "")
+	got, err := load(t, dir, "")
 	if err != nil {
-		t.Fatalf("Load(dir): %v", err)
+		t.Fatalf("load(t, dir): %v", err)
 	}
 	var ids []string
 	for _, task := range got {
 		ids = append(ids, task.GetId()+":"+task.GetEnvMode())
 	}
 	if want := "m1:math m2:math d1:"; strings.Join(ids, " ") != want {
-		t.Errorf("Load(dir) ids = %q, want %q", strings.Join(ids, " "), want)
+		t.Errorf("load(t, dir) ids = %q, want %q", strings.Join(ids, " "), want)
 	}
 
 	write(t, dir, "c-dup.jsonl", "{\"id\":\"m1\",\"question\":\"again\"}\n")
-	if _, err := Load(dir, ""); err == nil || !strings.Contains(err.Error(), "duplicate task id") {
-		t.Errorf("Load(dir with a duplicate id across files) = %v, want a duplicate id error", err)
+	if _, err := load(t, dir, ""); err == nil || !strings.Contains(err.Error(), "duplicate task id") {
+		t.Errorf("load(t, dir with a duplicate id across files) = %v, want a duplicate id error", err)
 	}
 	bad := t.TempDir()
 	write(t, bad, "x.jsonl", "{\"id\":\"ok\"}\nnot json\n")
-	if _, err := Load(bad, ""); err == nil || !strings.Contains(err.Error(), "x.jsonl: line 2") {
-		t.Errorf("Load(dir with a bad file) = %v, want an error naming x.jsonl line 2", err)
+	if _, err := load(t, bad, ""); err == nil || !strings.Contains(err.Error(), "x.jsonl: line 2") {
+		t.Errorf("load(t, dir with a bad file) = %v, want an error naming x.jsonl line 2", err)
 	}
-	if _, err := Load(t.TempDir(), ""); err == nil {
-		t.Error("Load(empty dir) succeeded")
+	if _, err := load(t, t.TempDir(), ""); err == nil {
+		t.Error("load(t, empty dir) succeeded")
 	}
 }
