@@ -301,6 +301,12 @@ func (s *Service) ValidateRequest(method string, req any) error {
 			return daemon.InvalidField("batch_id", "is required")
 		}
 		id = r.RolloutId
+	case *pb.ListQueuedEpisodesRequest:
+		// Optional: empty lists every rollout's episodes.
+		if len(r.RolloutId) > 64 {
+			return daemon.InvalidField("rollout_id", "must be at most 64 bytes")
+		}
+		return nil
 	default:
 		return nil
 	}

@@ -139,3 +139,57 @@ func TestTaskRootFlag(t *testing.T) {
 		t.Error("New with a missing task root succeeded")
 	}
 }
+
+// TestUnknownIDsNotFound: every RPC naming a rollout or batch that does not
+// exist answers NotFound, never an empty success (issue #16 item 8).
+func TestUnknownIDsNotFound(t *testing.T) {
+	h := newHarness(t, coordinator.Config{})
+	ctx := ctxT(t, 10*time.Second)
+	if _, err := h.client.StartRollout(ctx, &pb.StartRolloutRequest{RolloutId: "known", Spec: &pb.RolloutSpec{Tasks: mathTasks(1)}}); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		call func() error
+	}{
+		{"GetRollout", func() error {
+			_, err := h.client.GetRollout(ctx, &pb.GetRolloutRequest{RolloutId: "nope"})
+			return err
+		}},
+		{"CancelRollout", func() error {
+			_, err := h.client.CancelRollout(ctx, &pb.CancelRolloutRequest{RolloutId: "nope"})
+			return err
+		}},
+		{"AddTasks", func() error {
+			_, err := h.client.AddTasks(ctx, &pb.AddTasksRequest{RolloutId: "nope", Tasks: mathTasks(1)})
+			return err
+		}},
+		{"GetBatch", func() error {
+			_, err := h.client.GetBatch(ctx, &pb.GetBatchRequest{RolloutId: "nope"})
+			return err
+		}},
+		{"AckBatch unknown rollout", func() error {
+			_, err := h.client.AckBatch(ctx, &pb.AckBatchRequest{RolloutId: "nope", BatchId: "b-1"})
+			return err
+		}},
+		{"AckBatch unknown batch", func() error {
+			_, err := h.client.AckBatch(ctx, &pb.AckBatchRequest{RolloutId: "known", BatchId: "b-1"})
+			return err
+		}},
+		{"ListQueuedEpisodes", func() error {
+			_, err := h.client.ListQueuedEpisodes(ctx, &pb.ListQueuedEpisodesRequest{RolloutId: "nope"})
+			return err
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := status.Code(tt.call()); got != codes.NotFound {
+				t.Errorf("code = %v, want NotFound", got)
+			}
+		})
+	}
+	all, err := h.client.ListQueuedEpisodes(ctx, &pb.ListQueuedEpisodesRequest{})
+	if err != nil || len(all.Episodes) != 1 {
+		t.Errorf("ListQueuedEpisodes(all) = %v, %v; want the known rollout's one episode", all, err)
+	}
+}

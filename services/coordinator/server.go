@@ -204,7 +204,11 @@ func (s *Service) UpdateModelVersion(ctx context.Context, req *pb.UpdateModelVer
 
 // ListQueuedEpisodes implements pb.CoordinatorServer.
 func (s *Service) ListQueuedEpisodes(ctx context.Context, req *pb.ListQueuedEpisodesRequest) (*pb.ListQueuedEpisodesResponse, error) {
-	return &pb.ListQueuedEpisodesResponse{Episodes: s.engine.ListQueued(req.RolloutId)}, nil
+	eps, err := s.engine.ListQueued(req.RolloutId)
+	if err != nil {
+		return nil, s.toStatus(err)
+	}
+	return &pb.ListQueuedEpisodesResponse{Episodes: eps}, nil
 }
 
 // Work implements pb.CoordinatorServer.

@@ -673,10 +673,14 @@ func (e *Engine) rolloutProto(r *rollout, withGroups bool) *pb.Rollout {
 	return out
 }
 
-// ListQueued shows live episodes, running first.
-func (e *Engine) ListQueued(rolloutID string) []*pb.QueuedEpisode {
+// ListQueued shows live episodes, running first. A rollout id that names
+// no rollout is ErrNotFound, not an empty list.
+func (e *Engine) ListQueued(rolloutID string) ([]*pb.QueuedEpisode, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if _, ok := e.rollouts[rolloutID]; rolloutID != "" && !ok {
+		return nil, fmt.Errorf("rollout %s: %w", rolloutID, ErrNotFound)
+	}
 	var running, queued []*pb.QueuedEpisode
 	for _, r := range e.order {
 		if rolloutID != "" && r.id != rolloutID {
@@ -706,7 +710,7 @@ func (e *Engine) ListQueued(rolloutID string) []*pb.QueuedEpisode {
 		}
 	}
 	sort.SliceStable(running, func(i, j int) bool { return running[i].Episode.EpisodeId < running[j].Episode.EpisodeId })
-	return append(running, queued...)
+	return append(running, queued...), nil
 }
 
 // maybeFinish marks a non-service rollout FINISHED once every group is
