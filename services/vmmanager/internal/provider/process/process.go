@@ -212,9 +212,6 @@ func (p *Provider) boot(ctx context.Context, id string, inst pool.Instance) (poo
 		args = append(args, "--xvfb", "--display", ":"+inst.Data["display"],
 			"--screen", fmt.Sprintf("%dx%d", p.o.ScreenWidth, p.o.ScreenHeight))
 	}
-	if p.o.Config.GuestToken != "" {
-		args = append(args, "--token", p.o.Config.GuestToken)
-	}
 	logPath := filepath.Join(p.vmDir(id), "desktopd.log")
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 	if err != nil {
@@ -224,6 +221,11 @@ func (p *Provider) boot(ctx context.Context, id string, inst pool.Instance) (poo
 	cmd := exec.Command(p.desktopd, args...)
 	cmd.Dir = home
 	cmd.Env = append(os.Environ(), "HOME="+home)
+	// The token goes in the environment, never in argv: any local user
+	// reads argv in ps, the environment only desktopd's user and root.
+	// An inherited DESKTOPD_TOKEN is overridden (the last entry wins), so a
+	// pool without a token runs an open guest, as configured.
+	cmd.Env = append(cmd.Env, "DESKTOPD_TOKEN="+p.o.Config.GuestToken)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Own process group: survives a vmmanager crash for re-adoption, and
 	// can be signalled as a whole.
