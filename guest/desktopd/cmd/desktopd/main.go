@@ -19,22 +19,33 @@ import (
 func main() {
 	var cfg daemon.Config
 	var screen, level string
+	var lvl zapcore.Level
 	flag.StringVar(&cfg.Addr, "addr", ":5000", "listen address")
 	flag.StringVar(&cfg.Display, "display", "", `X display (":N"); "none" runs without X; with --xvfb, empty picks a free one`)
 	flag.BoolVar(&cfg.Xvfb, "xvfb", false, "start and own an Xvfb and a window manager on --display")
 	flag.StringVar(&screen, "screen", "1920x1080", "screen size with --xvfb, WxH")
 	flag.StringVar(&cfg.WindowManager, "wm", "openbox", `window manager started with --xvfb ("" for none)`)
 	flag.BoolVar(&cfg.SessionBus, "dbus", true, "with --xvfb, start a private D-Bus session bus (for the AT-SPI accessibility tree)")
-	flag.StringVar(&cfg.Token, "token", os.Getenv("DESKTOPD_TOKEN"), "require Authorization: Bearer TOKEN (default $DESKTOPD_TOKEN)")
+	flag.StringVar(&cfg.Token, "token", "", "require Authorization: Bearer TOKEN; visible in ps, so prefer $DESKTOPD_TOKEN or --token-file")
+	tokenFile := flag.String("token-file", "", "read the bearer token from this file (default $DESKTOPD_TOKEN)")
 	flag.StringVar(&cfg.Home, "home", "", "home and working directory for commands and ~ expansion")
 	flag.Int64Var(&cfg.MaxUpload, "max-upload", 2<<30, "largest accepted upload or download, in bytes")
 	flag.StringVar(&level, "log-level", "info", "debug, info, warn or error")
 	flag.Parse()
+	token, err := daemon.ResolveToken(cfg.Token, *tokenFile, os.Getenv(daemon.TokenEnv))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "desktopd: %v\n", err)
+		os.Exit(2)
+	}
+	cfg.Token = token
+	// The commands desktopd runs for callers (and Xvfb, the window manager)
+	// inherit its environment; they have no use for the token.
+	os.Unsetenv(daemon.TokenEnv)
 	if _, err := fmt.Sscanf(screen, "%dx%d", &cfg.Width, &cfg.Height); err != nil || cfg.Width <= 0 || cfg.Height <= 0 {
 		fmt.Fprintf(os.Stderr, "desktopd: bad --screen %q, want WxH\n", screen)
 		os.Exit(2)
 	}
-	lvl, err := zapcore.ParseLevel(level)
+	lvl, err = zapcore.ParseLevel(level)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "desktopd: bad --log-level: %v\n", err)
 		os.Exit(2)

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 )
 
@@ -105,23 +106,42 @@ func (s *Server) listDirectory(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// sendFile streams a file as an attachment, as Flask's send_file does.
-func sendFile(w http.ResponseWriter, r *http.Request, path, contentType string) error {
-	f, err := os.Open(path)
+// openRegular opens a file a caller named and refuses anything but a
+// regular file: a FIFO would block the open (O_NONBLOCK prevents that) or
+// the read for ever, and a device such as /dev/zero never ends. It is
+// serverkit/boundedread's Open, written out here because the guest module
+// depends on nothing of the mesh.
+func openRegular(path string) (*os.File, os.FileInfo, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return errorf(http.StatusNotFound, "File not found")
+			return nil, nil, errorf(http.StatusNotFound, "File not found: %s", path)
 		}
-		return errorf(http.StatusInternalServerError, "open %s: %v", path, err)
+		return nil, nil, errorf(http.StatusForbidden, "open %s: %v", path, err)
 	}
-	defer f.Close()
 	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	if st.IsDir() {
+		f.Close()
+		return nil, nil, badRequest("%s is a directory", path)
+	}
+	if !st.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, badRequest("%s is not a regular file (%s)", path, st.Mode().Type())
+	}
+	return f, st, nil
+}
+
+// sendFile streams a file as an attachment, as Flask's send_file does.
+func sendFile(w http.ResponseWriter, r *http.Request, path, contentType string) error {
+	f, st, err := openRegular(path)
 	if err != nil {
 		return err
 	}
-	if st.IsDir() {
-		return badRequest("%s is a directory", path)
-	}
+	defer f.Close()
 	if contentType == "" {
 		contentType = mime.TypeByExtension(filepath.Ext(path))
 		if contentType == "" {
@@ -132,7 +152,9 @@ func sendFile(w http.ResponseWriter, r *http.Request, path, contentType string) 
 	w.Header().Set("Content-Length", strconv.FormatInt(st.Size(), 10))
 	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": filepath.Base(path)}))
 	w.WriteHeader(http.StatusOK)
-	_, _ = io.Copy(w, f)
+	// Never more than Content-Length promised: a file that grows while it
+	// is sent (a log) is cut at its size when it was opened.
+	_, _ = io.CopyN(w, f, st.Size())
 	return nil
 }
 
@@ -154,7 +176,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) error {
 	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxUpload+1<<20)
 	mr, err := r.MultipartReader()
 	if err != nil {
-		return badRequest("multipart/form-data body with file_path and file_data required: %v", err)
+		return badBody(err, "multipart/form-data body with file_path and file_data required")
 	}
 	var target, tmp string
 	var size int64
@@ -169,13 +191,13 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) error {
 			break
 		}
 		if err != nil {
-			return badRequest("bad multipart body: %v", err)
+			return badBody(err, "bad multipart body")
 		}
 		switch part.FormName() {
 		case "file_path":
 			b, err := io.ReadAll(io.LimitReader(part, 4097))
 			if err != nil {
-				return badRequest("read file_path: %v", err)
+				return badBody(err, "read file_path")
 			}
 			if len(b) > 4096 {
 				return badRequest("file_path too long")
@@ -204,7 +226,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) error {
 				if errors.As(err, &mbe) {
 					return errorf(http.StatusRequestEntityTooLarge, "upload larger than %d bytes", s.cfg.MaxUpload)
 				}
-				return badRequest("read file_data: %v", err)
+				return badBody(err, "read file_data")
 			}
 			if cerr != nil {
 				return errorf(http.StatusInternalServerError, "write upload: %v", cerr)
@@ -348,9 +370,9 @@ func (s *Server) changeWallpaper(w http.ResponseWriter, r *http.Request) error {
 		return badRequest("Path not supplied!")
 	}
 	p := s.run.ExpandPath(req.Path)
-	f, err := os.Open(p)
+	f, _, err := openRegular(p)
 	if err != nil {
-		return errorf(http.StatusNotFound, "File not found: %s", p)
+		return err
 	}
 	defer f.Close()
 	d, err := s.display()

@@ -153,7 +153,11 @@ const MaxActions = 1000
 func (s *Server) actions(w http.ResponseWriter, r *http.Request) error {
 	var raws []json.RawMessage
 	if err := decodeJSON(r, &raws); err != nil {
-		return badRequest("body must be a JSON array of computer_13 actions: %v", err)
+		var ae *apiError
+		if errors.As(err, &ae) && ae.status == http.StatusBadRequest {
+			return badRequest("body must be a JSON array of computer_13 actions: %v", err)
+		}
+		return err
 	}
 	if len(raws) > MaxActions {
 		return badRequest("%d actions in one request; the limit is %d", len(raws), MaxActions)

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"mime/multipart"
 	"net/http"
 	"runtime/debug"
 	"strings"
@@ -132,6 +133,13 @@ func (s *Server) Ready() bool {
 	return d != nil && d.d != nil
 }
 
+// Deadlines for reading a request body: JSON and forms are small, uploads
+// may be up to MaxUpload (2 GiB by default).
+const (
+	bodyDeadline   = time.Minute
+	uploadDeadline = time.Hour
+)
+
 // apiError is an error answer with its HTTP status.
 type apiError struct {
 	status int
@@ -146,6 +154,21 @@ func errorf(status int, format string, args ...any) error {
 
 func badRequest(format string, args ...any) error {
 	return errorf(http.StatusBadRequest, format, args...)
+}
+
+// badBody is the answer to a body that could not be read or parsed: 413
+// when it was over its size limit (the *http.MaxBytesError is kept for
+// ServeHTTP, which names the limit), 400 otherwise. Every reader of a
+// body goes through it, so that no size error turns into a 400.
+func badBody(err error, format string, args ...any) error {
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return mbe
+	}
+	if errors.Is(err, multipart.ErrMessageTooLarge) {
+		return errorf(http.StatusRequestEntityTooLarge, "form fields larger than the form limit")
+	}
+	return badRequest(format+": %v", append(args, err)...)
 }
 
 // display returns the desktop or a 503.
@@ -209,9 +232,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(sw, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed on %s", r.Method, r.URL.Path))
 		return
 	}
+	// A body has a deadline as well as a size limit: a client that sends
+	// it a byte a minute would otherwise hold a handler for ever.
+	deadline := bodyDeadline
 	if r.URL.Path != "/setup/upload" {
 		r.Body = http.MaxBytesReader(sw, r.Body, s.cfg.MaxBody)
+	} else {
+		deadline = uploadDeadline
 	}
+	_ = http.NewResponseController(sw).SetReadDeadline(time.Now().Add(deadline))
 	if err := rt.h(sw, r); err != nil {
 		var ae *apiError
 		var mbe *http.MaxBytesError
@@ -273,14 +302,13 @@ func writeText(w http.ResponseWriter, status int, text string) {
 func decodeJSON(r *http.Request, v any) error {
 	dec := json.NewDecoder(r.Body)
 	if err := dec.Decode(v); err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return err
-		}
-		return badRequest("request body must be a JSON object: %v", err)
+		return badBody(err, "request body must be a JSON object")
 	}
 	return nil
 }
+
+// maxURLEncodedForm is net/http's limit for a urlencoded body.
+const maxURLEncodedForm = 10 << 20
 
 // formValue reads a field from a urlencoded or multipart form, or from a
 // JSON object body.
@@ -296,10 +324,15 @@ func formValue(r *http.Request, name string) (string, error) {
 	}
 	if strings.HasPrefix(ct, "multipart/form-data") {
 		if err := r.ParseMultipartForm(1 << 20); err != nil {
-			return "", badRequest("bad multipart form: %v", err)
+			return "", badBody(err, "bad multipart form")
 		}
-	} else if err := r.ParseForm(); err != nil {
-		return "", badRequest("bad form: %v", err)
+	} else {
+		// net/http refuses a urlencoded form over 10 MiB with a plain
+		// error; a reader with that limit makes it a size error (413).
+		r.Body = http.MaxBytesReader(nil, r.Body, maxURLEncodedForm)
+		if err := r.ParseForm(); err != nil {
+			return "", badBody(err, "bad form")
+		}
 	}
 	return r.PostFormValue(name), nil
 }
