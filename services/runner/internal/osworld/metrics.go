@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/rolloutmesh/rolloutmesh/serverkit/boundedread"
 )
 
 // metricFunc scores a getter result against an expected value (present
@@ -228,14 +230,11 @@ func readLocal(v any) (string, bool, error) {
 	if !ok || p == "" {
 		return "", false, nil
 	}
-	st, err := os.Stat(p)
-	if err != nil {
+	if _, err := os.Stat(p); err != nil {
 		return "", false, nil
 	}
-	if st.Size() > maxCompareFile {
-		return "", false, fmt.Errorf("%s larger than %d bytes", p, maxCompareFile)
-	}
-	b, err := os.ReadFile(p)
+	// Stat's size says nothing for a FIFO or a device: the read is capped.
+	b, err := boundedread.ReadFile(p, maxCompareFile)
 	if err != nil {
 		return "", false, err
 	}

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rolloutmesh/rolloutmesh/serverkit/boundedread"
+
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/env"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/guest"
 )
@@ -50,8 +52,27 @@ type Session struct {
 	HTTP *http.Client
 	// Sleep waits d or until ctx ends; tests inject a fast one.
 	Sleep func(ctx context.Context, d time.Duration) error
-	// MaxDownload bounds a downloaded file.
+	// MaxDownload bounds a downloaded or uploaded file; default
+	// DefaultMaxDownload.
 	MaxDownload int64
+	// DownloadTimeout bounds one file's download, all attempts and the
+	// body included; default DefaultDownloadTimeout.
+	DownloadTimeout time.Duration
+}
+
+// Defaults of Session's limits. A task names its files, so a hostile or
+// broken task could otherwise point a download at an endless stream or a
+// server that sends a byte a minute.
+const (
+	DefaultMaxDownload     = 1 << 30
+	DefaultDownloadTimeout = 10 * time.Minute
+)
+
+func (s *Session) maxDownload() int64 {
+	if s.MaxDownload > 0 {
+		return s.MaxDownload
+	}
+	return DefaultMaxDownload
 }
 
 func (s *Session) sleep(ctx context.Context, d time.Duration) error {
@@ -274,7 +295,7 @@ func stepDownload(ctx context.Context, s *Session, p map[string]any) error {
 		if err := s.fetch(ctx, u, local); err != nil {
 			return err
 		}
-		data, err := os.ReadFile(local)
+		data, err := boundedread.ReadFile(local, s.maxDownload())
 		if err != nil {
 			return err
 		}
@@ -295,9 +316,9 @@ func stepUploadFile(ctx context.Context, s *Session, p map[string]any) error {
 		if lp == "" || dst == "" {
 			return fmt.Errorf("upload_file entries need local_path and path")
 		}
-		data, err := os.ReadFile(lp)
+		data, err := boundedread.ReadFile(lp, s.maxDownload())
 		if err != nil {
-			return fmt.Errorf("read %s: %w", lp, err)
+			return fmt.Errorf("upload_file: %w", err)
 		}
 		if err := s.Guest.Upload(ctx, dst, data); err != nil {
 			return err
@@ -332,10 +353,15 @@ func (s *Session) fetch(ctx context.Context, u, local string) error {
 	if err := os.MkdirAll(filepath.Dir(local), 0o755); err != nil {
 		return err
 	}
-	limit := s.MaxDownload
-	if limit <= 0 {
-		limit = 1 << 30
+	limit := s.maxDownload()
+	timeout := s.DownloadTimeout
+	if timeout <= 0 {
+		timeout = DefaultDownloadTimeout
 	}
+	// The deadline covers the attempts and the copy of the body below, also
+	// with an injected client that has no timeout of its own.
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	var body io.ReadCloser
 	if strings.HasPrefix(u, "http://") || strings.HasPrefix(u, "https://") {
 		hc := s.HTTP
@@ -367,7 +393,7 @@ func (s *Session) fetch(ctx context.Context, u, local string) error {
 		}
 	} else {
 		p := strings.TrimPrefix(u, "file://")
-		f, err := os.Open(p)
+		f, err := boundedread.Open(p)
 		if err != nil {
 			return fmt.Errorf("download %s: %w", u, err)
 		}
@@ -382,6 +408,9 @@ func (s *Session) fetch(ctx context.Context, u, local string) error {
 	n, err := io.Copy(f, io.LimitReader(body, limit+1))
 	if cerr := f.Close(); err == nil {
 		err = cerr
+	}
+	if err != nil && ctx.Err() != nil {
+		err = fmt.Errorf("download %s: not done within %s: %w", u, timeout, ctx.Err())
 	}
 	if err == nil && n > limit {
 		err = fmt.Errorf("download %s: larger than %d bytes", u, limit)

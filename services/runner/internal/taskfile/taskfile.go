@@ -10,13 +10,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
 	rmv1 "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
+	"github.com/rolloutmesh/rolloutmesh/serverkit/boundedread"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/env"
 )
 
@@ -29,17 +28,11 @@ const (
 
 // Load reads every task of a file.
 func Load(path string) ([]env.Task, error) {
-	f, err := os.Open(path)
+	// Refuses FIFOs and devices, whose Stat size is 0 and whose reads may
+	// never end.
+	data, err := boundedread.ReadFile(path, MaxFileSize)
 	if err != nil {
 		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > MaxFileSize {
-		return nil, fmt.Errorf("%s: larger than %d bytes", path, MaxFileSize)
 	}
 	domain := filepath.Base(filepath.Dir(path))
 	tasks, err := Parse(data, strings.HasSuffix(path, ".jsonl"), domain)

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/rolloutmesh/rolloutmesh/serverkit/boundedread"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/action"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/env"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/metrics"
@@ -141,7 +142,7 @@ func Load(path string) (*Index, error) {
 	}
 	var docs []Doc
 	if !st.IsDir() {
-		f, err := os.Open(path)
+		f, err := boundedread.Open(path)
 		if err != nil {
 			return nil, fmt.Errorf("corpus: %w", err)
 		}
@@ -182,7 +183,9 @@ func Load(path string) (*Index, error) {
 		if err != nil || info.Size() > MaxDocSize {
 			return err
 		}
-		b, err := os.ReadFile(p)
+		// The entry may be a symbolic link to a device or a FIFO: the open
+		// checks what it reaches, the read is capped.
+		b, err := boundedread.ReadFile(p, MaxDocSize)
 		if err != nil {
 			return err
 		}
