@@ -2,6 +2,7 @@ package coordinator_test
 
 import (
 	"flag"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	pb "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
 	"github.com/rolloutmesh/rolloutmesh/serverkit/daemon/daemontest"
@@ -192,4 +194,104 @@ func TestUnknownIDsNotFound(t *testing.T) {
 	if err != nil || len(all.Episodes) != 1 {
 		t.Errorf("ListQueuedEpisodes(all) = %v, %v; want the known rollout's one episode", all, err)
 	}
+}
+
+// TestModelVersionBounds: a version far ahead or beyond JSON's exact range
+// is refused, so one call cannot block later updates; reset sets a lower
+// version explicitly (issue #16 item 6).
+func TestModelVersionBounds(t *testing.T) {
+	h := newHarness(t, coordinator.Config{})
+	ctx := ctxT(t, 10*time.Second)
+	update := func(v int64, reset bool) (*pb.UpdateModelVersionResponse, error) {
+		return h.client.UpdateModelVersion(ctx, &pb.UpdateModelVersionRequest{Version: v, Reset_: reset})
+	}
+	steps := []struct {
+		name    string
+		version int64
+		reset   bool
+		want    codes.Code
+		prev    int64
+	}{
+		{"max int64", math.MaxInt64, false, codes.InvalidArgument, 0},
+		{"2^53", 1 << 53, false, codes.InvalidArgument, 0},
+		{"max int64 with reset", math.MaxInt64, true, codes.InvalidArgument, 0},
+		{"negative", -1, false, codes.InvalidArgument, 0},
+		{"more than a step ahead", 1_000_001, false, codes.InvalidArgument, 0},
+		{"one step ahead", 1_000_000, false, codes.OK, 0},
+		{"normal update after the refusals", 1_000_005, false, codes.OK, 1_000_000},
+		{"lower without reset", 7, false, codes.InvalidArgument, 0},
+		{"lower with reset", 7, true, codes.OK, 1_000_005},
+		{"normal update after the reset", 8, false, codes.OK, 7},
+		{"top of the range with reset", 1<<53 - 1, true, codes.OK, 8},
+		{"reset back", 3, true, codes.OK, 1<<53 - 1},
+	}
+	for _, st := range steps {
+		resp, err := update(st.version, st.reset)
+		if got := status.Code(err); got != st.want {
+			t.Fatalf("%s: UpdateModelVersion(%d, reset %v) code = %v (%v), want %v", st.name, st.version, st.reset, got, err, st.want)
+		}
+		if err != nil {
+			if msg := status.Convert(err).Message(); !strings.HasPrefix(msg, "version:") {
+				t.Errorf("%s: message %q does not name the field", st.name, msg)
+			}
+			continue
+		}
+		if resp.Version != st.version || resp.PreviousVersion != st.prev {
+			t.Errorf("%s: got version %d (previous %d), want %d (previous %d)", st.name, resp.Version, resp.PreviousVersion, st.version, st.prev)
+		}
+	}
+	// The reset is durable.
+	h.restart()
+	if resp, err := update(4, false); err != nil || resp.PreviousVersion != 3 {
+		t.Errorf("after restart: UpdateModelVersion(4) = %v, %v; want previous version 3", resp, err)
+	}
+}
+
+// TestIntegerBounds: every integer a caller sets is bounded, the error
+// naming the field; none of them costs the coordinator memory or health
+// (issue #16 item 6).
+func TestIntegerBounds(t *testing.T) {
+	h := newHarness(t, coordinator.Config{})
+	ctx := ctxT(t, 20*time.Second)
+	f := func(v float64) *float64 { return &v }
+	i32 := func(v int32) *int32 { return &v }
+	agent := func(a *pb.AgentConfig) *pb.RolloutSpec { return &pb.RolloutSpec{Tasks: mathTasks(1), Agent: a} }
+	tests := []struct {
+		name  string
+		spec  *pb.RolloutSpec
+		field string
+	}{
+		// Without the bound, planGroups allocated a slot for each of 2^31
+		// groups before any other check.
+		{"partition huge", &pb.RolloutSpec{Tasks: mathTasks(1), Tags: []string{"math"}, NumGroupsPartition: []int32{math.MaxInt32}}, "spec.num_groups_partition[0]"},
+		{"partition sum", &pb.RolloutSpec{Tasks: mathTasks(1), Tags: []string{"math", "math"}, NumGroupsPartition: []int32{900_000, 900_000}}, "spec.num_groups_partition"},
+		{"partition negative", &pb.RolloutSpec{Tasks: mathTasks(1), Tags: []string{"math"}, NumGroupsPartition: []int32{-1}}, "spec.num_groups_partition[0]"},
+		{"num_env_groups", &pb.RolloutSpec{Tasks: mathTasks(1), NumEnvGroups: math.MaxInt32}, "spec.num_env_groups"},
+		{"max_attempts", &pb.RolloutSpec{Tasks: mathTasks(1), MaxAttempts: math.MaxInt32}, "spec.max_attempts"},
+		{"batch_size", &pb.RolloutSpec{Tasks: mathTasks(1), BatchSize: -1}, "spec.batch_size"},
+		{"priority", &pb.RolloutSpec{Tasks: mathTasks(1), Priority: -5}, "spec.priority"},
+		{"poll_interval invalid", &pb.RolloutSpec{Tasks: mathTasks(1), PollInterval: &durationpb.Duration{Seconds: 5, Nanos: -1}}, "spec.poll_interval"},
+		{"episode_timeout huge", &pb.RolloutSpec{Tasks: mathTasks(1), EpisodeTimeout: &durationpb.Duration{Seconds: math.MaxInt64}}, "spec.episode_timeout"},
+		{"max_turns", agent(&pb.AgentConfig{MaxTurns: math.MaxInt32}), "spec.agent.max_turns"},
+		{"history_images", agent(&pb.AgentConfig{HistoryImages: -1}), "spec.agent.history_images"},
+		{"top_logprobs", agent(&pb.AgentConfig{TopLogprobs: 21}), "spec.agent.top_logprobs"},
+		{"screen_width", agent(&pb.AgentConfig{ScreenWidth: math.MaxInt32}), "spec.agent.screen_width"},
+		{"sleep_after_execution", agent(&pb.AgentConfig{SleepAfterExecution: durationpb.New(time.Hour)}), "spec.agent.sleep_after_execution"},
+		{"temperature", agent(&pb.AgentConfig{Sampling: &pb.SamplingParams{Temperature: f(math.NaN())}}), "spec.agent.sampling.temperature"},
+		{"top_p", agent(&pb.AgentConfig{Sampling: &pb.SamplingParams{TopP: f(0)}}), "spec.agent.sampling.top_p"},
+		{"max_tokens", agent(&pb.AgentConfig{Sampling: &pb.SamplingParams{MaxTokens: i32(-5)}}), "spec.agent.sampling.max_tokens"},
+		{"n", agent(&pb.AgentConfig{Sampling: &pb.SamplingParams{N: 1000}}), "spec.agent.sampling.n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := h.client.StartRollout(ctx, &pb.StartRolloutRequest{Spec: tt.spec})
+			if got := status.Code(err); got != codes.InvalidArgument {
+				t.Fatalf("StartRollout code = %v (%v), want InvalidArgument", got, err)
+			}
+			if msg := status.Convert(err).Message(); !strings.HasPrefix(msg, tt.field+":") {
+				t.Errorf("message %q does not name field %q", msg, tt.field)
+			}
+		})
+	}
+	h.healthy(t)
 }

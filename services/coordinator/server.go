@@ -177,7 +177,7 @@ func (s *Service) UpdateModelVersion(ctx context.Context, req *pb.UpdateModelVer
 	if len(req.Source) > 4096 {
 		return nil, s.toStatus(&scheduler.FieldError{Field: "source", Msg: "must be at most 4096 bytes"})
 	}
-	if err := s.engine.CheckModelVersion(req.Version); err != nil {
+	if err := s.engine.CheckModelVersion(req.Version, req.Reset_); err != nil {
 		return nil, s.toStatus(err)
 	}
 	resp := &pb.UpdateModelVersionResponse{}
@@ -194,7 +194,7 @@ func (s *Service) UpdateModelVersion(ctx context.Context, req *pb.UpdateModelVer
 		}
 		resp.Gateway = gw
 	}
-	prev, err := s.engine.SetModelVersion(ctx, req.Version)
+	prev, err := s.engine.SetModelVersion(ctx, req.Version, req.Reset_)
 	if err != nil {
 		return nil, s.toStatus(err)
 	}

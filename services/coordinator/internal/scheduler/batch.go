@@ -309,34 +309,43 @@ func (e *Engine) AckBatch(ctx context.Context, rolloutID, batchID string) error 
 	}
 }
 
-// SetModelVersion records a new model version (greater than the current).
-func (e *Engine) SetModelVersion(ctx context.Context, v int64) (prev int64, err error) {
+// SetModelVersion records a new model version: greater than the current
+// one and at most MaxVersionStep above it, or, with reset, any version in
+// range. A reset moves the start version of every running rollout by the
+// same amount, so that async admission keeps each rollout's version lag.
+func (e *Engine) SetModelVersion(ctx context.Context, v int64, reset bool) (prev int64, err error) {
 	e.mu.Lock()
 	prev = e.modelVersion
-	if v <= prev {
+	if err := checkVersion(v, prev, reset); err != nil {
 		e.mu.Unlock()
-		return prev, fieldErr("version", fmt.Sprintf("must be greater than the current version %d", prev))
+		return prev, err
 	}
 	e.modelVersion = v
+	ops := []state.Op{state.PutModelVersion(v)}
+	if reset {
+		for _, r := range e.order {
+			if r.active() {
+				r.startVersion += v - prev
+				ops = append(ops, state.PutRollout(r.record()))
+			}
+		}
+	}
 	ch := make(chan error, 1)
-	e.store.Submit(func(err error) { ch <- err }, state.PutModelVersion(v))
+	e.store.Submit(func(err error) { ch <- err }, ops...)
 	e.notify()
 	e.mu.Unlock()
 	e.poke() // async admission may open
 	if err := <-ch; err != nil {
 		return prev, fmt.Errorf("store model version: %w", err)
 	}
-	e.log.Info("model version updated", zap.Int64("version", v), zap.Int64("previous", prev))
+	e.log.Info("model version updated", zap.Int64("version", v), zap.Int64("previous", prev), zap.Bool("reset", reset))
 	return prev, nil
 }
 
 // CheckModelVersion checks that v would be accepted, before the gateway is
 // asked to load it.
-func (e *Engine) CheckModelVersion(v int64) error {
+func (e *Engine) CheckModelVersion(v int64, reset bool) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if v <= e.modelVersion {
-		return fieldErr("version", fmt.Sprintf("must be greater than the current version %d", e.modelVersion))
-	}
-	return nil
+	return checkVersion(v, e.modelVersion, reset)
 }

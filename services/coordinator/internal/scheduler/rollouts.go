@@ -30,8 +30,6 @@ const (
 
 var rolloutIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,64}$`)
 
-var actionSpaces = map[string]bool{"": true, "computer_13": true, "pyautogui": true, "uitars": true, "uitars15": true, "claude_computer_use": true, "tool_calls": true}
-var observationTypes = map[string]bool{"": true, "screenshot": true, "a11y_tree": true, "screenshot_a11y_tree": true, "som": true}
 
 // normalizeSpec checks a spec and fills its defaults. It returns the tasks
 // the rollout starts with (inline, or loaded from task_source).
@@ -48,24 +46,13 @@ func normalizeSpec(ctx context.Context, spec *pb.RolloutSpec, haveVMs bool, root
 	if !tasksource.ValidEnvMode(spec.EnvMode) {
 		return nil, fieldErr("spec.env_mode", "must be one of desktop, osworld, math, py, rag, web")
 	}
-	if a := spec.Agent; a != nil {
-		switch {
-		case !actionSpaces[a.ActionSpace]:
-			return nil, fieldErr("spec.agent.action_space", "unknown action space "+fmt.Sprintf("%q", a.ActionSpace))
-		case !observationTypes[a.ObservationType]:
-			return nil, fieldErr("spec.agent.observation_type", "unknown observation type "+fmt.Sprintf("%q", a.ObservationType))
-		case a.MaxTurns < 0 || a.MaxTurns > 1000:
-			return nil, fieldErr("spec.agent.max_turns", "must be between 0 and 1000")
-		case a.MaxRetries < 0 || a.MaxRetries > 100:
-			return nil, fieldErr("spec.agent.max_retries", "must be between 0 and 100")
-		case len(a.Model) > 256:
-			return nil, fieldErr("spec.agent.model", "must be at most 256 bytes")
-		}
+	// The agent's action space depends on the tasks' env modes: checked
+	// below, once the tasks are known. Its other fields are checked first.
+	if err := checkAgent(spec.Agent, false); err != nil {
+		return nil, err
 	}
-	for k := range spec.EnvConfig.GetExtra() {
-		if k == "action_space" || k == "observation_type" {
-			return nil, fieldErr("spec.env_config.extra."+k, "is a launch-wide setting; set it in spec.agent")
-		}
+	if f, msg := tasksource.CheckEnvConfig(spec.EnvConfig); msg != "" {
+		return nil, fieldErr("spec.env_config."+f, msg)
 	}
 	if spec.GroupSize == 0 {
 		spec.GroupSize = 1
@@ -106,6 +93,21 @@ func normalizeSpec(ctx context.Context, spec *pb.RolloutSpec, haveVMs bool, root
 	if spec.NumEnvGroups < 0 || spec.NumEnvGroups > MaxGroups {
 		return nil, fieldErr("spec.num_env_groups", fmt.Sprintf("must be between 0 and %d", MaxGroups))
 	}
+	partition := 0
+	for i, p := range spec.NumGroupsPartition {
+		// Checked here, before planGroups allocates a slot per group.
+		if p < 0 || p > MaxGroups {
+			return nil, fieldErr(fmt.Sprintf("spec.num_groups_partition[%d]", i), fmt.Sprintf("must be between 0 and %d", MaxGroups))
+		}
+		if partition += int(p); partition > MaxGroups {
+			return nil, fieldErr("spec.num_groups_partition", fmt.Sprintf("sums to more than %d groups", MaxGroups))
+		}
+	}
+	for i, tag := range spec.Tags {
+		if len(tag) == 0 || len(tag) > 256 {
+			return nil, fieldErr(fmt.Sprintf("spec.tags[%d]", i), "must be 1-256 bytes")
+		}
+	}
 	if len(spec.Tags) > 64 {
 		return nil, fieldErr("spec.tags", "at most 64 tags")
 	}
@@ -115,13 +117,13 @@ func normalizeSpec(ctx context.Context, spec *pb.RolloutSpec, haveVMs bool, root
 	if spec.PollInterval == nil {
 		spec.PollInterval = durationpb.New(10 * time.Second)
 	}
-	if d := spec.PollInterval.AsDuration(); d < time.Second || d > time.Hour {
+	if d := spec.PollInterval.AsDuration(); spec.PollInterval.CheckValid() != nil || d < time.Second || d > time.Hour {
 		return nil, fieldErr("spec.poll_interval", "must be between 1s and 1h")
 	}
 	if spec.EpisodeTimeout == nil {
 		spec.EpisodeTimeout = durationpb.New(time.Hour)
 	}
-	if d := spec.EpisodeTimeout.AsDuration(); d < time.Second || d > 24*time.Hour {
+	if d := spec.EpisodeTimeout.AsDuration(); spec.EpisodeTimeout.CheckValid() != nil || d < time.Second || d > 24*time.Hour {
 		return nil, fieldErr("spec.episode_timeout", "must be between 1s and 24h")
 	}
 	if spec.VmPool == "" {
@@ -176,6 +178,7 @@ func normalizeSpec(ctx context.Context, spec *pb.RolloutSpec, haveVMs bool, root
 	default:
 		return nil, fieldErr("spec.tasks", "give tasks inline or a spec.task_source")
 	}
+	desktop := false
 	for i, t := range tasks {
 		mode := t.EnvMode
 		if mode == "" {
@@ -184,6 +187,10 @@ func normalizeSpec(ctx context.Context, spec *pb.RolloutSpec, haveVMs bool, root
 		if tasksource.NeedsVM(mode) && !haveVMs {
 			return nil, fieldErr(fmt.Sprintf("spec.tasks[%d].env_mode", i), mode+" needs a VM but the coordinator has no --vmmanager")
 		}
+		desktop = desktop || tasksource.NeedsVM(mode)
+	}
+	if err := checkAgent(spec.Agent, desktop); err != nil {
+		return nil, err
 	}
 	return tasks, nil
 }

@@ -94,9 +94,27 @@ func CheckTask(t *pb.Task) (field, msg string) {
 	case len(t.GetTags()) > 64:
 		return "tags", "at most 64 tags"
 	}
-	for k := range t.GetEnvConfig().GetExtra() {
-		if launchWide(k) {
-			return "env_config.extra." + k, "is a launch-wide setting; set it in spec.agent"
+	if f, msg := CheckEnvConfig(t.GetEnvConfig()); msg != "" {
+		return "env_config." + f, msg
+	}
+	return "", ""
+}
+
+// CheckEnvConfig validates environment overrides (a task's or a rollout's);
+// field is relative to the EnvConfig.
+func CheckEnvConfig(ec *pb.EnvConfig) (field, msg string) {
+	if len(ec.GetSnapshot()) > 256 {
+		return "snapshot", "must be at most 256 bytes"
+	}
+	if len(ec.GetExtra()) > 64 {
+		return "extra", "at most 64 entries"
+	}
+	for k, v := range ec.GetExtra() {
+		switch {
+		case launchWide(k):
+			return "extra." + k, "is a launch-wide setting; set it in spec.agent"
+		case len(k) == 0 || len(k) > 128 || len(v) > 4096:
+			return "extra", "keys 1-128 bytes, values at most 4096 bytes"
 		}
 	}
 	return "", ""
