@@ -30,7 +30,6 @@ const (
 
 var rolloutIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,64}$`)
 
-
 // normalizeSpec checks a spec and fills its defaults. It returns the tasks
 // the rollout starts with (inline, or loaded from task_source).
 func normalizeSpec(ctx context.Context, spec *pb.RolloutSpec, haveVMs bool, roots *tasksource.Roots) ([]*pb.Task, error) {
