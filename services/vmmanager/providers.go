@@ -62,6 +62,20 @@ func buildProvider(ctx context.Context, key string, spec PoolSpec, env providerE
 	return nil, fmt.Errorf("config: %s.provider: %q is not available in this build", key, spec.Provider)
 }
 
+// envSupported lists the EnvConfig overrides a provider kind applies at
+// AcquireLease, for ListPools, so that the coordinator refuses a rollout
+// asking for one the pool would refuse on every lease. It follows the
+// providers' Prepare: vmware and virtualbox revert to another snapshot and
+// refuse the rest; the other kinds are not Preparers, so their pools refuse
+// every override.
+func envSupported(kind string) []string {
+	switch kind {
+	case config.ProviderVMware, config.ProviderVirtualBox:
+		return []string{pool.EnvSnapshot}
+	}
+	return nil
+}
+
 // headless defaults to true: a pool of VMs nobody watches.
 func headless(spec PoolSpec) bool { return spec.Headless == nil || *spec.Headless }
 

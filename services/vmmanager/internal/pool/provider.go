@@ -48,6 +48,15 @@ type EnvOverrides struct {
 	Extra    map[string]string
 }
 
+// The overrides by name, as ListPools reports what a provider supports
+// (Pool.env_config_supported).
+const (
+	EnvSnapshot = "snapshot"
+	EnvProxy    = "proxy"
+	EnvFixedIP  = "fixed_ip"
+	EnvExtra    = "extra"
+)
+
 // IsZero reports whether no override is set.
 func (e EnvOverrides) IsZero() bool {
 	return e.Snapshot == "" && !e.Proxy && !e.FixedIP && len(e.Extra) == 0
