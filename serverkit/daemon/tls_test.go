@@ -2,13 +2,6 @@ package daemon
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -25,89 +18,8 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/rolloutmesh/rolloutmesh/serverkit/tlscreds"
+	"github.com/rolloutmesh/rolloutmesh/serverkit/tlscreds/tlstest"
 )
-
-// testPKI is a CA with a server and a client certificate, written as PEM
-// files in a temporary directory.
-type testPKI struct {
-	dir                                  string
-	ca, serverCert, serverKey            string
-	clientCert, clientKey                string
-	otherCA, otherClientCert, otherClKey string
-}
-
-func newTestPKI(t *testing.T) testPKI {
-	t.Helper()
-	dir := t.TempDir()
-	p := testPKI{dir: dir}
-	caCert, caKey := makeCert(t, nil, nil, "test CA", true, nil)
-	p.ca = writePEM(t, dir, "ca.pem", caCert, nil)
-	srv, srvKey := makeCert(t, caCert, caKey, "localhost", false,
-		[]x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth})
-	p.serverCert = writePEM(t, dir, "server.pem", srv, nil)
-	p.serverKey = writePEM(t, dir, "server-key.pem", nil, srvKey)
-	cl, clKey := makeCert(t, caCert, caKey, "client", false, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth})
-	p.clientCert = writePEM(t, dir, "client.pem", cl, nil)
-	p.clientKey = writePEM(t, dir, "client-key.pem", nil, clKey)
-	// A client certificate from a CA the server does not trust.
-	otherCA, otherKey := makeCert(t, nil, nil, "other CA", true, nil)
-	p.otherCA = writePEM(t, dir, "other-ca.pem", otherCA, nil)
-	ocl, oclKey := makeCert(t, otherCA, otherKey, "intruder", false, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth})
-	p.otherClientCert = writePEM(t, dir, "other-client.pem", ocl, nil)
-	p.otherClKey = writePEM(t, dir, "other-client-key.pem", nil, oclKey)
-	return p
-}
-
-func makeCert(t *testing.T, parent *x509.Certificate, parentKey *ecdsa.PrivateKey, cn string, isCA bool, eku []x509.ExtKeyUsage) (*x509.Certificate, *ecdsa.PrivateKey) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
-	tmpl := &x509.Certificate{
-		SerialNumber: serial, Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: eku, BasicConstraintsValid: true,
-	}
-	if isCA {
-		tmpl.IsCA, tmpl.KeyUsage = true, x509.KeyUsageCertSign|x509.KeyUsageDigitalSignature
-	} else {
-		tmpl.DNSNames, tmpl.IPAddresses = []string{"localhost"}, []net.IP{net.ParseIP("127.0.0.1")}
-	}
-	signer, signKey := tmpl, key
-	if parent != nil {
-		signer, signKey = parent, parentKey
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, signer, &key.PublicKey, signKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cert, key
-}
-
-func writePEM(t *testing.T, dir, name string, cert *x509.Certificate, key *ecdsa.PrivateKey) string {
-	t.Helper()
-	var block *pem.Block
-	if cert != nil {
-		block = &pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw}
-	} else {
-		der, err := x509.MarshalPKCS8PrivateKey(key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		block = &pem.Block{Type: "PRIVATE KEY", Bytes: der}
-	}
-	path := filepath.Join(dir, name)
-	if err := os.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
 
 // runDaemon runs the echo service through Run with args and returns its
 // address once it answers a health check over creds.
@@ -177,9 +89,9 @@ func clientCreds(t *testing.T, c tlscreds.Client) credentials.TransportCredentia
 }
 
 func TestRunServesTLS(t *testing.T) {
-	p := newTestPKI(t)
-	withCA := clientCreds(t, tlscreds.Client{CA: p.ca})
-	addr := runDaemon(t, []string{"--tls-cert", p.serverCert, "--tls-key", p.serverKey}, withCA)
+	p := tlstest.New(t)
+	withCA := clientCreds(t, tlscreds.Client{CA: p.CA})
+	addr := runDaemon(t, []string{"--tls-cert", p.ServerCert, "--tls-key", p.ServerKey}, withCA)
 
 	tests := []struct {
 		name  string
@@ -188,7 +100,7 @@ func TestRunServesTLS(t *testing.T) {
 	}{
 		{name: "client with the CA", creds: withCA, ok: true},
 		{name: "plaintext client", creds: insecure.NewCredentials()},
-		{name: "client trusting another CA", creds: clientCreds(t, tlscreds.Client{CA: p.otherCA})},
+		{name: "client trusting another CA", creds: clientCreds(t, tlscreds.Client{CA: p.OtherCA})},
 	}
 	for _, tt := range tests {
 		err := echoOver(t, addr, tt.creds, nil)
@@ -199,12 +111,12 @@ func TestRunServesTLS(t *testing.T) {
 	healthcheck := func(args ...string) error {
 		return Run(context.Background(), Spec{Name: "echo", GRPCAddr: addr}, append([]string{"healthcheck", "--addr", addr, "--timeout", "2s"}, args...))
 	}
-	if err := healthcheck("--tls-ca", p.ca); err != nil {
+	if err := healthcheck("--tls-ca", p.CA); err != nil {
 		t.Errorf("healthcheck --tls-ca: %v", err)
 	}
 	// A container's health check has the service's environment only.
-	t.Setenv("ROLLOUTMESH_TLS_CERT", p.serverCert)
-	t.Setenv("ROLLOUTMESH_TLS_KEY", p.serverKey)
+	t.Setenv("ROLLOUTMESH_TLS_CERT", p.ServerCert)
+	t.Setenv("ROLLOUTMESH_TLS_KEY", p.ServerKey)
 	if err := healthcheck(); err != nil {
 		t.Errorf("healthcheck with the service's environment: %v", err)
 	}
@@ -214,9 +126,9 @@ func TestRunServesTLS(t *testing.T) {
 }
 
 func TestRunServesMutualTLS(t *testing.T) {
-	p := newTestPKI(t)
-	full := clientCreds(t, tlscreds.Client{CA: p.ca, Cert: p.clientCert, Key: p.clientKey})
-	addr := runDaemon(t, []string{"--tls-cert", p.serverCert, "--tls-key", p.serverKey, "--tls-client-ca", p.ca}, full)
+	p := tlstest.New(t)
+	full := clientCreds(t, tlscreds.Client{CA: p.CA, Cert: p.ClientCert, Key: p.ClientKey})
+	addr := runDaemon(t, []string{"--tls-cert", p.ServerCert, "--tls-key", p.ServerKey, "--tls-client-ca", p.CA}, full)
 
 	tests := []struct {
 		name  string
@@ -224,8 +136,8 @@ func TestRunServesMutualTLS(t *testing.T) {
 		ok    bool
 	}{
 		{name: "client certificate signed by the CA", creds: full, ok: true},
-		{name: "no client certificate", creds: clientCreds(t, tlscreds.Client{CA: p.ca})},
-		{name: "client certificate of another CA", creds: clientCreds(t, tlscreds.Client{CA: p.ca, Cert: p.otherClientCert, Key: p.otherClKey})},
+		{name: "no client certificate", creds: clientCreds(t, tlscreds.Client{CA: p.CA})},
+		{name: "client certificate of another CA", creds: clientCreds(t, tlscreds.Client{CA: p.CA, Cert: p.OtherClientCert, Key: p.OtherClKey})},
 		{name: "plaintext client", creds: insecure.NewCredentials()},
 	}
 	for _, tt := range tests {
@@ -237,15 +149,15 @@ func TestRunServesMutualTLS(t *testing.T) {
 	healthcheck := func(args ...string) error {
 		return Run(context.Background(), Spec{Name: "echo", GRPCAddr: addr}, append([]string{"healthcheck", "--addr", addr, "--timeout", "2s"}, args...))
 	}
-	if err := healthcheck("--tls-ca", p.ca, "--tls-cert", p.clientCert, "--tls-key", p.clientKey); err != nil {
+	if err := healthcheck("--tls-ca", p.CA, "--tls-cert", p.ClientCert, "--tls-key", p.ClientKey); err != nil {
 		t.Errorf("healthcheck with a client certificate: %v", err)
 	}
-	if err := healthcheck("--tls-ca", p.ca); err == nil {
+	if err := healthcheck("--tls-ca", p.CA); err == nil {
 		t.Error("healthcheck without a client certificate succeeded against mutual TLS")
 	}
-	t.Setenv("ROLLOUTMESH_TLS_CERT", p.serverCert)
-	t.Setenv("ROLLOUTMESH_TLS_KEY", p.serverKey)
-	t.Setenv("ROLLOUTMESH_TLS_CLIENT_CA", p.ca)
+	t.Setenv("ROLLOUTMESH_TLS_CERT", p.ServerCert)
+	t.Setenv("ROLLOUTMESH_TLS_KEY", p.ServerKey)
+	t.Setenv("ROLLOUTMESH_TLS_CLIENT_CA", p.CA)
 	if err := healthcheck(); err != nil {
 		t.Errorf("healthcheck with the service's environment: %v", err)
 	}
