@@ -25,6 +25,7 @@ import (
 
 	rmv1 "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
 	"github.com/rolloutmesh/rolloutmesh/serverkit/daemon"
+	"github.com/rolloutmesh/rolloutmesh/serverkit/tlscreds"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/action"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/cli"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/clock"
@@ -48,6 +49,9 @@ type Config struct {
 	// AuthToken is sent as a bearer token to the coordinator, gateway and
 	// storage.
 	AuthToken string
+	// PeerTLS, when its CA is set, dials the coordinator, gateway and
+	// storage over TLS.
+	PeerTLS tlscreds.Client
 	Slots     int
 	RunnerID  string
 	// Address is this replica's gRPC address as people reach it.
@@ -74,7 +78,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Coordinator, "coordinator", "127.0.0.1:50052", "coordinator gRPC address")
 	fs.StringVar(&c.Gateway, "gateway", "127.0.0.1:50054", "modelgateway gRPC address")
 	fs.StringVar(&c.Storage, "storage", "127.0.0.1:50055", "storage gRPC address; empty disables step streaming")
-	fs.StringVar(&c.AuthToken, "peer-token", "", "bearer token sent to the coordinator, gateway and storage")
+	fs.StringVar(&c.AuthToken, "peer-token", "", "bearer token sent to the coordinator, gateway and storage; prefer --peer-token-file or $ROLLOUTMESH_PEER_TOKEN, which ps does not show")
+	c.PeerTLS.RegisterFlags(fs, "peer-")
 	fs.IntVar(&c.Slots, "slots", 4, "episodes run at once (the seeds' max_env_num_per_worker)")
 	fs.StringVar(&c.RunnerID, "runner-id", fmt.Sprintf("%s-%d", host, os.Getpid()), "stable id of this replica")
 	fs.StringVar(&c.Address, "advertise-addr", "", "this replica's gRPC address as reported to the coordinator")
@@ -121,6 +126,10 @@ func New(ctx context.Context, cfg Config, denv daemon.Env) (*Service, error) {
 			_ = c()
 		}
 	}
+	creds, err := cfg.PeerTLS.Credentials()
+	if err != nil {
+		return nil, fmt.Errorf("peer TLS: %w", err)
+	}
 	for _, t := range []struct {
 		addr string
 		dst  *grpc.ClientConnInterface
@@ -133,7 +142,7 @@ func New(ctx context.Context, cfg Config, denv daemon.Env) (*Service, error) {
 			closeAll()
 			return nil, fmt.Errorf("--%s is required", t.name)
 		}
-		cc, err := dial.Conn(t.addr, cfg.AuthToken)
+		cc, err := dial.ConnWith(t.addr, cfg.AuthToken, creds)
 		if err != nil {
 			closeAll()
 			return nil, err
@@ -254,11 +263,18 @@ func (s *Service) Close(context.Context) error {
 	return errors.Join(errs...)
 }
 
+// maxEpisodeIDBytes bounds an episode id in a request; the coordinator's
+// ids are far shorter.
+const maxEpisodeIDBytes = 256
+
 // ValidateRequest checks requests at the boundary.
 func (s *Service) ValidateRequest(method string, req any) error {
 	if r, ok := req.(*rmv1.CancelEpisodeRequest); ok {
 		if r.GetEpisodeId() == "" {
 			return daemon.InvalidField("episode_id", "is required")
+		}
+		if len(r.GetEpisodeId()) > maxEpisodeIDBytes {
+			return daemon.InvalidField("episode_id", "must be at most %d bytes", maxEpisodeIDBytes)
 		}
 		if len(r.GetReason()) > 1024 {
 			return daemon.InvalidField("reason", "must be at most 1024 bytes")

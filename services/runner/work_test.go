@@ -3,6 +3,7 @@ package runner_test
 import (
 	"context"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -177,6 +178,9 @@ func TestWorkLoop(t *testing.T) {
 	}
 	if _, err := api.CancelEpisode(ctx, &rmv1.CancelEpisodeRequest{}); status.Code(err) != codes.InvalidArgument {
 		t.Errorf("CancelEpisode without id: %v, want InvalidArgument", err)
+	}
+	if _, err := api.CancelEpisode(ctx, &rmv1.CancelEpisodeRequest{EpisodeId: strings.Repeat("e", 10000)}); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "episode_id") {
+		t.Errorf("CancelEpisode with a 10 KB id: %v, want InvalidArgument naming episode_id", err)
 	}
 	if _, err := api.CancelEpisode(ctx, &rmv1.CancelEpisodeRequest{EpisodeId: "nope"}); status.Code(err) != codes.NotFound {
 		t.Errorf("CancelEpisode of an unknown episode: %v, want NotFound", err)

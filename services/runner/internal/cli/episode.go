@@ -20,6 +20,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	rmv1 "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
+	"github.com/rolloutmesh/rolloutmesh/serverkit/secretflag"
+	"github.com/rolloutmesh/rolloutmesh/serverkit/tlscreds"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/action"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/agent"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/dial"
@@ -42,11 +44,11 @@ func Episode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		taskPath   = fs.String("task", "", "task file: an OSWorld task JSON, or a JSONL benchmark file (required)")
 		index      = fs.Int("index", 0, "which task of a multi-task file to run (0-based)")
 		guestURL   = fs.String("guest", "", "guest server URL (desktopd or OSWorld's server), e.g. http://127.0.0.1:5000")
-		guestToken = fs.String("guest-token", "", "bearer token of the guest server")
+		guestToken = fs.String("guest-token", os.Getenv("DESKTOPD_TOKEN"), "bearer token of the guest server (default $DESKTOPD_TOKEN); prefer --guest-token-file or the environment, which ps does not show")
 		mode       = fs.String("env", "", "environment mode: desktop (alias osworld), math, py, rag, web; default from the task")
 		gateway    = fs.String("gateway", "127.0.0.1:50054", "modelgateway gRPC address")
 		storage    = fs.String("storage", "", "storage gRPC address; empty keeps the trajectory local only")
-		authToken  = fs.String("auth-token", os.Getenv("ROLLOUTMESH_AUTH_TOKEN"), "bearer token for the mesh's gRPC services")
+		authToken  = fs.String("auth-token", os.Getenv("ROLLOUTMESH_AUTH_TOKEN"), "bearer token for the mesh's gRPC services (default $ROLLOUTMESH_AUTH_TOKEN)")
 		output     = fs.String("output", "", "directory for OSWorld's results layout (traj.jsonl, step PNGs, result.txt, recording.mp4)")
 		model      = fs.String("model", "", "model name as the gateway knows it; empty is the gateway's default")
 		space      = fs.String("action-space", "", "computer_13, pyautogui, uitars, uitars15, claude_computer_use or tool_calls; default pyautogui (desktop) or tool_calls")
@@ -66,8 +68,18 @@ func Episode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		asJSON     = fs.Bool("json", false, "print the finished episode as JSON instead of the summary")
 		logLevel   = fs.String("log-level", "warn", "log level: debug, info, warn, error")
 	)
+	var peerTLS tlscreds.Client
+	peerTLS.RegisterFlags(fs, "")
+	secretFiles := secretflag.Register(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if err := secretFiles.Resolve(); err != nil {
+		return err
+	}
+	creds, err := peerTLS.Credentials()
+	if err != nil {
+		return fmt.Errorf("TLS: %w", err)
 	}
 	if *taskPath == "" {
 		return fmt.Errorf("--task is required")
@@ -114,14 +126,14 @@ func Episode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return err
 		}
 	}
-	gw, err := dial.Conn(*gateway, *authToken)
+	gw, err := dial.ConnWith(*gateway, *authToken, creds)
 	if err != nil {
 		return err
 	}
 	defer gw.Close()
 	deps := episode.Deps{Chat: rmv1.NewModelGatewayClient(gw), Log: log}
 	if *storage != "" {
-		st, err := dial.Conn(*storage, *authToken)
+		st, err := dial.ConnWith(*storage, *authToken, creds)
 		if err != nil {
 			return err
 		}

@@ -1,6 +1,7 @@
 // Package dial opens the runner's outbound gRPC connections (coordinator,
-// gateway, storage): plaintext by default, with an optional bearer token
-// on every call and message size limits fit for screenshots.
+// gateway, storage): plaintext by default or TLS (optionally with a client
+// certificate), with an optional bearer token on every call and message
+// size limits fit for screenshots.
 package dial
 
 import (
@@ -8,6 +9,7 @@ import (
 	"fmt"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 )
 
@@ -15,10 +17,20 @@ import (
 // inside them).
 const MaxMessage = 64 << 20
 
-// Conn opens a connection to addr (host:port). It does not block.
+// Conn opens a plaintext connection to addr (host:port). It does not
+// block.
 func Conn(addr, token string) (*grpc.ClientConn, error) {
+	return ConnWith(addr, token, nil)
+}
+
+// ConnWith is Conn over the given transport credentials (TLS, from
+// tlscreds.Client); nil dials plaintext.
+func ConnWith(addr, token string, creds credentials.TransportCredentials) (*grpc.ClientConn, error) {
+	if creds == nil {
+		creds = insecure.NewCredentials()
+	}
 	opts := []grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessage), grpc.MaxCallSendMsgSize(MaxMessage)),
 	}
 	if token != "" {
@@ -38,5 +50,5 @@ func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]strin
 }
 
 // RequireTransportSecurity is false: the mesh runs plaintext inside its
-// network unless a proxy adds TLS.
+// network unless --peer-tls-ca (or a proxy) adds TLS.
 func (bearer) RequireTransportSecurity() bool { return false }
