@@ -51,9 +51,9 @@ type Config struct {
 	AuthToken string
 	// PeerTLS, when its CA is set, dials the coordinator, gateway and
 	// storage over TLS.
-	PeerTLS tlscreds.Client
-	Slots     int
-	RunnerID  string
+	PeerTLS  tlscreds.Client
+	Slots    int
+	RunnerID string
 	// Address is this replica's gRPC address as people reach it.
 	Address       string
 	EnvModes      string
