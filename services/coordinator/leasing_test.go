@@ -6,12 +6,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	pb "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
 	"github.com/rolloutmesh/rolloutmesh/serverkit/daemon/daemontest"
@@ -183,19 +186,37 @@ func TestLeasesWithRealVMManager(t *testing.T) {
 	}
 	waitHolders(t, ctx, vm, nil)
 
-	// An override the pool's provider refuses fails the attempts instead of
-	// waiting forever; with REPORT the group is reported failed.
-	bad, err := h.client.StartRollout(ctx, &pb.StartRolloutRequest{Spec: &pb.RolloutSpec{
-		Tasks:     []*pb.Task{{Id: "snap", EnvMode: "desktop", EnvConfig: &pb.EnvConfig{Snapshot: "init_state"}}},
-		GroupSize: 1, MaxAttempts: 2, OnGroupFailure: pb.GroupFailurePolicy_GROUP_FAILURE_POLICY_REPORT}})
-	if err != nil {
-		t.Fatal(err)
+	// What no lease can ever satisfy is refused at StartRollout and
+	// AddTasks, naming the field, instead of failing every attempt later:
+	// a pool vmmanager does not have, an override the pool's provider (here
+	// process, which applies none) refuses.
+	refused := []struct {
+		name  string
+		spec  *pb.RolloutSpec
+		field string
+	}{
+		{"unknown pool", &pb.RolloutSpec{Tasks: []*pb.Task{{Id: "a", EnvMode: "desktop"}}, VmPool: "nope"}, "spec.vm_pool"},
+		{"task snapshot", &pb.RolloutSpec{Tasks: []*pb.Task{{Id: "a", EnvMode: "desktop"}, {Id: "snap", EnvMode: "desktop", EnvConfig: &pb.EnvConfig{Snapshot: "init_state"}}}}, "spec.tasks[1].env_config.snapshot"},
+		{"rollout proxy", &pb.RolloutSpec{Tasks: []*pb.Task{{Id: "a", EnvMode: "desktop"}}, EnvConfig: &pb.EnvConfig{Proxy: true}}, "spec.env_config.proxy"},
+		{"task fixed_ip", &pb.RolloutSpec{Tasks: []*pb.Task{{Id: "a", EnvMode: "desktop", EnvConfig: &pb.EnvConfig{FixedIp: true}}}}, "spec.tasks[0].env_config.fixed_ip"},
 	}
-	if b := drain(t, h.client, bad.RolloutId, 1); len(b) != 0 {
-		t.Errorf("refused group handed out: %v", b)
+	for _, tt := range refused {
+		_, err := h.client.StartRollout(ctx, &pb.StartRolloutRequest{Spec: tt.spec})
+		if got := status.Code(err); got != codes.FailedPrecondition {
+			t.Errorf("%s: StartRollout code = %v (%v), want FailedPrecondition", tt.name, got, err)
+			continue
+		}
+		if msg := status.Convert(err).Message(); !strings.HasPrefix(msg, tt.field+":") {
+			t.Errorf("%s: message %q does not name %s", tt.name, msg, tt.field)
+		}
 	}
-	got, _ := h.client.GetRollout(ctx, &pb.GetRolloutRequest{RolloutId: bad.RolloutId})
-	if got.Progress.GroupsFailed != 1 || got.Progress.Failed != 1 {
-		t.Errorf("progress %+v, want the group failed", got.Progress)
+	_, err = h.client.AddTasks(ctx, &pb.AddTasksRequest{RolloutId: ro.RolloutId,
+		Tasks: []*pb.Task{{Id: "late", EnvMode: "desktop", EnvConfig: &pb.EnvConfig{Proxy: true}}}})
+	if got := status.Code(err); got != codes.FailedPrecondition || !strings.HasPrefix(status.Convert(err).Message(), "tasks[0].env_config.proxy:") {
+		t.Errorf("AddTasks with a refused override: %v, want FailedPrecondition naming tasks[0].env_config.proxy", err)
+	}
+	// A math task never leases a VM: no pool check.
+	if _, err := h.client.StartRollout(ctx, &pb.StartRolloutRequest{Spec: &pb.RolloutSpec{Tasks: mathTasks(1), VmPool: "nope"}}); err != nil {
+		t.Errorf("math rollout naming an unknown pool: %v", err)
 	}
 }

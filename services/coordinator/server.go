@@ -46,7 +46,11 @@ func (s *Service) toStatus(err error) error {
 	}
 	var fe *scheduler.FieldError
 	if errors.As(err, &fe) {
-		st := status.New(codes.InvalidArgument, fe.Error())
+		code := codes.InvalidArgument
+		if fe.Precondition {
+			code = codes.FailedPrecondition
+		}
+		st := status.New(code, fe.Error())
 		if d, derr := st.WithDetails(&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: fe.Field, Description: fe.Msg}}}); derr == nil {
 			st = d
 		}

@@ -23,6 +23,7 @@ type vmClient interface {
 	AcquireLease(ctx context.Context, in *pb.AcquireLeaseRequest, opts ...grpc.CallOption) (*pb.Lease, error)
 	RenewLease(ctx context.Context, in *pb.RenewLeaseRequest, opts ...grpc.CallOption) (*pb.Lease, error)
 	ReleaseLease(ctx context.Context, in *pb.ReleaseLeaseRequest, opts ...grpc.CallOption) (*pb.ReleaseLeaseResponse, error)
+	ListPools(ctx context.Context, in *pb.ListPoolsRequest, opts ...grpc.CallOption) (*pb.ListPoolsResponse, error)
 }
 
 var _ vmClient = pb.VMManagerClient(nil)
@@ -96,4 +97,15 @@ func (m *Manager) Release(ctx context.Context, leaseID, token string) error {
 		return fmt.Errorf("release lease %s: %w", leaseID, err)
 	}
 	return nil
+}
+
+// Pools lists vmmanager's pools, with what each provider supports.
+func (m *Manager) Pools(ctx context.Context) ([]*pb.Pool, error) {
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.CallTimeout)
+	defer cancel()
+	resp, err := m.c.ListPools(ctx, &pb.ListPoolsRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("list pools: %w", err)
+	}
+	return resp.Pools, nil
 }

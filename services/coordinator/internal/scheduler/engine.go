@@ -47,10 +47,14 @@ var (
 	ErrUnavailable   = errors.New("unavailable")
 )
 
-// FieldError is a request problem naming the bad field.
+// FieldError is a request problem naming the bad field. Precondition marks
+// a field the request may not have in the mesh as configured (a pool that
+// does not exist, an override its provider refuses) rather than one that is
+// wrong anywhere: FailedPrecondition instead of InvalidArgument.
 type FieldError struct {
-	Field string
-	Msg   string
+	Field        string
+	Msg          string
+	Precondition bool
 }
 
 func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }
@@ -76,6 +80,9 @@ type leaser interface {
 	Renew(ctx context.Context, leaseID, token string) error
 	Release(ctx context.Context, leaseID, token string) error
 	TTL() time.Duration
+	// Pools lists the pools, for StartRollout's check that VM episodes can
+	// ever be leased.
+	Pools(ctx context.Context) ([]*pb.Pool, error)
 }
 
 // Config tunes the scheduler.

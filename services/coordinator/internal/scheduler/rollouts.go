@@ -287,6 +287,9 @@ func (e *Engine) StartRollout(ctx context.Context, id string, spec *pb.RolloutSp
 	if err != nil {
 		return nil, err
 	}
+	if err := e.checkPool(ctx, spec, tasks, "spec.tasks"); err != nil {
+		return nil, err
+	}
 	perGroup := int(spec.GroupSize + spec.GroupRedundancy)
 	if len(plan) > MaxGroups || len(plan)*perGroup > MaxEpisodes {
 		return nil, fieldErr("spec.num_env_groups", fmt.Sprintf("the rollout would have more than %d episodes", MaxEpisodes))
@@ -443,10 +446,19 @@ func (e *Engine) AddTasks(ctx context.Context, id string, tasks []*pb.Task) (gro
 	}
 	e.mu.Lock()
 	r, ok := e.rollouts[id]
+	var spec *pb.RolloutSpec
+	if ok {
+		spec = r.spec
+	}
+	e.mu.Unlock()
 	if !ok {
-		e.mu.Unlock()
 		return 0, 0, fmt.Errorf("rollout %s: %w", id, ErrNotFound)
 	}
+	// Outside the lock: it may ask vmmanager. The spec never changes.
+	if err := e.checkPool(ctx, spec, tasks, "tasks"); err != nil {
+		return 0, 0, err
+	}
+	e.mu.Lock()
 	if !r.active() {
 		e.mu.Unlock()
 		return 0, 0, fmt.Errorf("rollout %s is %s: %w", id, r.state, ErrFailedPrecond)
