@@ -126,7 +126,21 @@ func (s *Service) ValidateRequest(fullMethod string, req any) error {
 		if len(r.GetReason()) > 1024 {
 			return daemon.InvalidField("reason", "at most 1024 bytes")
 		}
+	case *rolloutmeshv1.ListLeasesRequest:
+		if len(r.GetPool()) > maxIDBytes {
+			return daemon.InvalidField("pool", "at most %d bytes", maxIDBytes)
+		}
+		if len(r.GetHolderPrefix()) > maxHolderBytes {
+			return daemon.InvalidField("holder_prefix", "at most %d bytes", maxHolderBytes)
+		}
+	case *rolloutmeshv1.WatchPoolRequest:
+		if len(r.GetPool()) > maxIDBytes {
+			return daemon.InvalidField("pool", "at most %d bytes", maxIDBytes)
+		}
 	case *rolloutmeshv1.ListVMsRequest:
+		if len(r.GetPool()) > maxIDBytes {
+			return daemon.InvalidField("pool", "at most %d bytes", maxIDBytes)
+		}
 		if r.GetState() != rolloutmeshv1.VMState_VM_STATE_UNSPECIFIED {
 			if _, ok := stateFromProto[r.GetState()]; !ok {
 				return daemon.InvalidField("state", "unknown state %d", r.GetState())
@@ -269,6 +283,12 @@ func (s *Service) GetLease(ctx context.Context, r *rolloutmeshv1.GetLeaseRequest
 
 // ListLeases shows live leases, oldest first.
 func (s *Service) ListLeases(ctx context.Context, r *rolloutmeshv1.ListLeasesRequest) (*rolloutmeshv1.ListLeasesResponse, error) {
+	// A filter naming no pool is a mistake, not an empty pool.
+	if r.GetPool() != "" {
+		if _, err := s.pool(r.GetPool()); err != nil {
+			return nil, s.toStatus("ListLeases", err)
+		}
+	}
 	var all []pool.LeaseView
 	for _, p := range s.pools {
 		if r.GetPool() == "" || r.GetPool() == p.Name() {
@@ -285,6 +305,11 @@ func (s *Service) ListLeases(ctx context.Context, r *rolloutmeshv1.ListLeasesReq
 
 // ListVMs shows VMs ordered by pool and id.
 func (s *Service) ListVMs(ctx context.Context, r *rolloutmeshv1.ListVMsRequest) (*rolloutmeshv1.ListVMsResponse, error) {
+	if r.GetPool() != "" {
+		if _, err := s.pool(r.GetPool()); err != nil {
+			return nil, s.toStatus("ListVMs", err)
+		}
+	}
 	out := &rolloutmeshv1.ListVMsResponse{}
 	var names []string
 	for _, p := range s.pools {

@@ -148,6 +148,42 @@ func TestRequestValidation(t *testing.T) {
 			_, err := c.ForceRelease(ctx, &rolloutmeshv1.ForceReleaseRequest{LeaseId: "lease-x"})
 			return err
 		}, codes.NotFound, "lease"},
+		{"get unknown lease", func() error {
+			_, err := c.GetLease(ctx, &rolloutmeshv1.GetLeaseRequest{LeaseId: "lease-x"})
+			return err
+		}, codes.NotFound, "lease"},
+		{"renew unknown lease", func() error {
+			_, err := c.RenewLease(ctx, &rolloutmeshv1.RenewLeaseRequest{LeaseId: "lease-x", Token: "x"})
+			return err
+		}, codes.NotFound, "lease"},
+		{"list VMs of an unknown pool", func() error {
+			_, err := c.ListVMs(ctx, &rolloutmeshv1.ListVMsRequest{Pool: "two"})
+			return err
+		}, codes.NotFound, "pool"},
+		{"list leases of an unknown pool", func() error {
+			_, err := c.ListLeases(ctx, &rolloutmeshv1.ListLeasesRequest{Pool: "two"})
+			return err
+		}, codes.NotFound, "pool"},
+		{"holder prefix too long", func() error {
+			_, err := c.ListLeases(ctx, &rolloutmeshv1.ListLeasesRequest{HolderPrefix: strings.Repeat("h", 300)})
+			return err
+		}, codes.InvalidArgument, "holder_prefix"},
+		{"watch pool name too long", func() error {
+			st, err := c.WatchPool(ctx, &rolloutmeshv1.WatchPoolRequest{Pool: strings.Repeat("p", 300)})
+			if err != nil {
+				return err
+			}
+			_, err = st.Recv()
+			return err
+		}, codes.InvalidArgument, "pool"},
+		{"negative ttl", func() error {
+			_, err := c.AcquireLease(ctx, &rolloutmeshv1.AcquireLeaseRequest{Pool: "one", Ttl: &durationpb.Duration{Seconds: -5}})
+			return err
+		}, codes.InvalidArgument, "ttl"},
+		{"ttl over a day", func() error {
+			_, err := c.RenewLease(ctx, &rolloutmeshv1.RenewLeaseRequest{LeaseId: "lease-x", Token: "x", Ttl: &durationpb.Duration{Seconds: 1 << 40}})
+			return err
+		}, codes.InvalidArgument, "ttl"},
 		{"bad state filter", func() error {
 			_, err := c.ListVMs(ctx, &rolloutmeshv1.ListVMsRequest{State: 42})
 			return err

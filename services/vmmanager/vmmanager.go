@@ -12,14 +12,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"sync"
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
+	"github.com/rolloutmesh/rolloutmesh/serverkit/boundedread"
 	"github.com/rolloutmesh/rolloutmesh/serverkit/daemon"
 	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/clock"
 	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/config"
@@ -70,14 +69,10 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 
 // LoadConfigFile reads and validates a pool config file.
 func LoadConfigFile(path string) ([]PoolSpec, error) {
-	f, err := os.Open(path)
+	// A FIFO or a device passes for a file of size 0 and may never end.
+	data, err := boundedread.ReadFile(path, config.MaxFileSize)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, config.MaxFileSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
 	pools, err := config.Parse(data)
 	if err != nil {
