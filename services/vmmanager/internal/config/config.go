@@ -432,6 +432,14 @@ func validateDocker(k string, d *Docker) error {
 	default:
 		return bad(k+".kvm", "must be auto, on or off, got %q", d.KVM)
 	}
+	// A token in args would be in the container's command line, which
+	// every user of the host sees in ps; guest_token goes in its
+	// environment instead.
+	for i, a := range d.Args {
+		if a == "--token" || a == "-token" || strings.HasPrefix(a, "--token=") || strings.HasPrefix(a, "-token=") {
+			return bad(fmt.Sprintf("%s.args[%d]", k, i), "must not pass --token: set guest_token, which reaches desktopd through its environment")
+		}
+	}
 	switch d.Flavor {
 	case "desktopd":
 		if d.Qcow2 != "" {

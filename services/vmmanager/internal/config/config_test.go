@@ -31,6 +31,7 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 		{"osworld qcow2", "pools:\n  - name: a\n    provider: docker\n    size: 1\n    docker:\n      flavor: osworld\n", "pools[0].docker.qcow2: required"},
 		{"docker flavor", "pools:\n  - name: a\n    provider: docker\n    size: 1\n    docker:\n      flavor: qemu\n", "pools[0].docker.flavor"},
 		{"docker kvm", "pools:\n  - name: a\n    provider: docker\n    size: 1\n    docker:\n      kvm: maybe\n", "pools[0].docker.kvm"},
+		{"docker token in args", "pools:\n  - name: a\n    provider: docker\n    size: 1\n    docker:\n      args: [--xvfb, --token=s3cret]\n", "pools[0].docker.args[1]: must not pass --token"},
 		{"vmware vms", "pools:\n  - name: a\n    provider: vmware\n    size: 2\n    vmware:\n      vms: [a.vmx]\n", "pools[0].vmware.vms: needs one .vmx path per VM"},
 		{"vmware type", "pools:\n  - name: a\n    provider: vmware\n    size: 1\n    path_to_vm: a.vmx\n    vmware:\n      type: player\n", "pools[0].vmware.type"},
 		{"vbox port", "pools:\n  - name: a\n    provider: virtualbox\n    size: 1\n    virtualbox:\n      vms: [u]\n      guest_port: 70000\n", "pools[0].virtualbox.guest_port"},
