@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
+	"github.com/rolloutmesh/rolloutmesh/serverkit/boundedread"
 	"github.com/rolloutmesh/rolloutmesh/serverkit/daemon"
 	"github.com/rolloutmesh/rolloutmesh/services/storage/internal/api"
 	"github.com/rolloutmesh/rolloutmesh/services/storage/internal/blobstore"
@@ -96,18 +97,19 @@ func New(ctx context.Context, cfg Config, env daemon.Env) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	idx, err := index.Open(ctx, indexDSN)
+	idx, err := openIndex(ctx, indexDSN)
 	if err != nil {
-		return nil, fmt.Errorf("open index: %w", err)
+		return nil, err
 	}
 	var obs ingest.Observer
+	var readObs api.Observer
 	if env.Registry != nil {
 		m, err := newMetrics(env.Registry)
 		if err != nil {
 			idx.Close()
 			return nil, err
 		}
-		obs = m
+		obs, readObs = m, m
 	}
 	w := ingest.New(idx, blobs, ingest.Options{
 		Limits: ingest.Limits{MaxBlobBytes: cfg.MaxBlobBytes, MaxStepBytes: cfg.MaxStepBytes, BatchSteps: cfg.BatchSteps},
@@ -120,7 +122,8 @@ func New(ctx context.Context, cfg Config, env daemon.Env) (*Service, error) {
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s := &Service{idx: idx, writer: w, cancel: cancel, done: make(chan struct{}),
-		api: api.New(idx, blobs, w, api.Options{SuccessThreshold: cfg.SuccessThreshold, MaxInlineBytes: cfg.MaxInlineBytes, Logger: log})}
+		api: api.New(idx, blobs, w, api.Options{SuccessThreshold: cfg.SuccessThreshold, MaxInlineBytes: cfg.MaxInlineBytes,
+			Logger: log, Observer: readObs})}
 	var bg sync.WaitGroup
 	bg.Add(1)
 	go func() {
@@ -128,19 +131,10 @@ func New(ctx context.Context, cfg Config, env daemon.Env) (*Service, error) {
 		w.Run(runCtx)
 	}()
 	if files, ok := blobs.(*blobstore.Files); ok {
-		// Earlier processes may have left space no blob uses; give it
-		// back without holding up the start.
 		bg.Add(1)
 		go func() {
 			defer bg.Done()
-			freed, err := files.Reclaim(runCtx, func(fn func(string, int64) error) error {
-				return idx.EachBlobLocation(runCtx, fn)
-			})
-			if err != nil && runCtx.Err() == nil {
-				log.Warn("reclaim unused pack space failed", zap.Int64("bytes_freed", freed), zap.Error(err))
-				return
-			}
-			log.Info("reclaimed unused pack space", zap.Int64("bytes_freed", freed))
+			checkAndReclaim(runCtx, log, idx, files)
 		}()
 	}
 	go func() {
@@ -150,6 +144,62 @@ func New(ctx context.Context, cfg Config, env daemon.Env) (*Service, error) {
 	log.Info("storage opened", zap.String("index_backend", idx.Backend()), zap.Int("schema_version", index.SchemaVersion()),
 		zap.String("blob_backend", blobBackend(cfg)))
 	return s, nil
+}
+
+// checkAndReclaim looks for damaged packs, then gives back the space
+// earlier processes left that no blob uses, without holding up the start.
+//
+// Damage found here is logged, naming each pack, and the service keeps
+// serving rather than refusing to start: one bad pack must not stop the
+// ingest of new steps (they go to a new pack) nor the reads of the
+// undamaged blobs, and the read path verifies every blob, so a damaged one
+// is refused (DataLoss), never served. `storage fsck` reads every blob to
+// find the rest. Reclaim is skipped when damage is found: an index and
+// packs that disagree are evidence to keep, and punching out what the
+// index does not name could destroy blobs a restored index still needs.
+func checkAndReclaim(ctx context.Context, log *zap.Logger, idx *index.DB, files *blobstore.Files) {
+	each := func(fn func(string, int64) error) error { return idx.EachBlobLocation(ctx, fn) }
+	problems, err := files.CheckPacks(ctx, each)
+	if err != nil {
+		if ctx.Err() == nil {
+			log.Warn("check packs failed", zap.Error(err))
+		}
+		return
+	}
+	for _, p := range problems {
+		log.Error("damaged pack file; its blobs will be refused with DataLoss, run storage fsck",
+			zap.String("pack", p.Path), zap.String("location", p.Pack), zap.String("problem", p.Problem), zap.Int("blobs", p.Blobs))
+	}
+	if len(problems) > 0 {
+		log.Error("not reclaiming unused pack space while packs are damaged", zap.Int("damaged_packs", len(problems)))
+		return
+	}
+	freed, err := files.Reclaim(ctx, each)
+	if err != nil && ctx.Err() == nil {
+		log.Warn("reclaim unused pack space failed", zap.Int64("bytes_freed", freed), zap.Error(err))
+		return
+	}
+	log.Info("reclaimed unused pack space", zap.Int64("bytes_freed", freed))
+}
+
+// openIndex opens the index. An SQLite path must be a regular file if it
+// exists: the driver would block on a FIFO for ever. Errors name the
+// SQLite file, never a PostgreSQL DSN, which holds a password.
+func openIndex(ctx context.Context, dsn string) (*index.DB, error) {
+	name := "postgresql index"
+	if !index.IsPostgresDSN(dsn) {
+		name = "index " + dsn
+		if st, err := os.Stat(dsn); err == nil {
+			if err := boundedread.CheckMode(dsn, st.Mode(), false); err != nil {
+				return nil, fmt.Errorf("open index: %w", err)
+			}
+		}
+	}
+	idx, err := index.Open(ctx, dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", name, err)
+	}
+	return idx, nil
 }
 
 type blobStore interface {

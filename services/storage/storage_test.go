@@ -27,6 +27,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	pb "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
+	"github.com/rolloutmesh/rolloutmesh/serverkit/daemon"
 	"github.com/rolloutmesh/rolloutmesh/serverkit/daemon/daemontest"
 	"github.com/rolloutmesh/rolloutmesh/services/storage"
 )
@@ -37,6 +38,12 @@ func startService(t *testing.T, cfg storage.Config) pb.StorageClient {
 	env := daemontest.Env(t)
 	// Request logs at debug level drown the failures.
 	env.Logger = zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
+	return startServiceEnv(t, cfg, env)
+}
+
+// startServiceEnv is startService with the caller's logger and registry.
+func startServiceEnv(t *testing.T, cfg storage.Config, env daemon.Env) pb.StorageClient {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	svc, err := storage.New(ctx, cfg, env)

@@ -1,4 +1,5 @@
-// Command storage runs the rolloutmesh storage service.
+// Command storage runs the rolloutmesh storage service; `storage fsck`
+// checks a stopped service's index and blobs.
 package main
 
 import (
@@ -19,5 +20,6 @@ func main() {
 		Start: func(ctx context.Context, env daemon.Env) (daemon.Service, error) {
 			return storage.New(ctx, cfg, env)
 		},
+		Commands: map[string]daemon.Command{"fsck": storage.Fsck},
 	})
 }

@@ -12,11 +12,13 @@ import (
 	"io"
 
 	"go.uber.org/zap"
+	"golang.org/x/sync/semaphore"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	pb "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
+	"github.com/rolloutmesh/rolloutmesh/serverkit/grpcserver"
 	"github.com/rolloutmesh/rolloutmesh/services/storage/internal/blobstore"
 	"github.com/rolloutmesh/rolloutmesh/services/storage/internal/export"
 	"github.com/rolloutmesh/rolloutmesh/services/storage/internal/index"
@@ -33,19 +35,33 @@ type Blobs interface {
 	Open(ctx context.Context, key, loc string, size int64) (io.ReadCloser, error)
 }
 
-// byHash opens blobs by hash alone, as the exporter and inline data ask
-// for them, finding in the index where the store put each one.
-type byHash struct {
-	idx   *index.DB
-	store Blobs
+// Observer counts the damaged blobs the read path refused to serve.
+type Observer interface {
+	BlobCorrupt()
 }
 
-func (b byHash) Open(ctx context.Context, key string) (io.ReadCloser, error) {
-	rec, err := b.idx.Blob(ctx, key)
+type nopObserver struct{}
+
+func (nopObserver) BlobCorrupt() {}
+
+// maxStoredBlob bounds a blob record the read path believes: AppendSteps
+// carries a blob in one gRPC message, so no stored blob is larger, and a
+// larger size is a damaged index, not a reason to allocate.
+const maxStoredBlob = grpcserver.DefaultMaxMsgBytes
+
+// defaultReadBudget bounds the blob bytes that reads in progress hold in
+// memory.
+const defaultReadBudget = 256 << 20
+
+// byHash reads verified blobs by hash alone, as the exporter asks for them.
+type byHash struct{ s *Server }
+
+func (b byHash) Read(ctx context.Context, key string) ([]byte, error) {
+	rec, err := b.s.idx.Blob(ctx, key)
 	if err != nil {
 		return nil, err
 	}
-	return b.store.Open(ctx, key, rec.Loc, rec.Size)
+	return b.s.readVerified(ctx, rec)
 }
 
 // Server implements pb.StorageServer.
@@ -58,8 +74,15 @@ type Server struct {
 	writer    *ingest.Writer
 	exporter  *export.Exporter
 	log       *zap.Logger
+	obs       Observer
 	threshold float64
 	maxInline int64
+	// budget bounds the blob bytes held by reads in progress: a blob is
+	// read whole before it is served (see readVerified), and without a
+	// bound, concurrent GetBlobs of 32 MB recordings would hold gigabytes.
+	budget      *semaphore.Weighted
+	budgetBytes int64
+	skipVerify  bool
 }
 
 var _ pb.StorageServer = (*Server)(nil)
@@ -71,7 +94,16 @@ type Options struct {
 	SuccessThreshold float64
 	// MaxInlineBytes bounds the blob data GetEpisode puts inline.
 	MaxInlineBytes int64
-	Logger         *zap.Logger
+	// ReadBudgetBytes bounds the blob bytes that reads in progress hold in
+	// memory; further reads wait. 0 means 256 MiB.
+	ReadBudgetBytes int64
+	Logger          *zap.Logger
+	// Observer counts damaged blobs; may be nil.
+	Observer Observer
+	// SkipVerify serves blobs without checking their hash. Only
+	// cmd/benchstorage sets it, to measure what the check costs; no flag
+	// or configuration reaches it.
+	SkipVerify bool
 }
 
 // New returns a Server.
@@ -82,8 +114,17 @@ func New(idx *index.DB, blobs Blobs, w *ingest.Writer, opts Options) *Server {
 	if opts.MaxInlineBytes <= 0 {
 		opts.MaxInlineBytes = 32 << 20
 	}
-	return &Server{idx: idx, blobs: blobs, writer: w, exporter: export.New(idx, byHash{idx: idx, store: blobs}), log: opts.Logger,
-		threshold: opts.SuccessThreshold, maxInline: opts.MaxInlineBytes}
+	if opts.ReadBudgetBytes <= 0 {
+		opts.ReadBudgetBytes = defaultReadBudget
+	}
+	if opts.Observer == nil {
+		opts.Observer = nopObserver{}
+	}
+	s := &Server{idx: idx, blobs: blobs, writer: w, log: opts.Logger, obs: opts.Observer,
+		threshold: opts.SuccessThreshold, maxInline: opts.MaxInlineBytes,
+		budget: semaphore.NewWeighted(opts.ReadBudgetBytes), budgetBytes: opts.ReadBudgetBytes, skipVerify: opts.SkipVerify}
+	s.exporter = export.New(idx, byHash{s})
+	return s
 }
 
 // Register adds the Storage service to s.
@@ -106,6 +147,9 @@ func (s *Server) toStatus(err error) error {
 	}{
 		{context.Canceled, codes.Canceled},
 		{context.DeadlineExceeded, codes.DeadlineExceeded},
+		// Before NotFound: a blob the index has but the store lost is
+		// damage, and its error wraps both.
+		{blobstore.ErrCorrupt, codes.DataLoss},
 		{index.ErrNotFound, codes.NotFound},
 		{blobstore.ErrNotFound, codes.NotFound},
 		{blobstore.ErrBadKey, codes.InvalidArgument},
@@ -180,24 +224,115 @@ func (s *Server) inline(ctx context.Context, resp *pb.GetEpisodeResponse) error 
 	if total > s.maxInline {
 		return fmt.Errorf("%w: %d bytes, limit %d; fetch them with GetBlob", errInlineTooLarge, total, s.maxInline)
 	}
+	// One reservation for the whole response: reserving blob by blob
+	// while holding the earlier ones could deadlock concurrent calls.
+	release, err := s.reserve(ctx, total)
+	if err != nil {
+		return err
+	}
+	defer release()
 	cache := map[string][]byte{}
 	for _, r := range refs {
 		data, ok := cache[r.GetSha256()]
 		if !ok {
-			rc, err := byHash{idx: s.idx, store: s.blobs}.Open(ctx, r.GetSha256())
-			if err != nil {
+			var err error
+			if data, err = (byHash{s}).Read(ctx, r.GetSha256()); err != nil {
 				return err
-			}
-			data, err = io.ReadAll(io.LimitReader(rc, s.maxInline+1))
-			rc.Close()
-			if err != nil {
-				return fmt.Errorf("read blob %s: %w", r.GetSha256(), err)
 			}
 			cache[r.GetSha256()] = data
 		}
 		r.Data = data
 	}
 	return nil
+}
+
+// reserve waits until n bytes of the read budget are free and returns the
+// func that gives them back. A blob larger than the whole budget takes all
+// of it.
+func (s *Server) reserve(ctx context.Context, n int64) (func(), error) {
+	n = min(max(n, 0), s.budgetBytes)
+	if err := s.budget.Acquire(ctx, n); err != nil {
+		return nil, err
+	}
+	return func() { s.budget.Release(n) }, nil
+}
+
+// readVerified returns a blob's bytes once they hash to its key. The blob
+// is read whole before any of it is served: its hash is known only at the
+// end, and a client must never receive part of a damaged blob. Damage is
+// logged here, where the pack and offset are known, and counted.
+func (s *Server) readVerified(ctx context.Context, rec index.BlobRecord) ([]byte, error) {
+	// Two tries: the first record may be stale (see recheck).
+	for try := 0; ; try++ {
+		data, err := s.readStored(ctx, rec)
+		if err == nil {
+			if s.skipVerify {
+				return data, nil
+			}
+			if err = blobstore.Verify(rec.SHA256, data); err == nil {
+				return data, nil
+			}
+		}
+		if !errors.Is(err, blobstore.ErrCorrupt) && !errors.Is(err, blobstore.ErrNotFound) {
+			return nil, err
+		}
+		cur, stale, rerr := s.recheck(ctx, rec)
+		if rerr != nil {
+			return nil, rerr
+		}
+		if stale && try == 0 {
+			rec = cur
+			continue
+		}
+		pack, off := blobstore.DescribeLoc(rec.Loc)
+		s.log.Error("stored blob is damaged, not serving it", zap.String("hash", rec.SHA256), zap.String("pack", pack),
+			zap.Int64("offset", off), zap.Int64("size", rec.Size), zap.Error(err))
+		s.obs.BlobCorrupt()
+		if !errors.Is(err, blobstore.ErrCorrupt) {
+			// The index has the blob and the store does not.
+			err = fmt.Errorf("%w: %w", err, blobstore.ErrCorrupt)
+		}
+		return nil, err
+	}
+}
+
+// recheck looks a blob up again after a failed read. A DeleteRollout
+// between the first lookup and the read removes the record and punches
+// out the bytes: that blob is not found, not damaged. A record that moved
+// (the content stored again since) is stale and worth reading again.
+func (s *Server) recheck(ctx context.Context, rec index.BlobRecord) (index.BlobRecord, bool, error) {
+	cur, err := s.idx.Blob(ctx, rec.SHA256)
+	if err != nil {
+		return cur, false, err
+	}
+	return cur, cur.Loc != rec.Loc || cur.Size != rec.Size, nil
+}
+
+// readStored reads exactly the bytes the index recorded for a blob. A
+// store that returns fewer or more is damaged, and no more than one byte
+// past the recorded size is ever read (an S3 body is outside data).
+func (s *Server) readStored(ctx context.Context, rec index.BlobRecord) ([]byte, error) {
+	if rec.Size < 0 || rec.Size > maxStoredBlob {
+		return nil, fmt.Errorf("blob %s: the index records %d bytes: %w", rec.SHA256, rec.Size, blobstore.ErrCorrupt)
+	}
+	rc, err := s.blobs.Open(ctx, rec.SHA256, rec.Loc, rec.Size)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	data := make([]byte, rec.Size)
+	n, err := io.ReadFull(rc, data)
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return nil, fmt.Errorf("blob %s: %d bytes stored, the index records %d: %w", rec.SHA256, n, rec.Size, blobstore.ErrCorrupt)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read blob %s: %w", rec.SHA256, err)
+	}
+	var one [1]byte
+	if m, _ := io.ReadFull(rc, one[:]); m > 0 {
+		return nil, fmt.Errorf("blob %s: longer than the %d bytes the index records: %w", rec.SHA256, rec.Size, blobstore.ErrCorrupt)
+	}
+	return data, nil
 }
 
 // pageToken is the opaque ListEpisodes page token.
@@ -261,32 +396,29 @@ func (s *Server) GetBlob(req *pb.GetBlobRequest, stream grpc.ServerStreamingServ
 	if err != nil {
 		return s.toStatus(err)
 	}
-	rc, err := s.blobs.Open(ctx, req.GetSha256(), rec.Loc, rec.Size)
+	release, err := s.reserve(ctx, rec.Size)
 	if err != nil {
 		return s.toStatus(err)
 	}
-	defer rc.Close()
-	buf := make([]byte, ChunkBytes)
-	first := true
-	for {
-		n, rerr := io.ReadFull(rc, buf)
-		if n > 0 || first {
-			msg := &pb.GetBlobResponse{Data: buf[:n]}
-			if first {
-				msg.MediaType, msg.Size = rec.MediaType, rec.Size
-				first = false
-			}
-			if err := stream.Send(msg); err != nil {
-				return err
-			}
-		}
-		if errors.Is(rerr, io.EOF) || errors.Is(rerr, io.ErrUnexpectedEOF) {
-			return nil
-		}
-		if rerr != nil {
-			return s.toStatus(fmt.Errorf("read blob %s: %w", req.GetSha256(), rerr))
-		}
+	defer release()
+	data, err := s.readVerified(ctx, rec)
+	if err != nil {
+		return s.toStatus(err)
 	}
+	first := true
+	for first || len(data) > 0 {
+		n := min(len(data), ChunkBytes)
+		msg := &pb.GetBlobResponse{Data: data[:n]}
+		if first {
+			msg.MediaType, msg.Size = rec.MediaType, rec.Size
+			first = false
+		}
+		if err := stream.Send(msg); err != nil {
+			return err
+		}
+		data = data[n:]
+	}
+	return nil
 }
 
 // ExportRollout streams a rollout as files.
@@ -294,8 +426,9 @@ func (s *Server) ExportRollout(req *pb.ExportRolloutRequest, stream grpc.ServerS
 	if err := Validate(req); err != nil {
 		return s.toStatus(err)
 	}
+	ctx := stream.Context()
 	sink := &streamSink{send: stream.Send}
-	err := s.exporter.Write(stream.Context(), export.Request{RolloutID: req.GetRolloutId(), Format: req.GetFormat(),
+	err := s.exporter.Write(ctx, export.Request{RolloutID: req.GetRolloutId(), Format: req.GetFormat(),
 		InlineImages: req.GetInlineImages(), Status: req.GetStatus()}, sink)
 	return s.toStatus(err)
 }

@@ -9,6 +9,8 @@ package blobstore
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +22,8 @@ import (
 	"strings"
 	"sync"
 	"unsafe"
+
+	"github.com/rolloutmesh/rolloutmesh/serverkit/boundedread"
 )
 
 // ErrNotFound reports a missing blob.
@@ -30,6 +34,30 @@ var ErrBadKey = errors.New("blob key is not a lowercase hex sha256")
 
 // ErrBadLoc reports a location that this store did not hand out.
 var ErrBadLoc = errors.New("malformed blob location")
+
+// ErrCorrupt reports stored bytes that are not the blob the index
+// recorded: content that does not hash to its key, a blob cut short by a
+// truncated pack, or a pack that is not a regular file.
+var ErrCorrupt = errors.New("stored blob is damaged")
+
+// Verify checks that data hashes to key.
+func Verify(key string, data []byte) error {
+	sum := sha256.Sum256(data)
+	if got := hex.EncodeToString(sum[:]); got != key {
+		return fmt.Errorf("blob %s: content hashes to %s: %w", key, got, ErrCorrupt)
+	}
+	return nil
+}
+
+// DescribeLoc names the pack file and offset of a location, for logs and
+// reports; a blob stored one file each (location "") has neither.
+func DescribeLoc(loc string) (pack string, offset int64) {
+	id, off, err := parseLoc(loc)
+	if err != nil {
+		return loc, 0
+	}
+	return packName(id), off
+}
 
 // ValidKey reports whether key is 64 lowercase hex digits.
 func ValidKey(key string) bool {
@@ -401,15 +429,21 @@ func (f *Files) Open(_ context.Context, key, loc string, size int64) (io.ReadClo
 	}
 	if st.Size() < off+size {
 		fh.Close()
-		return nil, fmt.Errorf("blob %s: pack %s holds %d bytes, the blob ends at %d", key, packName(id), st.Size(), off+size)
+		return nil, fmt.Errorf("blob %s: truncated: pack %s holds %d bytes, the blob ends at %d: %w", key, packName(id), st.Size(), off+size, ErrCorrupt)
 	}
 	return packReader{io.NewSectionReader(fh, off, size), fh}, nil
 }
 
+// openFile opens a pack or a legacy blob file. Something other than a
+// regular file in its place (a FIFO would block a reader for ever, a device
+// never ends) is damage, not a blob.
 func openFile(key, path string) (*os.File, error) {
-	fh, err := os.Open(path)
+	fh, err := boundedread.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("blob %s: %w", key, ErrNotFound)
+	}
+	if errors.Is(err, boundedread.ErrNotRegular) {
+		return nil, fmt.Errorf("blob %s: %w: %w", key, err, ErrCorrupt)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open blob: %w", err)

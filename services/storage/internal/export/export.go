@@ -25,9 +25,9 @@ type Source interface {
 	Steps(ctx context.Context, episodeID string) ([]*pb.Step, error)
 }
 
-// Blobs opens stored blobs.
+// Blobs reads stored blobs whole, verified against their hash.
 type Blobs interface {
-	Open(ctx context.Context, key string) (io.ReadCloser, error)
+	Read(ctx context.Context, key string) ([]byte, error)
 }
 
 // Sink receives the exported files one after the other.
@@ -308,33 +308,17 @@ func (x *Exporter) message(ctx context.Context, m *pb.ChatMessage, inline bool) 
 }
 
 func (x *Exporter) readBlob(ctx context.Context, sha string) ([]byte, error) {
-	r, err := x.blobs.Open(ctx, sha)
-	if err != nil {
-		return nil, err
-	}
-	defer r.Close()
-	data, err := io.ReadAll(r)
-	if err != nil {
-		return nil, fmt.Errorf("read blob %s: %w", sha, err)
-	}
-	return data, nil
+	return x.blobs.Read(ctx, sha)
 }
 
+// copyBlob writes a blob as a file. The blob is read and verified whole
+// before the file starts, so an export never carries part of a damaged one.
 func (x *Exporter) copyBlob(ctx context.Context, sink Sink, name, sha string) error {
-	r, err := x.blobs.Open(ctx, sha)
+	data, err := x.blobs.Read(ctx, sha)
 	if err != nil {
 		return err
 	}
-	defer r.Close()
-	w, err := sink.Create(name)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(w, r); err != nil {
-		w.Close()
-		return fmt.Errorf("copy blob %s: %w", sha, err)
-	}
-	return w.Close()
+	return writeFile(sink, name, data)
 }
 
 func writeFile(sink Sink, name string, data []byte) error {

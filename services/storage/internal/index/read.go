@@ -495,3 +495,39 @@ func (db *DB) EachBlobLocation(ctx context.Context, fn func(loc string, size int
 	}
 	return nil
 }
+
+// RolloutExists reports whether the index holds an episode of the rollout.
+func (db *DB) RolloutExists(ctx context.Context, rolloutID string) (bool, error) {
+	var n int
+	err := db.r.QueryRowContext(ctx, db.q(`SELECT 1 FROM episodes WHERE rollout_id = ? LIMIT 1`), rolloutID).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("look up rollout %s: %w", rolloutID, err)
+	}
+	return true, nil
+}
+
+// EachBlob calls fn with every blob record, in hash order, stopping at fn's
+// first error.
+func (db *DB) EachBlob(ctx context.Context, fn func(BlobRecord) error) error {
+	rows, err := db.r.QueryContext(ctx, `SELECT sha256, size, media_type, loc FROM blobs ORDER BY sha256`)
+	if err != nil {
+		return fmt.Errorf("list blobs: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var b BlobRecord
+		if err := rows.Scan(&b.SHA256, &b.Size, &b.MediaType, &b.Loc); err != nil {
+			return fmt.Errorf("list blobs: %w", err)
+		}
+		if err := fn(b); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("list blobs: %w", err)
+	}
+	return nil
+}

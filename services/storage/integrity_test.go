@@ -1,0 +1,306 @@
+package storage_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
+	"github.com/rolloutmesh/rolloutmesh/serverkit/daemon"
+	"github.com/rolloutmesh/rolloutmesh/serverkit/daemon/daemontest"
+	"github.com/rolloutmesh/rolloutmesh/services/storage"
+)
+
+// damagedStore is a store whose only pack has one blob with flipped bytes,
+// one cut short by truncating the pack, and one intact; each is the
+// screenshot of the one step of an episode of its own rollout.
+type damagedStore struct {
+	cfg                  storage.Config
+	pack                 string
+	flipped, cut, intact []byte // the content as it was stored
+	flippedOnDisk        []byte // what the pack now holds for flipped
+	flippedOff, cutOff   int64
+	// flippedIdx and cutIdx name the rollouts (rdmg<i>) and episodes
+	// (rdmg<i>-e) of the damaged blobs.
+	flippedIdx, cutIdx int
+	fsckBin            string
+	// The fsck binary's output and exit code on the store before damage.
+	cleanFsckOut  string
+	cleanFsckCode int
+}
+
+// newDamagedStore stores an episode of three steps through a real server,
+// stops it, runs the fsck binary on the clean store, then damages the pack
+// as a failing disk or a careless operator would.
+func newDamagedStore(t *testing.T) *damagedStore {
+	t.Helper()
+	dir := t.TempDir()
+	d := &damagedStore{cfg: storage.Config{Index: filepath.Join(dir, "index.db"), Blobs: filepath.Join(dir, "blobs")},
+		pack: filepath.Join(dir, "blobs", "packs", "00000000.pack")}
+	shots := make([][]byte, 3)
+	for i := range shots {
+		shots[i] = make([]byte, 20_000+i)
+		rand.Read(shots[i])
+	}
+	t.Run("store", func(t *testing.T) {
+		c := startService(t, d.cfg)
+		var msgs []*pb.AppendStepsRequest
+		for i, shot := range shots {
+			ep := episode(damagedRollout(i), damagedRollout(i)+"-e", "g", "task", "os", 0)
+			st := step(ep.GetEpisodeId(), 0, shot, 1)
+			// The model saw the screenshot too: JSONL exports inline it.
+			st.ModelCall.NewMessages = []*pb.ChatMessage{{Role: "user", Content: []*pb.ContentPart{
+				{Part: &pb.ContentPart_Image{Image: &pb.Image{Data: shot, MediaType: "image/png"}}}}}}
+			msgs = append(msgs, epMsg(ep), stepMsg(st), epMsg(finished(ep, done, 1, "")))
+		}
+		if _, err := appendAll(testCtx(t), c, msgs...); err != nil {
+			t.Fatalf("AppendSteps: %v", err)
+		}
+	})
+	if t.Failed() {
+		t.FailNow()
+	}
+	bin, err := buildStorage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.fsckBin = bin
+	d.cleanFsckOut, d.cleanFsckCode = d.fsck(t)
+
+	raw, err := os.ReadFile(d.pack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	offs := make([]int64, len(shots))
+	for i, shot := range shots {
+		if offs[i] = int64(bytes.Index(raw, shot)); offs[i] < 0 {
+			t.Fatalf("screenshot %d is not in %s", i, d.pack)
+		}
+	}
+	order := []int{0, 1, 2}
+	slices.SortFunc(order, func(a, b int) int { return int(offs[a] - offs[b]) })
+	// Flip bytes in the first blob of the pack, cut the last one short.
+	d.flippedIdx, d.cutIdx = order[0], order[2]
+	d.flipped, d.cut, d.intact = shots[order[0]], shots[order[2]], shots[order[1]]
+	d.flippedOff, d.cutOff = offs[order[0]], offs[order[2]]
+	d.flippedOnDisk = bytes.Clone(d.flipped)
+	for i := 1000; i < 1016; i++ {
+		d.flippedOnDisk[i] ^= 0xff
+	}
+	f, err := os.OpenFile(d.pack, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(d.flippedOnDisk[1000:1016], d.flippedOff+1000); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(d.cutOff + int64(len(d.cut))/2); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func damagedRollout(i int) string { return fmt.Sprintf("rdmg%d", i) }
+
+// fsck runs `storage fsck` on the store and returns its output and exit
+// code.
+func (d *damagedStore) fsck(t *testing.T, extra ...string) (string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	args := append([]string{"fsck", "--index", d.cfg.Index, "--blobs", d.cfg.Blobs}, extra...)
+	cmd := exec.CommandContext(ctx, d.fsckBin, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return out.String(), 0
+	case errors.As(err, &exit):
+		return out.String(), exit.ExitCode()
+	default:
+		t.Fatalf("run storage fsck: %v", err)
+		return "", 0
+	}
+}
+
+// TestFsckFindsFlippedBytesAndTruncatedPack: the fsck binary passes a
+// clean store and exits non-zero naming the damaged blobs and pack of a
+// damaged one.
+func TestFsckFindsFlippedBytesAndTruncatedPack(t *testing.T) {
+	d := newDamagedStore(t)
+	if d.cleanFsckCode != 0 || !strings.Contains(d.cleanFsckOut, "OK: no damage found") {
+		t.Fatalf("fsck of the clean store exited %d:\n%s", d.cleanFsckCode, d.cleanFsckOut)
+	}
+
+	out, code := d.fsck(t)
+	t.Logf("storage fsck of the damaged store:\n%s", out)
+	if code != 1 {
+		t.Errorf("fsck of the damaged store exited %d, want 1:\n%s", code, out)
+	}
+	for _, want := range []string{sha(d.flipped), "content hashes to", sha(d.cut), "truncated", d.pack, "DAMAGED"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("fsck report does not mention %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, sha(d.intact)) {
+		t.Errorf("fsck report names the intact blob %s:\n%s", sha(d.intact), out)
+	}
+
+	out, code = d.fsck(t, "--json")
+	if code != 1 {
+		t.Errorf("fsck --json exited %d, want 1", code)
+	}
+	// The JSON report is stdout's first value; the exit reason follows on
+	// stderr.
+	var rep storage.FsckReport
+	if err := json.NewDecoder(strings.NewReader(out)).Decode(&rep); err != nil {
+		t.Fatalf("fsck --json output does not decode: %v\n%s", err, out)
+	}
+	got := map[string]string{}
+	for _, p := range rep.BlobProblems {
+		got[p.Hash] = p.Problem
+	}
+	if rep.OK || rep.BlobsChecked != 3 || len(got) != 2 || !strings.HasPrefix(got[sha(d.flipped)], "content hashes to") ||
+		!strings.HasPrefix(got[sha(d.cut)], "truncated") {
+		t.Errorf("fsck --json: ok %v, %d blobs checked, problems %v; want the flipped and the cut blob of 3", rep.OK, rep.BlobsChecked, got)
+	}
+	if len(rep.PackProblems) != 1 || rep.PackProblems[0].Path != d.pack || !strings.HasPrefix(rep.PackProblems[0].Problem, "truncated") {
+		t.Errorf("pack problems = %+v, want %s truncated", rep.PackProblems, d.pack)
+	}
+}
+
+// TestDamagedBlobsAreDataLoss: every read path refuses a damaged blob with
+// DataLoss, sends none of its bytes, logs it with its pack and offset and
+// counts it; the start names the damaged pack; intact blobs are served.
+func TestDamagedBlobsAreDataLoss(t *testing.T) {
+	d := newDamagedStore(t)
+	env := daemontest.Env(t)
+	core, logs := observer.New(zap.WarnLevel)
+	env.Logger = zap.New(zapcore.NewTee(zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).Core(), core))
+	c := startServiceEnv(t, d.cfg, env)
+	ctx := testCtx(t)
+
+	// The start names the damaged pack (in the background).
+	deadline := time.Now().Add(10 * time.Second)
+	for logs.FilterMessageSnippet("damaged pack file").Len() == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if e := logs.FilterMessageSnippet("damaged pack file").All(); len(e) != 1 || e[0].ContextMap()["pack"] != d.pack {
+		t.Errorf("start logged %v, want one damaged pack file entry naming %s", e, d.pack)
+	}
+
+	for _, tc := range []struct {
+		name string
+		data []byte
+		off  int64
+		idx  int
+	}{{"flipped bytes", d.flipped, d.flippedOff, d.flippedIdx}, {"truncated pack", d.cut, d.cutOff, d.cutIdx}} {
+		rollout := damagedRollout(tc.idx)
+		t.Run(tc.name+"/GetBlob", func(t *testing.T) {
+			data, msgs, err := blobBytes(t, ctx, c, sha(tc.data))
+			if status.Code(err) != codes.DataLoss {
+				t.Errorf("GetBlob = %v, want DataLoss", err)
+			}
+			if len(msgs) != 0 || len(data) != 0 {
+				t.Errorf("GetBlob sent %d messages, %d bytes of a damaged blob; want none", len(msgs), len(data))
+			}
+			entries := logs.FilterMessage("stored blob is damaged, not serving it").FilterField(zap.String("hash", sha(tc.data))).All()
+			if len(entries) == 0 {
+				t.Fatalf("no damaged-blob log entry for %s", sha(tc.data))
+			}
+			if m := entries[0].ContextMap(); m["pack"] != "00000000.pack" || m["offset"] != tc.off {
+				t.Errorf("log fields pack %v offset %v, want 00000000.pack %d", m["pack"], m["offset"], tc.off)
+			}
+		})
+		t.Run(tc.name+"/GetEpisode inline", func(t *testing.T) {
+			req := &pb.GetEpisodeRequest{EpisodeId: rollout + "-e", IncludeSteps: true, InlineBlobs: true}
+			if _, err := c.GetEpisode(ctx, req); status.Code(err) != codes.DataLoss {
+				t.Errorf("GetEpisode inline = %v, want DataLoss", err)
+			}
+			req.InlineBlobs = false
+			if _, err := c.GetEpisode(ctx, req); err != nil {
+				t.Errorf("GetEpisode without blob data = %v, want the episode", err)
+			}
+		})
+		for _, req := range []*pb.ExportRolloutRequest{
+			{RolloutId: rollout, Format: pb.ExportFormat_EXPORT_FORMAT_JSONL, InlineImages: true},
+			{RolloutId: rollout, Format: pb.ExportFormat_EXPORT_FORMAT_OSWORLD},
+		} {
+			t.Run(tc.name+"/"+req.GetFormat().String(), func(t *testing.T) {
+				stream, err := c.ExportRollout(ctx, req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var sent []byte
+				for {
+					m, err := stream.Recv()
+					if errors.Is(err, io.EOF) {
+						t.Fatal("export of a rollout with a damaged blob succeeded")
+					}
+					if err != nil {
+						if status.Code(err) != codes.DataLoss {
+							t.Errorf("export = %v, want DataLoss", err)
+						}
+						break
+					}
+					sent = append(sent, m.GetData()...)
+				}
+				if bytes.Contains(sent, d.flippedOnDisk[900:1100]) {
+					t.Error("export sent bytes of the damaged blob")
+				}
+			})
+		}
+	}
+	t.Run("intact", func(t *testing.T) {
+		got, _, err := blobBytes(t, ctx, c, sha(d.intact))
+		if err != nil || !bytes.Equal(got, d.intact) {
+			t.Errorf("GetBlob of the intact blob = %d bytes, %v; want its %d bytes", len(got), err, len(d.intact))
+		}
+		i := 3 - d.flippedIdx - d.cutIdx
+		if _, err := c.GetEpisode(ctx, &pb.GetEpisodeRequest{EpisodeId: damagedRollout(i) + "-e", IncludeSteps: true, InlineBlobs: true}); err != nil {
+			t.Errorf("GetEpisode inline of the intact blob's episode = %v", err)
+		}
+	})
+	if got := counterValue(t, env, "rolloutmesh_storage_blob_corrupt_total"); got != 8 {
+		t.Errorf("rolloutmesh_storage_blob_corrupt_total = %v, want 8 (2 blobs x GetBlob, inline, 2 exports)", got)
+	}
+}
+
+// counterValue reads a counter from the service's registry.
+func counterValue(t *testing.T, env daemon.Env, name string) float64 {
+	t.Helper()
+	mfs, err := env.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("no counter %s", name)
+	return 0
+}
