@@ -161,6 +161,7 @@ func TestSuite(t *testing.T) {
 			t.Run("RejectsBadInputWithoutPartialState", func(t *testing.T) { testRejects(t, c) })
 			t.Run("DeleteRolloutKeepsSharedBlobs", func(t *testing.T) { testDelete(t, c) })
 			t.Run("DeleteWhileWriting", func(t *testing.T) { testDeleteWhileWriting(t, c) })
+			t.Run("UnknownIDsAreNotFound", func(t *testing.T) { testUnknownIDs(t, c) })
 		})
 	}
 }
@@ -715,6 +716,78 @@ func testRejects(t *testing.T, c pb.StorageClient) {
 	} {
 		t.Run(tc.name, func(t *testing.T) { wantCode(t, tc.call(), codes.InvalidArgument, tc.field) })
 	}
+}
+
+// testUnknownIDs: every RPC that names a rollout, episode or blob the
+// store does not have answers NotFound, never an empty success.
+func testUnknownIDs(t *testing.T, c pb.StorageClient) {
+	ctx := testCtx(t)
+	seedRollout(t, c, "rknown", []epSpec{{"rknown-1", "t1", "os", done, 1, 1, ""}})
+	export := func(format pb.ExportFormat) func() error {
+		return func() error {
+			s, err := c.ExportRollout(ctx, &pb.ExportRolloutRequest{RolloutId: "nope", Format: format})
+			if err != nil {
+				return err
+			}
+			for {
+				if _, err := s.Recv(); err != nil {
+					if errors.Is(err, io.EOF) {
+						return nil
+					}
+					return err
+				}
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		call func() error
+		id   string // the unknown id the error names
+	}{
+		{"ExportRollout JSONL", export(pb.ExportFormat_EXPORT_FORMAT_JSONL), "nope"},
+		{"ExportRollout OSWorld", export(pb.ExportFormat_EXPORT_FORMAT_OSWORLD), "nope"},
+		{"DeleteRollout", func() error {
+			_, err := c.DeleteRollout(ctx, &pb.DeleteRolloutRequest{RolloutId: "nope"})
+			return err
+		}, "nope"},
+		{"GetEpisode", func() error {
+			_, err := c.GetEpisode(ctx, &pb.GetEpisodeRequest{EpisodeId: "nope", IncludeSteps: true, InlineBlobs: true})
+			return err
+		}, "nope"},
+		{"GetBlob", func() error {
+			_, _, err := blobBytes(t, ctx, c, strings.Repeat("0", 64))
+			return err
+		}, strings.Repeat("0", 64)},
+		{"GetStats one unknown of two", func() error {
+			_, err := c.GetStats(ctx, &pb.GetStatsRequest{RolloutIds: []string{"rknown", "nope"}})
+			return err
+		}, "nope"},
+		{"CompareRollouts base", func() error {
+			_, err := c.CompareRollouts(ctx, &pb.CompareRolloutsRequest{BaseRolloutId: "nope", OtherRolloutId: "rknown"})
+			return err
+		}, "nope"},
+		{"CompareRollouts other", func() error {
+			_, err := c.CompareRollouts(ctx, &pb.CompareRolloutsRequest{BaseRolloutId: "rknown", OtherRolloutId: "nope"})
+			return err
+		}, "nope"},
+	} {
+		t.Run(tc.name, func(t *testing.T) { wantCode(t, tc.call(), codes.NotFound, tc.id) })
+	}
+	// A known rollout whose filter selects nothing still exports (an
+	// empty file), and a deleted rollout is then unknown.
+	s, err := c.ExportRollout(ctx, &pb.ExportRolloutRequest{RolloutId: "rknown", Format: pb.ExportFormat_EXPORT_FORMAT_JSONL,
+		Status: pb.EpisodeStatus_EPISODE_STATUS_FAILED})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := s.Recv(); err != nil || m.GetPath() != "rollout.jsonl" || len(m.GetData()) != 0 {
+		t.Errorf("export of a known rollout, no episode selected = %v, %v; want an empty rollout.jsonl", m, err)
+	}
+	if _, err := c.DeleteRollout(ctx, &pb.DeleteRolloutRequest{RolloutId: "rknown"}); err != nil {
+		t.Fatalf("DeleteRollout rknown: %v", err)
+	}
+	_, err = c.DeleteRollout(ctx, &pb.DeleteRolloutRequest{RolloutId: "rknown"})
+	wantCode(t, err, codes.NotFound, "rknown")
 }
 
 func testDelete(t *testing.T, c pb.StorageClient) {

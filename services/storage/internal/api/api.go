@@ -427,6 +427,9 @@ func (s *Server) ExportRollout(req *pb.ExportRolloutRequest, stream grpc.ServerS
 		return s.toStatus(err)
 	}
 	ctx := stream.Context()
+	if err := s.rolloutExists(ctx, req.GetRolloutId()); err != nil {
+		return s.toStatus(err)
+	}
 	sink := &streamSink{send: stream.Send}
 	err := s.exporter.Write(ctx, export.Request{RolloutID: req.GetRolloutId(), Format: req.GetFormat(),
 		InlineImages: req.GetInlineImages(), Status: req.GetStatus()}, sink)
@@ -489,6 +492,19 @@ func (s *Server) GetStats(ctx context.Context, req *pb.GetStatsRequest) (*pb.Get
 	return resp, nil
 }
 
+// rolloutExists returns an ErrNotFound error for a rollout without stored
+// episodes.
+func (s *Server) rolloutExists(ctx context.Context, rolloutID string) error {
+	ok, err := s.idx.RolloutExists(ctx, rolloutID)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("rollout %s has no stored episodes: %w", rolloutID, index.ErrNotFound)
+	}
+	return nil
+}
+
 func (s *Server) taskRewards(ctx context.Context, rolloutID string) ([]index.TaskReward, error) {
 	rs, found, err := s.idx.TaskRewards(ctx, rolloutID)
 	if err != nil {
@@ -524,6 +540,10 @@ func (s *Server) DeleteRollout(ctx context.Context, req *pb.DeleteRolloutRequest
 	resp, err := s.writer.DeleteRollout(ctx, req.GetRolloutId())
 	if err != nil {
 		return nil, s.toStatus(err)
+	}
+	if resp.GetEpisodes() == 0 {
+		// Nothing was stored, so nothing was deleted.
+		return nil, s.toStatus(fmt.Errorf("rollout %s has no stored episodes: %w", req.GetRolloutId(), index.ErrNotFound))
 	}
 	s.log.Info("rollout deleted", zap.String("rollout_id", req.GetRolloutId()), zap.Int64("episodes", resp.GetEpisodes()),
 		zap.Int64("steps", resp.GetSteps()), zap.Int64("blobs", resp.GetBlobs()))
