@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -656,6 +657,18 @@ func testRejects(t *testing.T, c pb.StorageClient) {
 			}))}, "step.model_call.new_messages[0].content[0].image"},
 		{"NaN reward", []*pb.AppendStepsRequest{epMsg(good("rbad-x")), stepMsg(bad(func(s *pb.Step) { s.Reward = nan() }))}, "step.reward"},
 		{"unknown status", []*pb.AppendStepsRequest{epMsg(func() *pb.Episode { e := good("rbad-x"); e.Status = 99; return e }())}, "episode.status"},
+		{"huge attempt", []*pb.AppendStepsRequest{epMsg(func() *pb.Episode { e := good("rbad-x"); e.Attempt = math.MaxInt32; return e }())}, "episode.attempt"},
+		{"negative retry", []*pb.AppendStepsRequest{epMsg(good("rbad-x")), stepMsg(bad(func(s *pb.Step) { s.Retry = -1 }))}, "step.retry"},
+		{"huge model version", []*pb.AppendStepsRequest{epMsg(good("rbad-x")),
+			stepMsg(bad(func(s *pb.Step) { s.ModelCall.ModelVersion = math.MaxInt64 }))}, "step.model_call.model_version"},
+		{"negative model version", []*pb.AppendStepsRequest{epMsg(good("rbad-x")),
+			stepMsg(bad(func(s *pb.Step) { s.ModelCall.ModelVersion = -5 }))}, "step.model_call.model_version"},
+		{"negative token id", []*pb.AppendStepsRequest{epMsg(good("rbad-x")),
+			stepMsg(bad(func(s *pb.Step) { s.ModelCall.PromptTokenIds = []int32{1, -7} }))}, "step.model_call.prompt_token_ids[1]"},
+		{"NaN logprob", []*pb.AppendStepsRequest{epMsg(good("rbad-x")),
+			stepMsg(bad(func(s *pb.Step) { s.ModelCall.Logprobs[1].Logprob = nan() }))}, "step.model_call.logprobs[1].logprob"},
+		{"negative usage", []*pb.AppendStepsRequest{epMsg(good("rbad-x")),
+			stepMsg(bad(func(s *pb.Step) { s.ModelCall.Usage = &pb.Usage{CompletionTokens: -1} }))}, "step.model_call.usage.completion_tokens"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := appendAll(ctx, c, tc.msgs...)
@@ -705,6 +718,15 @@ func testRejects(t *testing.T, c pb.StorageClient) {
 			_, err := c.ListEpisodes(ctx, &pb.ListEpisodesRequest{PageSize: 5000})
 			return err
 		}, "page_size"},
+		{"ListEpisodes negative page size", func() error {
+			_, err := c.ListEpisodes(ctx, &pb.ListEpisodesRequest{PageSize: -1})
+			return err
+		}, "page_size"},
+		{"ListEpisodes model version", func() error {
+			v := int64(math.MaxInt64)
+			_, err := c.ListEpisodes(ctx, &pb.ListEpisodesRequest{ModelVersion: &v})
+			return err
+		}, "model_version"},
 		{"GetStats empty", func() error {
 			_, err := c.GetStats(ctx, &pb.GetStatsRequest{})
 			return err

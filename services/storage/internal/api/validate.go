@@ -25,8 +25,13 @@ func Validate(req any) error {
 				return err
 			}
 		}
-		if r.GetPageSize() < 0 || r.GetPageSize() > 1000 {
-			return validate.Field("page_size", "must be in [0, 1000], got %d", r.GetPageSize())
+		if err := validate.Range("page_size", int64(r.GetPageSize()), 0, 1000); err != nil {
+			return err
+		}
+		if r.ModelVersion != nil {
+			if err := validate.Range("model_version", r.GetModelVersion(), 0, validate.MaxModelVersion); err != nil {
+				return err
+			}
 		}
 		if _, ok := pb.EpisodeStatus_name[int32(r.GetStatus())]; !ok {
 			return validate.Field("status", "unknown value %d", r.GetStatus())

@@ -43,6 +43,14 @@ func DefaultLimits() Limits {
 
 const maxMediaTypeBytes = 128
 
+// maxAttempt and maxRetry bound Episode.attempt and Step.retry: the
+// coordinator reruns an episode a few times and the runner retries a turn a
+// few times, so thousands already mean a broken caller.
+const (
+	maxAttempt = 10_000
+	maxRetry   = 10_000
+)
+
 // pendingBlob is blob content a message carries, already hashed.
 type pendingBlob struct {
 	rec  index.BlobRecord
@@ -190,8 +198,8 @@ func checkEpisode(ep *pb.Episode) ([]blobSlot, error) {
 	if err := validate.Finite("episode.score", ep.GetScore()); err != nil {
 		return nil, err
 	}
-	if ep.GetAttempt() < 0 {
-		return nil, validate.Field("episode.attempt", "must be >= 0")
+	if err := validate.Range("episode.attempt", int64(ep.GetAttempt()), 0, maxAttempt); err != nil {
+		return nil, err
 	}
 	for _, ts := range []struct {
 		name string
@@ -219,6 +227,12 @@ func (w *Writer) checkStep(s *pb.Step) ([]blobSlot, error) {
 		return nil, validate.Field("step.index", "must be in [0, %d], got %d", w.limits.MaxStepIndex, s.GetIndex())
 	}
 	if err := validate.Finite("step.reward", s.GetReward()); err != nil {
+		return nil, err
+	}
+	if err := validate.Range("step.retry", int64(s.GetRetry()), 0, maxRetry); err != nil {
+		return nil, err
+	}
+	if err := checkModelCall(s.GetModelCall()); err != nil {
 		return nil, err
 	}
 	if s.StartTime != nil && !s.StartTime.IsValid() {
@@ -261,4 +275,66 @@ func (w *Writer) checkStep(s *pb.Step) ([]blobSlot, error) {
 		}
 	}
 	return slots, nil
+}
+
+// checkModelCall bounds the numbers of a model call: versions as the
+// gateway hands them out, token ids >= -1 (-1 is "unknown" in the API),
+// token counts non-negative, logprobs finite (a NaN would also make every
+// JSONL export of the rollout fail).
+func checkModelCall(mc *pb.ModelCall) error {
+	if mc == nil {
+		return nil
+	}
+	if err := validate.Range("step.model_call.model_version", mc.GetModelVersion(), 0, validate.MaxModelVersion); err != nil {
+		return err
+	}
+	for _, ids := range []struct {
+		field string
+		ids   []int32
+	}{{"step.model_call.prompt_token_ids", mc.GetPromptTokenIds()}, {"step.model_call.completion_token_ids", mc.GetCompletionTokenIds()}} {
+		for i, id := range ids.ids {
+			if id < -1 {
+				return validate.Field(fmt.Sprintf("%s[%d]", ids.field, i), "must be >= -1, got %d", id)
+			}
+		}
+	}
+	for i, lp := range mc.GetLogprobs() {
+		field := fmt.Sprintf("step.model_call.logprobs[%d]", i)
+		if lp.GetTokenId() < -1 {
+			return validate.Field(field+".token_id", "must be >= -1, got %d", lp.GetTokenId())
+		}
+		if err := validate.Finite(field+".logprob", lp.GetLogprob()); err != nil {
+			return err
+		}
+		for j, top := range lp.GetTop() {
+			tf := fmt.Sprintf("%s.top[%d]", field, j)
+			if top.GetTokenId() < -1 {
+				return validate.Field(tf+".token_id", "must be >= -1, got %d", top.GetTokenId())
+			}
+			if err := validate.Finite(tf+".logprob", top.GetLogprob()); err != nil {
+				return err
+			}
+		}
+	}
+	u := mc.GetUsage()
+	for _, c := range []struct {
+		field string
+		v     int32
+	}{{"prompt_tokens", u.GetPromptTokens()}, {"completion_tokens", u.GetCompletionTokens()}, {"cached_tokens", u.GetCachedTokens()}} {
+		if c.v < 0 {
+			return validate.Field("step.model_call.usage."+c.field, "must be >= 0, got %d", c.v)
+		}
+	}
+	for _, d := range []struct {
+		field string
+		ok    bool
+	}{
+		{"step.model_call.latency", mc.Latency == nil || mc.Latency.IsValid()},
+		{"step.model_call.time_to_first_token", mc.TimeToFirstToken == nil || mc.TimeToFirstToken.IsValid()},
+	} {
+		if !d.ok {
+			return validate.Field(d.field, "invalid duration")
+		}
+	}
+	return nil
 }

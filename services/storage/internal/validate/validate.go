@@ -12,6 +12,19 @@ import (
 // MaxIDBytes bounds every id, as the API documents for task ids.
 const MaxIDBytes = 256
 
+// MaxModelVersion bounds model versions, as the model gateway bounds the
+// versions it hands out (2^53-1, exact in a JSON number: exports write
+// versions into JSON that Python and JavaScript read).
+const MaxModelVersion = 1<<53 - 1
+
+// Range checks that an integer a caller set lies in [lo, hi].
+func Range(field string, v, lo, hi int64) error {
+	if v < lo || v > hi {
+		return Field(field, "must be in [%d, %d], got %d", lo, hi, v)
+	}
+	return nil
+}
+
 // FieldError names the invalid field of a request.
 type FieldError struct {
 	Field  string

@@ -65,3 +65,21 @@ func TestFinite(t *testing.T) {
 		}
 	}
 }
+
+func TestRange(t *testing.T) {
+	for _, tc := range []struct {
+		v, lo, hi int64
+		wantErr   bool
+	}{
+		{0, 0, 10, false}, {10, 0, 10, false}, {-1, 0, 10, true}, {11, 0, 10, true},
+		{math.MaxInt64, 0, MaxModelVersion, true}, {math.MinInt64, 0, MaxModelVersion, true},
+	} {
+		err := Range("f", tc.v, tc.lo, tc.hi)
+		if got := err != nil; got != tc.wantErr {
+			t.Errorf("Range(%d, %d, %d) error %v, want error %v", tc.v, tc.lo, tc.hi, err, tc.wantErr)
+		}
+		if fe, ok := AsFieldError(err); err != nil && (!ok || fe.Field != "f") {
+			t.Errorf("Range(%d) = %v, want a FieldError naming f", tc.v, err)
+		}
+	}
+}
