@@ -1,0 +1,215 @@
+// Package reqcheck holds the bounds both gateway fronts put on what a caller
+// sets in a chat request (token counts, choices, sampling ranges, image data
+// URLs), so that the gRPC and the HTTP front refuse the same requests with
+// the same words, and a request a backend would refuse, or take minutes or
+// gigabytes to answer, never reaches it.
+package reqcheck
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"strconv"
+
+	"github.com/valyala/fastjson"
+)
+
+// Bounds on the members of a chat request.
+const (
+	// MaxTokens bounds max_tokens, max_completion_tokens and min_tokens:
+	// no served context is longer.
+	MaxTokens = 1 << 20
+	// MaxN bounds n and best_of: each choice is a generation of its own.
+	MaxN = 16
+	// MaxTopLogprobs bounds top_logprobs and prompt_logprobs (OpenAI's
+	// and vLLM's default limit).
+	MaxTopLogprobs = 20
+	// MaxTopK bounds top_k; no vocabulary is larger.
+	MaxTopK = 1 << 20
+	// MaxStop bounds the stop sequences, MaxStopBytes each one.
+	MaxStop      = 8
+	MaxStopBytes = 1024
+	// MaxRoutingKey bounds a routing key: the sticky table keeps each.
+	MaxRoutingKey = 256
+	// MaxQuoted is how much of a caller's value an error quotes.
+	MaxQuoted = 64
+)
+
+// FieldError names the member a request got wrong.
+type FieldError struct {
+	Field, Problem string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Problem }
+
+func invalid(field, format string, args ...any) *FieldError {
+	return &FieldError{Field: field, Problem: fmt.Sprintf(format, args...)}
+}
+
+// Quote quotes at most MaxQuoted bytes of s, so that an error about a
+// value stays short however long the value is.
+func Quote(s string) string {
+	if len(s) <= MaxQuoted {
+		return strconv.Quote(s)
+	}
+	return strconv.Quote(s[:MaxQuoted]) + "..."
+}
+
+// Clip cuts s to at most n bytes (plus "..." when it cut).
+func Clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+// InRange reports lo <= v <= hi; NaN is in no range.
+func InRange(v, lo, hi float64) bool { return v >= lo && v <= hi }
+
+// intMember bounds an integer member; null counts as absent.
+type intMember struct {
+	name   string
+	lo, hi int64
+}
+
+// floatMember bounds a number member; loOpen excludes lo itself.
+type floatMember struct {
+	name   string
+	lo, hi float64
+	loOpen bool
+}
+
+var (
+	intMembers = []intMember{
+		{"max_tokens", 1, MaxTokens},
+		{"max_completion_tokens", 1, MaxTokens},
+		{"min_tokens", 0, MaxTokens},
+		{"n", 1, MaxN},
+		{"best_of", 1, MaxN},
+		{"top_logprobs", 0, MaxTopLogprobs},
+		{"prompt_logprobs", 0, MaxTopLogprobs},
+		{"top_k", -1, MaxTopK},
+	}
+	floatMembers = []floatMember{
+		{name: "temperature", lo: 0, hi: 2},
+		{name: "top_p", lo: 0, hi: 1, loOpen: true},
+		{name: "presence_penalty", lo: -2, hi: 2},
+		{name: "frequency_penalty", lo: -2, hi: 2},
+	}
+)
+
+// Params checks the sampling members of a chat body object (the HTTP
+// body, or the gRPC front's extra_body_json): integers in their ranges,
+// numbers in theirs, at most MaxStop stop sequences. prefix goes before
+// each field name in the error.
+func Params(obj *fastjson.Value, prefix string) *FieldError {
+	for _, m := range intMembers {
+		v := obj.Get(m.name)
+		if v == nil || v.Type() == fastjson.TypeNull {
+			continue
+		}
+		f, err := v.Float64()
+		if v.Type() != fastjson.TypeNumber || err != nil || f != math.Trunc(f) || f < float64(m.lo) || f > float64(m.hi) {
+			return invalid(prefix+m.name, "must be an integer in [%d, %d]", m.lo, m.hi)
+		}
+	}
+	for _, m := range floatMembers {
+		v := obj.Get(m.name)
+		if v == nil || v.Type() == fastjson.TypeNull {
+			continue
+		}
+		f, err := v.Float64()
+		if v.Type() != fastjson.TypeNumber || err != nil || !InRange(f, m.lo, m.hi) || (m.loOpen && f == m.lo) {
+			open := "["
+			if m.loOpen {
+				open = "("
+			}
+			return invalid(prefix+m.name, "must be a number in %s%g, %g]", open, m.lo, m.hi)
+		}
+	}
+	for _, name := range []string{"logprobs", "stream"} {
+		if v := obj.Get(name); v != nil && v.Type() != fastjson.TypeNull && v.Type() != fastjson.TypeTrue && v.Type() != fastjson.TypeFalse {
+			return invalid(prefix+name, "must be true or false")
+		}
+	}
+	if v := obj.Get("stop"); v != nil {
+		switch v.Type() {
+		case fastjson.TypeNull:
+		case fastjson.TypeString:
+			if len(v.GetStringBytes()) > MaxStopBytes {
+				return invalid(prefix+"stop", "longer than %d bytes", MaxStopBytes)
+			}
+		case fastjson.TypeArray:
+			stops, _ := v.Array()
+			if len(stops) > MaxStop {
+				return invalid(prefix+"stop", "at most %d stop sequences", MaxStop)
+			}
+			for i, s := range stops {
+				if s.Type() != fastjson.TypeString || len(s.GetStringBytes()) > MaxStopBytes {
+					return invalid(fmt.Sprintf("%sstop[%d]", prefix, i), "must be a string of at most %d bytes", MaxStopBytes)
+				}
+			}
+		default:
+			return invalid(prefix+"stop", "must be a string or an array of strings")
+		}
+	}
+	return nil
+}
+
+// base64Std marks the bytes of the standard base64 alphabet.
+var base64Std = func() (t [256]bool) {
+	for _, c := range []byte("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/") {
+		t[c] = true
+	}
+	return t
+}()
+
+// ValidBase64 reports whether p is standard, padded base64 (RFC 4648 §4),
+// as vLLM decodes image data (Python's b64decode with validate=True). It
+// only classifies bytes, so a screenshot of megabytes costs a fraction of
+// a millisecond and no allocation.
+func ValidBase64(p []byte) bool {
+	if len(p) == 0 || len(p)%4 != 0 {
+		return false
+	}
+	n := len(p)
+	if p[n-1] == '=' {
+		n--
+		if p[n-1] == '=' {
+			n--
+		}
+	}
+	for _, c := range p[:n] {
+		if !base64Std[c] {
+			return false
+		}
+	}
+	return true
+}
+
+// DataURL checks an image data URL, "data:image/TYPE;base64,PAYLOAD": an
+// image media type, base64 the backend can decode, at most maxBytes once
+// decoded. It returns the problem, or "" when the URL is fine.
+func DataURL(url []byte, maxBytes int) string {
+	rest, ok := bytes.CutPrefix(url, []byte("data:"))
+	if !ok {
+		return "not a data: URL"
+	}
+	header, payload, ok := bytes.Cut(rest, []byte(","))
+	if !ok {
+		return "malformed data URL: no comma"
+	}
+	if !bytes.HasPrefix(header, []byte("image/")) {
+		return "data URL media type must be image/*"
+	}
+	if !bytes.HasSuffix(header, []byte(";base64")) {
+		return "data URL must be base64 (data:image/TYPE;base64,...)"
+	}
+	if n := len(payload) / 4 * 3; n > maxBytes {
+		return fmt.Sprintf("image of about %d bytes exceeds the %d-byte limit", n, maxBytes)
+	}
+	if !ValidBase64(payload) {
+		return "image data is not valid base64"
+	}
+	return ""
+}

@@ -1,0 +1,106 @@
+package reqcheck
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/valyala/fastjson"
+)
+
+func TestValidBase64(t *testing.T) {
+	tests := []struct {
+		in   string
+		want bool
+	}{
+		{"aGk=", true},
+		{"aGVsbG8h", true},
+		{"aA==", true},
+		{"", false},
+		{"aGk", false},      // unpadded
+		{"aGk=aGk=", false}, // padding inside
+		{"a===", false},
+		{"aG k", false},
+		{"aG-_", false}, // URL alphabet
+		{"aGk=\n", false},
+	}
+	for _, tt := range tests {
+		if got := ValidBase64([]byte(tt.in)); got != tt.want {
+			t.Errorf("ValidBase64(%q) got %v, want %v", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestDataURL(t *testing.T) {
+	tests := []struct {
+		name, url, want string
+	}{
+		{"png", "data:image/png;base64,iVBORw0KGgo=", ""},
+		{"no comma", "data:image/png;base64", "no comma"},
+		{"not base64", "data:image/png,abc", "must be base64"},
+		{"not an image", "data:text/html;base64,aGk=", "image/*"},
+		{"bad payload", "data:image/png;base64,!!!!", "not valid base64"},
+		{"empty payload", "data:image/png;base64,", "not valid base64"},
+		{"too large", "data:image/png;base64," + strings.Repeat("A", 40), "exceeds the 16-byte limit"},
+		{"http", "http://x/y.png", "not a data: URL"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := DataURL([]byte(tt.url), 16)
+			if (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) {
+				t.Errorf("DataURL(%.40q) got %q, want %q", tt.url, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestParams(t *testing.T) {
+	tests := []struct {
+		body, wantField string
+	}{
+		{`{}`, ""},
+		{`{"max_tokens":null,"temperature":null,"stop":null}`, ""},
+		{`{"max_tokens":16,"n":16,"top_logprobs":20,"temperature":2,"top_p":1,"top_k":-1,"stop":["a"]}`, ""},
+		{`{"max_tokens":2.0}`, ""},
+		{`{"max_tokens":-5}`, "max_tokens"},
+		{`{"max_tokens":0}`, "max_tokens"},
+		{`{"max_tokens":1048577}`, "max_tokens"},
+		{`{"max_tokens":1e999}`, "max_tokens"},
+		{`{"max_tokens":true}`, "max_tokens"},
+		{`{"min_tokens":-1}`, "min_tokens"},
+		{`{"n":0}`, "n"},
+		{`{"best_of":17}`, "best_of"},
+		{`{"prompt_logprobs":-1}`, "prompt_logprobs"},
+		{`{"top_k":-2}`, "top_k"},
+		{`{"temperature":-0.1}`, "temperature"},
+		{`{"temperature":"hot"}`, "temperature"},
+		{`{"top_p":0}`, "top_p"},
+		{`{"presence_penalty":2.5}`, "presence_penalty"},
+		{`{"frequency_penalty":-3}`, "frequency_penalty"},
+		{`{"logprobs":"yes"}`, "logprobs"},
+		{`{"stream":1}`, "stream"},
+		{`{"stop":5}`, "stop"},
+		{`{"stop":["a","b","c","d","e","f","g","h","i"]}`, "stop"},
+		{`{"stop":[1]}`, "stop[0]"},
+		{`{"stop":"` + strings.Repeat("s", MaxStopBytes+1) + `"}`, "stop"},
+	}
+	for _, tt := range tests {
+		v := fastjson.MustParse(tt.body)
+		fe := Params(v, "p.")
+		got := ""
+		if fe != nil {
+			got = strings.TrimPrefix(fe.Field, "p.")
+		}
+		if got != tt.wantField {
+			t.Errorf("Params(%.60s) got field %q (%v), want %q", tt.body, got, fe, tt.wantField)
+		}
+	}
+}
+
+func TestQuoteIsShort(t *testing.T) {
+	if got := Quote(strings.Repeat("x", 10000)); len(got) > MaxQuoted+8 {
+		t.Errorf("Quote of 10000 bytes got %d bytes, want at most %d", len(got), MaxQuoted+8)
+	}
+	if got, want := Quote("ab"), `"ab"`; got != want {
+		t.Errorf("Quote(ab) got %s, want %s", got, want)
+	}
+}
