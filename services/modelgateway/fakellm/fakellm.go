@@ -46,6 +46,10 @@ type Instance struct {
 	done chan struct{} // closed when serving stopped
 }
 
+// readTimeout bounds the arrival of a request, body included: a client
+// that trickles its body does not hold a connection for ever.
+var readTimeout = time.Minute
+
 // Start listens on addr ("127.0.0.1:0" for any free port) and serves until
 // Close or until ctx is cancelled.
 func Start(ctx context.Context, addr string, cfg Config) (*Instance, error) {
@@ -67,7 +71,7 @@ func Serve(ctx context.Context, ln net.Listener, s *Server) *Instance {
 		Server: s,
 		URL:    "http://" + ln.Addr().String(),
 		Addr:   ln.Addr().String(),
-		srv:    &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second},
+		srv:    &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: readTimeout},
 		done:   make(chan struct{}),
 	}
 	stop := context.AfterFunc(ctx, func() { in.srv.Close() })

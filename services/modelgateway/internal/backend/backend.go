@@ -21,6 +21,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/rolloutmesh/rolloutmesh/serverkit/boundedread"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/breaker"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/clock"
 )
@@ -123,6 +124,20 @@ type Backend struct {
 	probeOK   int
 }
 
+// maxKeyBytes bounds an API key file; keys are tens of bytes.
+const maxKeyBytes = 4 << 10
+
+// headerSafe reports whether s can be a header value as it is: no control
+// characters (tab aside).
+func headerSafe(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < 0x20 && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
 // New builds a backend, resolving its API key from env or file.
 func New(cfg Config, opts Options) (*Backend, error) {
 	if err := cfg.Validate(); err != nil {
@@ -143,12 +158,19 @@ func New(cfg Config, opts Options) (*Backend, error) {
 		}
 		key = v
 	case cfg.APIKeyFile != "":
-		b, err := os.ReadFile(cfg.APIKeyFile)
+		// A regular file, and small: a FIFO would block the start and
+		// a device never end.
+		b, err := boundedread.ReadFile(cfg.APIKeyFile, maxKeyBytes)
 		if err != nil {
 			// The error names the file, never its content.
 			return nil, fmt.Errorf("backend %q: api_key_file: %w", cfg.ID, err)
 		}
 		key = strings.TrimSpace(string(b))
+	}
+	if !headerSafe(key) {
+		// It goes into an Authorization header: a line break would let
+		// it add headers of its own. The error does not quote it.
+		return nil, fmt.Errorf("backend %q: API key holds control characters", cfg.ID)
 	}
 	b := &Backend{
 		cfg:    cfg,

@@ -6,8 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"regexp"
+
+	"github.com/rolloutmesh/rolloutmesh/serverkit/boundedread"
 )
 
 // Rule is one line of a script: when Match (a regular expression over the
@@ -58,14 +59,17 @@ func ParseScript(r io.Reader) ([]Rule, error) {
 	return rules, nil
 }
 
-// LoadScript reads a script file.
+// maxScript bounds a script file; the demo script is a few kilobytes.
+const maxScript = 16 << 20
+
+// LoadScript reads a script file: a regular file of at most 16 MiB, since
+// a FIFO would block the start and a device never end.
 func LoadScript(path string) ([]Rule, error) {
-	f, err := os.Open(path)
+	raw, err := boundedread.ReadFile(path, maxScript)
 	if err != nil {
-		return nil, fmt.Errorf("open script: %w", err)
+		return nil, fmt.Errorf("read script: %w", err)
 	}
-	defer f.Close()
-	rules, err := ParseScript(f)
+	rules, err := ParseScript(bytes.NewReader(raw))
 	if err != nil {
 		return nil, fmt.Errorf("script %s: %w", path, err)
 	}
