@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/rolloutmesh/rolloutmesh/serverkit/boundedread"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/backend"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/breaker"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/gateway"
@@ -65,6 +65,8 @@ type Limits struct {
 	RequestTimeout time.Duration `yaml:"request_timeout"`
 	// MaxMessages bounds a conversation (default 4096).
 	MaxMessages int `yaml:"max_messages"`
+	// MaxImages bounds the images of one request (default 128).
+	MaxImages int `yaml:"max_images"`
 }
 
 func (l *Limits) defaults() {
@@ -83,12 +85,25 @@ func (l *Limits) defaults() {
 	if l.MaxMessages <= 0 {
 		l.MaxMessages = 4096
 	}
+	if l.MaxImages <= 0 {
+		l.MaxImages = 128
+	}
 }
 
+// maxConfigBytes bounds the config file; a config of hundreds of backends
+// is tens of kilobytes.
+const maxConfigBytes = 1 << 20
+
+// MaxVersion bounds weight versions, as a caller's UpdateWeights and the
+// config's initial_version set them: a JSON number keeps integers up to
+// 2^53 exact, and no training run makes that many updates.
+const MaxVersion = 1<<53 - 1
+
 // LoadFile reads and checks a YAML config file. Unknown keys are errors, so
-// that a misspelt key is not silently ignored.
+// that a misspelt key is not silently ignored. The file must be a regular
+// one of at most 1 MiB: a FIFO or a device would block or never end.
 func LoadFile(path string) (*FileConfig, error) {
-	raw, err := os.ReadFile(path)
+	raw, err := boundedread.ReadFile(path, maxConfigBytes)
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
@@ -113,6 +128,9 @@ func ParseConfig(raw []byte) (*FileConfig, error) {
 func (fc *FileConfig) Validate() error {
 	if len(fc.Backends) == 0 {
 		return errors.New("backends: at least one backend is required")
+	}
+	if fc.InitialVersion < 0 || fc.InitialVersion > MaxVersion {
+		return fmt.Errorf("initial_version: must be in [0, %d]", int64(MaxVersion))
 	}
 	for i := range fc.Backends {
 		if err := fc.Backends[i].Validate(); err != nil {

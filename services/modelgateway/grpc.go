@@ -32,7 +32,7 @@ var errCodes = []struct {
 	err  error
 	code codes.Code
 }{
-	{gateway.ErrUnknownModel, codes.InvalidArgument},
+	{gateway.ErrUnknownModel, codes.NotFound},
 	{gateway.ErrStaleVersion, codes.FailedPrecondition},
 	{gateway.ErrUpdateFailed, codes.Unavailable},
 	{gateway.ErrNoBackend, codes.Unavailable},
@@ -69,7 +69,7 @@ func (s *Service) toStatus(err error) error {
 	}
 	for _, e := range errCodes {
 		if errors.Is(err, e.err) {
-			return status.Error(e.code, err.Error())
+			return status.Error(e.code, truncate(err.Error(), maxStatusMessage))
 		}
 	}
 	sum := sha256.Sum256([]byte(err.Error()))
@@ -77,6 +77,11 @@ func (s *Service) toStatus(err error) error {
 	s.log.Error("internal error", zap.String("ref", ref), zap.Error(err))
 	return status.Errorf(codes.Internal, "internal error (ref %s)", ref)
 }
+
+// maxStatusMessage bounds the message of a status the gateway makes: it may
+// hold a backend's words, which are not the caller's to read by the
+// kilobyte.
+const maxStatusMessage = 1024
 
 // backendMessage extracts the message of an OpenAI error envelope, bounded.
 func backendMessage(body []byte) string {
@@ -191,6 +196,13 @@ func breakerState(st breaker.State) rmv1.BreakerState {
 
 // UpdateWeights moves the backends to a new weight version.
 func (s *Service) UpdateWeights(ctx context.Context, req *rmv1.UpdateWeightsRequest) (*rmv1.UpdateWeightsResponse, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		// A backend that takes the call and never answers must not hold
+		// the update, and every later one, for ever.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.limits.RequestTimeout)
+		defer cancel()
+	}
 	res, err := s.g.UpdateWeights(ctx, gateway.UpdateOptions{
 		Version: req.GetVersion(), Source: req.GetSource(),
 		Rolling: req.GetStrategy() == rmv1.UpdateStrategy_UPDATE_STRATEGY_ROLLING,
@@ -212,9 +224,9 @@ func (s *Service) UpdateWeights(ctx context.Context, req *rmv1.UpdateWeightsRequ
 		// names each backend's failure.
 		msg := err.Error()
 		for _, b := range out.Backends {
-			msg += "; " + b.Backend + ": " + b.Error
+			msg += "; " + b.Backend + ": " + truncate(b.Error, 200)
 		}
-		return nil, status.Error(codes.Unavailable, msg)
+		return nil, status.Error(codes.Unavailable, truncate(msg, maxStatusMessage))
 	}
 	out.UpdateTime = timestamppb.New(res.At)
 	return out, nil

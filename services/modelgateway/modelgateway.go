@@ -43,13 +43,38 @@ type Config struct {
 	// Clock drives health probing, breaker cooldowns and backoff (nil =
 	// real time). Tests set a fake one.
 	Clock clock.Clock
+	// AuthToken, when set, is required as a bearer token on every route of
+	// the HTTP front but /health, as --auth-token is on every gRPC call:
+	// whoever reaches a backend through the gateway spends its API key.
+	// When empty, New takes the daemon's --auth-token (however it was
+	// given: flag, file or environment) from the flag set RegisterFlags
+	// was given, so that one token guards both fronts.
+	AuthToken string
+
+	flags *flag.FlagSet
 }
 
 // RegisterFlags adds the service's flags to fs.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	c.flags = fs
 	fs.StringVar(&c.ConfigFile, "config", "", "YAML config file with the backends (see examples/modelgateway.yaml)")
 	fs.StringVar(&c.OpenAIAddr, "openai-addr", ":8000", "OpenAI-compatible HTTP listen address (empty disables)")
 	fs.StringVar(&c.Policy, "routing-policy", "", "override routing.policy: round_robin, least_loaded, sticky_least_loaded or weighted")
+}
+
+// Spec describes the modelgateway binary to serverkit/daemon: its default
+// addresses, its flags and how it starts.
+func Spec() daemon.Spec {
+	var cfg Config
+	return daemon.Spec{
+		Name:     "modelgateway",
+		GRPCAddr: ":50054",
+		HTTPAddr: ":9104",
+		Flags:    cfg.RegisterFlags,
+		Start: func(ctx context.Context, env daemon.Env) (daemon.Service, error) {
+			return New(ctx, cfg, env)
+		},
+	}
 }
 
 // Service is the running gateway.
@@ -116,15 +141,21 @@ func New(ctx context.Context, cfg Config, env daemon.Env) (*Service, error) {
 	}
 	s := &Service{g: g, met: met, log: env.Logger, limits: limits}
 	if cfg.OpenAIAddr != "" {
+		token := cfg.authToken()
 		var lc net.ListenConfig
 		ln, err := lc.Listen(ctx, "tcp", cfg.OpenAIAddr)
 		if err != nil {
 			return nil, fmt.Errorf("--openai-addr: listen: %w", err)
 		}
+		if token == "" && !loopback(ln.Addr()) {
+			env.Logger.Warn("openai http front reachable beyond loopback without a token; anyone who reaches it spends the backends' API keys",
+				zap.String("openai_addr", ln.Addr().String()))
+		}
 		s.httpLn = ln
 		s.openai = openaihttp.New(g, met, env.Logger, openaihttp.Options{
 			MaxRequestBytes: limits.MaxRequestBytes, MaxImageBytes: limits.MaxImageBytes,
 			MaxResponseBytes: limits.MaxResponseBytes, Timeout: limits.RequestTimeout,
+			MaxMessages: limits.MaxMessages, MaxImages: limits.MaxImages, AuthToken: token,
 		})
 		s.httpSrv = newHTTPServer(s.openai, limits, env.Logger)
 		s.httpDone = make(chan struct{})
@@ -159,12 +190,14 @@ func newHTTPClient() *http.Client {
 }
 
 // newHTTPServer serves the OpenAI front with fasthttp. Bodies over the
-// limit are refused before they are read whole; a request (headers and
-// body) must arrive within a minute.
+// limit are refused before they are read whole (and a request without the
+// token gets a few kilobytes); a request (headers and body) must arrive
+// within a minute.
 func newHTTPServer(h *openaihttp.Handler, limits Limits, log *zap.Logger) *fasthttp.Server {
 	return &fasthttp.Server{
 		Handler:               h.Serve,
 		ErrorHandler:          h.ServeError,
+		HeaderReceived:        h.HeaderReceived,
 		MaxRequestBodySize:    int(min(limits.MaxRequestBytes, math.MaxInt32)),
 		ReadBufferSize:        16 << 10, // request headers up to 16 KiB
 		ReadTimeout:           time.Minute,
@@ -185,6 +218,28 @@ func (l fasthttpLogger) Printf(format string, args ...any) {
 	if ce := l.log.Check(zap.DebugLevel, "openai http connection"); ce != nil {
 		ce.Write(zap.String("detail", fmt.Sprintf(format, args...)))
 	}
+}
+
+// authToken is the HTTP front's token: the one set in code, else the
+// daemon's own --auth-token, which the daemon has set from
+// $ROLLOUTMESH_AUTH_TOKEN or --auth-token-file by the time the service
+// starts. (daemon.Env does not carry it; reading the flag keeps the two
+// fronts on one token without a second flag.)
+func (c *Config) authToken() string {
+	if c.AuthToken != "" || c.flags == nil {
+		return c.AuthToken
+	}
+	if f := c.flags.Lookup("auth-token"); f != nil {
+		return f.Value.String()
+	}
+	return ""
+}
+
+// loopback reports whether addr is a loopback address, which only local
+// processes reach.
+func loopback(addr net.Addr) bool {
+	ta, ok := addr.(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
 }
 
 // OpenAIAddr is the address the HTTP front listens on ("" when disabled).

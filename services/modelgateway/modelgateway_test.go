@@ -263,7 +263,6 @@ func TestBadRequests(t *testing.T) {
 		wantField string
 	}{
 		{"no messages", &rmv1.ChatRequest{}, "messages"},
-		{"unknown model", &rmv1.ChatRequest{Model: "gpt-9", Messages: []*rmv1.ChatMessage{userMsg("x")}}, "model"},
 		{"oversized image", &rmv1.ChatRequest{Messages: img(&rmv1.Image{Data: big, MediaType: "image/png"})}, "messages[0].content[0].image.data"},
 		{"not an image", &rmv1.ChatRequest{Messages: img(&rmv1.Image{Data: []byte("hello")})}, "messages[0].content[0].image.data"},
 		{"bad role", &rmv1.ChatRequest{Messages: []*rmv1.ChatMessage{{Role: "robot"}}}, "messages[0].role"},
@@ -278,6 +277,9 @@ func TestBadRequests(t *testing.T) {
 				t.Errorf("err = %v, want InvalidArgument naming %s", err, tt.wantField)
 			}
 		})
+	}
+	if _, err := h.cli.Chat(ctxT(t, 5*time.Second), &rmv1.ChatRequest{Model: "gpt-9", Messages: []*rmv1.ChatMessage{userMsg("x")}}); status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), "model") {
+		t.Errorf("unknown model: err = %v, want NotFound naming model", err)
 	}
 	// A small image passes and reaches the backend as a data URL.
 	if _, err := h.cli.Chat(ctxT(t, 5*time.Second), &rmv1.ChatRequest{Messages: img(&rmv1.Image{Data: pngBytes(t, 2)})}); err != nil {

@@ -7,28 +7,48 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/valyala/fastjson"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/rolloutmesh/rolloutmesh/serverkit/daemon"
+	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/reqcheck"
 
 	rmv1 "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
 )
 
 var toolName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
-// maxRoutingKey bounds a routing key (it is kept in the sticky LRU).
-const maxRoutingKey = 256
+// Bounds of what a ChatRequest lists; the rest are in reqcheck, shared with
+// the HTTP front.
+const (
+	// maxTools bounds the tools a request offers, and the tool calls of
+	// one message.
+	maxTools = 128
+	// maxIDBytes bounds a tool call id or a participant name.
+	maxIDBytes = 256
+	// maxSourceBytes bounds UpdateWeights.source, a path or URI.
+	maxSourceBytes = 4096
+)
 
 // ValidateRequest checks requests before the handlers run; the error names
-// the offending field.
+// the offending field. Errors quote at most a few dozen bytes of what the
+// caller sent.
 func (s *Service) ValidateRequest(_ string, req any) error {
 	switch r := req.(type) {
 	case *rmv1.ChatRequest:
 		return s.validateChat(r)
 	case *rmv1.UpdateWeightsRequest:
-		if r.GetVersion() <= 0 {
-			return daemon.InvalidField("version", "must be > 0")
+		if r.GetVersion() <= 0 || r.GetVersion() > MaxVersion {
+			return daemon.InvalidField("version", "must be in [1, %d]", int64(MaxVersion))
 		}
-		if len(r.GetSource()) > 4096 {
-			return daemon.InvalidField("source", "longer than 4096 bytes")
+		if len(r.GetSource()) > maxSourceBytes {
+			return daemon.InvalidField("source", "longer than %d bytes", maxSourceBytes)
+		}
+		switch r.GetStrategy() {
+		case rmv1.UpdateStrategy_UPDATE_STRATEGY_UNSPECIFIED, rmv1.UpdateStrategy_UPDATE_STRATEGY_ALL_AT_ONCE, rmv1.UpdateStrategy_UPDATE_STRATEGY_ROLLING:
+		default:
+			return daemon.InvalidField("strategy", "%d is not a known strategy", r.GetStrategy())
 		}
 	}
 	return nil
@@ -36,7 +56,10 @@ func (s *Service) ValidateRequest(_ string, req any) error {
 
 func (s *Service) validateChat(r *rmv1.ChatRequest) error {
 	if _, err := s.g.ResolveModel(r.GetModel()); err != nil {
-		return daemon.InvalidField("model", "%q is not served by this gateway (served: %s)", r.GetModel(), strings.Join(s.g.Models(), ", "))
+		// The model name is the id of what is asked for: unknown ids are
+		// NotFound, as the HTTP front's 404 model_not_found.
+		return status.Errorf(codes.NotFound, "model: %s is not served by this gateway (served: %s)",
+			reqcheck.Quote(r.GetModel()), reqcheck.Clip(strings.Join(s.g.Models(), ", "), 256))
 	}
 	if len(r.GetMessages()) == 0 {
 		return daemon.InvalidField("messages", "at least one message is required")
@@ -44,13 +67,20 @@ func (s *Service) validateChat(r *rmv1.ChatRequest) error {
 	if len(r.GetMessages()) > s.limits.MaxMessages {
 		return daemon.InvalidField("messages", "%d messages exceed the limit of %d", len(r.GetMessages()), s.limits.MaxMessages)
 	}
+	images := 0
 	for i, m := range r.GetMessages() {
 		f := fmt.Sprintf("messages[%d]", i)
 		if !roleOK(m.GetRole()) {
-			return daemon.InvalidField(f+".role", "%q is not system, developer, user, assistant or tool", m.GetRole())
+			return daemon.InvalidField(f+".role", "%s is not system, developer, user, assistant or tool", reqcheck.Quote(m.GetRole()))
 		}
 		if m.GetRole() == "tool" && m.GetToolCallId() == "" {
 			return daemon.InvalidField(f+".tool_call_id", "required for role tool")
+		}
+		if len(m.GetToolCallId()) > maxIDBytes {
+			return daemon.InvalidField(f+".tool_call_id", "longer than %d bytes", maxIDBytes)
+		}
+		if len(m.GetName()) > maxIDBytes {
+			return daemon.InvalidField(f+".name", "longer than %d bytes", maxIDBytes)
 		}
 		for j, p := range m.GetContent() {
 			pf := fmt.Sprintf("%s.content[%d]", f, j)
@@ -58,16 +88,28 @@ func (s *Service) validateChat(r *rmv1.ChatRequest) error {
 				return daemon.InvalidField(pf, "empty part: set text or image")
 			}
 			if img := p.GetImage(); img != nil {
+				if images++; images > s.limits.MaxImages {
+					return daemon.InvalidField(pf+".image", "more than %d images in the request", s.limits.MaxImages)
+				}
 				if err := s.validateImage(pf+".image", img); err != nil {
 					return err
 				}
 			}
 		}
+		if len(m.GetToolCalls()) > maxTools {
+			return daemon.InvalidField(f+".tool_calls", "at most %d tool calls", maxTools)
+		}
 		for j, tc := range m.GetToolCalls() {
 			if !toolName.MatchString(tc.GetName()) {
 				return daemon.InvalidField(fmt.Sprintf("%s.tool_calls[%d].name", f, j), "must match [A-Za-z0-9_-]{1,64}")
 			}
+			if len(tc.GetId()) > maxIDBytes {
+				return daemon.InvalidField(fmt.Sprintf("%s.tool_calls[%d].id", f, j), "longer than %d bytes", maxIDBytes)
+			}
 		}
+	}
+	if len(r.GetTools()) > maxTools {
+		return daemon.InvalidField("tools", "at most %d tools", maxTools)
 	}
 	names := map[string]bool{}
 	for i, t := range r.GetTools() {
@@ -87,23 +129,44 @@ func (s *Service) validateChat(r *rmv1.ChatRequest) error {
 		}
 	default:
 		if !names[tc] {
-			return daemon.InvalidField("tool_choice", "%q names no tool in tools", tc)
+			return daemon.InvalidField("tool_choice", "%s names no tool in tools", reqcheck.Quote(tc))
 		}
 	}
 	if err := validateSampling(r.GetSampling()); err != nil {
 		return err
 	}
-	if r.GetTopLogprobs() < 0 || r.GetTopLogprobs() > 20 {
-		return daemon.InvalidField("top_logprobs", "must be in [0, 20]")
+	if r.GetTopLogprobs() < 0 || r.GetTopLogprobs() > reqcheck.MaxTopLogprobs {
+		return daemon.InvalidField("top_logprobs", "must be in [0, %d]", reqcheck.MaxTopLogprobs)
 	}
 	if r.GetTopLogprobs() > 0 && !r.GetLogprobs() {
 		return daemon.InvalidField("top_logprobs", "needs logprobs set")
 	}
-	if len(r.GetRoutingKey()) > maxRoutingKey {
-		return daemon.InvalidField("routing_key", "longer than %d bytes", maxRoutingKey)
+	if len(r.GetRoutingKey()) > reqcheck.MaxRoutingKey {
+		return daemon.InvalidField("routing_key", "longer than %d bytes", reqcheck.MaxRoutingKey)
 	}
-	if r.GetExtraBodyJson() != "" && !isJSONObject(r.GetExtraBodyJson()) {
+	return validateExtraBody(r.GetExtraBodyJson())
+}
+
+// validateExtraBody checks extra_body_json: its members win over the
+// request's own, so they get the same bounds, and may not replace what
+// routing and the answer depend on (the model, the messages, a whole
+// answer rather than a stream).
+func validateExtraBody(extra string) error {
+	if extra == "" {
+		return nil
+	}
+	var p fastjson.Parser
+	v, err := p.Parse(extra)
+	if err != nil || v.Type() != fastjson.TypeObject || !isJSONObject(extra) {
 		return daemon.InvalidField("extra_body_json", "must be a JSON object")
+	}
+	for _, k := range []string{"model", "messages", "stream"} {
+		if v.Exists(k) {
+			return daemon.InvalidField("extra_body_json."+k, "set by the request itself, not by extra_body_json")
+		}
+	}
+	if fe := reqcheck.Params(v, "extra_body_json."); fe != nil {
+		return daemon.InvalidField(fe.Field, "%s", fe.Problem)
 	}
 	return nil
 }
@@ -129,14 +192,20 @@ func (s *Service) validateImage(f string, img *rmv1.Image) error {
 	switch img.GetDetail() {
 	case "", "auto", "low", "high":
 	default:
-		return daemon.InvalidField(f+".detail", "%q is not auto, low or high", img.GetDetail())
+		return daemon.InvalidField(f+".detail", "%s is not auto, low or high", reqcheck.Quote(img.GetDetail()))
 	}
 	if u := img.GetUrl(); u != "" {
-		if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") && !strings.HasPrefix(u, "data:image/") {
-			return daemon.InvalidField(f+".url", "must be an http(s) or data:image/ URL")
-		}
 		if len(u) > s.limits.MaxImageBytes*4/3+64 {
 			return daemon.InvalidField(f+".url", "longer than the %d-byte image limit allows", s.limits.MaxImageBytes)
+		}
+		switch {
+		case strings.HasPrefix(u, "http://"), strings.HasPrefix(u, "https://"):
+		case strings.HasPrefix(u, "data:"):
+			if problem := reqcheck.DataURL([]byte(u), s.limits.MaxImageBytes); problem != "" {
+				return daemon.InvalidField(f+".url", "%s", problem)
+			}
+		default:
+			return daemon.InvalidField(f+".url", "must be an http(s) or data:image/ URL")
 		}
 		return nil
 	}
@@ -159,7 +228,7 @@ func (s *Service) validateImage(f string, img *rmv1.Image) error {
 			return daemon.InvalidField(f+".data", "media_type is image/jpeg but the bytes are not a JPEG")
 		}
 	default:
-		return daemon.InvalidField(f+".media_type", "%q is not image/png or image/jpeg", img.GetMediaType())
+		return daemon.InvalidField(f+".media_type", "%s is not image/png or image/jpeg", reqcheck.Quote(img.GetMediaType()))
 	}
 	return nil
 }
@@ -168,27 +237,37 @@ func validateSampling(sp *rmv1.SamplingParams) error {
 	if sp == nil {
 		return nil
 	}
-	if sp.Temperature != nil && (sp.GetTemperature() < 0 || sp.GetTemperature() > 2) {
+	// The range checks are written so that NaN fails them: JSON has no
+	// NaN, and the body could not be written.
+	if sp.Temperature != nil && !reqcheck.InRange(sp.GetTemperature(), 0, 2) {
 		return daemon.InvalidField("sampling.temperature", "must be in [0, 2]")
 	}
-	if sp.TopP != nil && (sp.GetTopP() <= 0 || sp.GetTopP() > 1) {
+	if sp.TopP != nil && (!reqcheck.InRange(sp.GetTopP(), 0, 1) || sp.GetTopP() == 0) {
 		return daemon.InvalidField("sampling.top_p", "must be in (0, 1]")
 	}
-	if sp.TopK != nil && sp.GetTopK() < -1 {
-		return daemon.InvalidField("sampling.top_k", "must be -1 (off) or >= 1")
+	if sp.TopK != nil && (sp.GetTopK() < -1 || sp.GetTopK() > reqcheck.MaxTopK) {
+		return daemon.InvalidField("sampling.top_k", "must be in [-1, %d] (-1 or 0: off)", reqcheck.MaxTopK)
 	}
-	if sp.MaxTokens != nil && sp.GetMaxTokens() < 1 {
-		return daemon.InvalidField("sampling.max_tokens", "must be >= 1")
+	if sp.MaxTokens != nil && (sp.GetMaxTokens() < 1 || sp.GetMaxTokens() > reqcheck.MaxTokens) {
+		return daemon.InvalidField("sampling.max_tokens", "must be in [1, %d]", reqcheck.MaxTokens)
 	}
-	if len(sp.GetStop()) > 8 {
-		return daemon.InvalidField("sampling.stop", "at most 8 stop sequences")
+	if len(sp.GetStop()) > reqcheck.MaxStop {
+		return daemon.InvalidField("sampling.stop", "at most %d stop sequences", reqcheck.MaxStop)
 	}
-	if sp.GetN() < 0 || sp.GetN() > 16 {
-		return daemon.InvalidField("sampling.n", "must be in [1, 16]")
+	for i, stop := range sp.GetStop() {
+		if len(stop) > reqcheck.MaxStopBytes {
+			return daemon.InvalidField(fmt.Sprintf("sampling.stop[%d]", i), "longer than %d bytes", reqcheck.MaxStopBytes)
+		}
 	}
-	for name, v := range map[string]*float64{"sampling.presence_penalty": sp.PresencePenalty, "sampling.frequency_penalty": sp.FrequencyPenalty} {
-		if v != nil && (*v < -2 || *v > 2) {
-			return daemon.InvalidField(name, "must be in [-2, 2]")
+	if sp.GetN() < 0 || sp.GetN() > reqcheck.MaxN {
+		return daemon.InvalidField("sampling.n", "must be in [1, %d] (0: 1)", reqcheck.MaxN)
+	}
+	for _, p := range []struct {
+		name string
+		v    *float64
+	}{{"sampling.presence_penalty", sp.PresencePenalty}, {"sampling.frequency_penalty", sp.FrequencyPenalty}} {
+		if p.v != nil && !reqcheck.InRange(*p.v, -2, 2) {
+			return daemon.InvalidField(p.name, "must be in [-2, 2]")
 		}
 	}
 	return nil

@@ -4,17 +4,24 @@
 // unchanged. Request bodies are checked and then passed through byte for
 // byte, so every backend-specific field (return_token_ids, top_k, ...)
 // reaches the backend and every field of the answer reaches the client.
+//
+// With a token set, every route but /health wants it as a bearer token:
+// a request that reaches a backend spends the gateway's own API key there.
 package openaihttp
 
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -25,6 +32,7 @@ import (
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/gateway"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/metrics"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/openaiapi"
+	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/reqcheck"
 )
 
 // Options bound requests.
@@ -34,10 +42,16 @@ type Options struct {
 	MaxRequestBytes int64
 	// MaxImageBytes bounds one decoded image.
 	MaxImageBytes int
-	// MaxResponseBytes bounds a non-streamed answer read from a backend.
+	// MaxResponseBytes bounds an answer read from a backend: a
+	// non-streamed one is refused over it, a stream cut at it.
 	MaxResponseBytes int64
 	// Timeout applies to requests (the HTTP API has no deadline header).
 	Timeout time.Duration
+	// MaxMessages bounds the messages of a request, MaxImages its images.
+	MaxMessages, MaxImages int
+	// AuthToken, when set, must arrive as "Authorization: Bearer TOKEN" on
+	// every route but /health.
+	AuthToken string
 }
 
 // Handler serves the OpenAI API as a fasthttp handler: net/http's server
@@ -69,8 +83,15 @@ var (
 
 // Serve serves the API.
 func (h *Handler) Serve(rc *fasthttp.RequestCtx) {
+	path := string(rc.Path())
+	// Before routing, so that an unknown path or a wrong method tells a
+	// caller without the token nothing either.
+	if path != "/health" && !h.authorized(&rc.Request.Header) {
+		h.unauthorized(rc)
+		return
+	}
 	var allow string
-	switch string(rc.Path()) {
+	switch path {
 	case "/v1/chat/completions":
 		if rc.IsPost() {
 			h.chat(rc)
@@ -90,7 +111,7 @@ func (h *Handler) Serve(rc *fasthttp.RequestCtx) {
 		}
 		allow = "GET, HEAD"
 	default:
-		writeError(rc, fasthttp.StatusNotFound, "no such endpoint: "+string(rc.Path()), "", "not_found")
+		writeError(rc, fasthttp.StatusNotFound, "no such endpoint: "+reqcheck.Quote(path), "", "not_found")
 		return
 	}
 	rc.Response.Header.Set("Allow", allow)
@@ -109,6 +130,12 @@ func (h *Handler) ServeError(rc *fasthttp.RequestCtx, err error) {
 		return
 	}
 	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+		if !h.authorized(&rc.Request.Header) {
+			// HeaderReceived cut its body short: it is the token that
+			// is wrong, not the size.
+			h.unauthorized(rc)
+			return
+		}
 		writeError(rc, fasthttp.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds %d bytes", h.opts.MaxRequestBytes), "", "request_too_large")
 		return
 	}
@@ -122,6 +149,49 @@ func (h *Handler) ServeError(rc *fasthttp.RequestCtx, err error) {
 
 // Close ends the requests in flight.
 func (h *Handler) Close() { h.cancelBase() }
+
+// unauthBodyBytes is all of a body the server reads from a request without
+// the token: enough for any request that needs none, too little to make
+// the gateway buffer megabytes for a caller it will refuse.
+const unauthBodyBytes = 4 << 10
+
+// HeaderReceived is the server's hook between a request's headers and its
+// body (fasthttp.Server.HeaderReceived): a request without the token gets
+// a body limit of unauthBodyBytes.
+func (h *Handler) HeaderReceived(hdr *fasthttp.RequestHeader) fasthttp.RequestConfig {
+	if h.authorized(hdr) {
+		return fasthttp.RequestConfig{}
+	}
+	return fasthttp.RequestConfig{MaxRequestBodySize: unauthBodyBytes}
+}
+
+// authorized reports whether the request carries the token, or none is
+// needed. The comparison takes the same time wherever the first wrong
+// byte is.
+func (h *Handler) authorized(hdr *fasthttp.RequestHeader) bool {
+	if h.opts.AuthToken == "" {
+		return true
+	}
+	got, ok := bearer(hdr.Peek(fasthttp.HeaderAuthorization))
+	return ok && subtle.ConstantTimeCompare(got, []byte(h.opts.AuthToken)) == 1
+}
+
+// bearer extracts the token of an "Authorization: Bearer TOKEN" header;
+// the scheme is case-insensitive (RFC 9110 §11.1).
+func bearer(v []byte) ([]byte, bool) {
+	const scheme = "bearer "
+	if len(v) < len(scheme) || !bytes.EqualFold(v[:len(scheme)], []byte(scheme)) {
+		return nil, false
+	}
+	return bytes.TrimSpace(v[len(scheme):]), true
+}
+
+// unauthorized answers 401 the way OpenAI does for a missing or wrong API
+// key, with the challenge RFC 6750 asks for.
+func (h *Handler) unauthorized(rc *fasthttp.RequestCtx) {
+	rc.Response.Header.Set(fasthttp.HeaderWWWAuthenticate, `Bearer realm="rolloutmesh"`)
+	writeError(rc, fasthttp.StatusUnauthorized, "missing or invalid bearer token (Authorization: Bearer TOKEN)", "", "invalid_api_key")
+}
 
 func (h *Handler) health(rc *fasthttp.RequestCtx) {
 	for _, b := range h.g.Backends() {
@@ -165,7 +235,7 @@ func (h *Handler) readRequest(body []byte) (peek, *fieldError) {
 	defer requestParsers.Put(p)
 	v, err := p.ParseBytes(body)
 	if err != nil {
-		return peek{}, &fieldError{"body", "not valid JSON: " + err.Error()}
+		return peek{}, &fieldError{"body", "not valid JSON: " + parseProblem(err)}
 	}
 	if v.Type() != fastjson.TypeObject {
 		return peek{}, &fieldError{"body", "not a JSON object"}
@@ -180,19 +250,37 @@ func (h *Handler) readRequest(body []byte) (peek, *fieldError) {
 	}
 	pk.User = string(v.GetStringBytes("user"))
 	pk.Stream = v.GetBool("stream")
+	if fe := reqcheck.Params(v, ""); fe != nil {
+		return pk, &fieldError{fe.Field, fe.Problem}
+	}
 	msgs := v.GetArray("messages")
 	if len(msgs) == 0 {
 		return pk, &fieldError{"messages", "at least one message is required"}
 	}
+	if h.opts.MaxMessages > 0 && len(msgs) > h.opts.MaxMessages {
+		return pk, &fieldError{"messages", fmt.Sprintf("%d messages exceed the limit of %d", len(msgs), h.opts.MaxMessages)}
+	}
+	images := 0
 	for i, m := range msgs {
-		if fe := h.checkMessage(i, m); fe != nil {
+		if fe := h.checkMessage(i, m, &images); fe != nil {
 			return pk, fe
 		}
 	}
 	return pk, nil
 }
 
-func (h *Handler) checkMessage(i int, m *fastjson.Value) *fieldError {
+// parseProblem says briefly why a body is not JSON. fastjson wraps its
+// error once per level of nesting, so that of a deeply nested body runs to
+// kilobytes; neither it nor the body is worth echoing.
+func parseProblem(err error) string {
+	msg := err.Error()
+	if strings.Contains(msg, "too big depth") {
+		return fmt.Sprintf("nested deeper than %d levels", fastjson.MaxDepth)
+	}
+	return reqcheck.Clip(msg, 160)
+}
+
+func (h *Handler) checkMessage(i int, m *fastjson.Value, images *int) *fieldError {
 	if len(m.GetStringBytes("role")) == 0 {
 		return &fieldError{fmt.Sprintf("messages[%d].role", i), "required"}
 	}
@@ -210,6 +298,9 @@ func (h *Handler) checkMessage(i int, m *fastjson.Value) *fieldError {
 	parts, _ := content.Array()
 	for j, part := range parts {
 		if u := part.Get("image_url", "url"); u != nil {
+			if *images++; h.opts.MaxImages > 0 && *images > h.opts.MaxImages {
+				return &fieldError{fmt.Sprintf("messages[%d].content[%d]", i, j), fmt.Sprintf("more than %d images in the request", h.opts.MaxImages)}
+			}
 			if fe := h.checkImageURL(fmt.Sprintf("messages[%d].content[%d].image_url.url", i, j), u); fe != nil {
 				return fe
 			}
@@ -225,12 +316,8 @@ func (h *Handler) checkImageURL(field string, u *fastjson.Value) *fieldError {
 	url := u.GetStringBytes()
 	switch {
 	case bytes.HasPrefix(url, []byte("data:")):
-		comma := bytes.IndexByte(url, ',')
-		if comma < 0 {
-			return &fieldError{field, "malformed data URL"}
-		}
-		if n := (len(url) - comma - 1) / 4 * 3; n > h.opts.MaxImageBytes {
-			return &fieldError{field, fmt.Sprintf("image of about %d bytes exceeds the %d-byte limit", n, h.opts.MaxImageBytes)}
+		if problem := reqcheck.DataURL(url, h.opts.MaxImageBytes); problem != "" {
+			return &fieldError{field, problem}
 		}
 	case bytes.HasPrefix(url, []byte("http://")), bytes.HasPrefix(url, []byte("https://")):
 	default:
@@ -240,6 +327,17 @@ func (h *Handler) checkImageURL(field string, u *fastjson.Value) *fieldError {
 }
 
 type fieldError struct{ field, problem string }
+
+// routingKeyOfUser turns OpenAI's user member into a routing key. A long
+// one is hashed rather than refused (OpenAI sets no limit on it): the
+// sticky table keeps every key, so its length must be bounded.
+func routingKeyOfUser(user string) string {
+	if len(user) <= reqcheck.MaxRoutingKey {
+		return user
+	}
+	sum := sha256.Sum256([]byte(user))
+	return "user-sha256:" + hex.EncodeToString(sum[:])
+}
 
 func (h *Handler) chat(rc *fasthttp.RequestCtx) {
 	start := time.Now()
@@ -251,7 +349,7 @@ func (h *Handler) chat(rc *fasthttp.RequestCtx) {
 	}
 	model, err := h.g.ResolveModel(p.Model)
 	if err != nil {
-		writeError(rc, fasthttp.StatusNotFound, fmt.Sprintf("model: the model %q is not served by this gateway", p.Model), "model", "model_not_found")
+		writeError(rc, fasthttp.StatusNotFound, "model: the model "+reqcheck.Quote(p.Model)+" is not served by this gateway", "model", "model_not_found")
 		return
 	}
 	if p.Model == "" {
@@ -263,8 +361,12 @@ func (h *Handler) chat(rc *fasthttp.RequestCtx) {
 		}
 	}
 	key := string(rc.Request.Header.Peek("X-Routing-Key"))
+	if len(key) > reqcheck.MaxRoutingKey {
+		writeError(rc, fasthttp.StatusBadRequest, fmt.Sprintf("X-Routing-Key: longer than %d bytes", reqcheck.MaxRoutingKey), "X-Routing-Key", "invalid_request")
+		return
+	}
 	if key == "" {
-		key = p.User
+		key = routingKeyOfUser(p.User)
 	}
 	var (
 		ctx    context.Context
@@ -352,6 +454,9 @@ type sseStream struct {
 	start  time.Time
 	got    bool
 	done   bool
+	// n counts the bytes relayed, which MaxResponseBytes bounds as it
+	// bounds an answer read whole.
+	n int64
 	// tail keeps the end of the stream, where the usage chunk comes when
 	// the client asked for stream_options.include_usage.
 	tail []byte
@@ -364,6 +469,12 @@ func (s *sseStream) Read(p []byte) (int, error) {
 		return 0, io.EOF
 	}
 	n, err := s.resp.Read(p)
+	if s.n += int64(n); s.n > s.h.opts.MaxResponseBytes && s.h.opts.MaxResponseBytes > 0 {
+		// The client gets what came so far, without [DONE], as when a
+		// backend breaks off.
+		s.end(fmt.Errorf("streamed answer exceeds the %d-byte limit", s.h.opts.MaxResponseBytes))
+		return n, io.EOF
+	}
 	if n > 0 {
 		if !s.got {
 			s.got = true
@@ -474,6 +585,13 @@ func writeJSON(rc *fasthttp.RequestCtx, code int, v any) {
 	rc.Response.SetBodyRaw(b)
 }
 
+// maxErrorMessage bounds the message of an error the front writes: it may
+// quote a caller's input or a library's error, neither of which should
+// make an answer of kilobytes.
+const maxErrorMessage = 512
+
 func writeError(rc *fasthttp.RequestCtx, code int, msg, param, typ string) {
-	writeJSON(rc, code, openaiapi.ErrorBody{Error: openaiapi.ErrorDetail{Message: msg, Type: typ, Param: param, Code: typ}})
+	writeJSON(rc, code, openaiapi.ErrorBody{Error: openaiapi.ErrorDetail{
+		Message: reqcheck.Clip(msg, maxErrorMessage), Type: typ, Param: reqcheck.Clip(param, maxErrorMessage), Code: typ,
+	}})
 }
