@@ -19,6 +19,7 @@ import (
 	"github.com/rolloutmesh/rolloutmesh/serverkit/daemon/daemontest"
 	"github.com/rolloutmesh/rolloutmesh/serverkit/envflag"
 	"github.com/rolloutmesh/rolloutmesh/services/coordinator"
+	"github.com/rolloutmesh/rolloutmesh/services/coordinator/internal/simrunner"
 )
 
 // healthy checks that the coordinator still answers after bad input.
@@ -294,4 +295,90 @@ func TestIntegerBounds(t *testing.T) {
 		})
 	}
 	h.healthy(t)
+}
+
+// TestRegenerationCapped: with REGENERATE, a task that always fails runs
+// max_attempts times per episode it needs, not again and again, and one
+// that can never run (UNSUPPORTED) runs once; the failed group reports
+// its last failure (issue #16 item 7).
+func TestRegenerationCapped(t *testing.T) {
+	cases := []struct {
+		name     string
+		status   pb.EpisodeStatus
+		wantRuns int
+		wantLast string
+	}{
+		{"always failing", pb.EpisodeStatus_EPISODE_STATUS_FAILED, 3, "-e0 attempt 3"},
+		{"unsupported", pb.EpisodeStatus_EPISODE_STATUS_UNSUPPORTED, 1, "-e0 attempt 1"},
+	}
+	for _, tt := range cases {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, coordinator.Config{})
+			ctx := ctxT(t, 30*time.Second)
+			r := h.runner(simrunner.Options{ID: "r", Slots: 2, Status: func(*pb.Assignment) pb.EpisodeStatus { return tt.status }})
+			ro, err := h.client.StartRollout(ctx, &pb.StartRolloutRequest{Spec: &pb.RolloutSpec{
+				Tasks: mathTasks(1), OnGroupFailure: pb.GroupFailurePolicy_GROUP_FAILURE_POLICY_REGENERATE}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := drain(t, h.client, ro.RolloutId, 1); len(got) != 0 {
+				t.Fatalf("failed group handed out: %v", got)
+			}
+			if runs := len(r.Assigned()); runs != tt.wantRuns {
+				t.Errorf("the task ran %d times, want %d", runs, tt.wantRuns)
+			}
+			got, err := h.client.GetRollout(ctx, &pb.GetRolloutRequest{RolloutId: ro.RolloutId, IncludeGroups: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Progress.GroupsFailed != 1 || len(got.Groups) != 1 {
+				t.Fatalf("progress %+v, want the one group failed", got.Progress)
+			}
+			if g := got.Groups[0]; g.State != "failed" || !strings.HasPrefix(g.Error, "simulated: ") || !strings.HasSuffix(g.Error, tt.wantLast) {
+				t.Errorf("group %s %q, want failed with the last failure (...%s)", g.State, g.Error, tt.wantLast)
+			}
+		})
+	}
+}
+
+// TestStartRolloutRefusesUnrunnable: what every episode would fail on later
+// is refused at StartRollout, naming the field (issue #16 item 7; pools and
+// overrides are in TestLeasesWithRealVMManager, which has a vmmanager).
+func TestStartRolloutRefusesUnrunnable(t *testing.T) {
+	// A vmmanager that is never reached: desktop specs pass the VM check,
+	// and the pool check is skipped for an unreachable vmmanager.
+	h := newHarness(t, coordinator.Config{VMManager: "127.0.0.1:1"})
+	ctx := ctxT(t, 30*time.Second)
+	desktop := []*pb.Task{{Id: "d", EnvMode: "desktop"}}
+	tests := []struct {
+		name  string
+		spec  *pb.RolloutSpec
+		field string
+	}{
+		{"domain escapes", &pb.RolloutSpec{Tasks: []*pb.Task{{Id: "a", EnvMode: "math", Domain: "../../../../tmp/x"}}}, "spec.tasks[0].domain"},
+		{"domain with a slash", &pb.RolloutSpec{Tasks: []*pb.Task{{Id: "a", EnvMode: "math", Domain: "a/b"}}}, "spec.tasks[0].domain"},
+		{"id dot-dot", &pb.RolloutSpec{Tasks: []*pb.Task{{Id: "..", EnvMode: "math"}}}, "spec.tasks[0].id"},
+		{"som", &pb.RolloutSpec{Tasks: desktop, Agent: &pb.AgentConfig{ObservationType: "som"}}, "spec.agent.observation_type"},
+		{"tool_calls on a desktop", &pb.RolloutSpec{Tasks: desktop, Agent: &pb.AgentConfig{ActionSpace: "tool_calls"}}, "spec.agent.action_space"},
+		{"launch-wide in the rollout's env_config", &pb.RolloutSpec{Tasks: desktop, EnvConfig: &pb.EnvConfig{Extra: map[string]string{"observation_type": "som"}}}, "spec.env_config.extra.observation_type"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := h.client.StartRollout(ctx, &pb.StartRolloutRequest{Spec: tt.spec})
+			if got := status.Code(err); got != codes.InvalidArgument {
+				t.Fatalf("StartRollout code = %v (%v), want InvalidArgument", got, err)
+			}
+			if msg := status.Convert(err).Message(); !strings.HasPrefix(msg, tt.field+":") {
+				t.Errorf("message %q does not name field %q", msg, tt.field)
+			}
+		})
+	}
+	ro, err := h.client.StartRollout(ctx, &pb.StartRolloutRequest{Spec: &pb.RolloutSpec{Tasks: mathTasks(1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = h.client.AddTasks(ctx, &pb.AddTasksRequest{RolloutId: ro.RolloutId, Tasks: []*pb.Task{{Id: "b", EnvMode: "math", Domain: ".."}}})
+	if got := status.Code(err); got != codes.InvalidArgument || !strings.HasPrefix(status.Convert(err).Message(), "tasks[0].domain:") {
+		t.Errorf("AddTasks with domain ..: %v, want InvalidArgument naming tasks[0].domain", err)
+	}
 }

@@ -347,7 +347,9 @@ func (e *Engine) acquireAsync(ep *episode, rn *Runner, attempt int32) {
 			case codes.InvalidArgument, codes.FailedPrecondition, codes.NotFound, codes.PermissionDenied, codes.Unimplemented:
 				// The pool will never take this request (unknown pool, an
 				// override the provider lacks): waiting cannot help.
-				e.failAttemptLocked(ep, pb.EpisodeStatus_EPISODE_STATUS_FAILED, &pb.Episode{FailureReason: "lease_refused", Error: status.Convert(err).Message()})
+				// Retrying or regenerating cannot help either: the group
+				// fails now, with this as its reason.
+				e.failForGoodLocked(ep, pb.EpisodeStatus_EPISODE_STATUS_FAILED, &pb.Episode{FailureReason: "lease_refused", Error: status.Convert(err).Message()}, true)
 			case codes.DeadlineExceeded:
 				// No VM free in time: queue again and wait again, without
 				// spending an attempt.
@@ -488,11 +490,15 @@ func (e *Engine) failAttemptLocked(ep *episode, st pb.EpisodeStatus, res *pb.Epi
 		e.requeueLocked(ep, true)
 		return
 	}
-	e.failForGoodLocked(ep, st, res)
+	e.failForGoodLocked(ep, st, res, false)
 }
 
-func (e *Engine) failForGoodLocked(ep *episode, st pb.EpisodeStatus, res *pb.Episode) {
+// failForGoodLocked ends an episode as failed. hopeless marks a failure no
+// rerun can fix (UNSUPPORTED, a refused lease): its group is not
+// regenerated.
+func (e *Engine) failForGoodLocked(ep *episode, st pb.EpisodeStatus, res *pb.Episode, hopeless bool) {
 	r := ep.g.r
+	ep.g.hopeless = ep.g.hopeless || hopeless
 	ep.phase = phaseTerminal
 	ep.status = st
 	ep.result = res
@@ -544,9 +550,12 @@ func (e *Engine) groupProgressLocked(g *group) {
 		return
 	}
 	if r.active() && r.spec.OnGroupFailure == pb.GroupFailurePolicy_GROUP_FAILURE_POLICY_REGENERATE &&
-		g.regens < r.groupSize()*int(r.spec.MaxAttempts) {
-		// A fresh episode (new id, attempt 1) keeps the group whole; the cap
-		// stops a task that always fails from running forever.
+		!g.hopeless && g.failedAttempts() < r.groupSize()*int(r.spec.MaxAttempts) {
+		// A fresh episode (new id, attempt 1) keeps the group whole. The
+		// cap, max_attempts per episode the group needs counted over all its
+		// episodes, stops a task that always fails from running again and
+		// again: with group_size 1 nothing is regenerated, as the episode's
+		// own attempts already spent the budget.
 		g.regens++
 		ep := r.newEpisode(g, e.clock.Now())
 		e.episodes[ep.id] = ep
@@ -570,7 +579,7 @@ func (e *Engine) groupProgressLocked(g *group) {
 		ops = append(ops, state.PutEpisodes(recs...))
 	}
 	e.persist(ops...)
-	e.log.Info("group failed", zap.String("rollout_id", r.id), zap.String("group_id", g.id))
+	e.log.Info("group failed", zap.String("rollout_id", r.id), zap.String("group_id", g.id), zap.String("reason", g.lastFailure()))
 	e.notify()
 	e.poke() // a failed group frees admission room
 	e.maybeFinishLocked(r)
@@ -698,7 +707,7 @@ func (e *Engine) Result(rn *Runner, res *pb.Episode) error {
 		e.store.Submit(func(err error) { e.resultCommitted(ep, err) }, state.PutEpisodes(ep.record()))
 	case pb.EpisodeStatus_EPISODE_STATUS_UNSUPPORTED:
 		ep.runner = nil
-		e.failForGoodLocked(ep, res.Status, res)
+		e.failForGoodLocked(ep, res.Status, res, true)
 	case pb.EpisodeStatus_EPISODE_STATUS_FAILED, pb.EpisodeStatus_EPISODE_STATUS_TIMEOUT, pb.EpisodeStatus_EPISODE_STATUS_ABORTED:
 		ep.result = res
 		ep.runner = nil

@@ -109,6 +109,9 @@ type group struct {
 	regens  int
 	batchID string
 	doneSeq int64
+	// hopeless: an episode failed in a way no rerun can fix, so the group
+	// is not regenerated. Not stored: the group is settled when it is set.
+	hopeless bool
 
 	episodes []*episode
 }
@@ -118,6 +121,50 @@ func (g *group) task() *pb.Task { return g.r.tasks[g.taskIdx] }
 func (g *group) record() state.Group {
 	return state.Group{ID: g.id, RolloutID: g.r.id, Idx: int64(g.idx), TaskIdx: int64(g.taskIdx), Seed: g.seed,
 		State: int32(g.state), BatchID: g.batchID, Regens: int32(g.regens), DoneSeq: g.doneSeq}
+}
+
+// failedAttempts counts the attempts the group's episodes spent without a
+// result: every attempt of an episode that failed for good, the earlier
+// attempts of the others.
+func (g *group) failedAttempts() int {
+	n := 0
+	for _, ep := range g.episodes {
+		switch {
+		case ep.phase == phaseTerminal && failedStatus(ep.status):
+			n += int(ep.attempt)
+		case ep.attempt > 1:
+			n += int(ep.attempt) - 1
+		}
+	}
+	return n
+}
+
+func failedStatus(s pb.EpisodeStatus) bool {
+	return s == pb.EpisodeStatus_EPISODE_STATUS_FAILED || s == pb.EpisodeStatus_EPISODE_STATUS_TIMEOUT ||
+		s == pb.EpisodeStatus_EPISODE_STATUS_UNSUPPORTED
+}
+
+// lastFailure is why the group's most recent failed episode failed
+// ("reason: error"), for a failed group's report.
+func (g *group) lastFailure() string {
+	for i := len(g.episodes) - 1; i >= 0; i-- {
+		ep := g.episodes[i]
+		if ep.phase != phaseTerminal || !failedStatus(ep.status) || ep.result == nil {
+			continue
+		}
+		msg := ep.result.FailureReason
+		if ep.result.Error != "" {
+			if msg != "" {
+				msg += ": "
+			}
+			msg += ep.result.Error
+		}
+		if msg == "" {
+			msg = ep.status.String()
+		}
+		return msg
+	}
+	return ""
 }
 
 // doneEpisodes are the group's durable DONE episodes, in completion order.

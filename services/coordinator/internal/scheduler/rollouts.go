@@ -673,6 +673,9 @@ func (e *Engine) rolloutProto(r *rollout, withGroups bool) *pb.Rollout {
 	if withGroups {
 		for _, g := range r.groups {
 			gp := &pb.GroupProgress{GroupId: g.id, TaskId: g.task().Id, State: groupStateNames[g.state]}
+			if g.state == groupFailed {
+				gp.Error = g.lastFailure()
+			}
 			for _, ep := range g.episodes {
 				switch {
 				case ep.phase == phaseQueued:

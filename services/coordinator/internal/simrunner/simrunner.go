@@ -9,6 +9,7 @@ package simrunner
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"sync"
 	"time"
@@ -193,6 +194,10 @@ func (r *Runner) finish(a *pb.Assignment) {
 	}
 	if r.opts.Status != nil {
 		ep.Status = r.opts.Status(a)
+	}
+	if ep.Status != pb.EpisodeStatus_EPISODE_STATUS_DONE {
+		ep.FailureReason = "simulated"
+		ep.Error = fmt.Sprintf("%s attempt %d", ep.EpisodeId, ep.Attempt)
 	}
 	if r.send(&pb.WorkRequest{Msg: &pb.WorkRequest_Result{Result: &pb.EpisodeResult{Episode: ep}}}) != nil {
 		return // still ours, as for a real runner that lost its stream
