@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -303,4 +304,45 @@ func counterValue(t *testing.T, env daemon.Env, name string) float64 {
 	}
 	t.Fatalf("no counter %s", name)
 	return 0
+}
+
+// TestStartRefusesBadIndex: an index that is not a regular file, or not a
+// database, stops the start with an error naming the file; a FIFO must not
+// block the start.
+func TestStartRefusesBadIndex(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo.db")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	garbage := filepath.Join(dir, "garbage.db")
+	if err := os.WriteFile(garbage, bytes.Repeat([]byte("not a database "), 1000), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, index, want string
+	}{
+		{"fifo", fifo, "named pipe"},
+		{"garbage", garbage, "not a database"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := daemontest.Env(t)
+			done := make(chan error, 1)
+			go func() {
+				svc, err := storage.New(context.Background(), storage.Config{Index: tc.index, Blobs: filepath.Join(dir, "blobs")}, env)
+				if err == nil {
+					svc.Close(context.Background())
+				}
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if err == nil || !strings.Contains(err.Error(), tc.index) || !strings.Contains(err.Error(), tc.want) {
+					t.Errorf("storage.New = %v, want an error naming %s and saying %q", err, tc.index, tc.want)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("storage.New blocked on the index")
+			}
+		})
+	}
 }

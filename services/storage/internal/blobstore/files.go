@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"unsafe"
 
 	"github.com/rolloutmesh/rolloutmesh/serverkit/boundedread"
@@ -451,6 +452,29 @@ func openFile(key, path string) (*os.File, error) {
 	return fh, nil
 }
 
+// openPackForWrite opens an existing pack to punch holes in it. O_NONBLOCK
+// keeps the open of a FIFO in a pack's place from waiting for a reader for
+// ever (it fails at once), and anything but a regular file is refused.
+func openPackForWrite(path string) (*os.File, error) {
+	fh, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+	if errors.Is(err, syscall.ENXIO) {
+		// What a FIFO without a reader answers.
+		return nil, fmt.Errorf("%s: %w: %w", path, boundedread.ErrNotRegular, ErrCorrupt)
+	}
+	if err != nil {
+		return nil, err
+	}
+	st, err := fh.Stat()
+	if err == nil {
+		err = boundedread.CheckMode(path, st.Mode(), false)
+	}
+	if err != nil {
+		fh.Close()
+		return nil, fmt.Errorf("%w: %w", err, ErrCorrupt)
+	}
+	return fh, nil
+}
+
 type packReader struct {
 	*io.SectionReader
 	f *os.File
@@ -478,7 +502,7 @@ func (f *Files) Delete(_ context.Context, key, loc string, size int64) error {
 	if size <= 0 {
 		return nil
 	}
-	fh, err := os.OpenFile(filepath.Join(f.packs, packName(id)), os.O_WRONLY, 0)
+	fh, err := openPackForWrite(filepath.Join(f.packs, packName(id)))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -572,7 +596,7 @@ func (f *Files) removePack(id uint64) (int64, error) {
 // reclaimPack punches a hole over every range of the pack that spans do
 // not cover.
 func (f *Files) reclaimPack(id uint64, spans [][2]int64) (int64, error) {
-	fh, err := os.OpenFile(filepath.Join(f.packs, packName(id)), os.O_WRONLY, 0)
+	fh, err := openPackForWrite(filepath.Join(f.packs, packName(id)))
 	if err != nil {
 		return 0, fmt.Errorf("reclaim pack %s: %w", packName(id), err)
 	}
