@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -42,6 +43,17 @@ type runFlags struct {
 	fakeScript, logLevel                   string
 	episodeTimeout                         time.Duration
 	name                                   string
+	taskRoots                              stringList
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, ",") }
+
+func (l *stringList) Set(v string) error {
+	*l = append(*l, v)
+	return nil
 }
 
 // aliases maps the seeds' alternative flag names to ours.
@@ -97,6 +109,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.groupSize, "group-size", 1, "episodes per task (GRPO group size)")
 	fs.DurationVar(&f.episodeTimeout, "episode-timeout", 30*time.Minute, "wall-clock limit per episode")
 	fs.StringVar(&f.dataDir, "data-dir", ".rolloutmesh", "where the embedded mesh keeps its databases, blobs and VM homes")
+	fs.Var(&f.taskRoots, "task-root", "directory the coordinator may read task files from (repeatable); rollout run: default the working directory, and --data's directory always; rollout up: default tasks/ under the coordinator's data dir")
 	fs.StringVar(&f.fakeScript, "fake-script", "", "fakellm script for the stand-in policy (default examples/fakellm/demo.jsonl next to the data)")
 	fs.BoolVar(&f.remote, "remote", false, "run on a running mesh (rollout up, compose) instead of an embedded one")
 	fs.StringVar(&f.coordinator, "coordinator", envOr("ROLLOUTMESH_COORDINATOR", "localhost:50052"), "coordinator address with --remote")
@@ -127,8 +140,12 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return usageError{fmt.Errorf("--data: %w", err)}
 		}
 		data = abs
+		if f.taskRoots, err = runTaskRoots(f.taskRoots, data); err != nil {
+			return err
+		}
 	}
 	if f.numRollouts < 1 || f.numVMs < 1 || f.groupSize < 1 {
+
 		return usageError{errors.New("--num-rollouts, --num-vms and --group-size must be at least 1")}
 	}
 	if !f.usePool {
@@ -228,6 +245,29 @@ func (f *runFlags) spec(data string) *pb.RolloutSpec {
 	}
 }
 
+// runTaskRoots are the directories the embedded coordinator of `rollout
+// run` may read task files from: the --task-root values, or the working
+// directory when none is given, and always the directory of --data (the
+// --data directory itself, or a task file's folder), which the user named.
+func runTaskRoots(given []string, data string) ([]string, error) {
+	roots := append([]string(nil), given...)
+	if len(roots) == 0 {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, err
+		}
+		roots = append(roots, wd)
+	}
+	dir := data
+	if fi, err := os.Stat(data); err == nil && !fi.IsDir() {
+		dir = filepath.Dir(data)
+	}
+	if !slices.Contains(roots, dir) {
+		roots = append(roots, dir)
+	}
+	return roots, nil
+}
+
 // startEmbedded starts the all-in-one mesh for `rollout run`.
 func startEmbedded(ctx context.Context, f *runFlags, data string, stderr io.Writer) (*mesh.Mesh, error) {
 	logger, err := zaplog.New(zaplog.Config{Level: f.logLevel, Format: "console"})
@@ -240,6 +280,7 @@ func startEmbedded(ctx context.Context, f *runFlags, data string, stderr io.Writ
 	}
 	opts := mesh.Options{
 		DataDir:     f.dataDir,
+		TaskRoots:   f.taskRoots,
 		Pools:       pools,
 		RunnerSlots: f.numRollouts,
 		Logger:      logger,
@@ -505,7 +546,7 @@ func cmdUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	opts := mesh.Options{
-		DataDir: f.dataDir, Addrs: addrs, OpenAIAddr: *openai,
+		DataDir: f.dataDir, Addrs: addrs, OpenAIAddr: *openai, TaskRoots: f.taskRoots,
 		Pools: pools, RunnerSlots: f.numRollouts, Logger: logger, Model: f.model,
 	}
 	if f.baseURL != "" {
@@ -536,6 +577,11 @@ func cmdUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			script = "no script found: a fixed reply to everything; give --fake-script examples/fakellm/demo.jsonl"
 		}
 		fmt.Fprintf(stdout, "  model: a SCRIPTED STAND-IN POLICY (fakellm, %s) answers; set OPENAI_BASE_URL for a real model\n", script)
+	}
+	if len(opts.TaskRoots) > 0 {
+		fmt.Fprintf(stdout, "  task files are read from %s\n", strings.Join(opts.TaskRoots, ", "))
+	} else {
+		fmt.Fprintf(stdout, "  task files are read from %s (give --task-root for others)\n", filepath.Join(f.dataDir, mesh.Coordinator, "tasks"))
 	}
 	fmt.Fprintln(stdout, "Ctrl+C stops it and every VM.")
 	logger.Info("up", zap.String("data_dir", f.dataDir))

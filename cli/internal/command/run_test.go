@@ -148,3 +148,37 @@ func TestParseFlagsAfterPositionals(t *testing.T) {
 		t.Error("an unknown flag after a positional argument was accepted")
 	}
 }
+
+func TestRunTaskRoots(t *testing.T) {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "tasks.jsonl")
+	if err := os.WriteFile(file, []byte("{}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name  string
+		given []string
+		data  string
+		want  []string
+	}{
+		{"file: the working directory and its folder", nil, file, []string{wd, dir}},
+		{"directory: the working directory and the directory", nil, dir, []string{wd, dir}},
+		{"given roots replace the working directory", []string{"/srv/tasks"}, file, []string{"/srv/tasks", dir}},
+		{"no duplicate", []string{dir}, file, []string{dir}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := runTaskRoots(tt.given, tt.data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("runTaskRoots(%q, %s) = %q, want %q", tt.given, tt.data, got, tt.want)
+			}
+		})
+	}
+}

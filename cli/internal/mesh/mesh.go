@@ -71,6 +71,10 @@ func OffsetAddrs(addrs map[string][2]string, offset int) (map[string][2]string, 
 type Options struct {
 	// DataDir holds every service's data in a subdirectory.
 	DataDir string
+	// TaskRoots are the directories the coordinator reads task files from
+	// (its --task-root); empty: tasks/ under the coordinator's data
+	// directory.
+	TaskRoots []string
 	// Addrs gives each service's gRPC and HTTP listen address; a missing
 	// service listens on an ephemeral loopback port without HTTP.
 	Addrs map[string][2]string
@@ -165,6 +169,7 @@ func Start(ctx context.Context, o Options) (_ *Mesh, err error) {
 	if err := m.serve(ctx, o, Coordinator, func(ctx context.Context, env daemon.Env) (daemon.Service, error) {
 		return coordinator.New(ctx, coordinator.Config{
 			VMManager: m.addrs[VMManager], Storage: m.addrs[Storage], Gateway: m.addrs[ModelGateway],
+			TaskRoots: o.TaskRoots,
 		}, env)
 	}); err != nil {
 		return nil, err
