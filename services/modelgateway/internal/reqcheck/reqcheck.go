@@ -156,18 +156,21 @@ func Params(obj *fastjson.Value, prefix string) *FieldError {
 	return nil
 }
 
-// base64Std marks the bytes of the standard base64 alphabet.
-var base64Std = func() (t [256]bool) {
+// notBase64 is 1 for the bytes outside the standard base64 alphabet.
+var notBase64 = func() (t [256]uint8) {
+	for i := range t {
+		t[i] = 1
+	}
 	for _, c := range []byte("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/") {
-		t[c] = true
+		t[c] = 0
 	}
 	return t
 }()
 
 // ValidBase64 reports whether p is standard, padded base64 (RFC 4648 §4),
 // as vLLM decodes image data (Python's b64decode with validate=True). It
-// only classifies bytes, so a screenshot of megabytes costs a fraction of
-// a millisecond and no allocation.
+// only classifies bytes, without a branch per byte and without allocating:
+// a screenshot is megabytes of it.
 func ValidBase64(p []byte) bool {
 	if len(p) == 0 || len(p)%4 != 0 {
 		return false
@@ -179,12 +182,11 @@ func ValidBase64(p []byte) bool {
 			n--
 		}
 	}
+	var bad uint8
 	for _, c := range p[:n] {
-		if !base64Std[c] {
-			return false
-		}
+		bad |= notBase64[c]
 	}
-	return true
+	return bad == 0
 }
 
 // DataURL checks an image data URL, "data:image/TYPE;base64,PAYLOAD": an

@@ -104,3 +104,15 @@ func TestQuoteIsShort(t *testing.T) {
 		t.Errorf("Quote(ab) got %s, want %s", got, want)
 	}
 }
+
+// BenchmarkValidBase64 is the check of a 1.6 MB screenshot's base64, which
+// every image data URL gets on both fronts.
+func BenchmarkValidBase64(b *testing.B) {
+	p := []byte(strings.Repeat("iVBORw0K", 200000))
+	b.SetBytes(int64(len(p)))
+	for b.Loop() {
+		if !ValidBase64(p) {
+			b.Fatal("valid base64 refused")
+		}
+	}
+}
