@@ -7,7 +7,12 @@
 //     screenshots, in rounds that alternate the two (-rounds);
 //   - ListEpisodes and GetStats latency over an index seeded with one million
 //     steps. Seeding goes through the index's bulk commit path directly, not
-//     through gRPC, so it takes seconds rather than the ingest time.
+//     through gRPC, so it takes seconds rather than the ingest time;
+//   - the read path: GetBlob latency and throughput for screenshots and
+//     recordings, and an OSWorld export, with and without the sha256 check
+//     every read makes, side by side (see read.go).
+//
+// -only runs one part: ingest, queries or read.
 //
 // Run it as `cd services/storage && go run ./cmd/benchstorage`.
 package main
@@ -50,6 +55,8 @@ type options struct {
 	queries, rounds                   int
 	dir, indexDSN                     string
 	reuseSeed                         bool
+	only                              string
+	readCalls, readConc, readRounds   int
 }
 
 func main() {
@@ -64,8 +71,17 @@ func main() {
 	flag.StringVar(&o.dir, "dir", "", "work directory (default: a temporary directory, removed afterwards)")
 	flag.BoolVar(&o.reuseSeed, "reuse-seed", false, "with --dir: query the index a previous run seeded instead of seeding again")
 	flag.StringVar(&o.indexDSN, "ingest-index", "", "index for the ingest runs: empty for SQLite in the work directory, or a postgres:// DSN")
+	flag.StringVar(&o.only, "only", "", "run one part only: ingest, queries or read (default all)")
+	flag.IntVar(&o.readCalls, "read-calls", 2000, "screenshot GetBlobs per round and mode in the read benchmark (recordings: 1/40 of it)")
+	flag.IntVar(&o.readConc, "read-conc", 8, "concurrent GetBlob callers in the read benchmark")
+	flag.IntVar(&o.readRounds, "read-rounds", 3, "read benchmark rounds, each running the verified and unverified read paths (0 skips it)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the ingest runs to this file")
 	flag.Parse()
+	switch o.only {
+	case "", "ingest", "queries", "read":
+	default:
+		log.Fatal("-only: must be ingest, queries or read")
+	}
 	if o.indexDSN != "" && !index.IsPostgresDSN(o.indexDSN) {
 		// Every run needs an empty index of its own, which a fixed SQLite
 		// path cannot give: later rounds would find the blobs stored.
@@ -97,6 +113,27 @@ func run(ctx context.Context, o options) error {
 		defer os.RemoveAll(d)
 		dir = d
 	}
+	if o.only == "" || o.only == "ingest" {
+		if err := ingestAll(ctx, o, dir); err != nil {
+			return err
+		}
+	}
+	if (o.only == "" || o.only == "queries") && o.seedSteps > 0 {
+		if err := queries(ctx, o, filepath.Join(dir, "seed")); err != nil {
+			return fmt.Errorf("queries: %w", err)
+		}
+		fmt.Println()
+	}
+	if (o.only == "" || o.only == "read") && o.readRounds > 0 {
+		if err := readBench(ctx, o, filepath.Join(dir, "read")); err != nil {
+			return fmt.Errorf("read: %w", err)
+		}
+	}
+	return nil
+}
+
+// ingestAll runs the AppendSteps rounds and prints their table.
+func ingestAll(ctx context.Context, o options, dir string) error {
 	base, err := noisePNG(o.shotKB << 10)
 	if err != nil {
 		return err
@@ -137,11 +174,6 @@ func run(ctx context.Context, o options) error {
 			percentile(lats, 0.50).Round(time.Millisecond), percentile(lats, 0.99).Round(time.Millisecond))
 	}
 	fmt.Println()
-	if o.seedSteps > 0 {
-		if err := queries(ctx, o, filepath.Join(dir, "seed")); err != nil {
-			return fmt.Errorf("queries: %w", err)
-		}
-	}
 	return nil
 }
 
