@@ -110,10 +110,12 @@ func (EpisodeStatus) EnumDescriptor() ([]byte, []int) {
 type Task struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Stable id of the task (OSWorld's uuid, or the id field of a JSONL line).
-	// Required; at most 256 bytes of [A-Za-z0-9._:-].
+	// Required; at most 256 bytes of [A-Za-z0-9._:-], not "." and without
+	// "..": it becomes a path component.
 	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	// Domain or tag used for per-domain statistics and for the OSWorld results
-	// layout (`<domain>/<task_id>/`), e.g. "os", "chrome", "math".
+	// layout (`<domain>/<task_id>/`), e.g. "os", "chrome", "math". Empty, or
+	// as id.
 	Domain string `protobuf:"bytes,2,opt,name=domain,proto3" json:"domain,omitempty"`
 	// What the agent is asked to do, shown to the model.
 	Instruction string `protobuf:"bytes,3,opt,name=instruction,proto3" json:"instruction,omitempty"`

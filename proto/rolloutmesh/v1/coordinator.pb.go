@@ -199,8 +199,10 @@ type RolloutSpec struct {
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// Tasks given inline.
 	Tasks []*Task `protobuf:"bytes,2,rep,name=tasks,proto3" json:"tasks,omitempty"`
-	// Path the coordinator can read: a JSONL file, a JSON array file, or an
-	// OSWorld evaluation_examples directory. Used when tasks is empty.
+	// Path inside one of the coordinator's task roots (--task-root): absolute
+	// under a root, or relative to the first root holding it. A JSONL file, a
+	// JSON array file, a directory of such files, or an OSWorld
+	// evaluation_examples directory. Used when tasks is empty.
 	TaskSource string `protobuf:"bytes,3,opt,name=task_source,json=taskSource,proto3" json:"task_source,omitempty"`
 	// For an OSWorld directory: the index file (domain → task ids), relative to
 	// task_source; default "test_all.json".
