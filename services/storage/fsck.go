@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/rolloutmesh/rolloutmesh/serverkit/daemon"
 	"github.com/rolloutmesh/rolloutmesh/serverkit/envflag"
@@ -175,6 +176,9 @@ func checkBlob(ctx context.Context, blobs blobStore, rec index.BlobRecord) (int6
 	if !blobstore.ValidKey(rec.SHA256) || rec.Size < 0 {
 		return 0, fmt.Sprintf("malformed record: key %q, size %d", rec.SHA256, rec.Size)
 	}
+	// As the service does, give up on a blob a stalled S3 server holds.
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
 	rc, err := blobs.Open(ctx, rec.SHA256, rec.Loc, rec.Size)
 	if errors.Is(err, blobstore.ErrNotFound) {
 		return 0, "missing from the blob store"

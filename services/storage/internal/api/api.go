@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"go.uber.org/zap"
 	"golang.org/x/sync/semaphore"
@@ -48,6 +49,10 @@ func (nopObserver) BlobCorrupt() {}
 // carries a blob in one gRPC message, so no stored blob is larger, and a
 // larger size is a damaged index, not a reason to allocate.
 const maxStoredBlob = grpcserver.DefaultMaxMsgBytes
+
+// blobReadTimeout bounds the read of one blob from the store: 64 MiB from
+// a slow bucket takes seconds, not minutes.
+const blobReadTimeout = 2 * time.Minute
 
 // defaultReadBudget bounds the blob bytes that reads in progress hold in
 // memory.
@@ -310,11 +315,15 @@ func (s *Server) recheck(ctx context.Context, rec index.BlobRecord) (index.BlobR
 
 // readStored reads exactly the bytes the index recorded for a blob. A
 // store that returns fewer or more is damaged, and no more than one byte
-// past the recorded size is ever read (an S3 body is outside data).
+// past the recorded size is ever read (an S3 body is outside data). A
+// read that outlasts blobReadTimeout is abandoned: callers need not set a
+// deadline, and a stalled S3 server must not hold a stream for ever.
 func (s *Server) readStored(ctx context.Context, rec index.BlobRecord) ([]byte, error) {
 	if rec.Size < 0 || rec.Size > maxStoredBlob {
 		return nil, fmt.Errorf("blob %s: the index records %d bytes: %w", rec.SHA256, rec.Size, blobstore.ErrCorrupt)
 	}
+	ctx, cancel := context.WithTimeout(ctx, blobReadTimeout)
+	defer cancel()
 	rc, err := s.blobs.Open(ctx, rec.SHA256, rec.Loc, rec.Size)
 	if err != nil {
 		return nil, err
