@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -156,8 +157,25 @@ func errIf(c bool, s string) string {
 	return ""
 }
 
+// hideOnce makes the runner non-dumpable before the first local program
+// runs. The program runs as the runner's user, and a process of the same
+// user may read /proc/PID/environ and /proc/PID/mem of a dumpable process:
+// model-written code could print the runner's tokens
+// (ROLLOUTMESH_PEER_TOKEN) into its output. A non-dumpable process's /proc
+// files belong to root. The flag is not inherited across exec, so the
+// program itself is unaffected; the runner loses core dumps and
+// same-user ptrace (debuggers need root).
+var hideOnce sync.Once
+
+func hideRunner() {
+	hideOnce.Do(func() {
+		_, _, _ = syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_DUMPABLE, 0, 0)
+	})
+}
+
 // Run runs code in a local sandboxed subprocess.
 func Run(ctx context.Context, python, code string, lim Limits) env.Result {
+	hideRunner()
 	dir, err := os.MkdirTemp("", "runner-py-")
 	if err != nil {
 		return env.Result{Error: err.Error()}
