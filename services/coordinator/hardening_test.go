@@ -373,6 +373,12 @@ func TestStartRolloutRefusesUnrunnable(t *testing.T) {
 			}
 		})
 	}
+	for _, id := range []string{"..", ".", "a..b"} {
+		_, err := h.client.StartRollout(ctx, &pb.StartRolloutRequest{RolloutId: id, Spec: &pb.RolloutSpec{Tasks: mathTasks(1)}})
+		if status.Code(err) != codes.InvalidArgument || !strings.HasPrefix(status.Convert(err).Message(), "rollout_id:") {
+			t.Errorf("StartRollout(rollout_id %q) = %v, want InvalidArgument naming rollout_id", id, err)
+		}
+	}
 	ro, err := h.client.StartRollout(ctx, &pb.StartRolloutRequest{Spec: &pb.RolloutSpec{Tasks: mathTasks(1)}})
 	if err != nil {
 		t.Fatal(err)

@@ -275,8 +275,10 @@ func taskTags(t *pb.Task) []string {
 // StartRollout validates, stores and starts a rollout. With a rollout id
 // already known the existing rollout is returned.
 func (e *Engine) StartRollout(ctx context.Context, id string, spec *pb.RolloutSpec) (*pb.Rollout, error) {
-	if id != "" && !rolloutIDPattern.MatchString(id) {
-		return nil, fieldErr("rollout_id", "must be 1-64 characters of [A-Za-z0-9._:-]")
+	// The id names export directories (results/<rollout id>), so it is held
+	// to the task names' rule: no "." or "..".
+	if id != "" && (!rolloutIDPattern.MatchString(id) || !tasksource.SafeName(id)) {
+		return nil, fieldErr("rollout_id", `must be 1-64 characters of [A-Za-z0-9._:-], not "." and without ".."`)
 	}
 	spec = proto.Clone(spec).(*pb.RolloutSpec)
 	tasks, err := normalizeSpec(ctx, spec, e.leases != nil, e.cfg.TaskRoots)
