@@ -8,5 +8,8 @@
 //   - boundedread: size-capped reads of outside data, regular files only
 //   - envflag: ROLLOUTMESH_* environment overrides for flags
 //   - healthprobe: the gRPC health probe behind each binary's healthcheck
+//   - secretflag: --<secret>-file twins of token flags, so secrets stay out of argv
+//   - tlscreds: server and client TLS credentials from PEM files
+//   - proctest: the test process's descendants from /proc, for argv checks
 //   - zaplog: zap loggers from flags
 package serverkit
