@@ -388,3 +388,27 @@ func TestStartRolloutRefusesUnrunnable(t *testing.T) {
 		t.Errorf("AddTasks with domain ..: %v, want InvalidArgument naming tasks[0].domain", err)
 	}
 }
+
+// TestBadResultFailsAttempt: a runner reporting a NaN score (or another
+// out-of-range field) fails the attempt; nothing of it reaches a batch.
+func TestBadResultFailsAttempt(t *testing.T) {
+	h := newHarness(t, coordinator.Config{})
+	ctx := ctxT(t, 30*time.Second)
+	h.runner(simrunner.Options{ID: "r", Slots: 2, Score: func(*pb.Assignment) float64 { return math.NaN() }})
+	ro, err := h.client.StartRollout(ctx, &pb.StartRolloutRequest{Spec: &pb.RolloutSpec{
+		Tasks: mathTasks(1), MaxAttempts: 2, OnGroupFailure: pb.GroupFailurePolicy_GROUP_FAILURE_POLICY_REPORT}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := drain(t, h.client, ro.RolloutId, 1); len(got) != 0 {
+		t.Fatalf("a NaN reward was handed out: %v", got)
+	}
+	got, err := h.client.GetRollout(ctx, &pb.GetRolloutRequest{RolloutId: ro.RolloutId, IncludeGroups: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := got.Groups[0]; g.State != "failed" || g.Error != "bad_result: result.score: must be a finite number" {
+		t.Errorf("group %s %q, want failed with bad_result", g.State, g.Error)
+	}
+	h.healthy(t)
+}

@@ -686,6 +686,14 @@ func (e *Engine) Result(rn *Runner, res *pb.Episode) error {
 		return nil
 	}
 	res = proto.Clone(res).(*pb.Episode)
+	if field, msg := checkResult(res); msg != "" {
+		// A failed attempt, not a broken stream: the runner keeps its other
+		// episodes, and a runner that always reports this runs out of
+		// attempts instead of reconnecting for ever.
+		e.log.Warn("bad episode result", zap.String("episode_id", ep.id), zap.String("runner_id", rn.id), zap.String("field", field), zap.String("problem", msg))
+		res = &pb.Episode{EpisodeId: res.EpisodeId, Status: pb.EpisodeStatus_EPISODE_STATUS_FAILED,
+			FailureReason: "bad_result", Error: "result." + field + ": " + msg}
+	}
 	res.RunnerId = rn.id
 	if res.VmId == "" && ep.lease != nil {
 		res.VmId = ep.lease.VmId

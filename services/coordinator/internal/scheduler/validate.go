@@ -118,3 +118,33 @@ func checkSampling(s *pb.SamplingParams) error {
 	}
 	return nil
 }
+
+// checkResult bounds what a runner reports about an episode: the result is
+// stored, counted (score) and handed to the trainer as it is, so a runner
+// bug must not put a NaN reward or a huge string into a batch.
+func checkResult(res *pb.Episode) (field, msg string) {
+	const maxText = 1 << 20
+	switch {
+	case math.IsNaN(res.Score) || math.IsInf(res.Score, 0):
+		return "score", "must be a finite number"
+	case res.NumSteps < 0 || res.NumSteps > 1_000_000:
+		return "num_steps", "must be between 0 and 1000000"
+	case len(res.ModelVersions) > 10_000:
+		return "model_versions", "at most 10000"
+	case len(res.FinalAnswer) > maxText:
+		return "final_answer", "must be at most 1 MiB"
+	case len(res.EvaluatorDetailsJson) > maxText:
+		return "evaluator_details_json", "must be at most 1 MiB"
+	case len(res.SystemPrompt) > maxText:
+		return "system_prompt", "must be at most 1 MiB"
+	case len(res.Error) > 64<<10:
+		return "error", "must be at most 64 KiB"
+	case len(res.FailureReason) > 256:
+		return "failure_reason", "must be at most 256 bytes"
+	case res.StartTime != nil && res.StartTime.CheckValid() != nil:
+		return "start_time", "is not a valid timestamp"
+	case res.EndTime != nil && res.EndTime.CheckValid() != nil:
+		return "end_time", "is not a valid timestamp"
+	}
+	return "", ""
+}
