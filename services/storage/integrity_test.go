@@ -28,6 +28,7 @@ import (
 	"github.com/rolloutmesh/rolloutmesh/serverkit/daemon"
 	"github.com/rolloutmesh/rolloutmesh/serverkit/daemon/daemontest"
 	"github.com/rolloutmesh/rolloutmesh/services/storage"
+	"github.com/rolloutmesh/rolloutmesh/services/storage/internal/index"
 )
 
 // damagedStore is a store whose only pack has one blob with flipped bytes,
@@ -344,5 +345,61 @@ func TestStartRefusesBadIndex(t *testing.T) {
 				t.Fatal("storage.New blocked on the index")
 			}
 		})
+	}
+}
+
+// TestReadNeverPastRecordedSize: a store's reader is outside data. Where
+// an old-layout blob file (read whole, not as a section of a pack) has
+// grown far past the size the index recorded, or is a FIFO, a read takes
+// at most one byte more than recorded and answers DataLoss, at once.
+func TestReadNeverPastRecordedSize(t *testing.T) {
+	ctx := testCtx(t)
+	dir := t.TempDir()
+	idx, err := index.Open(ctx, filepath.Join(dir, "index.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []index.BlobRecord
+	for i, kind := range []string{"huge", "fifo"} {
+		data := []byte("old screenshot " + kind)
+		rec := index.BlobRecord{SHA256: sha(data), Size: int64(len(data)), MediaType: "image/png"} // Loc "": one file per blob
+		recs = append(recs, rec)
+		path := filepath.Join(dir, "blobs", rec.SHA256[:1], rec.SHA256)
+		if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+			t.Fatal(err)
+		}
+		switch kind {
+		case "huge":
+			// 64 GiB of sparse zeros after the real content.
+			if err := os.WriteFile(path, data, 0o640); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Truncate(path, 64<<30); err != nil {
+				t.Skipf("sparse file: %v", err)
+			}
+		case "fifo":
+			if err := syscall.Mkfifo(path, 0o600); err != nil {
+				t.Skipf("mkfifo: %v", err)
+			}
+		}
+		st := step(fmt.Sprintf("old-e%d", i), 0, nil, 1)
+		st.Observation.Screenshot = &pb.BlobRef{Sha256: rec.SHA256, MediaType: rec.MediaType, Size: rec.Size}
+		if _, err := idx.Commit(ctx, []*index.Batch{{
+			Episodes: []index.EpisodeRecord{{Episode: episode("old", st.GetEpisodeId(), "g", "t", "os", 0)}},
+			Steps:    []index.StepRecord{{Step: st, Blobs: []index.BlobRecord{rec}}},
+		}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	idx.Close()
+
+	c := startService(t, storage.Config{Index: filepath.Join(dir, "index.db"), Blobs: filepath.Join(dir, "blobs")})
+	for _, rec := range recs {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		data, msgs, err := blobBytes(t, cctx, c, rec.SHA256)
+		cancel()
+		if status.Code(err) != codes.DataLoss || len(msgs) != 0 {
+			t.Errorf("GetBlob %s = %d messages, %d bytes, %v; want DataLoss and nothing sent", rec.SHA256, len(msgs), len(data), err)
+		}
 	}
 }
