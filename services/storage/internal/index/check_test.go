@@ -1,0 +1,57 @@
+package index
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	pb "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
+)
+
+// TestCheck: an intact index has no problems; a blob reference whose
+// record is gone and a step body that no longer decodes are each named,
+// and RolloutExists and EachBlob see what was committed.
+func TestCheck(t *testing.T) {
+	ctx := context.Background()
+	eachIndex(t, func(t *testing.T, db *DB) {
+		blob := BlobRecord{SHA256: strings.Repeat("ab", 32), Size: 10, MediaType: "image/png", Loc: "0:0"}
+		st := &pb.Step{EpisodeId: "e1", Index: 3, Observation: &pb.Observation{Screenshot: &pb.BlobRef{Sha256: blob.SHA256, Size: 10}}}
+		if _, err := db.Commit(ctx, []*Batch{{
+			Episodes: []EpisodeRecord{{Episode: &pb.Episode{EpisodeId: "e1", RolloutId: "r1"}}},
+			Steps:    []StepRecord{{Step: st, Blobs: []BlobRecord{blob}}},
+		}}); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := db.Check(ctx); err != nil || len(got) != 0 {
+			t.Fatalf("Check of an intact index = %q, %v; want no problems", got, err)
+		}
+		for id, want := range map[string]bool{"r1": true, "nope": false} {
+			if got, err := db.RolloutExists(ctx, id); err != nil || got != want {
+				t.Errorf("RolloutExists(%s) = %v, %v; want %v", id, got, err, want)
+			}
+		}
+		var blobs []BlobRecord
+		if err := db.EachBlob(ctx, func(b BlobRecord) error { blobs = append(blobs, b); return nil }); err != nil || !slices.Equal(blobs, []BlobRecord{blob}) {
+			t.Errorf("EachBlob = %v, %v; want %v", blobs, err, blob)
+		}
+
+		for _, q := range []string{`DELETE FROM blobs`, `UPDATE steps SET body = ?`} {
+			args := []any{}
+			if strings.Contains(q, "?") {
+				args = append(args, []byte{0xff, 0xff, 0xff})
+			}
+			if _, err := db.w.ExecContext(ctx, db.q(q), args...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := db.Check(ctx)
+		want := []string{
+			"blob reference without a blob record (episode, blob): e1 " + blob.SHA256,
+			"step body does not decode (episode, index): e1 3",
+		}
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("Check of a damaged index = %q, %v; want %q", got, err, want)
+		}
+	})
+}
