@@ -2,6 +2,8 @@ package coordinator_test
 
 import (
 	"context"
+	"errors"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -33,6 +35,10 @@ type fuzzServer struct {
 }
 
 func startFuzzServer(tb testing.TB) *fuzzServer {
+	return startFuzzServerWith(tb, coordinator.Config{})
+}
+
+func startFuzzServerWith(tb testing.TB, cfg coordinator.Config) *fuzzServer {
 	tb.Helper()
 	// In memory where there is one: SQLite commits with synchronous=FULL,
 	// and fsync on a shared disk would dominate the run.
@@ -52,7 +58,8 @@ func startFuzzServer(tb testing.TB) *fuzzServer {
 		tb.Fatal(err)
 	}
 	env := daemon.Env{Logger: zap.NewNop(), Registry: daemon.NewRegistry(), DataDir: filepath.Join(dir, "data")}
-	svc, err := coordinator.New(context.Background(), coordinator.Config{TaskRoots: []string{roots}}, env)
+	cfg.TaskRoots = []string{roots}
+	svc, err := coordinator.New(context.Background(), cfg, env)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -219,6 +226,123 @@ func FuzzCoordinatorRequests(f *testing.F) {
 			h, err := srv.health.Check(ctx, &healthpb.HealthCheckRequest{})
 			if err != nil || h.Status != healthpb.HealthCheckResponse_SERVING {
 				t.Fatalf("unhealthy after %s(%v): %v, %v", method, req, h, err)
+			}
+		}
+	})
+}
+
+// workRollout is the rollout FuzzWorkStream's runners get episodes of:
+// its episode ids are workRollout-e0, -e1, ...
+const workRollout = "fz"
+
+func startWorkFuzzServer(tb testing.TB) *fuzzServer {
+	tb.Helper()
+	// Episodes of a runner whose stream ends are requeued at once.
+	srv := startFuzzServerWith(tb, coordinator.Config{AdoptGrace: -1})
+	tasks := make([]*pb.Task, 64)
+	for i := range tasks {
+		tasks[i] = &pb.Task{Id: "t" + string(rune('a'+i%26)) + string(rune('a'+i/26)), EnvMode: "math"}
+	}
+	_, err := srv.client.StartRollout(context.Background(), &pb.StartRolloutRequest{RolloutId: workRollout,
+		Spec: &pb.RolloutSpec{Tasks: tasks, GroupSize: 2, Mode: pb.RolloutMode_ROLLOUT_MODE_ASYNC, MaxStaleness: 1000}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return srv
+}
+
+// splitMessages cuts data into WorkRequests, each prefixed by its length
+// in one byte; a chunk that is not a valid message is skipped.
+func splitMessages(data []byte) []*pb.WorkRequest {
+	var out []*pb.WorkRequest
+	for len(data) > 0 && len(out) < 32 {
+		n := int(data[0])
+		data = data[1:]
+		n = min(n, len(data))
+		m := &pb.WorkRequest{}
+		if proto.Unmarshal(data[:n], m) == nil {
+			out = append(out, m)
+		}
+		data = data[n:]
+	}
+	return out
+}
+
+// FuzzWorkStream plays a runner from fuzz input on a real Work stream: a
+// hello, then credits, heartbeats, results and hand-backs for the episodes
+// of a live rollout. Whatever it sends, the stream ends without Internal or
+// Unknown once the runner closes its side, and the coordinator stays
+// healthy.
+func FuzzWorkStream(f *testing.F) {
+	hello := func(h *pb.RunnerHello) []byte {
+		b, _ := proto.Marshal(&pb.WorkRequest{Msg: &pb.WorkRequest_Hello{Hello: h}})
+		return b
+	}
+	msgs := func(ms ...*pb.WorkRequest) []byte {
+		var out []byte
+		for _, m := range ms {
+			b, _ := proto.Marshal(m)
+			if len(b) > 255 {
+				continue
+			}
+			out = append(append(out, byte(len(b))), b...)
+		}
+		return out
+	}
+	credit := &pb.WorkRequest{Msg: &pb.WorkRequest_Credit{Credit: &pb.Credit{FreeSlots: 4}}}
+	result := func(id string, st pb.EpisodeStatus, score float64) *pb.WorkRequest {
+		return &pb.WorkRequest{Msg: &pb.WorkRequest_Result{Result: &pb.EpisodeResult{Episode: &pb.Episode{EpisodeId: id, Status: st, Score: score}}}}
+	}
+	f.Add(hello(&pb.RunnerHello{RunnerId: "r1", Slots: 4, EnvModes: []string{"math"}}), msgs(credit,
+		result(workRollout+"-e0", pb.EpisodeStatus_EPISODE_STATUS_DONE, 1),
+		result(workRollout+"-e1", pb.EpisodeStatus_EPISODE_STATUS_FAILED, 0),
+		&pb.WorkRequest{Msg: &pb.WorkRequest_HandBack{HandBack: &pb.HandBack{EpisodeId: workRollout + "-e2"}}},
+		&pb.WorkRequest{Msg: &pb.WorkRequest_Heartbeat{Heartbeat: &pb.Heartbeat{}}}))
+	f.Add(hello(&pb.RunnerHello{RunnerId: "r2", Slots: 1, RunningEpisodeIds: []string{workRollout + "-e3"}}), msgs(credit,
+		result(workRollout+"-e3", pb.EpisodeStatus_EPISODE_STATUS_UNSUPPORTED, 0), credit))
+	f.Add(hello(&pb.RunnerHello{RunnerId: "r3", Slots: 4096}), msgs(
+		&pb.WorkRequest{Msg: &pb.WorkRequest_Hello{Hello: &pb.RunnerHello{RunnerId: "r3", Slots: 1}}}))
+	f.Add([]byte{}, []byte{})
+	srv := startWorkFuzzServer(f)
+	f.Cleanup(func() { srv.stop() })
+	f.Fuzz(func(t *testing.T, helloBytes, data []byte) {
+		first := &pb.WorkRequest{}
+		if proto.Unmarshal(helloBytes, first) != nil {
+			return
+		}
+		if srv.calls++; srv.calls%500 == 0 {
+			srv.stop()
+			srv = startWorkFuzzServer(t)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		stream, err := srv.client.Work(ctx)
+		if err != nil {
+			t.Fatalf("open Work: %v", err)
+		}
+		_ = stream.Send(first)
+		for _, m := range splitMessages(data) {
+			if stream.Send(m) != nil {
+				break // the coordinator ended the stream; Recv says why
+			}
+		}
+		_ = stream.CloseSend()
+		for {
+			if _, err = stream.Recv(); err != nil {
+				break
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			err = nil
+		}
+		switch status.Code(err) {
+		case codes.Internal, codes.Unknown, codes.DeadlineExceeded:
+			t.Fatalf("Work(%v, %d messages) ended with %v", first, len(splitMessages(data)), err)
+		}
+		if srv.calls%16 == 0 {
+			h, err := srv.health.Check(ctx, &healthpb.HealthCheckRequest{})
+			if err != nil || h.Status != healthpb.HealthCheckResponse_SERVING {
+				t.Fatalf("unhealthy after a work stream: %v, %v", h, err)
 			}
 		}
 	})
