@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -333,6 +334,11 @@ func (s *Server) readStored(ctx context.Context, rec index.BlobRecord) ([]byte, 
 	n, err := io.ReadFull(rc, data)
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return nil, fmt.Errorf("blob %s: %d bytes stored, the index records %d: %w", rec.SHA256, n, rec.Size, blobstore.ErrCorrupt)
+	}
+	if errors.Is(err, syscall.EIO) {
+		// The disk could not read the blob's blocks: a bad sector is
+		// damage like any other.
+		return nil, fmt.Errorf("read blob %s: %w: %w", rec.SHA256, err, blobstore.ErrCorrupt)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read blob %s: %w", rec.SHA256, err)
