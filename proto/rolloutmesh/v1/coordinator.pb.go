@@ -965,7 +965,11 @@ func (x *GetRolloutRequest) GetIncludeGroups() bool {
 type ListRolloutsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Only rollouts in this state; unspecified means all.
-	State         RolloutState `protobuf:"varint,1,opt,name=state,proto3,enum=rolloutmesh.v1.RolloutState" json:"state,omitempty"`
+	State RolloutState `protobuf:"varint,1,opt,name=state,proto3,enum=rolloutmesh.v1.RolloutState" json:"state,omitempty"`
+	// Rollouts per answer: 0 means 100, at most 1000.
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// next_page_token of the previous answer; empty starts at the newest.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1007,11 +1011,28 @@ func (x *ListRolloutsRequest) GetState() RolloutState {
 	return RolloutState_ROLLOUT_STATE_UNSPECIFIED
 }
 
+func (x *ListRolloutsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListRolloutsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 // ListRolloutsResponse holds the rollouts.
 type ListRolloutsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Rollouts, newest first, without groups.
-	Rollouts      []*Rollout `protobuf:"bytes,1,rep,name=rollouts,proto3" json:"rollouts,omitempty"`
+	Rollouts []*Rollout `protobuf:"bytes,1,rep,name=rollouts,proto3" json:"rollouts,omitempty"`
+	// Token for the next page; empty on the last one. Pages are positions in
+	// the list: a rollout started between two calls shifts them by one.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1051,6 +1072,13 @@ func (x *ListRolloutsResponse) GetRollouts() []*Rollout {
 		return x.Rollouts
 	}
 	return nil
+}
+
+func (x *ListRolloutsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // CancelRolloutRequest names a rollout to cancel.
@@ -1780,7 +1808,11 @@ func (x *UpdateModelVersionResponse) GetGateway() *UpdateWeightsResponse {
 type ListQueuedEpisodesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Only this rollout; empty means all.
-	RolloutId     string `protobuf:"bytes,1,opt,name=rollout_id,json=rolloutId,proto3" json:"rollout_id,omitempty"`
+	RolloutId string `protobuf:"bytes,1,opt,name=rollout_id,json=rolloutId,proto3" json:"rollout_id,omitempty"`
+	// Episodes per answer: 0 means 1000, at most 10000.
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// next_page_token of the previous answer; empty starts at the first.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1818,6 +1850,20 @@ func (*ListQueuedEpisodesRequest) Descriptor() ([]byte, []int) {
 func (x *ListQueuedEpisodesRequest) GetRolloutId() string {
 	if x != nil {
 		return x.RolloutId
+	}
+	return ""
+}
+
+func (x *ListQueuedEpisodesRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListQueuedEpisodesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
 	}
 	return ""
 }
@@ -1899,7 +1945,10 @@ func (x *QueuedEpisode) GetDeadline() *timestamppb.Timestamp {
 type ListQueuedEpisodesResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Episodes, running first.
-	Episodes      []*QueuedEpisode `protobuf:"bytes,1,rep,name=episodes,proto3" json:"episodes,omitempty"`
+	Episodes []*QueuedEpisode `protobuf:"bytes,1,rep,name=episodes,proto3" json:"episodes,omitempty"`
+	// Token for the next page; empty on the last one. Pages are positions in
+	// a list that changes as episodes start and end.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1939,6 +1988,13 @@ func (x *ListQueuedEpisodesResponse) GetEpisodes() []*QueuedEpisode {
 		return x.Episodes
 	}
 	return nil
+}
+
+func (x *ListQueuedEpisodesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // WorkRequest is a runner → coordinator message on the Work stream.
@@ -2827,11 +2883,15 @@ const file_rolloutmesh_v1_coordinator_proto_rawDesc = "" +
 	"\x11GetRolloutRequest\x12\x1d\n" +
 	"\n" +
 	"rollout_id\x18\x01 \x01(\tR\trolloutId\x12%\n" +
-	"\x0einclude_groups\x18\x02 \x01(\bR\rincludeGroups\"I\n" +
+	"\x0einclude_groups\x18\x02 \x01(\bR\rincludeGroups\"\x85\x01\n" +
 	"\x13ListRolloutsRequest\x122\n" +
-	"\x05state\x18\x01 \x01(\x0e2\x1c.rolloutmesh.v1.RolloutStateR\x05state\"K\n" +
+	"\x05state\x18\x01 \x01(\x0e2\x1c.rolloutmesh.v1.RolloutStateR\x05state\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"s\n" +
 	"\x14ListRolloutsResponse\x123\n" +
-	"\brollouts\x18\x01 \x03(\v2\x17.rolloutmesh.v1.RolloutR\brollouts\"M\n" +
+	"\brollouts\x18\x01 \x03(\v2\x17.rolloutmesh.v1.RolloutR\brollouts\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"M\n" +
 	"\x14CancelRolloutRequest\x12\x1d\n" +
 	"\n" +
 	"rollout_id\x18\x01 \x01(\tR\trolloutId\x12\x16\n" +
@@ -2885,17 +2945,21 @@ const file_rolloutmesh_v1_coordinator_proto_rawDesc = "" +
 	"\x1aUpdateModelVersionResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x03R\aversion\x12)\n" +
 	"\x10previous_version\x18\x02 \x01(\x03R\x0fpreviousVersion\x12?\n" +
-	"\agateway\x18\x03 \x01(\v2%.rolloutmesh.v1.UpdateWeightsResponseR\agateway\":\n" +
+	"\agateway\x18\x03 \x01(\v2%.rolloutmesh.v1.UpdateWeightsResponseR\agateway\"v\n" +
 	"\x19ListQueuedEpisodesRequest\x12\x1d\n" +
 	"\n" +
-	"rollout_id\x18\x01 \x01(\tR\trolloutId\"\xb2\x01\n" +
+	"rollout_id\x18\x01 \x01(\tR\trolloutId\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\xb2\x01\n" +
 	"\rQueuedEpisode\x121\n" +
 	"\aepisode\x18\x01 \x01(\v2\x17.rolloutmesh.v1.EpisodeR\aepisode\x12\x1b\n" +
 	"\trunner_id\x18\x02 \x01(\tR\brunnerId\x12\x19\n" +
 	"\blease_id\x18\x03 \x01(\tR\aleaseId\x126\n" +
-	"\bdeadline\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"W\n" +
+	"\bdeadline\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"\x7f\n" +
 	"\x1aListQueuedEpisodesResponse\x129\n" +
-	"\bepisodes\x18\x01 \x03(\v2\x1d.rolloutmesh.v1.QueuedEpisodeR\bepisodes\"\xa8\x02\n" +
+	"\bepisodes\x18\x01 \x03(\v2\x1d.rolloutmesh.v1.QueuedEpisodeR\bepisodes\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xa8\x02\n" +
 	"\vWorkRequest\x123\n" +
 	"\x05hello\x18\x01 \x01(\v2\x1b.rolloutmesh.v1.RunnerHelloH\x00R\x05hello\x120\n" +
 	"\x06credit\x18\x02 \x01(\v2\x16.rolloutmesh.v1.CreditH\x00R\x06credit\x129\n" +
