@@ -412,3 +412,85 @@ func TestBadResultFailsAttempt(t *testing.T) {
 	}
 	h.healthy(t)
 }
+
+// TestListPaging: the list RPCs answer in bounded pages, so that one call
+// cannot render millions of episodes; their page sizes and tokens are
+// checked like any other field.
+func TestListPaging(t *testing.T) {
+	h := newHarness(t, coordinator.Config{})
+	ctx := ctxT(t, 20*time.Second)
+	for i := 0; i < 5; i++ {
+		if _, err := h.client.StartRollout(ctx, &pb.StartRolloutRequest{Spec: &pb.RolloutSpec{Tasks: mathTasks(6)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var rollouts []string
+	for token := ""; ; {
+		resp, err := h.client.ListRollouts(ctx, &pb.ListRolloutsRequest{PageSize: 2, PageToken: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Rollouts) > 2 {
+			t.Fatalf("page of %d rollouts, want at most 2", len(resp.Rollouts))
+		}
+		for _, r := range resp.Rollouts {
+			rollouts = append(rollouts, r.RolloutId)
+		}
+		if token = resp.NextPageToken; token == "" {
+			break
+		}
+	}
+	if len(rollouts) != 5 {
+		t.Errorf("paged through %d rollouts, want 5", len(rollouts))
+	}
+	seen := map[string]bool{}
+	for token := ""; ; {
+		resp, err := h.client.ListQueuedEpisodes(ctx, &pb.ListQueuedEpisodesRequest{PageSize: 7, PageToken: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Episodes) > 7 {
+			t.Fatalf("page of %d episodes, want at most 7", len(resp.Episodes))
+		}
+		for _, q := range resp.Episodes {
+			if seen[q.Episode.EpisodeId] {
+				t.Errorf("episode %s on two pages", q.Episode.EpisodeId)
+			}
+			seen[q.Episode.EpisodeId] = true
+		}
+		if token = resp.NextPageToken; token == "" {
+			break
+		}
+	}
+	if len(seen) != 30 {
+		t.Errorf("paged through %d episodes, want 30", len(seen))
+	}
+	bad := []struct {
+		name  string
+		call  func() error
+		field string
+	}{
+		{"rollouts page_size", func() error {
+			_, err := h.client.ListRollouts(ctx, &pb.ListRolloutsRequest{PageSize: 1001})
+			return err
+		}, "page_size"},
+		{"rollouts page_token", func() error {
+			_, err := h.client.ListRollouts(ctx, &pb.ListRolloutsRequest{PageToken: "x"})
+			return err
+		}, "page_token"},
+		{"episodes page_size", func() error {
+			_, err := h.client.ListQueuedEpisodes(ctx, &pb.ListQueuedEpisodesRequest{PageSize: -1})
+			return err
+		}, "page_size"},
+		{"episodes page_token", func() error {
+			_, err := h.client.ListQueuedEpisodes(ctx, &pb.ListQueuedEpisodesRequest{PageToken: "-5"})
+			return err
+		}, "page_token"},
+	}
+	for _, tt := range bad {
+		err := tt.call()
+		if status.Code(err) != codes.InvalidArgument || !strings.HasPrefix(status.Convert(err).Message(), tt.field+":") {
+			t.Errorf("%s: %v, want InvalidArgument naming %s", tt.name, err, tt.field)
+		}
+	}
+}

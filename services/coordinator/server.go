@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"go.uber.org/zap"
@@ -80,6 +81,39 @@ func downstream(what string, err error) error {
 	return status.Errorf(codes.Unavailable, "%s: %s", what, status.Convert(err).Message())
 }
 
+// page reads a list request's page_size and page_token. A token is the
+// position of the page's first item, in decimal; callers treat it as
+// opaque.
+func page(size int32, token string, def, max int) (offset, limit int, err error) {
+	switch {
+	case size < 0 || int(size) > max:
+		return 0, 0, &scheduler.FieldError{Field: "page_size", Msg: fmt.Sprintf("must be between 0 (default %d) and %d", def, max)}
+	case size == 0:
+		limit = def
+	default:
+		limit = int(size)
+	}
+	if token == "" {
+		return 0, limit, nil
+	}
+	offset, err = strconv.Atoi(token)
+	if err != nil || offset < 0 || offset > maxPageOffset {
+		return 0, 0, &scheduler.FieldError{Field: "page_token", Msg: "not a token this coordinator gave"}
+	}
+	return offset, limit, nil
+}
+
+// maxPageOffset bounds a page token: no list is longer than the episodes
+// one rollout may hold, times a margin for several rollouts.
+const maxPageOffset = 1 << 30
+
+func nextPage(offset, limit int, more bool) string {
+	if !more {
+		return ""
+	}
+	return strconv.Itoa(offset + limit)
+}
+
 // StartRollout implements pb.CoordinatorServer.
 func (s *Service) StartRollout(ctx context.Context, req *pb.StartRolloutRequest) (*pb.Rollout, error) {
 	r, err := s.engine.StartRollout(ctx, req.RolloutId, req.Spec)
@@ -97,7 +131,12 @@ func (s *Service) ListRollouts(ctx context.Context, req *pb.ListRolloutsRequest)
 	if _, ok := pb.RolloutState_name[int32(req.State)]; !ok {
 		return nil, s.toStatus(&scheduler.FieldError{Field: "state", Msg: "unknown rollout state"})
 	}
-	return &pb.ListRolloutsResponse{Rollouts: s.engine.ListRollouts(req.State)}, nil
+	offset, limit, err := page(req.PageSize, req.PageToken, 100, 1000)
+	if err != nil {
+		return nil, s.toStatus(err)
+	}
+	ros, more := s.engine.ListRollouts(req.State, offset, limit)
+	return &pb.ListRolloutsResponse{Rollouts: ros, NextPageToken: nextPage(offset, limit, more)}, nil
 }
 
 // CancelRollout implements pb.CoordinatorServer.
@@ -208,11 +247,15 @@ func (s *Service) UpdateModelVersion(ctx context.Context, req *pb.UpdateModelVer
 
 // ListQueuedEpisodes implements pb.CoordinatorServer.
 func (s *Service) ListQueuedEpisodes(ctx context.Context, req *pb.ListQueuedEpisodesRequest) (*pb.ListQueuedEpisodesResponse, error) {
-	eps, err := s.engine.ListQueued(req.RolloutId)
+	offset, limit, err := page(req.PageSize, req.PageToken, 1000, 10_000)
 	if err != nil {
 		return nil, s.toStatus(err)
 	}
-	return &pb.ListQueuedEpisodesResponse{Episodes: eps}, nil
+	eps, more, err := s.engine.ListQueued(req.RolloutId, offset, limit)
+	if err != nil {
+		return nil, s.toStatus(err)
+	}
+	return &pb.ListQueuedEpisodesResponse{Episodes: eps, NextPageToken: nextPage(offset, limit, more)}, nil
 }
 
 // Work implements pb.CoordinatorServer.

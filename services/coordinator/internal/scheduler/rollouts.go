@@ -613,19 +613,26 @@ func (e *Engine) GetRollout(id string, withGroups bool) (*pb.Rollout, error) {
 	return e.rolloutProto(r, withGroups), nil
 }
 
-// ListRollouts lists rollouts newest first, optionally by state.
-func (e *Engine) ListRollouts(st pb.RolloutState) []*pb.Rollout {
+// ListRollouts lists rollouts newest first, optionally by state: at most
+// limit of them from position offset on. more says whether any follow.
+func (e *Engine) ListRollouts(st pb.RolloutState, offset, limit int) (out []*pb.Rollout, more bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	var out []*pb.Rollout
+	n := 0 // matching rollouts seen
 	for i := len(e.order) - 1; i >= 0; i-- {
 		r := e.order[i]
 		if st != pb.RolloutState_ROLLOUT_STATE_UNSPECIFIED && r.state != st {
 			continue
 		}
-		out = append(out, e.rolloutProto(r, false))
+		if n >= offset+limit {
+			return out, true
+		}
+		if n >= offset {
+			out = append(out, e.rolloutProto(r, false))
+		}
+		n++
 	}
-	return out
+	return out, false
 }
 
 func (e *Engine) rolloutProto(r *rollout, withGroups bool) *pb.Rollout {
@@ -696,44 +703,54 @@ func (e *Engine) rolloutProto(r *rollout, withGroups bool) *pb.Rollout {
 	return out
 }
 
-// ListQueued shows live episodes, running first. A rollout id that names
-// no rollout is ErrNotFound, not an empty list.
-func (e *Engine) ListQueued(rolloutID string) ([]*pb.QueuedEpisode, error) {
+// ListQueued shows live episodes, running first (by id), then queued in
+// rollout and group order: at most limit of them from position offset on.
+// more says whether any follow. A rollout id that names no rollout is
+// ErrNotFound, not an empty list. Only the page is rendered: a rollout may
+// hold two million episodes.
+func (e *Engine) ListQueued(rolloutID string, offset, limit int) (out []*pb.QueuedEpisode, more bool, err error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if _, ok := e.rollouts[rolloutID]; rolloutID != "" && !ok {
-		return nil, fmt.Errorf("rollout %s: %w", rolloutID, ErrNotFound)
+		return nil, false, fmt.Errorf("rollout %s: %w", rolloutID, ErrNotFound)
 	}
-	var running, queued []*pb.QueuedEpisode
+	var running, queued []*episode
 	for _, r := range e.order {
 		if rolloutID != "" && r.id != rolloutID {
 			continue
 		}
 		for _, g := range r.groups {
 			for _, ep := range g.episodes {
-				if ep.phase == phaseTerminal || ep.phase == phaseFinishing {
-					continue
-				}
-				q := &pb.QueuedEpisode{Episode: ep.proto()}
-				if ep.runner != nil {
-					q.RunnerId = ep.runner.id
-				}
-				if ep.lease != nil {
-					q.LeaseId = ep.lease.LeaseId
-				}
-				if !ep.deadline.IsZero() {
-					q.Deadline = timestamppb.New(ep.deadline)
-				}
-				if ep.phase == phaseQueued {
-					queued = append(queued, q)
-				} else {
-					running = append(running, q)
+				switch ep.phase {
+				case phaseTerminal, phaseFinishing:
+				case phaseQueued:
+					queued = append(queued, ep)
+				default:
+					running = append(running, ep)
 				}
 			}
 		}
 	}
-	sort.SliceStable(running, func(i, j int) bool { return running[i].Episode.EpisodeId < running[j].Episode.EpisodeId })
-	return append(running, queued...), nil
+	sort.SliceStable(running, func(i, j int) bool { return running[i].id < running[j].id })
+	all := append(running, queued...)
+	if offset >= len(all) {
+		return nil, false, nil
+	}
+	page := all[offset:min(len(all), offset+limit)]
+	for _, ep := range page {
+		q := &pb.QueuedEpisode{Episode: ep.proto()}
+		if ep.runner != nil {
+			q.RunnerId = ep.runner.id
+		}
+		if ep.lease != nil {
+			q.LeaseId = ep.lease.LeaseId
+		}
+		if !ep.deadline.IsZero() {
+			q.Deadline = timestamppb.New(ep.deadline)
+		}
+		out = append(out, q)
+	}
+	return out, offset+limit < len(all), nil
 }
 
 // maybeFinish marks a non-service rollout FINISHED once every group is
