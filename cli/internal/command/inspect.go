@@ -236,9 +236,17 @@ func cmdRollouts(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 		return printJSON(stdout, ro)
 	}
-	resp, err := client.ListRollouts(ctx, &pb.ListRolloutsRequest{})
-	if err != nil {
-		return fmt.Errorf("list rollouts: %w", err)
+	// The coordinator answers in pages; the listing shows them all.
+	resp := &pb.ListRolloutsResponse{}
+	for token := ""; ; {
+		page, err := client.ListRollouts(ctx, &pb.ListRolloutsRequest{PageSize: rolloutsPage, PageToken: token})
+		if err != nil {
+			return fmt.Errorf("list rollouts: %w", err)
+		}
+		resp.Rollouts = append(resp.Rollouts, page.Rollouts...)
+		if token = page.NextPageToken; token == "" {
+			break
+		}
 	}
 	if r.json {
 		return printJSON(stdout, resp)
@@ -252,6 +260,10 @@ func cmdRollouts(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	return table(stdout, "ROLLOUT\tNAME\tSTATE\tQUEUED\tRUNNING\tDONE\tFAILED\tGROUPS\tSUCCESS\tETA\tAGE", rows)
 }
+
+// rolloutsPage is the page size `rollout rollouts` asks for (the
+// coordinator's largest); tests make it small.
+var rolloutsPage int32 = 1000
 
 func cmdStats(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("rollout stats", flag.ContinueOnError)

@@ -13,6 +13,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/rolloutmesh/rolloutmesh/cli/internal/mesh"
+	pb "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
 )
 
 func TestNormalizeArgs(t *testing.T) {
@@ -180,5 +186,42 @@ func TestRunTaskRoots(t *testing.T) {
 				t.Errorf("runTaskRoots(%q, %s) = %q, want %q", tt.given, tt.data, got, tt.want)
 			}
 		})
+	}
+}
+
+// TestRolloutsListsEveryPage: `rollout rollouts` pages through the
+// coordinator's answer instead of showing the first page only.
+func TestRolloutsListsEveryPage(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	m, err := mesh.Start(ctx, mesh.Options{DataDir: t.TempDir(), Model: "fake-model"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	cc, err := grpc.NewClient(m.Addr(mesh.Coordinator), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	c := pb.NewCoordinatorClient(cc)
+	for i := 0; i < 5; i++ {
+		if _, err := c.StartRollout(ctx, &pb.StartRolloutRequest{Spec: &pb.RolloutSpec{
+			Tasks: []*pb.Task{{Id: "a", EnvMode: "math", Instruction: "1+1"}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer func(n int32) { rolloutsPage = n }(rolloutsPage)
+	rolloutsPage = 2
+	var stdout, stderr bytes.Buffer
+	if err := Run(ctx, []string{"rollouts", "--coordinator", m.Addr(mesh.Coordinator), "--json"}, &stdout, &stderr); err != nil {
+		t.Fatalf("rollout rollouts: %v\n%s", err, stderr.String())
+	}
+	var got struct{ Rollouts []json.RawMessage }
+	if err := json.Unmarshal(stdout.Bytes(), &got); err != nil {
+		t.Fatalf("output %q: %v", stdout.String(), err)
+	}
+	if len(got.Rollouts) != 5 {
+		t.Errorf("listed %d rollouts, want 5", len(got.Rollouts))
 	}
 }
