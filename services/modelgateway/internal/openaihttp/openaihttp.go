@@ -297,13 +297,29 @@ func (h *Handler) checkMessage(i int, m *fastjson.Value, images *int) *fieldErro
 	}
 	parts, _ := content.Array()
 	for j, part := range parts {
-		if u := part.Get("image_url", "url"); u != nil {
-			if *images++; h.opts.MaxImages > 0 && *images > h.opts.MaxImages {
-				return &fieldError{fmt.Sprintf("messages[%d].content[%d]", i, j), fmt.Sprintf("more than %d images in the request", h.opts.MaxImages)}
+		pf := fmt.Sprintf("messages[%d].content[%d]", i, j)
+		if part.Exists("image_embeds") || string(part.GetStringBytes("type")) == "image_embeds" {
+			// vLLM loads these as tensors from the caller's bytes: not
+			// something to let any caller of the gateway do.
+			return &fieldError{pf, "image_embeds parts are not accepted; send the image"}
+		}
+		iu := part.Get("image_url")
+		if iu == nil {
+			continue
+		}
+		if *images++; h.opts.MaxImages > 0 && *images > h.opts.MaxImages {
+			return &fieldError{pf, fmt.Sprintf("more than %d images in the request", h.opts.MaxImages)}
+		}
+		// vLLM takes the URL bare as well as in OpenAI's object.
+		field, u := pf+".image_url", iu
+		if iu.Type() == fastjson.TypeObject {
+			field, u = pf+".image_url.url", iu.Get("url")
+			if u == nil {
+				return &fieldError{field, "required"}
 			}
-			if fe := h.checkImageURL(fmt.Sprintf("messages[%d].content[%d].image_url.url", i, j), u); fe != nil {
-				return fe
-			}
+		}
+		if fe := h.checkImageURL(field, u); fe != nil {
+			return fe
 		}
 	}
 	return nil
