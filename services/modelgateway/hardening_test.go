@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -364,6 +365,9 @@ func TestRequestBounds(t *testing.T) {
 		{"too many images", `{"messages":[` + img(png1) + "," + img(png1) + "," + img(png1) + `]}`, "messages[2].content[0]"},
 		{"invalid base64 image", `{"messages":[` + img("data:image/png;base64,!!!notbase64!!") + `]}`, "messages[0].content[0].image_url.url"},
 		{"data URL without base64", `{"messages":[` + img("data:image/png,raw") + `]}`, "messages[0].content[0].image_url.url"},
+		{"bare image URL with invalid base64", `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":"data:image/png;base64,!!"}]}]}`, "messages[0].content[0].image_url"},
+		{"image URL object without url", `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"detail":"low"}}]}]}`, "messages[0].content[0].image_url.url"},
+		{"image embeddings", `{"messages":[{"role":"user","content":[{"type":"image_embeds","image_embeds":"UEsDBA=="}]}]}`, "messages[0].content[0]"},
 	}
 	for _, tt := range httpTests {
 		t.Run("http "+tt.name, func(t *testing.T) {
@@ -668,5 +672,57 @@ func TestUpdateWeightsBoundedWithoutDeadline(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("UpdateWeights without a deadline still running after 10s")
+	}
+}
+
+// TestOpenFrontWarned: an HTTP front without a token that other hosts can
+// reach is logged as a warning at start; on loopback, or with a token, not.
+func TestOpenFrontWarned(t *testing.T) {
+	f := startFake(t, fakellm.Config{})
+	tests := []struct {
+		name, addr, token string
+		wantWarn          bool
+	}{
+		{"all interfaces, no token", "0.0.0.0:0", "", true},
+		{"all interfaces, token", "0.0.0.0:0", "t", false},
+		{"loopback, no token", "127.0.0.1:0", "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			core, logs := observer.New(zap.WarnLevel)
+			env := daemontest.Env(t)
+			env.Logger = zap.New(core)
+			svc, err := New(context.Background(), Config{File: &FileConfig{Backends: backends("vllm", f)}, OpenAIAddr: tt.addr, AuthToken: tt.token}, env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer svc.Close(context.Background())
+			got := logs.FilterMessageSnippet("without a token").Len() > 0
+			if got != tt.wantWarn {
+				t.Errorf("warned %v, want %v (logs %v)", got, tt.wantWarn, logs.All())
+			}
+		})
+	}
+}
+
+// TestCloseRightAfterNew: a gateway closed at once after it started stops,
+// even when its HTTP front had not begun to accept yet.
+func TestCloseRightAfterNew(t *testing.T) {
+	f := startFake(t, fakellm.Config{})
+	for i := range 50 {
+		svc, err := New(context.Background(), Config{File: &FileConfig{Backends: backends("vllm", f)}, OpenAIAddr: "127.0.0.1:0"}, daemontest.Env(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() {
+			svc.Close(context.Background())
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("Close right after New, round %d: still running after 5s", i)
+		}
 	}
 }

@@ -259,7 +259,11 @@ func (s *Service) Drain(ctx context.Context) error {
 	if s.httpSrv == nil {
 		return nil
 	}
-	if err := s.httpSrv.ShutdownWithContext(ctx); err != nil {
+	err := s.httpSrv.ShutdownWithContext(ctx)
+	// fasthttp's Shutdown closes only the listeners Serve has taken up: a
+	// drain right after New would leave the front accepting.
+	s.httpLn.Close()
+	if err != nil {
 		return fmt.Errorf("drain openai http: %w", err)
 	}
 	return nil
@@ -273,6 +277,9 @@ func (s *Service) Close(ctx context.Context) error {
 		sctx, cancel := context.WithTimeout(ctx, time.Second)
 		s.httpSrv.ShutdownWithContext(sctx)
 		cancel()
+		// Shutdown before Serve took up the listener does not close it,
+		// and Serve would then accept for ever.
+		s.httpLn.Close()
 		<-s.httpDone
 	}
 	s.g.Stop()
