@@ -39,6 +39,8 @@ type Server struct {
 	busAddr string
 	procs   []*proc // in start order; stopped in reverse
 	xvfb    *proc
+	// authFile is the X cookie file; "" once released.
+	authFile string
 }
 
 type proc struct {
@@ -108,9 +110,15 @@ func Start(ctx context.Context, cfg Config, logger *zap.Logger) (_ *Server, err 
 	if cfg.Display != "" {
 		args = append(args, cfg.Display)
 	}
+	authFile, err := acquireAuth()
+	if err != nil {
+		return nil, err
+	}
+	s.authFile = authFile
+	// -auth, not -ac: only holders of the cookie may connect (xauth.go).
 	args = append(args,
 		"-screen", "0", fmt.Sprintf("%dx%dx24", cfg.Width, cfg.Height),
-		"-nolisten", "tcp", "-ac", "-noreset", "-displayfd", "3")
+		"-nolisten", "tcp", "-auth", authFile, "-noreset", "-displayfd", "3")
 	cmd := exec.Command(xvfbBin, args...)
 	cmd.ExtraFiles = []*os.File{w}
 	cmd.Stderr = &logWriter{log: logger, name: "Xvfb"}
@@ -227,7 +235,7 @@ func (s *Server) BusAddress() string { return s.busAddr }
 
 // Env returns the variables child processes need to reach this desktop.
 func (s *Server) Env() []string {
-	env := []string{"DISPLAY=" + s.display}
+	env := []string{"DISPLAY=" + s.display, "XAUTHORITY=" + s.authFile}
 	if s.busAddr != "" {
 		env = append(env, "DBUS_SESSION_BUS_ADDRESS="+s.busAddr)
 	}
@@ -241,6 +249,10 @@ func (s *Server) Exited() <-chan struct{} { return s.xvfb.done }
 func (s *Server) Stop() {
 	for i := len(s.procs) - 1; i >= 0; i-- {
 		s.procs[i].stop(3 * time.Second)
+	}
+	if s.authFile != "" {
+		releaseAuth()
+		s.authFile = ""
 	}
 }
 
