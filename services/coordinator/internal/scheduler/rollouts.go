@@ -22,6 +22,7 @@ const (
 	MaxGroupSize       = 1024
 	MaxEpisodes        = 2_000_000
 	MaxGroups          = 1_000_000
+	MaxListedGroups    = 100_000 // GetRollout include_groups
 	maxThroughputPoint = 4096
 	// loadTimeout bounds reading a task source (StartRollout, each
 	// service-mode poll); the size caps bound it too.
@@ -609,6 +610,12 @@ func (e *Engine) GetRollout(id string, withGroups bool) (*pb.Rollout, error) {
 	r, ok := e.rollouts[id]
 	if !ok {
 		return nil, fmt.Errorf("rollout %s: %w", id, ErrNotFound)
+	}
+	if withGroups && len(r.groups) > MaxListedGroups {
+		// A million groups would make an answer over the message size
+		// limit, rendered under the engine's lock.
+		return nil, &FieldError{Field: "include_groups", Precondition: true,
+			Msg: fmt.Sprintf("the rollout has %d groups, more than the %d a GetRollout lists; use progress counts", len(r.groups), MaxListedGroups)}
 	}
 	return e.rolloutProto(r, withGroups), nil
 }
