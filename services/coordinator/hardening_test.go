@@ -495,20 +495,20 @@ func TestListPaging(t *testing.T) {
 	}
 }
 
-// TestGetRolloutGroupsBounded: include_groups lists at most 100,000 groups;
+// TestGetRolloutGroupsBounded: include_groups lists at most 10,000 groups (an answer within gRPC clients' default 4 MiB limit);
 // a bigger rollout is refused instead of rendering an over-limit answer.
 func TestGetRolloutGroupsBounded(t *testing.T) {
 	h := newHarness(t, coordinator.Config{})
 	ctx := ctxT(t, time.Minute)
-	ro, err := h.client.StartRollout(ctx, &pb.StartRolloutRequest{Spec: &pb.RolloutSpec{Tasks: mathTasks(1), NumEnvGroups: 100_001}})
+	ro, err := h.client.StartRollout(ctx, &pb.StartRolloutRequest{Spec: &pb.RolloutSpec{Tasks: mathTasks(1), NumEnvGroups: 10_001}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = h.client.GetRollout(ctx, &pb.GetRolloutRequest{RolloutId: ro.RolloutId, IncludeGroups: true})
 	if status.Code(err) != codes.FailedPrecondition || !strings.HasPrefix(status.Convert(err).Message(), "include_groups:") {
-		t.Errorf("GetRollout(include_groups) of 100,001 groups = %v, want FailedPrecondition naming include_groups", err)
+		t.Errorf("GetRollout(include_groups) of 10,001 groups = %v, want FailedPrecondition naming include_groups", err)
 	}
-	if got, err := h.client.GetRollout(ctx, &pb.GetRolloutRequest{RolloutId: ro.RolloutId}); err != nil || got.Progress.GroupsTotal != 100_001 {
+	if got, err := h.client.GetRollout(ctx, &pb.GetRolloutRequest{RolloutId: ro.RolloutId}); err != nil || got.Progress.GroupsTotal != 10_001 {
 		t.Errorf("GetRollout without groups = %v, %v", got.GetProgress(), err)
 	}
 }

@@ -22,7 +22,7 @@ const (
 	MaxGroupSize       = 1024
 	MaxEpisodes        = 2_000_000
 	MaxGroups          = 1_000_000
-	MaxListedGroups    = 100_000 // GetRollout include_groups
+	MaxListedGroups    = 10_000 // GetRollout include_groups: within gRPC clients' default 4 MiB answer
 	maxThroughputPoint = 4096
 	// loadTimeout bounds reading a task source (StartRollout, each
 	// service-mode poll); the size caps bound it too.
