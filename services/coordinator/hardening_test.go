@@ -512,3 +512,31 @@ func TestGetRolloutGroupsBounded(t *testing.T) {
 		t.Errorf("GetRollout without groups = %v, %v", got.GetProgress(), err)
 	}
 }
+
+// TestListPagesFitDefaultLimit: a page stops before it outgrows what a
+// gRPC client takes by default (4 MiB), however large the items are.
+func TestListPagesFitDefaultLimit(t *testing.T) {
+	h := newHarness(t, coordinator.Config{})
+	ctx := ctxT(t, 30*time.Second)
+	tasks := mathTasks(8)
+	for _, task := range tasks {
+		task.Instruction = strings.Repeat("x", 1<<20-1)
+	}
+	if _, err := h.client.StartRollout(ctx, &pb.StartRolloutRequest{Spec: &pb.RolloutSpec{Tasks: tasks}}); err != nil {
+		t.Fatal(err)
+	}
+	n, pages := 0, 0
+	for token := ""; ; pages++ {
+		resp, err := h.client.ListQueuedEpisodes(ctx, &pb.ListQueuedEpisodesRequest{PageToken: token})
+		if err != nil {
+			t.Fatalf("ListQueuedEpisodes page %d: %v", pages, err)
+		}
+		n += len(resp.Episodes)
+		if token = resp.NextPageToken; token == "" {
+			break
+		}
+	}
+	if n != 8 || pages < 2 {
+		t.Errorf("%d episodes in %d pages, want 8 in several", n, pages+1)
+	}
+}

@@ -107,11 +107,13 @@ func page(size int32, token string, def, max int) (offset, limit int, err error)
 // one rollout may hold, times a margin for several rollouts.
 const maxPageOffset = 1 << 30
 
-func nextPage(offset, limit int, more bool) string {
-	if !more {
+// pageToken is the token of the page starting at position next; 0 means
+// no page follows (a following page never starts at 0).
+func pageToken(next int) string {
+	if next == 0 {
 		return ""
 	}
-	return strconv.Itoa(offset + limit)
+	return strconv.Itoa(next)
 }
 
 // StartRollout implements pb.CoordinatorServer.
@@ -135,8 +137,8 @@ func (s *Service) ListRollouts(ctx context.Context, req *pb.ListRolloutsRequest)
 	if err != nil {
 		return nil, s.toStatus(err)
 	}
-	ros, more := s.engine.ListRollouts(req.State, offset, limit)
-	return &pb.ListRolloutsResponse{Rollouts: ros, NextPageToken: nextPage(offset, limit, more)}, nil
+	ros, next := s.engine.ListRollouts(req.State, offset, limit)
+	return &pb.ListRolloutsResponse{Rollouts: ros, NextPageToken: pageToken(next)}, nil
 }
 
 // CancelRollout implements pb.CoordinatorServer.
@@ -251,11 +253,11 @@ func (s *Service) ListQueuedEpisodes(ctx context.Context, req *pb.ListQueuedEpis
 	if err != nil {
 		return nil, s.toStatus(err)
 	}
-	eps, more, err := s.engine.ListQueued(req.RolloutId, offset, limit)
+	eps, next, err := s.engine.ListQueued(req.RolloutId, offset, limit)
 	if err != nil {
 		return nil, s.toStatus(err)
 	}
-	return &pb.ListQueuedEpisodesResponse{Episodes: eps, NextPageToken: nextPage(offset, limit, more)}, nil
+	return &pb.ListQueuedEpisodesResponse{Episodes: eps, NextPageToken: pageToken(next)}, nil
 }
 
 // Work implements pb.CoordinatorServer.

@@ -620,26 +620,37 @@ func (e *Engine) GetRollout(id string, withGroups bool) (*pb.Rollout, error) {
 	return e.rolloutProto(r, withGroups), nil
 }
 
+// MaxPageBytes bounds one page of a list answer, so that it fits gRPC
+// clients' default 4 MiB limit whatever the items hold (a spec's system
+// prompt, a task's instruction may be 1 MiB each). A page always holds at
+// least one item.
+const MaxPageBytes = 3 << 20
+
 // ListRollouts lists rollouts newest first, optionally by state: at most
-// limit of them from position offset on. more says whether any follow.
-func (e *Engine) ListRollouts(st pb.RolloutState, offset, limit int) (out []*pb.Rollout, more bool) {
+// limit of them (and MaxPageBytes) from position offset on. next is the
+// position the next page starts at, 0 when none follows.
+func (e *Engine) ListRollouts(st pb.RolloutState, offset, limit int) (out []*pb.Rollout, next int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	n := 0 // matching rollouts seen
+	n, size := 0, 0 // matching rollouts seen, bytes in the page
 	for i := len(e.order) - 1; i >= 0; i-- {
 		r := e.order[i]
 		if st != pb.RolloutState_ROLLOUT_STATE_UNSPECIFIED && r.state != st {
 			continue
 		}
-		if n >= offset+limit {
-			return out, true
-		}
 		if n >= offset {
-			out = append(out, e.rolloutProto(r, false))
+			if len(out) == limit {
+				return out, n
+			}
+			p := e.rolloutProto(r, false)
+			if size += proto.Size(p); size > MaxPageBytes && len(out) > 0 {
+				return out, n
+			}
+			out = append(out, p)
 		}
 		n++
 	}
-	return out, false
+	return out, 0
 }
 
 func (e *Engine) rolloutProto(r *rollout, withGroups bool) *pb.Rollout {
@@ -711,15 +722,16 @@ func (e *Engine) rolloutProto(r *rollout, withGroups bool) *pb.Rollout {
 }
 
 // ListQueued shows live episodes, running first (by id), then queued in
-// rollout and group order: at most limit of them from position offset on.
-// more says whether any follow. A rollout id that names no rollout is
+// rollout and group order: at most limit of them (and MaxPageBytes) from
+// position offset on. next is the position the next page starts at, 0 when
+// none follows. A rollout id that names no rollout is
 // ErrNotFound, not an empty list. Only the page is rendered: a rollout may
 // hold two million episodes.
-func (e *Engine) ListQueued(rolloutID string, offset, limit int) (out []*pb.QueuedEpisode, more bool, err error) {
+func (e *Engine) ListQueued(rolloutID string, offset, limit int) (out []*pb.QueuedEpisode, next int, err error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if _, ok := e.rollouts[rolloutID]; rolloutID != "" && !ok {
-		return nil, false, fmt.Errorf("rollout %s: %w", rolloutID, ErrNotFound)
+		return nil, 0, fmt.Errorf("rollout %s: %w", rolloutID, ErrNotFound)
 	}
 	var running, queued []*episode
 	for _, r := range e.order {
@@ -741,10 +753,13 @@ func (e *Engine) ListQueued(rolloutID string, offset, limit int) (out []*pb.Queu
 	sort.SliceStable(running, func(i, j int) bool { return running[i].id < running[j].id })
 	all := append(running, queued...)
 	if offset >= len(all) {
-		return nil, false, nil
+		return nil, 0, nil
 	}
-	page := all[offset:min(len(all), offset+limit)]
-	for _, ep := range page {
+	size := 0 // bytes in the page
+	for i, ep := range all[offset:] {
+		if i == limit {
+			return out, offset + i, nil
+		}
 		q := &pb.QueuedEpisode{Episode: ep.proto()}
 		if ep.runner != nil {
 			q.RunnerId = ep.runner.id
@@ -755,9 +770,12 @@ func (e *Engine) ListQueued(rolloutID string, offset, limit int) (out []*pb.Queu
 		if !ep.deadline.IsZero() {
 			q.Deadline = timestamppb.New(ep.deadline)
 		}
+		if size += proto.Size(q); size > MaxPageBytes && len(out) > 0 {
+			return out, offset + i, nil
+		}
 		out = append(out, q)
 	}
-	return out, offset+limit < len(all), nil
+	return out, 0, nil
 }
 
 // maybeFinish marks a non-service rollout FINISHED once every group is
