@@ -911,7 +911,8 @@ type GetRolloutRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Rollout id. Required.
 	RolloutId string `protobuf:"bytes,1,opt,name=rollout_id,json=rolloutId,proto3" json:"rollout_id,omitempty"`
-	// Include per-group progress.
+	// Include per-group progress; refused (FAILED_PRECONDITION) for a rollout
+	// of more than 10,000 groups.
 	IncludeGroups bool `protobuf:"varint,2,opt,name=include_groups,json=includeGroups,proto3" json:"include_groups,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
