@@ -612,6 +612,12 @@ func (e *Engine) Connect(h *pb.RunnerHello) (*Runner, *pb.Welcome, error) {
 		return nil, nil, fieldErr("hello.slots", "must be between 1 and 4096")
 	case len(h.RunningEpisodeIds) > 4096:
 		return nil, nil, fieldErr("hello.running_episode_ids", "at most 4096")
+	case len(h.EnvModes) > 16:
+		return nil, nil, fieldErr("hello.env_modes", "at most 16")
+	case len(h.Address) > 256:
+		return nil, nil, fieldErr("hello.address", "must be at most 256 bytes")
+	case len(h.Version) > 256:
+		return nil, nil, fieldErr("hello.version", "must be at most 256 bytes")
 	}
 	for i, m := range h.EnvModes {
 		if m == "" || !tasksource.ValidEnvMode(m) {
