@@ -403,3 +403,60 @@ func TestReadNeverPastRecordedSize(t *testing.T) {
 		}
 	}
 }
+
+// TestLargeReadsAreBounded: one call cannot make the server hold an
+// unbounded amount of stored data. A ListEpisodes page of episodes with
+// multi-megabyte headers ends early with a token to the rest; GetEpisode
+// of an episode whose steps exceed a gRPC message is FailedPrecondition,
+// refused before they are all read.
+func TestLargeReadsAreBounded(t *testing.T) {
+	ctx := testCtx(t)
+	dir := t.TempDir()
+	c := startService(t, storage.Config{Index: filepath.Join(dir, "index.db"), Blobs: filepath.Join(dir, "blobs")})
+	big := strings.Repeat("x", 3500<<10)
+	var msgs []*pb.AppendStepsRequest
+	for i := range 6 {
+		e := episode("rbig", fmt.Sprintf("rbig-e%d", i), "g", "t", "os", i)
+		e.Instruction = big
+		msgs = append(msgs, epMsg(e))
+	}
+	for i := range 20 {
+		st := step("rbig-e0", int32(i), nil, 1)
+		st.Observation = nil
+		st.ModelCall.ResponseText = big
+		msgs = append(msgs, stepMsg(st))
+	}
+	if _, err := appendAll(ctx, c, msgs...); err != nil {
+		t.Fatalf("AppendSteps: %v", err)
+	}
+
+	var pages []int
+	token := ""
+	for {
+		resp, err := c.ListEpisodes(ctx, &pb.ListEpisodesRequest{RolloutId: "rbig", PageSize: 100, PageToken: token})
+		if err != nil {
+			t.Fatalf("ListEpisodes: %v", err)
+		}
+		pages = append(pages, len(resp.GetEpisodes()))
+		if token = resp.GetNextPageToken(); token == "" {
+			break
+		}
+	}
+	if len(pages) < 2 || pages[0] >= 6 || sum(pages) != 6 {
+		t.Errorf("ListEpisodes pages of 21 MB of episodes = %v; want several, 6 episodes in all", pages)
+	}
+
+	_, err := c.GetEpisode(ctx, &pb.GetEpisodeRequest{EpisodeId: "rbig-e0", IncludeSteps: true})
+	wantCode(t, err, codes.FailedPrecondition, "rbig-e0")
+	if _, err := c.GetEpisode(ctx, &pb.GetEpisodeRequest{EpisodeId: "rbig-e0"}); err != nil {
+		t.Errorf("GetEpisode without steps = %v", err)
+	}
+}
+
+func sum(xs []int) int {
+	n := 0
+	for _, x := range xs {
+		n += x
+	}
+	return n
+}

@@ -161,6 +161,7 @@ func (s *Server) toStatus(err error) error {
 		{blobstore.ErrBadKey, codes.InvalidArgument},
 		{ingest.ErrStopped, codes.Unavailable},
 		{errInlineTooLarge, codes.FailedPrecondition},
+		{index.ErrTooLarge, codes.FailedPrecondition},
 	} {
 		if errors.Is(err, m.target) {
 			return status.Error(m.code, err.Error())
@@ -192,7 +193,9 @@ func (s *Server) GetEpisode(ctx context.Context, req *pb.GetEpisodeRequest) (*pb
 	}
 	resp := &pb.GetEpisodeResponse{Episode: ep}
 	if req.GetIncludeSteps() {
-		if resp.Steps, err = s.idx.Steps(ctx, req.GetEpisodeId()); err != nil {
+		// One response carries them all: more than a gRPC message holds
+		// is refused before it is all in memory.
+		if resp.Steps, err = s.idx.Steps(ctx, req.GetEpisodeId(), grpcserver.DefaultMaxMsgBytes); err != nil {
 			return nil, s.toStatus(err)
 		}
 	}

@@ -22,7 +22,7 @@ import (
 // Source reads stored episodes.
 type Source interface {
 	ListEpisodes(ctx context.Context, f index.Filter, after *index.Cursor, limit int) ([]*pb.Episode, *index.Cursor, error)
-	Steps(ctx context.Context, episodeID string) ([]*pb.Step, error)
+	Steps(ctx context.Context, episodeID string, maxBytes int64) ([]*pb.Step, error)
 }
 
 // Blobs reads stored blobs whole, verified against their hash.
@@ -44,6 +44,11 @@ type Request struct {
 	InlineImages bool
 	Status       pb.EpisodeStatus
 }
+
+// maxEpisodeBytes bounds the step bodies of one episode an export holds in
+// memory (one JSONL line, one traj.jsonl); an episode past it fails the
+// export rather than the process.
+const maxEpisodeBytes = 256 << 20
 
 // JSONLName is the file name of a JSONL export.
 const JSONLName = "rollout.jsonl"
@@ -101,7 +106,7 @@ func (x *Exporter) writeJSONL(ctx context.Context, req Request, sink Sink) error
 	enc := json.NewEncoder(bw)
 	enc.SetEscapeHTML(false)
 	err = x.episodes(ctx, req, func(ep *pb.Episode) error {
-		steps, err := x.src.Steps(ctx, ep.GetEpisodeId())
+		steps, err := x.src.Steps(ctx, ep.GetEpisodeId(), maxEpisodeBytes)
 		if err != nil {
 			return err
 		}

@@ -37,7 +37,7 @@ func (x *Exporter) writeOSWorld(ctx context.Context, req Request, sink Sink) err
 	}
 	return x.episodes(ctx, req, func(ep *pb.Episode) error {
 		dir := osworldDir(ep, perTask[osworldDir(ep, false)] > 1)
-		steps, err := x.src.Steps(ctx, ep.GetEpisodeId())
+		steps, err := x.src.Steps(ctx, ep.GetEpisodeId(), maxEpisodeBytes)
 		if err != nil {
 			return err
 		}

@@ -107,7 +107,7 @@ func TestIndex(t *testing.T) {
 			if _, err := db.Commit(ctx, []*Batch{{Steps: []StepRecord{{Step: &pb.Step{EpisodeId: "ghost", Index: 0}}}}}); err == nil {
 				t.Error("commit of a step without its episode succeeded")
 			}
-			if steps, _ := db.Steps(ctx, "ghost"); len(steps) != 0 {
+			if steps, _ := db.Steps(ctx, "ghost", 1<<20); len(steps) != 0 {
 				t.Errorf("ghost steps stored: %v", steps)
 			}
 		})
@@ -158,7 +158,7 @@ func TestLaterAttemptRestartsTrajectory(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		steps, err := db.Steps(ctx, "e1")
+		steps, err := db.Steps(ctx, "e1", 1<<20)
 		if err != nil {
 			t.Fatal(err)
 		}

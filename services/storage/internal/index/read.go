@@ -66,18 +66,34 @@ func (db *DB) GetEpisode(ctx context.Context, id string) (*pb.Episode, error) {
 	return eps[0], nil
 }
 
-// Steps returns an episode's steps in index order.
-func (db *DB) Steps(ctx context.Context, episodeID string) ([]*pb.Step, error) {
+// ErrTooLarge reports rows too large to read back in one piece.
+var ErrTooLarge = errors.New("too large to read in one piece")
+
+// MaxPageBytes bounds the episode bodies one ListEpisodes page holds: a
+// page of 1,000 episodes whose headers are megabytes each (a long system
+// prompt) would otherwise be gigabytes in memory for one call, and more
+// than a gRPC message carries. A page that reaches it ends early, with a
+// cursor to the rest.
+const MaxPageBytes = 16 << 20
+
+// Steps returns an episode's steps in index order, or ErrTooLarge once
+// their bodies pass maxBytes: an episode may hold a million steps of up to
+// megabytes each, and one call must not hold them all in memory.
+func (db *DB) Steps(ctx context.Context, episodeID string, maxBytes int64) ([]*pb.Step, error) {
 	rows, err := db.r.QueryContext(ctx, db.q(`SELECT body FROM steps WHERE episode_id = ? ORDER BY idx`), episodeID)
 	if err != nil {
 		return nil, fmt.Errorf("query steps of %s: %w", episodeID, err)
 	}
 	defer rows.Close()
 	var steps []*pb.Step
+	var total int64
 	for rows.Next() {
 		var body []byte
 		if err := rows.Scan(&body); err != nil {
 			return nil, fmt.Errorf("scan step: %w", err)
+		}
+		if total += int64(len(body)); total > maxBytes {
+			return nil, fmt.Errorf("steps of episode %s: more than %d bytes: %w", episodeID, maxBytes, ErrTooLarge)
 		}
 		s := &pb.Step{}
 		if err := proto.Unmarshal(body, s); err != nil {
@@ -107,7 +123,7 @@ type Cursor struct {
 
 // ListEpisodes returns up to limit episodes after cursor (nil for the first
 // page) ordered by start time then id, and the cursor of the next page (nil
-// on the last page).
+// on the last page). A page ends early once its bodies pass MaxPageBytes.
 func (db *DB) ListEpisodes(ctx context.Context, f Filter, after *Cursor, limit int) ([]*pb.Episode, *Cursor, error) {
 	var where []string
 	var args []any
@@ -155,7 +171,15 @@ func (db *DB) ListEpisodes(ctx context.Context, f Filter, after *Cursor, limit i
 	defer rows.Close()
 	var eps []*pb.Episode
 	var starts []int64
+	var bytes int
+	var next *Cursor
 	for rows.Next() {
+		if len(eps) > 0 && bytes > MaxPageBytes {
+			// This row exists, so the page is not the last.
+			last := len(eps) - 1
+			next = &Cursor{StartNS: starts[last], EpisodeID: eps[last].GetEpisodeId()}
+			break
+		}
 		var id string
 		var n int32
 		var body []byte
@@ -163,6 +187,7 @@ func (db *DB) ListEpisodes(ctx context.Context, f Filter, after *Cursor, limit i
 		if err := rows.Scan(&id, &n, &body, &start); err != nil {
 			return nil, nil, fmt.Errorf("scan episode: %w", err)
 		}
+		bytes += len(body)
 		ep, err := decodeEpisode(id, n, body)
 		if err != nil {
 			return nil, nil, err
@@ -173,7 +198,6 @@ func (db *DB) ListEpisodes(ctx context.Context, f Filter, after *Cursor, limit i
 	if err := rows.Err(); err != nil {
 		return nil, nil, fmt.Errorf("list episodes: %w", err)
 	}
-	var next *Cursor
 	if len(eps) > limit {
 		eps = eps[:limit]
 		next = &Cursor{StartNS: starts[limit-1], EpisodeID: eps[limit-1].GetEpisodeId()}
