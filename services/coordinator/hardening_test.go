@@ -540,3 +540,33 @@ func TestListPagesFitDefaultLimit(t *testing.T) {
 		t.Errorf("%d episodes in %d pages, want 8 in several", n, pages+1)
 	}
 }
+
+// TestHelloBounds: a runner's hello is bounded like any request.
+func TestHelloBounds(t *testing.T) {
+	h := newHarness(t, coordinator.Config{})
+	tests := []struct {
+		name  string
+		hello *pb.RunnerHello
+		field string
+	}{
+		{"env_modes", &pb.RunnerHello{RunnerId: "r", Slots: 1, EnvModes: strings.Split(strings.Repeat("math,", 17), ",")[:17]}, "hello.env_modes"},
+		{"address", &pb.RunnerHello{RunnerId: "r", Slots: 1, Address: strings.Repeat("a", 257)}, "hello.address"},
+		{"version", &pb.RunnerHello{RunnerId: "r", Slots: 1, Version: strings.Repeat("v", 257)}, "hello.version"},
+		{"slots", &pb.RunnerHello{RunnerId: "r", Slots: 4097}, "hello.slots"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			stream, err := h.client.Work(ctxT(t, 10*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := stream.Send(&pb.WorkRequest{Msg: &pb.WorkRequest_Hello{Hello: tt.hello}}); err != nil {
+				t.Fatal(err)
+			}
+			_, err = stream.Recv()
+			if status.Code(err) != codes.InvalidArgument || !strings.HasPrefix(status.Convert(err).Message(), tt.field+":") {
+				t.Errorf("Work(hello) = %v, want InvalidArgument naming %s", err, tt.field)
+			}
+		})
+	}
+}
