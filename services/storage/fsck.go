@@ -67,7 +67,7 @@ func Fsck(ctx context.Context, args []string) error {
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: storage fsck [flags]\n\n"+
 			"Checks the index and reads every stored blob back, with the storage service stopped.\n"+
-			"Exits 0 when nothing is damaged, 1 when something is.\n\n")
+			"Exits 0 when nothing is damaged, 1 when something is or the check cannot run.\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
