@@ -183,8 +183,9 @@ func checkAndReclaim(ctx context.Context, log *zap.Logger, idx *index.DB, files 
 }
 
 // openIndex opens the index. An SQLite path must be a regular file if it
-// exists: the driver would block on a FIFO for ever. Errors name the
-// SQLite file, never a PostgreSQL DSN, which holds a password.
+// exists: the driver answers a FIFO or a device with an opaque "disk I/O
+// error". Errors name the SQLite file, never a PostgreSQL DSN, which holds
+// a password.
 func openIndex(ctx context.Context, dsn string) (*index.DB, error) {
 	name := "postgresql index"
 	if !index.IsPostgresDSN(dsn) {
