@@ -3,6 +3,8 @@ package modelgateway
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -33,6 +35,7 @@ import (
 	"github.com/rolloutmesh/rolloutmesh/serverkit/boundedread"
 	"github.com/rolloutmesh/rolloutmesh/serverkit/daemon"
 	"github.com/rolloutmesh/rolloutmesh/serverkit/daemon/daemontest"
+	"github.com/rolloutmesh/rolloutmesh/serverkit/tlscreds/tlstest"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/fakellm"
 )
 
@@ -725,4 +728,83 @@ func TestCloseRightAfterNew(t *testing.T) {
 			t.Fatalf("Close right after New, round %d: still running after 5s", i)
 		}
 	}
+}
+
+// TestHTTPFrontServesTLS: with the daemon's TLS flags the HTTP front is
+// served over TLS too, so the token gRPC carries encrypted does not cross
+// the network in clear to the other front.
+func TestHTTPFrontServesTLS(t *testing.T) {
+	f := startFake(t, fakellm.Config{})
+	p := tlstest.New(t)
+	cfgPath := filepath.Join(t.TempDir(), "gw.yaml")
+	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf("backends: [{id: b0, base_url: %q, model: fake-model}]\n", f.URL)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := runBinary(t, []string{"--config", cfgPath, "--auth-token", "tok", "--tls-cert", p.ServerCert, "--tls-key", p.ServerKey})
+	addr := strings.TrimPrefix(base, "http://")
+	caPEM, err := os.ReadFile(p.CA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	httpsClient := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	defer httpsClient.CloseIdleConnections()
+	post := func(c *http.Client, url, auth string) (int, error) {
+		req, _ := http.NewRequestWithContext(ctxT(t, 5*time.Second), "POST", url, strings.NewReader(chatJSON))
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	if code, err := post(httpsClient, "https://"+addr+"/v1/chat/completions", "Bearer tok"); err != nil || code != 200 {
+		t.Errorf("HTTPS chat with token: %d, %v; want 200", code, err)
+	}
+	if code, err := post(httpsClient, "https://"+addr+"/v1/chat/completions", ""); err != nil || code != 401 {
+		t.Errorf("HTTPS chat without token: %d, %v; want 401", code, err)
+	}
+	if code, err := post(http.DefaultClient, "http://"+addr+"/v1/chat/completions", "Bearer tok"); err == nil && code == 200 {
+		t.Errorf("plain HTTP chat answered 200, want the front to speak only TLS")
+	}
+	if n := f.Stats().Requests; n != 1 {
+		t.Errorf("backend saw %d requests, want 1", n)
+	}
+}
+
+// TestTLSClientGoneCancelsBackend: over TLS as in plain HTTP, a client that
+// goes away mid-request has its backend request cancelled: the watcher
+// looks at the socket under the TLS connection.
+func TestTLSClientGoneCancelsBackend(t *testing.T) {
+	f := startFake(t, fakellm.Config{TTFT: time.Minute})
+	p := tlstest.New(t)
+	cfgPath := filepath.Join(t.TempDir(), "gw.yaml")
+	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf("backends: [{id: b0, base_url: %q, model: fake-model}]\n", f.URL)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := runBinary(t, []string{"--config", cfgPath, "--tls-cert", p.ServerCert, "--tls-key", p.ServerKey})
+	caPEM, _ := os.ReadFile(p.CA)
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	ctx, cancel := context.WithCancel(context.Background())
+	answered := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, "POST", "https://"+strings.TrimPrefix(base, "http://")+"/v1/chat/completions", strings.NewReader(chatJSON))
+		resp, err := client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		answered <- err
+	}()
+	waitFor(t, "request in flight at the backend", func() bool { return f.Stats().InFlight == 1 })
+	cancel()
+	if err := <-answered; err == nil {
+		t.Error("cancelled request answered")
+	}
+	waitFor(t, "cancellation at the backend", func() bool { return f.Stats().Canceled == 1 })
 }

@@ -7,6 +7,7 @@ package modelgateway
 
 import (
 	"context"
+	"crypto/tls"
 	"flag"
 	"fmt"
 	"math"
@@ -19,6 +20,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/rolloutmesh/rolloutmesh/serverkit/daemon"
+	"github.com/rolloutmesh/rolloutmesh/serverkit/tlscreds"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/clock"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/gateway"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/metrics"
@@ -50,6 +52,11 @@ type Config struct {
 	// given: flag, file or environment) from the flag set RegisterFlags
 	// was given, so that one token guards both fronts.
 	AuthToken string
+	// TLS, when set, serves the HTTP front over TLS. When nil, New builds
+	// it from the daemon's --tls-cert, --tls-key and --tls-client-ca, if
+	// given: a token that gRPC carries encrypted must not cross the
+	// network in clear to the other front.
+	TLS *tls.Config
 
 	flags *flag.FlagSet
 }
@@ -140,12 +147,20 @@ func New(ctx context.Context, cfg Config, env daemon.Env) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{g: g, met: met, log: env.Logger, limits: limits}
+	openaiTLS := false
 	if cfg.OpenAIAddr != "" {
 		token := cfg.authToken()
+		tlsCfg, err := cfg.tlsConfig()
+		if err != nil {
+			return nil, err
+		}
 		var lc net.ListenConfig
 		ln, err := lc.Listen(ctx, "tcp", cfg.OpenAIAddr)
 		if err != nil {
 			return nil, fmt.Errorf("--openai-addr: listen: %w", err)
+		}
+		if tlsCfg != nil {
+			ln, openaiTLS = tls.NewListener(ln, tlsCfg), true
 		}
 		if token == "" && !loopback(ln.Addr()) {
 			env.Logger.Warn("openai http front reachable beyond loopback without a token; anyone who reaches it spends the backends' API keys",
@@ -168,7 +183,8 @@ func New(ctx context.Context, cfg Config, env daemon.Env) (*Service, error) {
 	}
 	g.Start()
 	env.Logger.Info("modelgateway started", zap.Int("backends", len(fc.Backends)),
-		zap.String("routing_policy", g.PolicyName()), zap.String("openai_addr", s.OpenAIAddr()))
+		zap.String("routing_policy", g.PolicyName()), zap.String("openai_addr", s.OpenAIAddr()),
+		zap.Bool("openai_tls", openaiTLS))
 	return s, nil
 }
 
@@ -226,10 +242,37 @@ func (l fasthttpLogger) Printf(format string, args ...any) {
 // starts. (daemon.Env does not carry it; reading the flag keeps the two
 // fronts on one token without a second flag.)
 func (c *Config) authToken() string {
-	if c.AuthToken != "" || c.flags == nil {
+	if c.AuthToken != "" {
 		return c.AuthToken
 	}
-	if f := c.flags.Lookup("auth-token"); f != nil {
+	return c.flagValue("auth-token")
+}
+
+// tlsConfig is the HTTP front's TLS config: the one set in code, else one
+// from the daemon's TLS flags, else nil (plain HTTP).
+func (c *Config) tlsConfig() (*tls.Config, error) {
+	cfg := c.TLS
+	if cfg == nil {
+		cert, key, clientCA := c.flagValue("tls-cert"), c.flagValue("tls-key"), c.flagValue("tls-client-ca")
+		if cert == "" && key == "" && clientCA == "" {
+			return nil, nil
+		}
+		var err error
+		if cfg, err = tlscreds.Server(cert, key, clientCA); err != nil {
+			return nil, fmt.Errorf("openai http front: %w", err)
+		}
+	}
+	cfg = cfg.Clone()
+	cfg.NextProtos = []string{"http/1.1"} // fasthttp speaks no HTTP/2
+	return cfg, nil
+}
+
+// flagValue is the value of the daemon's flag name, "" when there is none.
+func (c *Config) flagValue(name string) string {
+	if c.flags == nil {
+		return ""
+	}
+	if f := c.flags.Lookup(name); f != nil {
 		return f.Value.String()
 	}
 	return ""

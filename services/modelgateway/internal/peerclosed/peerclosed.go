@@ -15,6 +15,13 @@ import (
 // It answers false when it cannot tell, e.g. for a connection that is not
 // a socket.
 func Closed(c net.Conn) bool {
+	check := peek
+	if nc, ok := c.(interface{ NetConn() net.Conn }); ok {
+		// TLS: the socket is underneath, and a peer that closes sends a
+		// close_notify record before its FIN. That unread record hides
+		// the FIN from a peek, so ask the socket whether the peer hung up.
+		c, check = nc.NetConn(), hungUp
+	}
 	sc, ok := c.(syscall.Conn)
 	if !ok {
 		return false
@@ -24,7 +31,7 @@ func Closed(c net.Conn) bool {
 		return true
 	}
 	closed := false
-	if err := rc.Control(func(fd uintptr) { closed = peek(fd) }); err != nil {
+	if err := rc.Control(func(fd uintptr) { closed = check(fd) }); err != nil {
 		return true // c itself is closed
 	}
 	return closed
