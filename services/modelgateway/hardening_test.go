@@ -808,3 +808,18 @@ func TestTLSClientGoneCancelsBackend(t *testing.T) {
 	}
 	waitFor(t, "cancellation at the backend", func() bool { return f.Stats().Canceled == 1 })
 }
+
+// TestAnswerCappedAtMaxResponseBytes: an answer read whole from a backend
+// is refused over max_response_bytes on both fronts, not buffered.
+func TestAnswerCappedAtMaxResponseBytes(t *testing.T) {
+	long := strings.TrimSpace(strings.Repeat("word ", 4000))
+	f := startFake(t, fakellm.Config{Script: script(t, `{"match": "", "reply": "`+long+`"}`)})
+	h := startGateway(t, &FileConfig{Backends: backends("vllm", f), Limits: Limits{MaxResponseBytes: 8 << 10}}, nil)
+	_, err := h.cli.Chat(ctxT(t, 5*time.Second), &rmv1.ChatRequest{Messages: []*rmv1.ChatMessage{userMsg("x")}})
+	if st := status.Convert(err); st.Code() != codes.Unavailable || !strings.Contains(st.Message(), "limit") || len(st.Message()) > 1024 {
+		t.Errorf("gRPC chat with a long answer: %v, want a short Unavailable naming the limit", err)
+	}
+	if got := doHTTP(t, "POST", h.http+"/v1/chat/completions", chatJSON, nil); got.code != http.StatusBadGateway || len(got.body) > 1024 {
+		t.Errorf("HTTP chat with a long answer: %d, %d bytes; want a short 502", got.code, len(got.body))
+	}
+}
