@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/rolloutmesh/rolloutmesh/serverkit/secretflag"
 )
 
 // MaxPoolSize bounds size+warm_spares of one pool: a typo like 1000 should not
@@ -108,6 +110,9 @@ type Process struct {
 	NoDisplay bool `yaml:"no_display"`
 	// GuestToken requires this bearer token on the guest API.
 	GuestToken string `yaml:"guest_token"`
+	// GuestTokenFile holds GuestToken, so that the token need not be in
+	// this config file.
+	GuestTokenFile string `yaml:"guest_token_file"`
 }
 
 // Docker configures the docker provider.
@@ -132,6 +137,9 @@ type Docker struct {
 	Network string `yaml:"network"`
 	// GuestToken requires this bearer token on the guest API.
 	GuestToken string `yaml:"guest_token"`
+	// GuestTokenFile holds GuestToken, so that the token need not be in
+	// this config file.
+	GuestTokenFile string `yaml:"guest_token_file"`
 	// KVM: "auto" (default: pass /dev/kvm when present), "on", "off".
 	KVM string `yaml:"kvm"`
 }
@@ -149,6 +157,9 @@ type Static struct {
 	HealthPath string `yaml:"health_path"`
 	// GuestToken is sent as a bearer token to the guest.
 	GuestToken string `yaml:"guest_token"`
+	// GuestTokenFile holds GuestToken, so that the token need not be in
+	// this config file.
+	GuestTokenFile string `yaml:"guest_token_file"`
 }
 
 // VMware configures the vmrun adapter.
@@ -303,6 +314,9 @@ func validatePool(k string, p *Pool) error {
 			return bad(k+"."+name, "section given but provider is %q", p.Provider)
 		}
 	}
+	if err := resolveGuestTokenFile(k, p); err != nil {
+		return err
+	}
 	switch p.Provider {
 	case ProviderProcess:
 		if p.Process == nil {
@@ -387,6 +401,35 @@ func checkPort(k string, port int) error {
 	if port < 1 || port > 65535 {
 		return bad(k, "must be a port between 1 and 65535, got %d", port)
 	}
+	return nil
+}
+
+// resolveGuestTokenFile reads guest_token_file into guest_token. Validating
+// the same pools again is harmless: a token equal to the file's is not a
+// conflict.
+func resolveGuestTokenFile(k string, p *Pool) error {
+	var token *string
+	var file, section string
+	switch {
+	case p.Process != nil:
+		token, file, section = &p.Process.GuestToken, p.Process.GuestTokenFile, "process"
+	case p.Docker != nil:
+		token, file, section = &p.Docker.GuestToken, p.Docker.GuestTokenFile, "docker"
+	case p.Static != nil:
+		token, file, section = &p.Static.GuestToken, p.Static.GuestTokenFile, "static"
+	}
+	if file == "" {
+		return nil
+	}
+	key := k + "." + section + ".guest_token_file"
+	v, err := secretflag.Read(file)
+	if err != nil {
+		return bad(key, "%v", err)
+	}
+	if *token != "" && *token != v {
+		return bad(key, "set guest_token or guest_token_file, not both")
+	}
+	*token = v
 	return nil
 }
 
