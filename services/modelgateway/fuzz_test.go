@@ -40,6 +40,10 @@ type fuzzGateway struct {
 	http string // host:port of the HTTP front
 	// execs counts inputs, to check the service's health every so often.
 	execs atomic.Int64
+	// conn is the HTTP connection the last request left open, br its
+	// reader.
+	conn net.Conn
+	br   *bufio.Reader
 }
 
 func startFuzzGateway(f *testing.F) *fuzzGateway {
@@ -75,12 +79,16 @@ func startFuzzGateway(f *testing.F) *fuzzGateway {
 	if err != nil {
 		f.Fatal(err)
 	}
+	g := &fuzzGateway{svc: svc, fake: fake, cli: rmv1.NewModelGatewayClient(conn), http: svc.OpenAIAddr()}
 	f.Cleanup(func() {
+		if g.conn != nil {
+			g.conn.Close()
+		}
 		conn.Close()
 		srv.GRPC.Stop()
 		svc.Close(context.Background())
 	})
-	return &fuzzGateway{svc: svc, fake: fake, cli: rmv1.NewModelGatewayClient(conn), http: svc.OpenAIAddr()}
+	return g
 }
 
 // checkHealthy asks for a plain chat on both fronts every 64 inputs: a
@@ -99,36 +107,62 @@ func (g *fuzzGateway) checkHealthy(t *testing.T) {
 	}
 }
 
-// rawHTTP sends one request on a connection of its own, written by hand so
-// that method, path and header are sent as they are, and returns the
-// status and body of the answer.
+// rawHTTP sends one request, written by hand so that method, path and
+// header go as they are, on the connection the last one left open (a new
+// one when the server closed it: dialling for every input cost more than
+// the request), and returns the status and body of the answer.
 func (g *fuzzGateway) rawHTTP(t *testing.T, method, path, auth string, body []byte) (int, []byte) {
-	conn, err := net.Dial("tcp", g.http)
-	if err != nil {
-		t.Fatal(err)
+	resp, b, reused, err := g.roundTrip(method, path, auth, body)
+	if err != nil && reused {
+		// The server had closed the kept connection; a new one decides.
+		resp, b, _, err = g.roundTrip(method, path, auth, body)
 	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(10 * time.Second))
-	var req strings.Builder
-	fmt.Fprintf(&req, "%s %s HTTP/1.1\r\nHost: gw\r\nConnection: close\r\n", method, path)
-	if auth != "" {
-		fmt.Fprintf(&req, "Authorization: %s\r\n", auth)
-	}
-	fmt.Fprintf(&req, "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))
-	if _, err := io.WriteString(conn, req.String()); err != nil {
-		t.Fatal(err)
-	}
-	conn.Write(body) // the server may answer and close before reading it all
-	resp, err := http.ReadResponse(bufio.NewReader(conn), &http.Request{Method: method})
 	if err != nil {
 		t.Fatalf("%s %q: no answer: %v", method, path, err)
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if resp.Header.Get("X-Backend") == "" && resp.StatusCode >= 400 && len(b) > 1024 {
 		t.Fatalf("%s %q: the gateway's own error is %d bytes: %.200s", method, path, len(b), b)
 	}
 	return resp.StatusCode, b
+}
+
+func (g *fuzzGateway) roundTrip(method, path, auth string, body []byte) (resp *http.Response, b []byte, reused bool, err error) {
+	if g.conn == nil {
+		if g.conn, err = net.Dial("tcp", g.http); err != nil {
+			return nil, nil, false, err
+		}
+		g.br = bufio.NewReader(g.conn)
+	} else {
+		reused = true
+	}
+	defer func() {
+		if err != nil || resp.Close {
+			g.conn.Close()
+			g.conn = nil
+		}
+	}()
+	g.conn.SetDeadline(time.Now().Add(10 * time.Second))
+	var req strings.Builder
+	fmt.Fprintf(&req, "%s %s HTTP/1.1\r\nHost: gw\r\n", method, path)
+	if auth != "" {
+		fmt.Fprintf(&req, "Authorization: %s\r\n", auth)
+	}
+	fmt.Fprintf(&req, "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))
+	if _, err := io.WriteString(g.conn, req.String()); err != nil {
+		return nil, nil, reused, err
+	}
+	g.conn.Write(body) // the server may answer and close before reading it all
+	if resp, err = http.ReadResponse(g.br, &http.Request{Method: method}); err != nil {
+		return nil, nil, reused, err
+	}
+	defer resp.Body.Close()
+	if b, err = io.ReadAll(io.LimitReader(resp.Body, 1<<20)); err != nil {
+		return nil, nil, reused, err
+	}
+	if len(b) == 1<<20 {
+		resp.Close = true // the rest is unread: start afresh
+	}
+	return resp, b, reused, nil
 }
 
 func mustMarshal(m proto.Message) []byte {
