@@ -296,50 +296,49 @@ func (h *Handler) checkMessage(i int, m *fastjson.Value, images *int) *fieldErro
 		return &fieldError{fmt.Sprintf("messages[%d].content", i), "must be a string or an array of content parts"}
 	}
 	parts, _ := content.Array()
+	// Field names are only formatted for an error: most parts are fine.
+	pf := func(j int, rest string) string { return fmt.Sprintf("messages[%d].content[%d]%s", i, j, rest) }
 	for j, part := range parts {
-		pf := fmt.Sprintf("messages[%d].content[%d]", i, j)
 		if part.Exists("image_embeds") || string(part.GetStringBytes("type")) == "image_embeds" {
 			// vLLM loads these as tensors from the caller's bytes: not
 			// something to let any caller of the gateway do.
-			return &fieldError{pf, "image_embeds parts are not accepted; send the image"}
+			return &fieldError{pf(j, ""), "image_embeds parts are not accepted; send the image"}
 		}
 		iu := part.Get("image_url")
 		if iu == nil {
 			continue
 		}
 		if *images++; h.opts.MaxImages > 0 && *images > h.opts.MaxImages {
-			return &fieldError{pf, fmt.Sprintf("more than %d images in the request", h.opts.MaxImages)}
+			return &fieldError{pf(j, ""), fmt.Sprintf("more than %d images in the request", h.opts.MaxImages)}
 		}
 		// vLLM takes the URL bare as well as in OpenAI's object.
-		field, u := pf+".image_url", iu
+		field, u := ".image_url", iu
 		if iu.Type() == fastjson.TypeObject {
-			field, u = pf+".image_url.url", iu.Get("url")
+			field, u = ".image_url.url", iu.Get("url")
 			if u == nil {
-				return &fieldError{field, "required"}
+				return &fieldError{pf(j, field), "required"}
 			}
 		}
-		if fe := h.checkImageURL(field, u); fe != nil {
-			return fe
+		if problem := h.imageURLProblem(u); problem != "" {
+			return &fieldError{pf(j, field), problem}
 		}
 	}
 	return nil
 }
 
-func (h *Handler) checkImageURL(field string, u *fastjson.Value) *fieldError {
+// imageURLProblem says what is wrong with an image URL, or "".
+func (h *Handler) imageURLProblem(u *fastjson.Value) string {
 	if u.Type() != fastjson.TypeString {
-		return &fieldError{field, "must be a string"}
+		return "must be a string"
 	}
 	url := u.GetStringBytes()
 	switch {
 	case bytes.HasPrefix(url, []byte("data:")):
-		if problem := reqcheck.DataURL(url, h.opts.MaxImageBytes); problem != "" {
-			return &fieldError{field, problem}
-		}
+		return reqcheck.DataURL(url, h.opts.MaxImageBytes)
 	case bytes.HasPrefix(url, []byte("http://")), bytes.HasPrefix(url, []byte("https://")):
-	default:
-		return &fieldError{field, "must be a data: or http(s) URL"}
+		return ""
 	}
-	return nil
+	return "must be a data: or http(s) URL"
 }
 
 type fieldError struct{ field, problem string }
