@@ -23,10 +23,10 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
-	"google.golang.org/grpc/credentials/insecure"
 
 	pb "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
 	"github.com/rolloutmesh/rolloutmesh/serverkit/daemon"
+	"github.com/rolloutmesh/rolloutmesh/serverkit/tlscreds"
 	"github.com/rolloutmesh/rolloutmesh/services/coordinator/internal/leasing"
 	"github.com/rolloutmesh/rolloutmesh/services/coordinator/internal/scheduler"
 	"github.com/rolloutmesh/rolloutmesh/services/coordinator/internal/state"
@@ -44,6 +44,9 @@ type Config struct {
 	// PeerToken is sent as a bearer token to vmmanager, storage and the
 	// gateway (their --auth-token).
 	PeerToken string
+	// PeerTLS, when its CA is set, dials vmmanager, storage and the gateway
+	// over TLS (with a client certificate for peers that require one).
+	PeerTLS tlscreds.Client
 	// Database is a postgres:// DSN, a sqlite:<path>, or empty for SQLite
 	// in the data directory.
 	Database string
@@ -79,6 +82,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Storage, "storage", "", "storage gRPC address (needed for GetBatch include_trajectories)")
 	fs.StringVar(&c.Gateway, "gateway", "", "modelgateway gRPC address (needed for UpdateModelVersion update_gateway)")
 	fs.StringVar(&c.PeerToken, "peer-token", "", "bearer token sent to vmmanager, storage and the gateway")
+	c.PeerTLS.RegisterFlags(fs, "peer-")
 	fs.StringVar(&c.Database, "database", "", "postgres:// DSN, or sqlite:<path>; default SQLite coordinator.db under --data-dir")
 	fs.DurationVar(&c.HeartbeatInterval, "heartbeat-interval", 5*time.Second, "how often runners heartbeat")
 	fs.DurationVar(&c.HeartbeatTimeout, "heartbeat-timeout", 20*time.Second, "a runner silent this long is dropped and its episodes requeued")
@@ -154,12 +158,16 @@ func New(ctx context.Context, cfg Config, env daemon.Env) (*Service, error) {
 		return nil, err
 	}
 	log.Info("task roots", zap.Strings("dirs", roots.Dirs()))
+	creds, err := cfg.PeerTLS.Credentials()
+	if err != nil {
+		return nil, fmt.Errorf("peer TLS: %w", err)
+	}
 	vm := cfg.VMManagerClient
 	dial := func(addr string) (*grpc.ClientConn, error) {
 		// A restarted peer should be found again within seconds, not after
 		// gRPC's default reconnect backoff of up to two minutes.
 		opts := []grpc.DialOption{
-			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithTransportCredentials(creds),
 			grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{
 				BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 3 * time.Second}}),
 			// Stored trajectories (GetBatch include_trajectories) can be
@@ -332,5 +340,5 @@ func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]strin
 }
 
 // RequireTransportSecurity is false: the mesh runs plaintext inside its
-// network unless a proxy adds TLS.
+// network unless --peer-tls-ca turns TLS on.
 func (bearer) RequireTransportSecurity() bool { return false }
