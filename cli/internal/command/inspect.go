@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -24,7 +23,7 @@ import (
 // remoteFlags are the flags every client command of a running mesh takes.
 type remoteFlags struct {
 	vmmanager, coordinator, storage string
-	token                           string
+	client                          clientFlags
 	json                            bool
 	timeout                         time.Duration
 }
@@ -33,7 +32,7 @@ func (r *remoteFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&r.vmmanager, "vmmanager", envOr("ROLLOUTMESH_VMMANAGER", "localhost:50051"), "vmmanager gRPC address")
 	fs.StringVar(&r.coordinator, "coordinator", envOr("ROLLOUTMESH_COORDINATOR", "localhost:50052"), "coordinator gRPC address")
 	fs.StringVar(&r.storage, "storage", envOr("ROLLOUTMESH_STORAGE", "localhost:50055"), "storage gRPC address")
-	fs.StringVar(&r.token, "auth-token", os.Getenv("ROLLOUTMESH_AUTH_TOKEN"), "bearer token for services started with --auth-token")
+	r.client.register(fs, "bearer token for services started with --auth-token")
 	fs.BoolVar(&r.json, "json", false, "print JSON instead of a table")
 	fs.DurationVar(&r.timeout, "timeout", 30*time.Second, "deadline of each call")
 }
@@ -43,30 +42,6 @@ func envOr(key, def string) string {
 		return v
 	}
 	return def
-}
-
-// bearer sends a token with every call. The mesh runs plaintext gRPC
-// inside a trusted network (TLS is the deployment's, e.g. a service mesh),
-// so the token does not demand transport security.
-type bearer string
-
-func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
-	return map[string]string{"authorization": "Bearer " + string(b)}, nil
-}
-
-func (bearer) RequireTransportSecurity() bool { return false }
-
-func dial(addr, token string) (*grpc.ClientConn, error) {
-	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20))}
-	if token != "" {
-		opts = append(opts, grpc.WithPerRPCCredentials(bearer(token)))
-	}
-	conn, err := grpc.NewClient(addr, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("dial %s: %w", addr, err)
-	}
-	return conn, nil
 }
 
 // parse parses args into fs, accepting flags after positional arguments
@@ -106,7 +81,10 @@ func connect(ctx context.Context, fs *flag.FlagSet, r *remoteFlags, args []strin
 	if err := parse(fs, args, stderr); err != nil {
 		return nil, nil, nil, err
 	}
-	conn, err := dial(addr(r), r.token)
+	if err := r.client.resolve(fs); err != nil {
+		return nil, nil, nil, err
+	}
+	conn, err := dial(addr(r), r.client)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,7 +40,8 @@ type runFlags struct {
 	model, baseURL, metric                 string
 	maxTurns, maxRetries                   int
 	remote                                 bool
-	coordinator, storageAddr, token        string
+	coordinator, storageAddr               string
+	client                                 clientFlags
 	fakeScript, logLevel                   string
 	episodeTimeout                         time.Duration
 	name                                   string
@@ -114,7 +116,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.remote, "remote", false, "run on a running mesh (rollout up, compose) instead of an embedded one")
 	fs.StringVar(&f.coordinator, "coordinator", envOr("ROLLOUTMESH_COORDINATOR", "localhost:50052"), "coordinator address with --remote")
 	fs.StringVar(&f.storageAddr, "storage", envOr("ROLLOUTMESH_STORAGE", "localhost:50055"), "storage address with --remote")
-	fs.StringVar(&f.token, "auth-token", os.Getenv("ROLLOUTMESH_AUTH_TOKEN"), "bearer token for a remote mesh started with --auth-token")
+	f.client.register(fs, "bearer token: of a remote mesh started with --auth-token (run --remote), or the one the mesh requires (up)")
 	fs.StringVar(&f.logLevel, "log-level", "error", "log level of the embedded services")
 	fs.StringVar(&f.name, "name", "", "rollout name")
 }
@@ -124,6 +126,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	var f runFlags
 	f.register(fs)
 	if err := parse(fs, normalizeArgs(args), stderr); err != nil {
+		return err
+	}
+	if err := f.client.resolve(fs); err != nil {
 		return err
 	}
 	if f.data == "" {
@@ -167,12 +172,12 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		coordAddr, storageAddr = m.Addr(mesh.Coordinator), m.Addr(mesh.Storage)
 	}
 
-	cconn, err := dial(coordAddr, f.token)
+	cconn, err := dial(coordAddr, f.client)
 	if err != nil {
 		return err
 	}
 	defer cconn.Close()
-	sconn, err := dial(storageAddr, f.token)
+	sconn, err := dial(storageAddr, f.client)
 	if err != nil {
 		return err
 	}
@@ -507,7 +512,10 @@ func cmdExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	default:
 		return usageError{fmt.Errorf("--format %q: want jsonl, osworld or both", *format)}
 	}
-	conn, err := dial(r.storage, r.token)
+	if err := r.client.resolve(fs); err != nil {
+		return err
+	}
+	conn, err := dial(r.storage, r.client)
 	if err != nil {
 		return err
 	}
@@ -523,9 +531,13 @@ func cmdUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("rollout up", flag.ContinueOnError)
 	var f runFlags
 	f.register(fs)
-	openai := fs.String("openai-addr", ":8000", "the gateway's OpenAI-compatible HTTP address")
+	host := fs.String("listen-host", "127.0.0.1", "host every service listens on; 0.0.0.0 opens the mesh to other machines (set --auth-token-file then)")
+	openai := fs.String("openai-addr", "", "the gateway's OpenAI-compatible HTTP address (default: --listen-host, port 8000)")
 	offset := fs.Int("port-offset", 0, "add this to every standard port (to run a second mesh beside one)")
 	if err := parse(fs, normalizeArgs(args), stderr); err != nil {
+		return err
+	}
+	if err := f.client.resolve(fs); err != nil {
 		return err
 	}
 	logger, err := zaplog.New(zaplog.Config{Level: f.logLevel, Format: "console"})
@@ -536,8 +548,14 @@ func cmdUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	addrs, err := mesh.OffsetAddrs(mesh.StandardAddrs, *offset)
+	if *openai == "" {
+		*openai = net.JoinHostPort(*host, "8000")
+	}
+	addrs, err := mesh.WithHost(mesh.StandardAddrs, *host)
 	if err != nil {
+		return usageError{fmt.Errorf("--listen-host: %w", err)}
+	}
+	if addrs, err = mesh.OffsetAddrs(addrs, *offset); err != nil {
 		return usageError{err}
 	}
 	if *offset != 0 {
@@ -546,7 +564,7 @@ func cmdUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	opts := mesh.Options{
-		DataDir: f.dataDir, Addrs: addrs, OpenAIAddr: *openai, TaskRoots: f.taskRoots,
+		DataDir: f.dataDir, Addrs: addrs, OpenAIAddr: *openai, TaskRoots: f.taskRoots, AuthToken: f.client.token,
 		Pools: pools, RunnerSlots: f.numRollouts, Logger: logger, Model: f.model,
 	}
 	if f.baseURL != "" {
@@ -569,8 +587,9 @@ func cmdUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defer m.Close()
 	fmt.Fprintln(stdout, "rolloutmesh is up (all five services in this process):")
 	for _, s := range []string{mesh.VMManager, mesh.Coordinator, mesh.Runner, mesh.ModelGateway, mesh.Storage} {
-		fmt.Fprintf(stdout, "  %-13s grpc %-7s http %s\n", s, addrs[s][0], addrs[s][1])
+		fmt.Fprintf(stdout, "  %-13s grpc %-15s http %s\n", s, addrs[s][0], addrs[s][1])
 	}
+	fmt.Fprintf(stdout, "  %-13s OpenAI-compatible HTTP %s\n", "", *openai)
 	if m.FakeLLM() {
 		script := opts.FakeScript
 		if script == "" {

@@ -44,6 +44,27 @@ var StandardAddrs = map[string][2]string{
 	Storage:      {":50055", ":9105"},
 }
 
+// WithHost returns addrs with every address's host set to host, so that a
+// daemon can listen on loopback by default and on every interface only when
+// asked ("0.0.0.0" or "").
+func WithHost(addrs map[string][2]string, host string) (map[string][2]string, error) {
+	out := make(map[string][2]string, len(addrs))
+	for name, pair := range addrs {
+		for i, a := range pair {
+			if a == "" {
+				continue
+			}
+			_, port, err := net.SplitHostPort(a)
+			if err != nil {
+				return nil, fmt.Errorf("address %q: %w", a, err)
+			}
+			pair[i] = net.JoinHostPort(host, port)
+		}
+		out[name] = pair
+	}
+	return out, nil
+}
+
 // OffsetAddrs returns addrs with every port moved up by offset.
 func OffsetAddrs(addrs map[string][2]string, offset int) (map[string][2]string, error) {
 	out := make(map[string][2]string, len(addrs))
@@ -94,19 +115,28 @@ type Options struct {
 	RunnerSlots int
 	// Logger receives every service's logs.
 	Logger *zap.Logger
+	// AuthToken, when set, is required on every gRPC call to the services
+	// and on the OpenAI-compatible front, and the services send it to each
+	// other.
+	AuthToken string
 }
 
 // Mesh is a running embedded mesh.
 type Mesh struct {
-	addrs   map[string]string
-	fake    *fakellm.Instance
-	cancels []context.CancelFunc // in start order
-	dones   []chan error
-	once    sync.Once
+	addrs      map[string]string
+	openAIAddr string
+	fake       *fakellm.Instance
+	cancels    []context.CancelFunc // in start order
+	dones      []chan error
+	once       sync.Once
 }
 
 // Addr returns the gRPC address of a service.
 func (m *Mesh) Addr(service string) string { return m.addrs[service] }
+
+// OpenAIAddr returns the address of the gateway's OpenAI-compatible front,
+// or "" when it is off.
+func (m *Mesh) OpenAIAddr() string { return m.openAIAddr }
 
 // FakeLLM reports whether the scripted stand-in answers the model calls.
 func (m *Mesh) FakeLLM() bool { return m.fake != nil }
@@ -154,10 +184,15 @@ func Start(ctx context.Context, o Options) (_ *Mesh, err error) {
 		return nil, err
 	}
 	if err := m.serve(ctx, o, ModelGateway, func(ctx context.Context, env daemon.Env) (daemon.Service, error) {
-		return modelgateway.New(ctx, modelgateway.Config{
-			OpenAIAddr: o.OpenAIAddr,
-			File:       &modelgateway.FileConfig{DefaultModel: o.Model, Backends: backends},
+		gw, err := modelgateway.New(ctx, modelgateway.Config{
+			OpenAIAddr: o.OpenAIAddr, AuthToken: o.AuthToken,
+			File: &modelgateway.FileConfig{DefaultModel: o.Model, Backends: backends},
 		}, env)
+		if err != nil {
+			return nil, err
+		}
+		m.openAIAddr = gw.OpenAIAddr()
+		return gw, nil
 	}); err != nil {
 		return nil, err
 	}
@@ -169,7 +204,7 @@ func Start(ctx context.Context, o Options) (_ *Mesh, err error) {
 	if err := m.serve(ctx, o, Coordinator, func(ctx context.Context, env daemon.Env) (daemon.Service, error) {
 		return coordinator.New(ctx, coordinator.Config{
 			VMManager: m.addrs[VMManager], Storage: m.addrs[Storage], Gateway: m.addrs[ModelGateway],
-			TaskRoots: o.TaskRoots,
+			TaskRoots: o.TaskRoots, PeerToken: o.AuthToken,
 		}, env)
 	}); err != nil {
 		return nil, err
@@ -177,7 +212,7 @@ func Start(ctx context.Context, o Options) (_ *Mesh, err error) {
 	if err := m.serve(ctx, o, Runner, func(ctx context.Context, env daemon.Env) (daemon.Service, error) {
 		return runner.New(ctx, runner.Config{
 			Coordinator: m.addrs[Coordinator], Gateway: m.addrs[ModelGateway], Storage: m.addrs[Storage],
-			Slots: o.RunnerSlots, RunnerID: "embedded", Address: env.GRPCAddr,
+			Slots: o.RunnerSlots, RunnerID: "embedded", Address: env.GRPCAddr, AuthToken: o.AuthToken,
 			CacheDir: filepath.Join(o.DataDir, Runner, "cache"),
 		}, env)
 	}); err != nil {
@@ -229,6 +264,7 @@ func (m *Mesh) serve(ctx context.Context, o Options, name string, build func(con
 	go func() {
 		done <- daemon.Serve(sctx, daemon.ServeConfig{
 			GRPCListener: gl, HTTPListener: hl, Logger: env.Logger, Registry: env.Registry, DrainTimeout: 20 * time.Second,
+			AuthToken: o.AuthToken,
 		}, svc)
 	}()
 	m.addrs[name] = gl.Addr().String()
