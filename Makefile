@@ -100,7 +100,10 @@ test-python: build ## Test the Python client and the example training loop again
 # 1.26's fuzz coordinator that fails the run with "context deadline exceeded"
 # at the deadline though no input failed (golang/go#75804, fixed in Go 1.27).
 FUZZTIME ?= 200000x
-# Parser and encoder fuzz targets: package and target name pairs.
+# Fuzz targets, package and target name pairs: the parsers and encoders, then
+# every service's request handling (requests built from fuzz input, sent over
+# an in-process gRPC connection through the real interceptor chain), the
+# gateway's HTTP front and desktopd's HTTP API.
 FUZZ_TARGETS := services/runner/internal/actionspace/computer13:FuzzParse \
 	services/runner/internal/actionspace/pyautogui:FuzzParse \
 	services/runner/internal/actionspace/uitars:FuzzParse \
@@ -115,10 +118,19 @@ FUZZ_TARGETS := services/runner/internal/actionspace/computer13:FuzzParse \
 	services/modelgateway:FuzzChatAnswer \
 	services/modelgateway/internal/openaihttp:FuzzReadRequest \
 	services/modelgateway/internal/fakellm:FuzzDecodeChat \
-	guest/desktopd/internal/pyautogui:FuzzCompile
+	guest/desktopd/internal/pyautogui:FuzzCompile \
+	services/coordinator/internal/tasksource:FuzzParseFile \
+	services/coordinator:FuzzCoordinatorRequests \
+	services/coordinator:FuzzWorkStream \
+	services/vmmanager:FuzzRequests \
+	services/runner:FuzzRequests \
+	services/modelgateway:FuzzGRPC \
+	services/modelgateway:FuzzHTTPFront \
+	services/storage:FuzzStorageRequests \
+	guest/desktopd/internal/api:FuzzAPI
 
 .PHONY: fuzz
-fuzz: ## Run every parser fuzz target for FUZZTIME executions (default 200000x) each
+fuzz: ## Run every fuzz target (parsers and every service's request handling) for FUZZTIME executions (default 200000x) each
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; fn=$${t##*:}; echo "fuzz $$pkg $$fn ($(FUZZTIME))"; \
 		$(GO) test ./$$pkg -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME); \
