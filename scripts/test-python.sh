@@ -8,6 +8,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
 "$root/bin/rollout" up --port-offset 11000 --data-dir "$work/data" --num-rollouts 4 --num-vms 1 --log-level warn \
+	--task-root "$root/examples/tasks" \
 	--fake-script "$root/examples/fakellm/demo.jsonl" >"$work/up.log" 2>&1 &
 pid=$!
 cleanup() { kill -INT $pid 2>/dev/null; wait $pid 2>/dev/null || true; rm -rf "$work"; }

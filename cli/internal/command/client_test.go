@@ -75,7 +75,7 @@ func TestUpListensOnLoopback(t *testing.T) {
 	out := &syncBuffer{}
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, []string{"up", "--data-dir", t.TempDir(), "--num-vms", "1", "--port-offset", "11000",
+		done <- Run(ctx, []string{"up", "--data-dir", t.TempDir(), "--num-vms", "1", "--port-offset", "12000",
 			"--fake-script", filepath.Join("..", "..", "..", "examples", "fakellm", "demo.jsonl")}, out, out)
 	}()
 	deadline := time.Now().Add(time.Minute)
@@ -90,7 +90,7 @@ func TestUpListensOnLoopback(t *testing.T) {
 		}
 	}
 	banner := out.String()
-	for _, want := range []string{"grpc 127.0.0.1:61052", "http 127.0.0.1:20102", "OpenAI-compatible HTTP 127.0.0.1:19000"} {
+	for _, want := range []string{"grpc 127.0.0.1:62052", "http 127.0.0.1:21102", "OpenAI-compatible HTTP 127.0.0.1:20000"} {
 		if !strings.Contains(banner, want) {
 			t.Errorf("banner lacks %q:\n%s", want, banner)
 		}

@@ -212,9 +212,18 @@ class RolloutClient:
     def _ack(self, rollout_id: str, batch_id: str) -> None:
         self._call(self._coord.AckBatch, cpb.AckBatchRequest(rollout_id=rollout_id, batch_id=batch_id))
 
-    def update_model_version(self, version: int, source: str = "", update_gateway: bool = False) -> int:
-        """Records a new model version after a weight sync; returns it."""
-        req = cpb.UpdateModelVersionRequest(version=version, source=source, update_gateway=update_gateway)
+    def update_model_version(
+        self, version: int, source: str = "", update_gateway: bool = False, reset: bool = False
+    ) -> int:
+        """Records a new model version after a weight sync; returns it.
+
+        A version may be at most 1,000,000 above the current one and below
+        2**53; reset=True sets any version in that range, lower ones included
+        (an operator's repair, e.g. after a wrong version was recorded).
+        """
+        req = cpb.UpdateModelVersionRequest(
+            version=version, source=source, update_gateway=update_gateway, reset=reset
+        )
         return self._call(self._coord.UpdateModelVersion, req).version
 
     def cancel(self, rollout_id: str, reason: str = "") -> cpb.Rollout:

@@ -71,6 +71,17 @@ class RolloutClientTest(unittest.TestCase):
         ro = self.client.cancel(rid, reason="test")
         self.assertIn(ro.state, (3, 2))  # CANCELLED, or FINISHED if it was quicker
 
+    def test_model_version_bounds_and_reset(self):
+        current = self.client.update_model_version(0, reset=True)
+        self.assertEqual(current, 0)
+        with self.assertRaises(RolloutError) as cm:
+            self.client.update_model_version(2**63 - 1)
+        self.assertEqual(cm.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertEqual(self.client.update_model_version(5), 5)
+        with self.assertRaises(RolloutError):
+            self.client.update_model_version(2)  # lower, without reset
+        self.assertEqual(self.client.update_model_version(2, reset=True), 2)
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
