@@ -157,8 +157,12 @@ e2e: images guest-image ## End-to-end and chaos test of the compose deployment (
 		$(COMPOSE) -f deploy/compose.yaml down --remove-orphans >/dev/null 2>&1 || true; exit $$status
 
 .PHONY: down
-down: ## Stop the compose mesh and remove its containers
+down: ## Stop the compose mesh and remove its containers; its volumes (stored rollouts, databases) are kept
 	$(COMPOSE) -f deploy/compose.yaml down --remove-orphans
+
+.PHONY: down-volumes
+down-volumes: ## Stop the compose mesh and remove its containers AND its volumes (every stored rollout and database)
+	$(COMPOSE) -f deploy/compose.yaml down --remove-orphans --volumes
 
 ## --- benchmarks (figures go to docs/benchmarks.md) ---------------------------
 
