@@ -500,6 +500,29 @@ func TestFailuresAndRegeneration(t *testing.T) {
 			if r.Progress.GroupsFailed != tt.wantFailed || r.Progress.Failed != 1 {
 				t.Errorf("progress %+v, want %d failed groups and 1 failed episode", r.Progress, tt.wantFailed)
 			}
+			// The failure shows in the metrics by its reason.
+			families, err := h.env.Registry.Gather()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var failed float64
+			for _, f := range families {
+				if f.GetName() != "coordinator_rollout_failed_episodes" {
+					continue
+				}
+				for _, m := range f.GetMetric() {
+					labels := map[string]string{}
+					for _, l := range m.GetLabel() {
+						labels[l.GetName()] = l.GetValue()
+					}
+					if labels["rollout"] == ro.RolloutId && labels["reason"] == "simulated" {
+						failed = m.GetGauge().GetValue()
+					}
+				}
+			}
+			if failed != 1 {
+				t.Errorf("coordinator_rollout_failed_episodes{reason=simulated} = %v, want 1", failed)
+			}
 		})
 	}
 }

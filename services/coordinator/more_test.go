@@ -1,6 +1,7 @@
 package coordinator_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -214,9 +215,14 @@ func TestMetricsAndProgress(t *testing.T) {
 				values[key] = m.Counter.GetValue()
 			case m.Histogram != nil:
 				values[key] = float64(m.Histogram.GetSampleCount())
+				values[key+"/sum"] = m.Histogram.GetSampleSum()
+				for _, b := range m.Histogram.GetBucket() {
+					values[fmt.Sprintf("%s/le=%g", key, b.GetUpperBound())] = float64(b.GetCumulativeCount())
+				}
 			}
 		}
 	}
+	id := ro.RolloutId
 	tests := []struct {
 		name string
 		want float64
@@ -229,6 +235,18 @@ func TestMetricsAndProgress(t *testing.T) {
 		{"coordinator_dispatch_latency_seconds", 8},
 		{"coordinator_batch_wait_seconds", 1},
 		{"coordinator_batch_episode_staleness_versions", 8},
+		// Per rollout: half the episodes score 1, half 0, 5 steps each.
+		{"coordinator_rollout_episodes/" + id + "/done", 8},
+		{"coordinator_rollout_episodes/" + id + "/failed", 0},
+		{"coordinator_rollout_success_rate/" + id, 0.5},
+		{"coordinator_rollout_score/" + id, 8},
+		{"coordinator_rollout_score/" + id + "/sum", 4},
+		{"coordinator_rollout_score/" + id + "/le=0", 4},
+		{"coordinator_rollout_score/" + id + "/le=0.9", 4},
+		{"coordinator_rollout_score/" + id + "/le=1", 8},
+		{"coordinator_rollout_steps_per_episode/" + id, 8},
+		{"coordinator_rollout_steps_per_episode/" + id + "/le=3", 0},
+		{"coordinator_rollout_steps_per_episode/" + id + "/le=5", 8},
 	}
 	for _, tt := range tests {
 		if got, ok := values[tt.name]; !ok || got != tt.want {

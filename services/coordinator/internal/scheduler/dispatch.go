@@ -503,6 +503,7 @@ func (e *Engine) failForGoodLocked(ep *episode, st pb.EpisodeStatus, res *pb.Epi
 	ep.status = st
 	ep.result = res
 	r.failed++
+	r.outcomes.failed(res)
 	e.persist(state.PutEpisodes(ep.record()))
 	e.log.Info("episode failed", zap.String("rollout_id", r.id), zap.String("episode_id", ep.id), zap.Int32("attempt", ep.attempt), zap.String("status", st.String()),
 		zap.String("failure_reason", res.GetFailureReason()), zap.String("error", res.GetError()))
@@ -753,6 +754,7 @@ func (e *Engine) resultCommitted(ep *episode, err error) {
 	if ep.result.Score >= 0.5 {
 		r.successes++
 	}
+	r.outcomes.done(ep.result)
 	r.finishTimes = append(r.finishTimes, ep.doneAt)
 	if len(r.finishTimes) > maxThroughputPoint {
 		r.finishTimes = append(r.finishTimes[:0], r.finishTimes[len(r.finishTimes)/2:]...)

@@ -19,7 +19,16 @@ type Metrics struct {
 	queueDesc    *prometheus.Desc
 	runnersDesc  *prometheus.Desc
 	versionDesc  *prometheus.Desc
-	e            *Engine
+
+	// Per rollout, computed at scrape time from the rollouts in memory, so
+	// a deleted rollout's series go with it.
+	rolloutEpisodesDesc *prometheus.Desc
+	successRateDesc     *prometheus.Desc
+	scoreDesc           *prometheus.Desc
+	stepsDesc           *prometheus.Desc
+	failuresDesc        *prometheus.Desc
+
+	e *Engine
 }
 
 // NewMetrics creates the metrics and registers them with reg (nil: not
@@ -46,6 +55,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		queueDesc:    prometheus.NewDesc("coordinator_queue_depth", "Episodes queued for a runner slot.", nil, nil),
 		runnersDesc:  prometheus.NewDesc("coordinator_runners", "Connected runners.", nil, nil),
 		versionDesc:  prometheus.NewDesc("coordinator_model_version", "Model version in force.", nil, nil),
+		rolloutEpisodesDesc: prometheus.NewDesc("coordinator_rollout_episodes",
+			"Episodes of a rollout by status.", []string{"rollout", "status"}, nil),
+		successRateDesc: prometheus.NewDesc("coordinator_rollout_success_rate",
+			"Share of a rollout's DONE episodes that scored 0.5 or more.", []string{"rollout"}, nil),
+		scoreDesc: prometheus.NewDesc("coordinator_rollout_score",
+			"Scores of a rollout's DONE episodes (failed episodes have no score).", []string{"rollout"}, nil),
+		stepsDesc: prometheus.NewDesc("coordinator_rollout_steps_per_episode",
+			"Steps of a rollout's DONE episodes.", []string{"rollout"}, nil),
+		failuresDesc: prometheus.NewDesc("coordinator_rollout_failed_episodes",
+			"Episodes of a rollout failed for good, by failure reason.", []string{"rollout", "reason"}, nil),
 	}
 	if reg != nil {
 		reg.MustRegister(m.dispatchLatency, m.leaseWait, m.batchWait, m.staleness, m.episodesDone, m.staleResults, m)
@@ -61,6 +80,22 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.queueDesc
 	ch <- m.runnersDesc
 	ch <- m.versionDesc
+	ch <- m.rolloutEpisodesDesc
+	ch <- m.successRateDesc
+	ch <- m.scoreDesc
+	ch <- m.stepsDesc
+	ch <- m.failuresDesc
+}
+
+// rolloutSample is what one scrape reads of a rollout under the lock.
+type rolloutSample struct {
+	id                                     string
+	queued, running, done, failed, aborted int64
+	successes                              int64
+	scoreCounts, stepCounts                map[float64]uint64
+	scoreSum, stepSum                      float64
+	scoreN, stepN                          uint64
+	failures                               map[string]int64
 }
 
 // Collect implements prometheus.Collector.
@@ -71,12 +106,23 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	e.mu.Lock()
 	var queued, running, done, failed, aborted int64
+	samples := make([]rolloutSample, 0, len(e.order))
 	for _, r := range e.order {
 		queued += r.queued
 		running += r.running
 		done += r.done
 		failed += r.failed
 		aborted += r.aborted
+		o := &r.outcomes
+		s := rolloutSample{id: r.id, queued: r.queued, running: r.running, done: r.done, failed: r.failed,
+			aborted: r.aborted, successes: r.successes,
+			scoreCounts: o.scores.cumulative(scoreBuckets), scoreSum: o.scores.sum, scoreN: o.scores.n,
+			stepCounts: o.steps.cumulative(stepBuckets), stepSum: o.steps.sum, stepN: o.steps.n,
+			failures: make(map[string]int64, len(o.failures))}
+		for k, v := range o.failures {
+			s.failures[k] = v
+		}
+		samples = append(samples, s)
 	}
 	runners := len(e.runners)
 	v := e.modelVersion
@@ -87,4 +133,17 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(m.queueDesc, prometheus.GaugeValue, float64(queued))
 	ch <- prometheus.MustNewConstMetric(m.runnersDesc, prometheus.GaugeValue, float64(runners))
 	ch <- prometheus.MustNewConstMetric(m.versionDesc, prometheus.GaugeValue, float64(v))
+	for _, s := range samples {
+		for st, n := range map[string]int64{"queued": s.queued, "running": s.running, "done": s.done, "failed": s.failed, "aborted": s.aborted} {
+			ch <- prometheus.MustNewConstMetric(m.rolloutEpisodesDesc, prometheus.GaugeValue, float64(n), s.id, st)
+		}
+		if s.done > 0 {
+			ch <- prometheus.MustNewConstMetric(m.successRateDesc, prometheus.GaugeValue, float64(s.successes)/float64(s.done), s.id)
+		}
+		ch <- prometheus.MustNewConstHistogram(m.scoreDesc, s.scoreN, s.scoreSum, s.scoreCounts, s.id)
+		ch <- prometheus.MustNewConstHistogram(m.stepsDesc, s.stepN, s.stepSum, s.stepCounts, s.id)
+		for reason, n := range s.failures {
+			ch <- prometheus.MustNewConstMetric(m.failuresDesc, prometheus.GaugeValue, float64(n), s.id, reason)
+		}
+	}
 }

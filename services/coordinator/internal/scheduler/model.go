@@ -67,6 +67,7 @@ type rollout struct {
 
 	queued, running, done, failed, aborted, requeued int64
 	successes                                        int64
+	outcomes                                         outcomes
 	finishTimes                                      []time.Time // recent DONE times, for throughput
 
 	complete []*group // complete groups waiting for a batch, in completion order

@@ -143,12 +143,14 @@ func (e *Engine) restore(ctx context.Context) error {
 			if ep.result.Score >= 0.5 {
 				r.successes++
 			}
+			r.outcomes.done(ep.result)
 		case pb.EpisodeStatus_EPISODE_STATUS_ABORTED:
 			ep.phase = phaseTerminal
 			r.aborted++
 		default:
 			ep.phase = phaseTerminal
 			r.failed++
+			r.outcomes.failed(ep.result)
 		}
 	}
 	for r, eps := range front {
