@@ -2,8 +2,6 @@ package runner_test
 
 import (
 	"context"
-	"errors"
-	"net"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,47 +9,15 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/proto"
 
 	rmv1 "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
-	"github.com/rolloutmesh/rolloutmesh/serverkit/daemon"
 	"github.com/rolloutmesh/rolloutmesh/serverkit/daemon/daemontest"
 	"github.com/rolloutmesh/rolloutmesh/services/runner"
 )
-
-// rawCodec sends []byte as they are, so that bytes that do not parse as
-// the request reach the server.
-type rawCodec struct{}
-
-func (rawCodec) Name() string { return "proto" }
-
-func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
-	b, ok := v.([]byte)
-	if !ok {
-		return nil, errors.New("rawCodec: want []byte")
-	}
-	return mem.BufferSlice{mem.SliceBuffer(b)}, nil
-}
-
-func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	p, ok := v.(*[]byte)
-	if !ok {
-		return errors.New("rawCodec: want *[]byte")
-	}
-	*p = data.Materialize()
-	return nil
-}
-
-func bufDial(lis *bufconn.Listener) (*grpc.ClientConn, error) {
-	return grpc.NewClient("passthrough:///bufconn",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-}
 
 // FuzzRequests sends requests built from fuzz input (the first byte picks
 // the RPC) to a real runner, connected to a coordinator that never assigns
@@ -64,7 +30,7 @@ func FuzzRequests(f *testing.F) {
 	rmv1.RegisterCoordinatorServer(cs, &testCoordinator{streams: make(chan *coordStream, 1024)})
 	go cs.Serve(coordLis) //nolint:errcheck // ends with Stop
 	f.Cleanup(cs.Stop)
-	coordConn, err := bufDial(coordLis)
+	coordConn, err := daemontest.DialInMemory(coordLis)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -78,18 +44,7 @@ func FuzzRequests(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	lis := bufconn.Listen(1 << 20)
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() {
-		served <- daemon.Serve(ctx, daemon.ServeConfig{GRPCListener: lis, Logger: env.Logger, Registry: env.Registry, DrainTimeout: time.Second}, svc)
-	}()
-	f.Cleanup(func() { cancel(); <-served })
-	conn, err := bufDial(lis)
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { conn.Close() })
+	conn := daemontest.ServeInMemory(f, env, svc)
 	health := healthpb.NewHealthClient(conn)
 	var calls atomic.Int64
 
@@ -120,7 +75,7 @@ func FuzzRequests(f *testing.F) {
 		defer ccancel()
 		if malformed {
 			var raw []byte
-			err = conn.Invoke(cctx, full, body, &raw, grpc.ForceCodecV2(rawCodec{}))
+			err = conn.Invoke(cctx, full, body, &raw, grpc.ForceCodecV2(daemontest.RawCodec{}))
 		} else {
 			err = conn.Invoke(cctx, full, req, m.reply())
 		}

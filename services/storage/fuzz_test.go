@@ -4,23 +4,20 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"go.uber.org/zap"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
 	"github.com/rolloutmesh/rolloutmesh/serverkit/daemon"
+	"github.com/rolloutmesh/rolloutmesh/serverkit/daemon/daemontest"
 	"github.com/rolloutmesh/rolloutmesh/services/storage"
 )
 
@@ -43,33 +40,11 @@ func fuzzServer(tb testing.TB) (pb.StorageClient, healthpb.HealthClient) {
 	}
 	tb.Cleanup(func() { os.RemoveAll(dir) })
 	env := daemon.Env{Logger: zap.NewNop(), Registry: daemon.NewRegistry(), DataDir: dir}
-	ctx, cancel := context.WithCancel(context.Background())
-	svc, err := storage.New(ctx, storage.Config{Index: filepath.Join(dir, "index.db"), Blobs: filepath.Join(dir, "blobs")}, env)
+	svc, err := storage.New(context.Background(), storage.Config{Index: filepath.Join(dir, "index.db"), Blobs: filepath.Join(dir, "blobs")}, env)
 	if err != nil {
-		cancel()
 		tb.Fatal(err)
 	}
-	lis := bufconn.Listen(1 << 20)
-	served := make(chan error, 1)
-	go func() {
-		served <- daemon.Serve(ctx, daemon.ServeConfig{GRPCListener: lis, Logger: env.Logger, Registry: env.Registry,
-			DrainTimeout: time.Second}, svc)
-	}()
-	conn, err := grpc.NewClient("passthrough:///bufconn",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
-	if err != nil {
-		cancel()
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		conn.Close()
-		cancel()
-		if err := <-served; err != nil {
-			tb.Errorf("serve: %v", err)
-		}
-	})
+	conn := daemontest.ServeInMemory(tb, env, svc)
 	c := pb.NewStorageClient(conn)
 	ep := episode(fuzzRollout, "fz-e1", "fz-g", "task", "os", 0)
 	st := step("fz-e1", 0, []byte("fuzz screenshot"), 1)

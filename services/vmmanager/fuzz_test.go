@@ -2,8 +2,6 @@ package vmmanager
 
 import (
 	"context"
-	"errors"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -13,42 +11,15 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/rolloutmesh/rolloutmesh/serverkit/daemon"
 	"github.com/rolloutmesh/rolloutmesh/serverkit/daemon/daemontest"
 
 	rolloutmeshv1 "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
 )
-
-// rawCodec sends []byte as they are, so that bytes that do not parse as
-// the request reach the server.
-type rawCodec struct{}
-
-func (rawCodec) Name() string { return "proto" }
-
-func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
-	b, ok := v.([]byte)
-	if !ok {
-		return nil, errors.New("rawCodec: want []byte")
-	}
-	return mem.BufferSlice{mem.SliceBuffer(b)}, nil
-}
-
-func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	p, ok := v.(*[]byte)
-	if !ok {
-		return errors.New("rawCodec: want *[]byte")
-	}
-	*p = data.Materialize()
-	return nil
-}
 
 // fuzzMethods are the RPCs FuzzRequests calls, chosen by the first input
 // byte, with the request type the rest of the input is parsed into.
@@ -87,20 +58,7 @@ func FuzzRequests(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	lis := bufconn.Listen(1 << 20)
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() {
-		served <- daemon.Serve(ctx, daemon.ServeConfig{GRPCListener: lis, Logger: env.Logger, Registry: env.Registry, DrainTimeout: time.Second}, svc)
-	}()
-	f.Cleanup(func() { cancel(); <-served })
-	conn, err := grpc.NewClient("passthrough:///bufconn",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { conn.Close() })
+	conn := daemontest.ServeInMemory(f, env, svc)
 	health := healthpb.NewHealthClient(conn)
 	var calls atomic.Int64
 
@@ -146,7 +104,7 @@ func FuzzRequests(f *testing.F) {
 		var sendArg any = req
 		var opts []grpc.CallOption
 		if malformed {
-			sendArg, opts = body, []grpc.CallOption{grpc.ForceCodecV2(rawCodec{})}
+			sendArg, opts = body, []grpc.CallOption{grpc.ForceCodecV2(daemontest.RawCodec{})}
 		}
 		if m.stream {
 			var st grpc.ClientStream
