@@ -14,6 +14,7 @@ from rolloutmesh.v1 import coordinator_pb2 as cpb
 from rolloutmesh.v1 import coordinator_pb2_grpc
 from rolloutmesh.v1 import storage_pb2
 from rolloutmesh.v1 import storage_pb2_grpc
+from rolloutmesh.tokens import Sample, batch_samples, collate
 
 
 class RolloutError(Exception):
@@ -47,6 +48,45 @@ def _task(t: Any) -> common_pb2.Task:
     )
 
 
+def _start_request(tasks, task_source, group_size, mode, max_staleness, env_mode, agent, rollout_id, spec):
+    modes = {"sync": cpb.ROLLOUT_MODE_SYNC, "async": cpb.ROLLOUT_MODE_ASYNC}
+    if mode not in modes:
+        raise ValueError(f"mode must be 'sync' or 'async', not {mode!r}")
+    agent = dict(agent or {})
+    # Trainers need token ids and logprobs: on unless turned off explicitly.
+    agent.setdefault("return_token_ids", True)
+    agent.setdefault("logprobs", True)
+    rs = cpb.RolloutSpec(
+        tasks=[_task(t) for t in (tasks or [])],
+        task_source=task_source,
+        group_size=group_size,
+        mode=modes[mode],
+        max_staleness=max_staleness,
+        env_mode=env_mode,
+        agent=common_pb2.AgentConfig(**agent),
+        **spec,
+    )
+    return cpb.StartRolloutRequest(spec=rs, rollout_id=rollout_id)
+
+
+def _batch_request(rollout_id, batch_size, timeout, drop_zero_variance, drop_stale, include_trajectories):
+    return cpb.GetBatchRequest(
+        rollout_id=rollout_id,
+        batch_size=batch_size,
+        timeout=_duration(timeout),
+        drop_zero_variance=drop_zero_variance,
+        drop_stale=drop_stale,
+        include_trajectories=include_trajectories,
+    )
+
+
+def _channel_options():
+    return [
+        ("grpc.max_receive_message_length", 64 << 20),
+        ("grpc.max_send_message_length", 64 << 20),
+    ]
+
+
 @dataclass
 class Batch:
     """A batch of whole finished groups. Iterate over ``groups``; ``ack()``
@@ -68,6 +108,17 @@ class Batch:
     def rewards(self) -> List[List[float]]:
         """Rewards per group, in episode order."""
         return [[e.score for e in g.episodes] for g in self.groups]
+
+    def samples(self, normalize_std: bool = False, eps: float = 1e-6) -> List[Sample]:
+        """Per-episode token sequences, loss masks, logprobs, rewards and GRPO
+        advantages (see rolloutmesh.tokens). Needs a batch fetched with
+        include_trajectories=True."""
+        return list(batch_samples(self.groups, normalize_std=normalize_std, eps=eps))
+
+    def tensors(self, pad_id: int = 0, normalize_std: bool = False, as_numpy: Optional[bool] = None) -> Dict[str, Any]:
+        """The batch's samples padded into [B, T] arrays (NumPy when present,
+        else nested lists); see rolloutmesh.tokens.collate."""
+        return collate(self.samples(normalize_std=normalize_std), pad_id=pad_id, as_numpy=as_numpy)
 
     def ack(self) -> None:
         if self.batch_id and self._client is not None:
@@ -93,10 +144,7 @@ class RolloutClient:
     ):
         self._timeout = timeout
         self._metadata = [("authorization", f"Bearer {token}")] if token else None
-        options = [
-            ("grpc.max_receive_message_length", 64 << 20),
-            ("grpc.max_send_message_length", 64 << 20),
-        ]
+        options = _channel_options()
         self._cchan = grpc.insecure_channel(coordinator, options=options)
         self._coord = coordinator_pb2_grpc.CoordinatorStub(self._cchan)
         self._schan = grpc.insecure_channel(storage, options=options) if storage else None
@@ -133,22 +181,11 @@ class RolloutClient:
     ) -> str:
         """Starts a rollout and returns its id. ``agent`` and ``spec`` take the
         RolloutSpec/AgentConfig field names (e.g. ``agent={"model": "m",
-        "max_turns": 15}``, ``num_env_groups=8``, ``vm_pool="local"``)."""
-        modes = {"sync": cpb.ROLLOUT_MODE_SYNC, "async": cpb.ROLLOUT_MODE_ASYNC}
-        if mode not in modes:
-            raise ValueError(f"mode must be 'sync' or 'async', not {mode!r}")
-        rs = cpb.RolloutSpec(
-            tasks=[_task(t) for t in (tasks or [])],
-            task_source=task_source,
-            group_size=group_size,
-            mode=modes[mode],
-            max_staleness=max_staleness,
-            env_mode=env_mode,
-            agent=common_pb2.AgentConfig(**(agent or {})),
-            **spec,
-        )
-        rollout = self._call(self._coord.StartRollout, cpb.StartRolloutRequest(spec=rs, rollout_id=rollout_id))
-        return rollout.rollout_id
+        "max_turns": 15}``, ``num_env_groups=8``, ``vm_pool="local"``).
+        Token ids and logprobs are recorded unless ``agent`` turns them off
+        (``{"return_token_ids": False, "logprobs": False}``)."""
+        req = _start_request(tasks, task_source, group_size, mode, max_staleness, env_mode, agent, rollout_id, spec)
+        return self._call(self._coord.StartRollout, req).rollout_id
 
     def get_rollout(self, rollout_id: str, include_groups: bool = False) -> cpb.Rollout:
         return self._call(self._coord.GetRollout, cpb.GetRolloutRequest(rollout_id=rollout_id, include_groups=include_groups))
@@ -181,14 +218,7 @@ class RolloutClient:
     ) -> Batch:
         """Waits up to ``timeout`` for one batch; an empty Batch means none was
         ready in time (check ``rollout_done``)."""
-        req = cpb.GetBatchRequest(
-            rollout_id=rollout_id,
-            batch_size=batch_size,
-            timeout=_duration(timeout),
-            drop_zero_variance=drop_zero_variance,
-            drop_stale=drop_stale,
-            include_trajectories=include_trajectories,
-        )
+        req = _batch_request(rollout_id, batch_size, timeout, drop_zero_variance, drop_stale, include_trajectories)
         resp = self._call(self._coord.GetBatch, req, timeout=timeout + self._timeout)
         return Batch(
             rollout_id=rollout_id,
