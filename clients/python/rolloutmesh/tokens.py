@@ -202,14 +202,21 @@ def batch_samples(groups: Iterable[Any], normalize_std: bool = False, eps: float
         if require_tokens:
             have = {s.episode_id for s in samples}
             for ep, traj in zip(group.episodes, group.trajectories):
-                if ep.episode_id not in have and any(
-                    st.HasField("model_call") and st.model_call.response_text for st in traj.steps
-                ):
+                if ep.episode_id not in have and any(_answered(st) for st in traj.steps):
                     raise NoTokenData(
                         "episode %s has model calls without token ids: start the rollout with "
                         "agent={'return_token_ids': True, 'logprobs': True}" % ep.episode_id
                     )
         yield from samples
+
+
+def _answered(st: Any) -> bool:
+    """The step's model call produced an answer (text, tool calls or counted
+    completion tokens)."""
+    if not st.HasField("model_call"):
+        return False
+    mc = st.model_call
+    return bool(mc.response_text or len(mc.tool_calls) or mc.usage.completion_tokens)
 
 
 def collate(samples: Sequence[Sample], pad_id: int = 0, as_numpy: Optional[bool] = None) -> Dict[str, Any]:
