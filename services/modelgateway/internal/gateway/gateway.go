@@ -13,6 +13,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -336,7 +337,7 @@ func (g *Gateway) Do(ctx context.Context, req *Request) (*Response, error) {
 	for attempt := 1; attempt <= g.cfg.Retry.MaxAttempts; attempt++ {
 		if attempt > 1 {
 			if err := g.backoff(ctx, attempt); err != nil {
-				return nil, lastErr
+				return nil, g.explain(lastErr, req.Model)
 			}
 		}
 		b := g.pick(req.Model, req.RoutingKey, tried)
@@ -405,7 +406,27 @@ func (g *Gateway) Do(ctx context.Context, req *Request) (*Response, error) {
 		}
 		return &Response{Answer: resp, Backend: b, Attempts: attempt, Start: start, epoch: epoch}, nil
 	}
-	return nil, lastErr
+	return nil, g.explain(lastErr, req.Model)
+}
+
+// explain gives a bare ErrNoBackend the last errors of the model's
+// backends: when probes or the breaker keep every backend out of routing,
+// no attempt reaches one, and "no backend available" alone reads like a
+// bad model rather than, say, a connection refused.
+func (g *Gateway) explain(err error, model string) error {
+	if err != ErrNoBackend {
+		return err
+	}
+	var why []string
+	for _, b := range g.byModel[model] {
+		if e := b.Snapshot().LastError; e != "" {
+			why = append(why, "backend "+b.ID()+": "+e)
+		}
+	}
+	if len(why) == 0 {
+		return err
+	}
+	return fmt.Errorf("%w: %s", ErrNoBackend, strings.Join(why, "; "))
 }
 
 // updating reports whether a backend of model is being updated.
