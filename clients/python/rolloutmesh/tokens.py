@@ -28,7 +28,7 @@ with mask 1, and ``Sample.has_prompt_tokens`` is False. Steps without a
 completion (a model call that failed and was retried) add nothing.
 
 Advantages are GRPO's group-relative ones: the episode's reward minus the mean
-reward of its group (all episodes of the group, whatever their status), and,
+reward of its group's DONE episodes, and,
 with ``normalize_std=True``, divided by the group's population standard
 deviation plus ``eps``. The default is the plain difference (no std division).
 
@@ -47,6 +47,8 @@ except ImportError:  # pragma: no cover - depends on the machine
     _np = None
 
 HAVE_NUMPY = _np is not None
+
+_DONE = 3  # EpisodeStatus.EPISODE_STATUS_DONE
 
 _STATUS_NAMES = {
     0: "UNSPECIFIED", 1: "QUEUED", 2: "RUNNING", 3: "DONE", 4: "FAILED",
@@ -185,9 +187,14 @@ def group_samples(group: Any, normalize_std: bool = False, eps: float = 1e-6) ->
         raise NoTokenData(
             "group %s has no trajectories: fetch the batch with include_trajectories=True" % group.group_id
         )
-    adv = group_advantages([e.score for e in group.episodes], normalize_std, eps)
+    # A failed episode has no reward (a failure is never a score of 0), so
+    # it neither gets a sample nor moves its group's mean. The coordinator
+    # hands out groups of DONE episodes, so this only guards a caller that
+    # builds groups itself.
+    done = [(e, t) for e, t in zip(group.episodes, group.trajectories) if int(e.status) == _DONE]
+    adv = group_advantages([e.score for e, _ in done], normalize_std, eps)
     out: List[Sample] = []
-    for ep, traj, a in zip(group.episodes, group.trajectories, adv):
+    for (ep, traj), a in zip(done, adv):
         out.extend(episode_samples(ep, traj.steps, a))
     return out
 
@@ -202,7 +209,7 @@ def batch_samples(groups: Iterable[Any], normalize_std: bool = False, eps: float
         if require_tokens:
             have = {s.episode_id for s in samples}
             for ep, traj in zip(group.episodes, group.trajectories):
-                if ep.episode_id not in have and any(_answered(st) for st in traj.steps):
+                if int(ep.status) == _DONE and ep.episode_id not in have and any(_answered(st) for st in traj.steps):
                     raise NoTokenData(
                         "episode %s has model calls without token ids: start the rollout with "
                         "agent={'return_token_ids': True, 'logprobs': True}" % ep.episode_id

@@ -114,6 +114,13 @@ class GroupTest(unittest.TestCase):
         self.assertEqual(collate([])["token_ids"].shape, (0, 0))
         self.assertEqual(samples[0].numpy()["token_ids"].tolist(), [1, 2, 3])
 
+    def test_failed_episodes_are_no_samples_and_no_reward(self):
+        g = self.group([1.0, 0.0, 0.0])
+        g.episodes[1].status = common_pb2.EPISODE_STATUS_FAILED  # a failure, not a score of 0
+        samples = list(batch_samples([g]))
+        self.assertEqual([s.episode_id for s in samples], ["e0", "e2"])
+        self.assertEqual([s.advantage for s in samples], [0.5, -0.5])
+
     def test_missing_trajectories_or_token_ids_are_refused(self):
         g = self.group([1.0])
         del g.trajectories[:]
