@@ -13,6 +13,8 @@ pkgs=(
 	nginx
 	# Python client tests and stub generation
 	python3 python3-grpcio python3-protobuf protobuf-compiler protobuf-compiler-grpc
+	# the Python client installed offline into a venv, with and without NumPy
+	python3-venv python3-pip python3-numpy
 	# the well-known types (google/protobuf/*.proto) protoc imports; only
 	# recommended by protobuf-compiler, so --no-install-recommends skips them
 	libprotobuf-dev
