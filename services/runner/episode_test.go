@@ -196,6 +196,25 @@ func TestToolEpisodes(t *testing.T) {
 	}
 }
 
+// TestPyEpisodeWithoutSandboxFails: a runner without prlimit on its PATH
+// (the FROM-scratch image) fails py episodes with env_error, saying what
+// is missing, before any model call; it used to score them 0 as DONE.
+func TestPyEpisodeWithoutSandboxFails(t *testing.T) {
+	needSandbox(t)
+	gw := startGateway(t, fakellm.Config{Script: demoScript(t)})
+	t.Setenv("PATH", t.TempDir())
+	lim := py.DefaultLimits
+	lim.Timeout = 29 * time.Second // limits no other test probes with
+	res := runEpisode(t, ctxT(t, time.Minute), gw, nil, run{task: "tasks/py.jsonl", mode: "py", opts: episode.Options{PyLimits: lim}})
+	ep := res.Episode
+	if ep.GetStatus() != rmv1.EpisodeStatus_EPISODE_STATUS_FAILED || ep.GetFailureReason() != "env_error" || !strings.Contains(ep.GetError(), `"prlimit": executable file not found`) {
+		t.Errorf("episode %s score %v reason %q error %q, want FAILED env_error naming prlimit", ep.GetStatus(), ep.GetScore(), ep.GetFailureReason(), ep.GetError())
+	}
+	if got := gw.Fake.Stats().Requests; got != 0 {
+		t.Errorf("the model was asked %d times, want 0", got)
+	}
+}
+
 // TestModelErrorsAreRetriedThenFail: a backend that only fails costs the
 // episode max_retries+1 calls, then it fails with model_error.
 func TestModelErrorsAreRetriedThenFail(t *testing.T) {
@@ -257,6 +276,49 @@ func TestGuestDiesMidEpisode(t *testing.T) {
 	}
 	if d := time.Since(start); d > time.Minute {
 		t.Errorf("took %s to notice the dead guest", d)
+	}
+}
+
+// TestDesktopEnvFailuresAreEnvErrors runs desktop tasks on a real desktopd
+// whose setup step or evaluator input cannot be had from the guest: the
+// episode fails with env_error and says why. The evaluator case used to be
+// scored 0 as DONE (OSWorld's None for a non-200 answer).
+func TestDesktopEnvFailuresAreEnvErrors(t *testing.T) {
+	guest := startDesktopd(t)
+	gw := startGateway(t, fakellm.Config{Script: []fakellm.Rule{{Match: "Step", Reply: "DONE"}}})
+	const noProgram = `["/nonexistent/rolloutmesh-missing"]`
+	tests := []struct {
+		name      string
+		config    string
+		evaluator string
+		wantError string
+	}{
+		{name: "setup step", config: `[{"type":"execute","parameters":{"command":` + noProgram + `,"shell":false}}]`,
+			evaluator: `{"func":"infeasible"}`, wantError: "rolloutmesh-missing"},
+		{name: "evaluator input", config: `[]`,
+			evaluator: `{"func":"exact_match","result":{"type":"vm_command_line","command":` + noProgram + `,"shell":false},"expected":{"type":"rule","rules":{"expected":"x"}}}`,
+			wantError: "getter vm_command_line"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			task := `{"id":"envfail","instruction":"nothing","config":` + tt.config + `,"evaluator":` + tt.evaluator + `}`
+			p := filepath.Join(dir, "task.json")
+			if err := os.WriteFile(p, []byte(task), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			tasks, err := taskfile.Load(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := episode.Run(ctxT(t, time.Minute), episode.Deps{Chat: gw.Client, Log: zaptest.NewLogger(t)}, episode.Options{CacheDir: dir}, episode.Spec{
+				Episode: &rmv1.Episode{EpisodeId: "envfail"}, Task: tasks[0], Agent: &rmv1.AgentConfig{MaxTurns: 2}, Guest: guest.URL,
+			})
+			ep := res.Episode
+			if ep.GetStatus() != rmv1.EpisodeStatus_EPISODE_STATUS_FAILED || ep.GetFailureReason() != "env_error" || !strings.Contains(ep.GetError(), tt.wantError) {
+				t.Errorf("episode %s score %v reason %q error %q, want FAILED env_error containing %q", ep.GetStatus(), ep.GetScore(), ep.GetFailureReason(), ep.GetError(), tt.wantError)
+			}
+		})
 	}
 }
 

@@ -221,7 +221,7 @@ func (l *loop) run(ctx context.Context) Outcome {
 		if o, ok := ctxOutcome(ctx, err); ok {
 			return o
 		}
-		return failed("env_setup", err)
+		return failed("env_error", err)
 	}
 	if s, ok := l.e.(screener); ok {
 		l.scr = s.Screen()
@@ -306,7 +306,7 @@ turns:
 					return o
 				}
 				l.record(ctx, pending, resp, acts, results, false, err.Error(), 0, start, nil)
-				return failed("env_step", err)
+				return failed("env_error", err)
 			}
 		}
 		last := acts[len(acts)-1]
@@ -337,7 +337,11 @@ turns:
 		if o, ok := ctxOutcome(ctx, err); ok {
 			return o
 		}
-		o := failed("evaluation", err)
+		reason := "evaluation"
+		if errors.Is(err, env.ErrEnvironment) {
+			reason = "env_error"
+		}
+		o := failed(reason, err)
 		o.FinalAnswer = finalAnswer
 		return o
 	}

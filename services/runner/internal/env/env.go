@@ -8,6 +8,7 @@ package env
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 )
 
 // Modes are the environment modes a runner knows.
@@ -108,6 +109,22 @@ func AsUnsupported(err error) (*UnsupportedError, bool) {
 // ErrGuestUnreachable marks errors where the environment's guest stopped
 // answering; the episode is reported failed with reason guest_unreachable.
 var ErrGuestUnreachable = errors.New("guest unreachable")
+
+// ErrEnvironment marks failures of the environment itself rather than of
+// the agent: an interpreter or sandbox tool missing, a setup step that
+// failed, an evaluator input that could not be fetched. The episode is
+// reported failed with reason env_error; scoring it 0 would teach the model
+// that a broken deployment was its fault.
+var ErrEnvironment = errors.New("environment error")
+
+// EnvError marks err as an environment failure, keeping its chain (an
+// UnsupportedError or ErrGuestUnreachable inside still decides the reason).
+func EnvError(err error) error {
+	if err == nil || errors.Is(err, ErrEnvironment) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrEnvironment, err)
+}
 
 // FinalAnswerName is the tool that ends a tool episode with an answer.
 const FinalAnswerName = "final_answer"

@@ -100,11 +100,11 @@ func getVMCommandLine(ctx context.Context, s *Session, cfg map[string]any) (any,
 		return nil, fmt.Errorf("vm_command_line: %w", err)
 	}
 	res, err := s.Guest.Execute(ctx, cmd, boolean(cfg, "shell"), false)
-	var he *guest.HTTPError
-	if errors.As(err, &he) {
-		return nil, nil // OSWorld logs and returns None on a non-200 answer
-	}
 	if err != nil {
+		// OSWorld logs a non-200 answer and returns None, which its metrics
+		// score 0; but the guest answers a failing command with 200 and its
+		// return code, so an error here means the command could not run: the
+		// evaluator has no input, and the episode fails with env_error.
 		return nil, err
 	}
 	return res.Output, nil
@@ -174,7 +174,7 @@ func (s *Session) Evaluate(ctx context.Context, t Task, in env.EvalInput) (env.E
 	}
 	ev := t.Evaluator
 	if err := s.Run(ctx, ev.Postconfig); err != nil {
-		return env.Evaluation{}, fmt.Errorf("postconfig: %w", err)
+		return env.Evaluation{}, env.EnvError(fmt.Errorf("postconfig: %w", err))
 	}
 	details := map[string]any{"func": ev.Func}
 	if len(ev.Func) == 1 && ev.Func[0] == "infeasible" {
@@ -262,7 +262,7 @@ func (s *Session) get(ctx context.Context, cfg map[string]any) (any, error) {
 	}
 	v, err := g(ctx, s, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("getter %s: %w", typ, err)
+		return nil, env.EnvError(fmt.Errorf("getter %s: %w", typ, err))
 	}
 	return v, nil
 }

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -101,8 +102,14 @@ func (e *Env) Reset(ctx context.Context, t env.Task) (env.Observation, error) {
 	e.task = t
 	if e.cfg.Guest != nil {
 		if err := e.cfg.Guest.Wait(ctx, 20, time.Second); err != nil {
-			return env.Observation{}, fmt.Errorf("wait for guest: %w", err)
+			return env.Observation{}, env.EnvError(fmt.Errorf("wait for guest: %w", err))
 		}
+		return env.Observation{}, nil
+	}
+	// A runner that cannot run Python fails the episode before the model
+	// is asked anything, rather than feeding it the error as tool output.
+	if err := Probe(ctx, e.cfg.Python, e.cfg.Limits); err != nil {
+		return env.Observation{}, err
 	}
 	return env.Observation{}, nil
 }
@@ -139,15 +146,14 @@ func (e *Env) call(ctx context.Context, a action.Action) (env.Result, error) {
 	if e.cfg.Guest != nil {
 		res, err := e.cfg.Guest.RunPython(ctx, args.Code)
 		if err != nil {
-			if errors.Is(err, env.ErrGuestUnreachable) {
-				return env.Result{}, err
-			}
-			return env.Result{Error: err.Error()}, nil
+			// The guest answers a program's failure with its output and
+			// return code; an error here is the guest's own.
+			return env.Result{}, env.EnvError(fmt.Errorf("run python in the guest: %w", err))
 		}
 		out := res.Output + res.Error
 		return env.Result{OK: res.ReturnCode == 0, Output: out, Error: errIf(res.ReturnCode != 0, "exit status "+strconv.Itoa(res.ReturnCode))}, nil
 	}
-	return Run(ctx, e.cfg.Python, args.Code, e.cfg.Limits), nil
+	return Run(ctx, e.cfg.Python, args.Code, e.cfg.Limits)
 }
 
 func errIf(c bool, s string) string {
@@ -173,17 +179,94 @@ func hideRunner() {
 	})
 }
 
-// Run runs code in a local sandboxed subprocess.
-func Run(ctx context.Context, python, code string, lim Limits) env.Result {
+// probeOutput is what the sandbox probe prints.
+const probeOutput = "rolloutmesh sandbox ok"
+
+// probed remembers sandbox configurations that worked, so each episode
+// does not pay for a probe run (about 30 ms).
+var probed sync.Map
+
+// Probe runs a trivial program in the sandbox and returns an
+// env.ErrEnvironment error saying what is missing when it does not print
+// what it should: prlimit or unshare not installed, a network namespace
+// refused (a container without CAP_SYS_ADMIN), no interpreter.
+func Probe(ctx context.Context, python string, lim Limits) error {
+	key := fmt.Sprintf("%s|%+v", python, lim)
+	if _, ok := probed.Load(key); ok {
+		return nil
+	}
+	res, err := Run(ctx, python, "print("+strconv.Quote(probeOutput)+")", lim)
+	if err != nil {
+		return err
+	}
+	if !res.OK || res.Output != probeOutput+"\n" {
+		return env.EnvError(fmt.Errorf("python sandbox (prlimit, unshare --net, %s) does not work here: %s: %s%s",
+			python, res.Error, strings.TrimSpace(res.Output), netHint(lim)))
+	}
+	probed.Store(key, true)
+	return nil
+}
+
+func netHint(lim Limits) string {
+	if lim.AllowNetwork {
+		return ""
+	}
+	return " (a network namespace needs CAP_SYS_ADMIN in a container; --py-allow-network runs without one)"
+}
+
+// sandboxFailed tells whether a failed run may be the sandbox's failure
+// rather than the program's: the exit statuses of prlimit and unshare when
+// they cannot execute the next program (126, 127) or unshare's when it
+// cannot create the namespace (1, with its name first on stderr).
+func sandboxFailed(err error, output string) bool {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return false
+	}
+	switch ee.ExitCode() {
+	case 126, 127:
+		return true
+	case 1:
+		return strings.HasPrefix(output, "unshare: ") || strings.HasPrefix(output, "prlimit: ")
+	}
+	return false
+}
+
+// Run runs code in a local sandboxed subprocess. The result is the
+// program's; the error, wrapping env.ErrEnvironment, is the sandbox's own
+// failure (no prlimit, no interpreter, no namespace).
+func Run(ctx context.Context, python, code string, lim Limits) (env.Result, error) {
+	res, err := run(ctx, python, code, lim)
+	if err != nil || res.OK || !sandboxFailed(res.err, res.Output) {
+		return res.Result, err
+	}
+	// The program itself could print what a broken sandbox prints and exit
+	// 127 to turn its 0 into an infrastructure failure: a sandbox that
+	// still runs the probe means the failure was the program's.
+	pres, perr := run(ctx, python, "print("+strconv.Quote(probeOutput)+")", lim)
+	if perr == nil && pres.OK && pres.Output == probeOutput+"\n" {
+		return res.Result, nil
+	}
+	return res.Result, env.EnvError(fmt.Errorf("python sandbox (prlimit, unshare --net, %s): %s: %s%s",
+		python, res.Error, strings.TrimSpace(res.Output), netHint(lim)))
+}
+
+// runResult is a run's result with the process error behind it.
+type runResult struct {
+	env.Result
+	err error
+}
+
+func run(ctx context.Context, python, code string, lim Limits) (runResult, error) {
 	hideRunner()
 	dir, err := os.MkdirTemp("", "runner-py-")
 	if err != nil {
-		return env.Result{Error: err.Error()}
+		return runResult{}, env.EnvError(fmt.Errorf("python sandbox: %w", err))
 	}
 	defer os.RemoveAll(dir)
 	script := dir + "/main.py"
 	if err := os.WriteFile(script, []byte(code), 0o600); err != nil {
-		return env.Result{Error: err.Error()}
+		return runResult{}, env.EnvError(fmt.Errorf("python sandbox: %w", err))
 	}
 	ctx, cancel := context.WithTimeout(ctx, lim.Timeout)
 	defer cancel()
@@ -206,7 +289,11 @@ func Run(ctx context.Context, python, code string, lim Limits) env.Result {
 	out := &capped{max: lim.OutputBytes}
 	cmd.Stdout, cmd.Stderr = out, out
 	err = cmd.Run()
-	res := env.Result{Output: out.String()}
+	var notFound *exec.Error
+	if errors.As(err, &notFound) {
+		return runResult{}, env.EnvError(fmt.Errorf("python sandbox: %w", err))
+	}
+	res := runResult{Result: env.Result{Output: out.String()}, err: err}
 	switch {
 	case ctx.Err() == context.DeadlineExceeded:
 		res.Error = fmt.Sprintf("timed out after %s", lim.Timeout)
@@ -221,7 +308,7 @@ func Run(ctx context.Context, python, code string, lim Limits) env.Result {
 	default:
 		res.OK = true
 	}
-	return res
+	return res, nil
 }
 
 // capped keeps the first max bytes written and notes the rest.

@@ -45,7 +45,10 @@ func TestRunLimits(t *testing.T) {
 			if tt.cpuOnly {
 				l.Timeout, l.CPUSeconds = 60*time.Second, 1
 			}
-			res := Run(context.Background(), py, tt.code, l)
+			res, err := Run(context.Background(), py, tt.code, l)
+			if err != nil {
+				t.Fatalf("Run(%q): %v", tt.code, err)
+			}
 			if res.OK != tt.wantOK || !strings.Contains(res.Output, tt.wantOutput) || !strings.Contains(res.Error, tt.wantError) {
 				t.Errorf("Run(%q) = ok %v output %q error %q; want ok %v, output containing %q, error containing %q",
 					tt.code, res.OK, res.Output, res.Error, tt.wantOK, tt.wantOutput, tt.wantError)

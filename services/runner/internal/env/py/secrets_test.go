@@ -28,7 +28,7 @@ func TestRunPassesNoSecrets(t *testing.T) {
 	var out string
 	go func() {
 		defer close(done)
-		res := Run(context.Background(), New(Config{}).cfg.Python,
+		res, _ := Run(context.Background(), New(Config{}).cfg.Python,
 			"import os, time\nprint(sorted(os.environ.items()))\ntime.sleep(1.5)", lim)
 		out = res.Output + res.Error
 	}()
@@ -60,7 +60,7 @@ func TestRunnerEnvironmentHidden(t *testing.T) {
 	if os.Getenv("PY_TEST_HELPER") == "1" {
 		lim := DefaultLimits
 		lim.AllowNetwork = true // unshare --net needs privileges nobody lacks
-		res := Run(context.Background(), New(Config{}).cfg.Python, `
+		res, _ := Run(context.Background(), New(Config{}).cfg.Python, `
 import os
 try:
     print(open("/proc/%d/environ" % os.getppid(), "rb").read())
