@@ -254,3 +254,37 @@ func TestMetricsAndProgress(t *testing.T) {
 		}
 	}
 }
+
+// TestTokenDataOnByDefault: a rollout records token ids and logprobs unless
+// its spec turns them off, since a trainer needs them.
+func TestTokenDataOnByDefault(t *testing.T) {
+	h := newHarness(t, coordinator.Config{})
+	ctx := ctxT(t, 30*time.Second)
+	off := false
+	tests := []struct {
+		name           string
+		agent          *pb.AgentConfig
+		wantLP, wantID bool
+	}{
+		{"no agent", nil, true, true},
+		{"agent without them", &pb.AgentConfig{MaxTurns: 3}, true, true},
+		{"logprobs off", &pb.AgentConfig{Logprobs: &off}, false, true},
+		{"both off", &pb.AgentConfig{Logprobs: &off, ReturnTokenIds: &off}, false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ro, err := h.client.StartRollout(ctx, &pb.StartRolloutRequest{Spec: &pb.RolloutSpec{Tasks: mathTasks(1), Agent: tt.agent}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := h.client.GetRollout(ctx, &pb.GetRolloutRequest{RolloutId: ro.RolloutId})
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := got.GetSpec().GetAgent()
+			if a.GetLogprobs() != tt.wantLP || a.GetReturnTokenIds() != tt.wantID {
+				t.Errorf("agent logprobs %v, return_token_ids %v; want %v, %v", a.GetLogprobs(), a.GetReturnTokenIds(), tt.wantLP, tt.wantID)
+			}
+		})
+	}
+}

@@ -449,12 +449,14 @@ type AgentConfig struct {
 	EnableRecording bool `protobuf:"varint,10,opt,name=enable_recording,json=enableRecording,proto3" json:"enable_recording,omitempty"`
 	// Replaces the action space's built-in system prompt when non-empty.
 	SystemPrompt string `protobuf:"bytes,11,opt,name=system_prompt,json=systemPrompt,proto3" json:"system_prompt,omitempty"`
-	// Ask the model for per-token logprobs, stored with every step.
-	Logprobs bool `protobuf:"varint,12,opt,name=logprobs,proto3" json:"logprobs,omitempty"`
+	// Ask the model for per-token logprobs, stored with every step. Unset
+	// means on: a trainer needs them; set false to save the bytes.
+	Logprobs *bool `protobuf:"varint,12,opt,name=logprobs,proto3,oneof" json:"logprobs,omitempty"`
 	// Number of alternatives per token when logprobs is set (0-20).
 	TopLogprobs int32 `protobuf:"varint,13,opt,name=top_logprobs,json=topLogprobs,proto3" json:"top_logprobs,omitempty"`
-	// Ask for prompt and completion token ids, stored with every step.
-	ReturnTokenIds bool `protobuf:"varint,14,opt,name=return_token_ids,json=returnTokenIds,proto3" json:"return_token_ids,omitempty"`
+	// Ask for prompt and completion token ids, stored with every step. Unset
+	// means on; set false to save the bytes.
+	ReturnTokenIds *bool `protobuf:"varint,14,opt,name=return_token_ids,json=returnTokenIds,proto3,oneof" json:"return_token_ids,omitempty"`
 	// Screen size the agent reasons in (desktop); 0 means the VM's size.
 	ScreenWidth int32 `protobuf:"varint,15,opt,name=screen_width,json=screenWidth,proto3" json:"screen_width,omitempty"`
 	// Screen height; see screen_width.
@@ -573,8 +575,8 @@ func (x *AgentConfig) GetSystemPrompt() string {
 }
 
 func (x *AgentConfig) GetLogprobs() bool {
-	if x != nil {
-		return x.Logprobs
+	if x != nil && x.Logprobs != nil {
+		return *x.Logprobs
 	}
 	return false
 }
@@ -587,8 +589,8 @@ func (x *AgentConfig) GetTopLogprobs() int32 {
 }
 
 func (x *AgentConfig) GetReturnTokenIds() bool {
-	if x != nil {
-		return x.ReturnTokenIds
+	if x != nil && x.ReturnTokenIds != nil {
+		return *x.ReturnTokenIds
 	}
 	return false
 }
@@ -1716,7 +1718,7 @@ const file_rolloutmesh_v1_common_proto_rawDesc = "" +
 	"\v_max_tokensB\a\n" +
 	"\x05_seedB\x13\n" +
 	"\x11_presence_penaltyB\x14\n" +
-	"\x12_frequency_penalty\"\xb0\x05\n" +
+	"\x12_frequency_penalty\"\xdc\x05\n" +
 	"\vAgentConfig\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12!\n" +
 	"\faction_space\x18\x02 \x01(\tR\vactionSpace\x12)\n" +
@@ -1730,14 +1732,16 @@ const file_rolloutmesh_v1_common_proto_rawDesc = "" +
 	"\x15sleep_after_execution\x18\t \x01(\v2\x19.google.protobuf.DurationR\x13sleepAfterExecution\x12)\n" +
 	"\x10enable_recording\x18\n" +
 	" \x01(\bR\x0fenableRecording\x12#\n" +
-	"\rsystem_prompt\x18\v \x01(\tR\fsystemPrompt\x12\x1a\n" +
-	"\blogprobs\x18\f \x01(\bR\blogprobs\x12!\n" +
-	"\ftop_logprobs\x18\r \x01(\x05R\vtopLogprobs\x12(\n" +
-	"\x10return_token_ids\x18\x0e \x01(\bR\x0ereturnTokenIds\x12!\n" +
+	"\rsystem_prompt\x18\v \x01(\tR\fsystemPrompt\x12\x1f\n" +
+	"\blogprobs\x18\f \x01(\bH\x00R\blogprobs\x88\x01\x01\x12!\n" +
+	"\ftop_logprobs\x18\r \x01(\x05R\vtopLogprobs\x12-\n" +
+	"\x10return_token_ids\x18\x0e \x01(\bH\x01R\x0ereturnTokenIds\x88\x01\x01\x12!\n" +
 	"\fscreen_width\x18\x0f \x01(\x05R\vscreenWidth\x12#\n" +
 	"\rscreen_height\x18\x10 \x01(\x05R\fscreenHeight\x12\x1f\n" +
 	"\vjudge_model\x18\x11 \x01(\tR\n" +
-	"judgeModel\"\x9d\a\n" +
+	"judgeModelB\v\n" +
+	"\t_logprobsB\x13\n" +
+	"\x11_return_token_ids\"\x9d\a\n" +
 	"\aEpisode\x12\x1d\n" +
 	"\n" +
 	"episode_id\x18\x01 \x01(\tR\tepisodeId\x12\x1d\n" +
@@ -1904,6 +1908,7 @@ func file_rolloutmesh_v1_common_proto_init() {
 		return
 	}
 	file_rolloutmesh_v1_common_proto_msgTypes[2].OneofWrappers = []any{}
+	file_rolloutmesh_v1_common_proto_msgTypes[3].OneofWrappers = []any{}
 	file_rolloutmesh_v1_common_proto_msgTypes[6].OneofWrappers = []any{
 		(*ContentPart_Text)(nil),
 		(*ContentPart_Image)(nil),

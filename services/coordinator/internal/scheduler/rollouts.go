@@ -51,6 +51,17 @@ func normalizeSpec(ctx context.Context, spec *pb.RolloutSpec, haveVMs bool, root
 	if err := checkAgent(spec.Agent, false); err != nil {
 		return nil, err
 	}
+	// Token ids and logprobs are what a trainer needs from a rollout: on
+	// unless the caller turned them off.
+	if spec.Agent == nil {
+		spec.Agent = &pb.AgentConfig{}
+	}
+	if spec.Agent.Logprobs == nil {
+		spec.Agent.Logprobs = proto.Bool(true)
+	}
+	if spec.Agent.ReturnTokenIds == nil {
+		spec.Agent.ReturnTokenIds = proto.Bool(true)
+	}
 	if f, msg := tasksource.CheckEnvConfig(spec.EnvConfig); msg != "" {
 		return nil, fieldErr("spec.env_config."+f, msg)
 	}
