@@ -102,7 +102,11 @@ func (e *Env) Step(ctx context.Context, acts []action.Action) ([]env.Result, env
 				out[i] = env.Result{Error: `search needs {"query": "..."}`}
 				continue
 			}
-			out[i] = e.search(ctx, q)
+			r, err := e.search(ctx, q)
+			if err != nil {
+				return out, env.Observation{}, err
+			}
+			out[i] = r
 		case "fetch":
 			u, _ := args["url"].(string)
 			if u == "" {
@@ -117,9 +121,12 @@ func (e *Env) Step(ctx context.Context, acts []action.Action) ([]env.Result, env
 	return out, env.Observation{}, nil
 }
 
-func (e *Env) search(ctx context.Context, q string) env.Result {
+// search asks the local collection or the search endpoint. The endpoint is
+// the operator's, not the model's choice: when it fails the error is the
+// environment's (env_error), not a tool result the model is scored on.
+func (e *Env) search(ctx context.Context, q string) (env.Result, error) {
 	if e.cfg.Docs != nil {
-		return env.Result{OK: true, Output: rag.FormatHits(e.cfg.Docs.Search(q, 5), 300)}
+		return env.Result{OK: true, Output: rag.FormatHits(e.cfg.Docs.Search(q, 5), 300)}, nil
 	}
 	u := e.cfg.SearchURL
 	sep := "?"
@@ -128,13 +135,13 @@ func (e *Env) search(ctx context.Context, q string) env.Result {
 	}
 	body, err := e.get(ctx, u+sep+"q="+url.QueryEscape(q))
 	if err != nil {
-		return env.Result{Error: err.Error()}
+		return env.Result{}, env.EnvError(fmt.Errorf("search endpoint: %w", err))
 	}
 	var results []struct {
 		Title, URL, Snippet string
 	}
 	if err := json.Unmarshal(body, &results); err != nil {
-		return env.Result{Error: "search endpoint answered with bad JSON"}
+		return env.Result{}, env.EnvError(fmt.Errorf("search endpoint answered with bad JSON: %v", err))
 	}
 	var b strings.Builder
 	for i, r := range results {
@@ -144,9 +151,9 @@ func (e *Env) search(ctx context.Context, q string) env.Result {
 		fmt.Fprintf(&b, "[%d] %s\n%s\n%s\n\n", i+1, r.Title, r.URL, r.Snippet)
 	}
 	if b.Len() == 0 {
-		return env.Result{OK: true, Output: "No results."}
+		return env.Result{OK: true, Output: "No results."}, nil
 	}
-	return env.Result{OK: true, Output: strings.TrimSpace(b.String())}
+	return env.Result{OK: true, Output: strings.TrimSpace(b.String())}, nil
 }
 
 var (

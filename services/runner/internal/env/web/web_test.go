@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -54,5 +55,47 @@ func TestSearchEndpoint(t *testing.T) {
 	}
 	if ev, err := e.Evaluate(ctx, env.EvalInput{FinalAnswer: "42"}); err != nil || ev.Score != 1 {
 		t.Errorf("Evaluate = %+v, %v", ev, err)
+	}
+}
+
+// TestSearchEndpointFailureIsEnvError: a search endpoint that is down or
+// answers garbage fails the step as an environment error; a page the model
+// chose that cannot be fetched stays a failed tool call.
+func TestSearchEndpointFailureIsEnvError(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/garbage":
+			w.Write([]byte("<html>not json</html>"))
+		default:
+			http.Error(w, "down", http.StatusServiceUnavailable)
+		}
+	}))
+	defer srv.Close()
+	tests := []struct {
+		name, searchURL, wantErr string
+	}{
+		{name: "HTTP 503", searchURL: srv.URL + "/search", wantErr: "HTTP 503"},
+		{name: "bad JSON", searchURL: srv.URL + "/garbage", wantErr: "bad JSON"},
+		{name: "refused", searchURL: "http://127.0.0.1:1/search", wantErr: "connection refused"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e, err := New(Config{SearchURL: tt.searchURL})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _, err = e.Step(context.Background(), []action.Action{call("search", `{"query":"life"}`)})
+			if !errors.Is(err, env.ErrEnvironment) || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("Step(search) error %v, want an environment error containing %q", err, tt.wantErr)
+			}
+		})
+	}
+	e, err := New(Config{SearchURL: srv.URL + "/search"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, _, err := e.Step(context.Background(), []action.Action{call("fetch", `{"url":"`+srv.URL+`/missing"}`)})
+	if err != nil || res[0].OK {
+		t.Errorf("Step(fetch of a missing page) = %+v, %v; want a failed tool call", res, err)
 	}
 }
