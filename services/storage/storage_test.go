@@ -159,6 +159,7 @@ func TestSuite(t *testing.T) {
 			t.Run("ListEpisodes", func(t *testing.T) { testListEpisodes(t, c) })
 			t.Run("StatsAndCompare", func(t *testing.T) { testStatsAndCompare(t, c) })
 			t.Run("Exports", func(t *testing.T) { testExports(t, c) })
+			t.Run("ExportAdvantages", func(t *testing.T) { testExportAdvantages(t, c) })
 			t.Run("RejectsBadInputWithoutPartialState", func(t *testing.T) { testRejects(t, c) })
 			t.Run("DeleteRolloutKeepsSharedBlobs", func(t *testing.T) { testDelete(t, c) })
 			t.Run("DeleteWhileWriting", func(t *testing.T) { testDeleteWhileWriting(t, c) })
@@ -459,6 +460,70 @@ func testStatsAndCompare(t *testing.T, c pb.StorageClient) {
 	}
 	_, err = c.GetStats(ctx, &pb.GetStatsRequest{RolloutIds: []string{"missing"}})
 	wantCode(t, err, codes.NotFound, "")
+}
+
+// testExportAdvantages: the training JSONL gives every DONE episode its
+// reward and its GRPO advantage within its group, and a failed episode
+// neither (a failure is never a score of 0, nor part of its group's mean).
+func testExportAdvantages(t *testing.T, c pb.StorageClient) {
+	ctx := testCtx(t)
+	var msgs []*pb.AppendStepsRequest
+	for _, e := range []struct {
+		id     string
+		status pb.EpisodeStatus
+		score  float64
+	}{{"ra-e1", done, 1}, {"ra-e2", done, 0}, {"ra-e3", failed, 0}, {"ra-e4", done, 0.5}} {
+		group := "ra-g1"
+		if e.id == "ra-e4" {
+			group = "ra-g2"
+		}
+		ep := episode("ra", e.id, group, "task-"+e.id, "math", 0)
+		msgs = append(msgs, epMsg(ep), epMsg(finished(ep, e.status, e.score, map[bool]string{true: "env_error"}[e.status == failed])))
+	}
+	if _, err := appendAll(ctx, c, msgs...); err != nil {
+		t.Fatalf("AppendSteps: %v", err)
+	}
+	stream, err := c.ExportRollout(ctx, &pb.ExportRolloutRequest{RolloutId: "ra", Format: pb.ExportFormat_EXPORT_FORMAT_JSONL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if _, err := storage.WriteExport(ctx, stream, dir); err != nil {
+		t.Fatal(err)
+	}
+	type got struct {
+		reward, advantage *float64
+	}
+	lines := map[string]got{}
+	for _, l := range readLines(t, filepath.Join(dir, "rollout.jsonl")) {
+		var line struct {
+			EpisodeID string   `json:"episode_id"`
+			Reward    *float64 `json:"reward"`
+			Advantage *float64 `json:"advantage"`
+		}
+		if err := json.Unmarshal([]byte(l), &line); err != nil {
+			t.Fatal(err)
+		}
+		lines[line.EpisodeID] = got{line.Reward, line.Advantage}
+	}
+	show := func(p *float64) string {
+		if p == nil {
+			return "none"
+		}
+		return fmt.Sprint(*p)
+	}
+	tests := []struct{ id, reward, advantage string }{
+		{"ra-e1", "1", "0.5"},
+		{"ra-e2", "0", "-0.5"},
+		{"ra-e3", "none", "none"},
+		{"ra-e4", "0.5", "0"},
+	}
+	for _, tt := range tests {
+		g := lines[tt.id]
+		if show(g.reward) != tt.reward || show(g.advantage) != tt.advantage {
+			t.Errorf("%s: reward %s advantage %s, want %s and %s", tt.id, show(g.reward), show(g.advantage), tt.reward, tt.advantage)
+		}
+	}
 }
 
 func testExports(t *testing.T, c pb.StorageClient) {

@@ -105,17 +105,38 @@ func (x *Exporter) writeJSONL(ctx context.Context, req Request, sink Sink) error
 	bw := bufio.NewWriterSize(w, 1<<20)
 	enc := json.NewEncoder(bw)
 	enc.SetEscapeHTML(false)
+	// A first pass over the episode headers (no steps) gives each group's
+	// mean reward, so that every line can carry its advantage.
+	groups := map[string]*groupMean{}
 	err = x.episodes(ctx, req, func(ep *pb.Episode) error {
-		steps, err := x.src.Steps(ctx, ep.GetEpisodeId(), maxEpisodeBytes)
-		if err != nil {
-			return err
+		if ep.GetStatus() == pb.EpisodeStatus_EPISODE_STATUS_DONE {
+			g := groups[ep.GetGroupId()]
+			if g == nil {
+				g = &groupMean{}
+				groups[ep.GetGroupId()] = g
+			}
+			g.sum += ep.GetScore()
+			g.n++
 		}
-		line, err := x.trainingLine(ctx, ep, steps, req.InlineImages)
-		if err != nil {
-			return err
-		}
-		return enc.Encode(line)
+		return nil
 	})
+	if err == nil {
+		err = x.episodes(ctx, req, func(ep *pb.Episode) error {
+			steps, err := x.src.Steps(ctx, ep.GetEpisodeId(), maxEpisodeBytes)
+			if err != nil {
+				return err
+			}
+			line, err := x.trainingLine(ctx, ep, steps, req.InlineImages)
+			if err != nil {
+				return err
+			}
+			if g := groups[ep.GetGroupId()]; g != nil && line.Reward != nil {
+				adv := *line.Reward - g.sum/float64(g.n)
+				line.Advantage = &adv
+			}
+			return enc.Encode(line)
+		})
+	}
 	if err != nil {
 		w.Close()
 		return err
@@ -127,16 +148,28 @@ func (x *Exporter) writeJSONL(ctx context.Context, req Request, sink Sink) error
 	return w.Close()
 }
 
+// groupMean sums the rewards of a group's DONE episodes.
+type groupMean struct {
+	sum float64
+	n   int
+}
+
 type trainingLine struct {
-	EpisodeID     string    `json:"episode_id"`
-	RolloutID     string    `json:"rollout_id"`
-	GroupID       string    `json:"group_id"`
-	TaskID        string    `json:"task_id"`
-	Domain        string    `json:"domain"`
-	Seed          int64     `json:"seed"`
-	Attempt       int32     `json:"attempt"`
-	Status        string    `json:"status"`
-	Reward        float64   `json:"reward"`
+	EpisodeID string `json:"episode_id"`
+	RolloutID string `json:"rollout_id"`
+	GroupID   string `json:"group_id"`
+	TaskID    string `json:"task_id"`
+	Domain    string `json:"domain"`
+	Seed      int64  `json:"seed"`
+	Attempt   int32  `json:"attempt"`
+	Status    string `json:"status"`
+	// Reward and Advantage are set for DONE episodes only: a failed
+	// episode has no reward (a failure is never a score of 0), and it is
+	// left out of its group's mean. Advantage is GRPO's group-relative
+	// one: the reward minus the mean reward of the group's DONE episodes
+	// in this export.
+	Reward        *float64  `json:"reward,omitempty"`
+	Advantage     *float64  `json:"advantage,omitempty"`
 	FailureReason string    `json:"failure_reason,omitempty"`
 	ModelVersions []int64   `json:"model_versions"`
 	NumSteps      int       `json:"num_steps"`
@@ -196,8 +229,12 @@ func (x *Exporter) trainingLine(ctx context.Context, ep *pb.Episode, steps []*pb
 	l := &trainingLine{
 		EpisodeID: ep.GetEpisodeId(), RolloutID: ep.GetRolloutId(), GroupID: ep.GetGroupId(), TaskID: ep.GetTaskId(),
 		Domain: ep.GetDomain(), Seed: ep.GetSeed(), Attempt: ep.GetAttempt(), Status: ep.GetStatus().String(),
-		Reward: ep.GetScore(), FailureReason: ep.GetFailureReason(), ModelVersions: ep.GetModelVersions(),
+		FailureReason: ep.GetFailureReason(), ModelVersions: ep.GetModelVersions(),
 		NumSteps: len(steps), Messages: []message{}, Turns: []turn{},
+	}
+	if ep.GetStatus() == pb.EpisodeStatus_EPISODE_STATUS_DONE {
+		r := ep.GetScore()
+		l.Reward = &r
 	}
 	if l.ModelVersions == nil {
 		l.ModelVersions = []int64{}
