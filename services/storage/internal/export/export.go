@@ -148,6 +148,18 @@ func (x *Exporter) writeJSONL(ctx context.Context, req Request, sink Sink) error
 	return w.Close()
 }
 
+// startsWithSystem reports whether the first model call's first new
+// message is a system message.
+func startsWithSystem(steps []*pb.Step) bool {
+	for _, st := range steps {
+		if mc := st.GetModelCall(); mc != nil {
+			msgs := mc.GetNewMessages()
+			return len(msgs) > 0 && msgs[0].GetRole() == "system"
+		}
+	}
+	return false
+}
+
 // groupMean sums the rewards of a group's DONE episodes.
 type groupMean struct {
 	sum float64
@@ -239,7 +251,9 @@ func (x *Exporter) trainingLine(ctx context.Context, ep *pb.Episode, steps []*pb
 	if l.ModelVersions == nil {
 		l.ModelVersions = []int64{}
 	}
-	if sp := ep.GetSystemPrompt(); sp != "" {
+	// The episode's system prompt heads the conversation, unless the first
+	// model call already sent it as its first message (the runner does).
+	if sp := ep.GetSystemPrompt(); sp != "" && !startsWithSystem(steps) {
 		l.Messages = append(l.Messages, message{Role: "system", Content: []part{{Type: "text", Text: sp}}})
 	}
 	flat := true

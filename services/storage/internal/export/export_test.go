@@ -1,7 +1,9 @@
 package export
 
 import (
+	"context"
 	"encoding/json"
+	"slices"
 	"testing"
 
 	pb "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
@@ -70,5 +72,40 @@ func TestFlatTokensStopWhenPromptDoesNotExtend(t *testing.T) {
 	}
 	if l.extend(turn{PromptTokenIDs: []int32{9, 9, 9, 9}, CompletionTokenIDs: []int32{5}}) {
 		t.Error("a prompt that rewrites history was accepted as an extension")
+	}
+}
+
+// TestSystemPromptOnce: the episode's system prompt heads the training
+// conversation once, whether or not the first model call sent it too.
+func TestSystemPromptOnce(t *testing.T) {
+	text := func(role, s string) *pb.ChatMessage {
+		return &pb.ChatMessage{Role: role, Content: []*pb.ContentPart{{Part: &pb.ContentPart_Text{Text: s}}}}
+	}
+	call := func(msgs ...*pb.ChatMessage) []*pb.Step {
+		return []*pb.Step{{Index: 0, ModelCall: &pb.ModelCall{NewMessages: msgs, ResponseText: "ok"}}}
+	}
+	tests := []struct {
+		name  string
+		steps []*pb.Step
+		want  []string
+	}{
+		{"sent by the first call", call(text("system", "be careful"), text("user", "q")), []string{"system", "user", "assistant"}},
+		{"not sent by the first call", call(text("user", "q")), []string{"system", "user", "assistant"}},
+		{"no model call", nil, []string{"system"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l, err := (&Exporter{}).trainingLine(context.Background(), &pb.Episode{SystemPrompt: "be careful"}, tt.steps, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, m := range l.Messages {
+				got = append(got, m.Role)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("roles = %v, want %v", got, tt.want)
+			}
+		})
 	}
 }
