@@ -42,7 +42,11 @@ func subcommands() map[string]subcommand {
 // Run runs the subcommand named by args[0].
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cmds := subcommands()
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 {
+		usage(stderr, cmds)
+		return usageError{errors.New("no command given")}
+	}
+	if args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		usage(stdout, cmds)
 		return nil
 	}

@@ -47,15 +47,21 @@ func envOr(key, def string) string {
 // parse parses args into fs, accepting flags after positional arguments
 // too (`rollout stats ID --json`), which Go's flag package alone stops at.
 // Everything after a "--" stays positional.
+//
+// A bad flag is one sentence (the flag package would follow it with every
+// flag's usage); -h and --help print the usage.
 func parse(fs *flag.FlagSet, args []string, stderr io.Writer) error {
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard)
 	var positional []string
 	for {
 		if err := fs.Parse(args); err != nil {
 			if err == flag.ErrHelp {
+				fs.SetOutput(stderr)
+				fmt.Fprintf(stderr, "usage of %s:\n", fs.Name())
+				fs.PrintDefaults()
 				return err
 			}
-			return usageError{err}
+			return usageError{fmt.Errorf("%w (%s --help lists the flags)", err, fs.Name())}
 		}
 		rest := fs.Args()
 		if len(rest) == 0 {

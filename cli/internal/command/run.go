@@ -27,114 +27,24 @@ import (
 	"github.com/rolloutmesh/rolloutmesh/cli/internal/mesh"
 )
 
-// runFlags are `rollout run`'s flags: the seeds' run_parallel_rollout.py
-// parameters under their names (both spellings are accepted: --num-rollouts
-// and --num_rollouts), plus the mesh's own.
-type runFlags struct {
-	data, envMode, outputDir, dataDir      string
-	numRollouts, numVMs, groupSize         int
-	usePool, headless                      bool
-	provider, pathToVM, snapshot, password string
-	actionSpace, observationType           string
-	screenW, screenH                       int
-	model, baseURL, metric                 string
-	maxTurns, maxRetries                   int
-	remote                                 bool
-	coordinator, storageAddr               string
-	client                                 clientFlags
-	fakeScript, logLevel                   string
-	episodeTimeout                         time.Duration
-	name                                   string
-	taskRoots                              stringList
-}
-
-// stringList is a repeatable string flag.
-type stringList []string
-
-func (l *stringList) String() string { return strings.Join(*l, ",") }
-
-func (l *stringList) Set(v string) error {
-	*l = append(*l, v)
-	return nil
-}
-
-// aliases maps the seeds' alternative flag names to ours.
-var aliases = map[string]string{
-	"data-path": "data", "env-mode": "mode", "use-resource-pool": "use-vm-pool", "provider-name": "provider",
-}
-
-// normalizeArgs turns --num_rollouts into --num-rollouts and applies the
-// aliases, so both spellings of every seed flag work.
-func normalizeArgs(args []string) []string {
-	out := make([]string, len(args))
-	for i, a := range args {
-		if !strings.HasPrefix(a, "-") || a == "-" || a == "--" {
-			out[i] = a
-			continue
-		}
-		dashes := "--"
-		name := strings.TrimLeft(a, "-")
-		val := ""
-		if k, v, ok := strings.Cut(name, "="); ok {
-			name, val = k, "="+v
-		}
-		name = strings.ReplaceAll(name, "_", "-")
-		if to, ok := aliases[name]; ok {
-			name = to
-		}
-		out[i] = dashes + name + val
-	}
-	return out
-}
-
-func (f *runFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.data, "data", "", "task file (JSONL or JSON array) or directory (OSWorld evaluation_examples tree, or task files); also --data_path")
-	fs.IntVar(&f.numRollouts, "num-rollouts", 5, "parallel episodes (runner slots, N)")
-	fs.IntVar(&f.numVMs, "num-vms", 3, "VM pool size (M), desktop tasks only")
-	fs.StringVar(&f.envMode, "mode", "osworld", "default env mode of tasks without one: osworld (desktop), math, py, rag, web; also --env_mode")
-	fs.StringVar(&f.outputDir, "output-dir", "results", "where trajectories are written (JSONL and OSWorld layout)")
-	fs.BoolVar(&f.usePool, "use-vm-pool", true, "share the M VMs among the N slots (the seeds' --use_resource_pool); false gives every slot its own VM")
-	fs.StringVar(&f.provider, "provider", "process", "VM provider: process (local desktopd + Xvfb), docker, vmware, virtualbox; also --provider_name")
-	fs.StringVar(&f.pathToVM, "path-to-vm", "", "VM image or .vmx path (docker: image; vmware/virtualbox: the VM)")
-	fs.StringVar(&f.snapshot, "snapshot-name", "init_state", "snapshot the VM is reset to")
-	fs.StringVar(&f.actionSpace, "action-space", "pyautogui", "action space: computer_13, pyautogui, uitars, uitars15, claude_computer_use")
-	fs.StringVar(&f.observationType, "observation-type", "screenshot", "observation: screenshot, a11y_tree, screenshot_a11y_tree")
-	fs.IntVar(&f.screenW, "screen-width", 1280, "guest screen width")
-	fs.IntVar(&f.screenH, "screen-height", 720, "guest screen height")
-	fs.BoolVar(&f.headless, "headless", true, "run VMs without a visible display")
-	fs.StringVar(&f.password, "client-password", "password", "guest user password ({CLIENT_PASSWORD} in task steps)")
-	fs.StringVar(&f.model, "model", envOr("ROLLOUTMESH_MODEL", ""), "model name (default: the backend's; fake-model for the stand-in)")
-	fs.StringVar(&f.baseURL, "model-base-url", os.Getenv("OPENAI_BASE_URL"), "OpenAI-compatible server (vLLM, SGLang, OpenAI); default $OPENAI_BASE_URL; empty runs the scripted stand-in")
-	fs.IntVar(&f.maxTurns, "max-turns", 15, "maximum agent turns per episode")
-	fs.IntVar(&f.maxRetries, "max-retries", 3, "retries per turn for model errors and unparsable answers")
-	fs.StringVar(&f.metric, "evaluation-metric", "exact_match", "metric for tasks without an evaluator: exact_match, f1_score, similarity, contains_answer, numeric_match, llm_judgement")
-	fs.IntVar(&f.groupSize, "group-size", 1, "episodes per task (GRPO group size)")
-	fs.DurationVar(&f.episodeTimeout, "episode-timeout", 30*time.Minute, "wall-clock limit per episode")
-	fs.StringVar(&f.dataDir, "data-dir", ".rolloutmesh", "where the embedded mesh keeps its databases, blobs and VM homes")
-	fs.Var(&f.taskRoots, "task-root", "directory the coordinator may read task files from (repeatable); rollout run: default the working directory, and --data's directory always; rollout up: default tasks/ under the coordinator's data dir")
-	fs.StringVar(&f.fakeScript, "fake-script", "", "fakellm script for the stand-in policy (default examples/fakellm/demo.jsonl next to the data)")
-	fs.BoolVar(&f.remote, "remote", false, "run on a running mesh (rollout up, compose) instead of an embedded one")
-	fs.StringVar(&f.coordinator, "coordinator", envOr("ROLLOUTMESH_COORDINATOR", "localhost:50052"), "coordinator address with --remote")
-	fs.StringVar(&f.storageAddr, "storage", envOr("ROLLOUTMESH_STORAGE", "localhost:50055"), "storage address with --remote")
-	f.client.register(fs, "bearer token: of a remote mesh started with --auth-token (run --remote), or the one the mesh requires (up)")
-	fs.StringVar(&f.logLevel, "log-level", "error", "log level of the embedded services")
-	fs.StringVar(&f.name, "name", "", "rollout name")
-}
-
 func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("rollout run", flag.ContinueOnError)
 	var f runFlags
 	f.register(fs)
-	if err := parse(fs, normalizeArgs(args), stderr); err != nil {
+	if err := parse(fs, normalizeArgs(fs, args), stderr); err != nil {
 		return err
 	}
 	if err := f.client.resolve(fs); err != nil {
 		return err
 	}
-	if f.data == "" {
-		return usageError{errors.New("--data is required (a task file or directory)")}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Errorf("unexpected argument %q: rollout run takes flags only (the tasks are --data)", fs.Arg(0))}
 	}
-	// With --remote the path is the coordinator's to read, as it sees it.
+	if err := f.validate(); err != nil {
+		return usageError{err}
+	}
+	// With --remote the path is the coordinator's to read, as it sees it,
+	// and the model is the mesh's.
 	data := f.data
 	if !f.remote {
 		abs, err := filepath.Abs(f.data)
@@ -148,10 +58,11 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if f.taskRoots, err = runTaskRoots(f.taskRoots, data); err != nil {
 			return err
 		}
-	}
-	if f.numRollouts < 1 || f.numVMs < 1 || f.groupSize < 1 {
-
-		return usageError{errors.New("--num-rollouts, --num-vms and --group-size must be at least 1")}
+		if f.baseURL != "" {
+			if f.model, err = checkModelServer(ctx, f.baseURL, os.Getenv("OPENAI_API_KEY"), f.model); err != nil {
+				return err
+			}
+		}
 	}
 	if !f.usePool {
 		// Without a shared pool every slot owns a VM, as in the seeds.
@@ -203,10 +114,11 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 
 	outDir := filepath.Join(f.outputDir, id)
-	if err := export(ctx, sconn, id, outDir, bothFormats, nil); err != nil {
+	if _, err := export(ctx, sconn, id, outDir, bothFormats); err != nil {
 		return err
 	}
-	stats, err := pb.NewStorageClient(sconn).GetStats(ctx, &pb.GetStatsRequest{RolloutIds: []string{id}})
+	store := pb.NewStorageClient(sconn)
+	stats, err := store.GetStats(ctx, &pb.GetStatsRequest{RolloutIds: []string{id}})
 	if err != nil {
 		return fmt.Errorf("get stats: %w", err)
 	}
@@ -219,8 +131,18 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	// runner took them (e.g. no VM could be leased) are only counted here.
 	fmt.Fprintf(stdout, "coordinator: %d done, %d failed for good, %d aborted, %d requeued; groups %d/%d complete\n",
 		p.GetDone(), p.GetFailed(), p.GetAborted(), p.GetRequeued(), p.GetGroupsComplete(), p.GetGroupsTotal())
+	infra, err := infraFailures(ctx, coord, store, id, stats)
+	if err != nil {
+		return err
+	}
+	total := int64(p.GetDone() + p.GetFailed() + p.GetAborted())
+	infra.write(stdout, total)
 	fmt.Fprintf(stdout, "rollout %s %s in %s\n", id, shortState(final.GetState(), "ROLLOUT_STATE_"), time.Since(start).Truncate(100*time.Millisecond))
 	fmt.Fprintf(stdout, "results: %s (rollout.jsonl for training, <domain>/<task>/ in OSWorld's layout)\n", outDir)
+	if infra.over(total, f.failThreshold) {
+		return fmt.Errorf("%d of %d episodes failed for infrastructure reasons (more than --fail-threshold %g allows): %s",
+			infra.n, total, f.failThreshold, infra.example)
+	}
 	return nil
 }
 
@@ -273,49 +195,72 @@ func runTaskRoots(given []string, data string) ([]string, error) {
 	return roots, nil
 }
 
-// startEmbedded starts the all-in-one mesh for `rollout run`.
+// startEmbedded starts the all-in-one mesh for `rollout run`. VMs start
+// only when some task runs on a desktop.
 func startEmbedded(ctx context.Context, f *runFlags, data string, stderr io.Writer) (*mesh.Mesh, error) {
 	logger, err := zaplog.New(zaplog.Config{Level: f.logLevel, Format: "console"})
 	if err != nil {
 		return nil, usageError{err}
 	}
-	pools, err := f.pools(stderr)
+	desktops, err := desktopTasks(data, f.envMode)
 	if err != nil {
-		return nil, err
+		// The coordinator reads the tasks again and says what is wrong
+		// with them; until then, assume they need their VMs.
+		desktops = -1
 	}
+	var pools []vmmanager.PoolSpec
+	if desktops != 0 {
+		if pools, err = f.pools(stderr); err != nil {
+			return nil, err
+		}
+	}
+	opts := f.options(data)
+	opts.Pools = pools
+	opts.Logger = logger
+	if f.baseURL != "" {
+		fmt.Fprintf(stderr, "model: %s at %s\n", f.model, f.baseURL)
+	} else {
+		if f.model == "" {
+			f.model = opts.Model
+		}
+		fmt.Fprintf(stderr, "model: no OPENAI_BASE_URL set, so a SCRIPTED STAND-IN POLICY (fakellm, %s) answers, not a model\n", orDash(opts.FakeScript))
+	}
+	if len(pools) == 0 {
+		fmt.Fprintf(stderr, "starting the embedded mesh (data in %s, no VMs: no task runs on a desktop)...\n", f.dataDir)
+	} else {
+		fmt.Fprintf(stderr, "starting the embedded mesh (data in %s, %d %s VMs)...\n", f.dataDir, f.numVMs, f.provider)
+	}
+	return mesh.Start(ctx, opts)
+}
+
+// options are the mesh options both run and up derive from the mesh
+// flags; near is where to look for the stand-in's script.
+func (f *meshFlags) options(near string) mesh.Options {
 	opts := mesh.Options{
-		DataDir:     f.dataDir,
-		TaskRoots:   f.taskRoots,
-		Pools:       pools,
-		RunnerSlots: f.numRollouts,
-		Logger:      logger,
-		Model:       f.model,
+		DataDir: f.dataDir, TaskRoots: f.taskRoots, RunnerSlots: f.numRollouts, Model: f.model,
+		RAGCorpus: f.ragCorpus, WebDocs: f.webDocs, WebSearchURL: f.webSearchURL,
 	}
 	if f.baseURL != "" {
 		opts.Backends = []modelgateway.BackendConfig{{
 			ID: "model", BaseURL: f.baseURL, Kind: modelgateway.KindOpenAI, Model: f.model,
 			APIKey: os.Getenv("OPENAI_API_KEY"), MaxConcurrent: 64,
 		}}
-		fmt.Fprintf(stderr, "model: %s at %s\n", orDash(f.model), f.baseURL)
-	} else {
-		opts.FakeScript = f.fakeScript
-		if opts.FakeScript == "" {
-			opts.FakeScript = findDemoScript(data)
-		}
-		if opts.Model == "" {
-			opts.Model = "fake-model"
-			f.model = opts.Model
-		}
-		fmt.Fprintf(stderr, "model: no OPENAI_BASE_URL set, so a SCRIPTED STAND-IN POLICY (fakellm, %s) answers, not a model\n", orDash(opts.FakeScript))
+		return opts
 	}
-	fmt.Fprintf(stderr, "starting the embedded mesh (data in %s, %d %s VMs)...\n", f.dataDir, f.numVMs, f.provider)
-	return mesh.Start(ctx, opts)
+	opts.FakeScript = f.fakeScript
+	if opts.FakeScript == "" {
+		opts.FakeScript = findDemoScript(near)
+	}
+	if opts.Model == "" {
+		opts.Model = "fake-model"
+	}
+	return opts
 }
 
 // pools returns the VM pool of the embedded mesh. Without a desktopd binary
 // the process provider cannot run, so the mesh starts without VMs and says
 // that desktop tasks will fail; tool tasks still run.
-func (f *runFlags) pools(stderr io.Writer) ([]vmmanager.PoolSpec, error) {
+func (f *meshFlags) pools(stderr io.Writer) ([]vmmanager.PoolSpec, error) {
 	p, err := f.pool()
 	if errors.Is(err, errNoDesktopd) {
 		fmt.Fprintf(stderr, "warning: %v; running without VMs, so desktop tasks will fail\n", err)
@@ -329,7 +274,7 @@ func (f *runFlags) pools(stderr io.Writer) ([]vmmanager.PoolSpec, error) {
 
 var errNoDesktopd = errors.New("desktopd not found next to rollout or on PATH (make build)")
 
-func (f *runFlags) pool() (vmmanager.PoolSpec, error) {
+func (f *meshFlags) pool() (vmmanager.PoolSpec, error) {
 	p := vmmanager.PoolSpec{
 		Name: "default", Provider: f.provider, Size: f.numVMs,
 		ScreenWidth: f.screenW, ScreenHeight: f.screenH, Headless: &f.headless,
@@ -465,24 +410,24 @@ func isTerminal(w io.Writer) bool {
 
 var bothFormats = []pb.ExportFormat{pb.ExportFormat_EXPORT_FORMAT_JSONL, pb.ExportFormat_EXPORT_FORMAT_OSWORLD}
 
-// export writes the rollout under dir in each format, and what it wrote to
-// log when log is not nil.
-func export(ctx context.Context, conn *grpc.ClientConn, id, dir string, formats []pb.ExportFormat, log io.Writer) error {
+// export writes the rollout under dir in each format and says how many
+// files and bytes it wrote.
+func export(ctx context.Context, conn *grpc.ClientConn, id, dir string, formats []pb.ExportFormat) (storage.ExportSummary, error) {
 	client := pb.NewStorageClient(conn)
+	var total storage.ExportSummary
 	for _, format := range formats {
 		stream, err := client.ExportRollout(ctx, &pb.ExportRolloutRequest{RolloutId: id, Format: format})
 		if err != nil {
-			return fmt.Errorf("export %s: %w", format, err)
+			return total, fmt.Errorf("export %s: %w", format, err)
 		}
 		sum, err := storage.WriteExport(ctx, stream, dir)
 		if err != nil {
-			return fmt.Errorf("export %s: %w", format, err)
+			return total, fmt.Errorf("export %s: %w", format, err)
 		}
-		if log != nil {
-			fmt.Fprintf(log, "%s: %+v\n", shortState(format, "EXPORT_FORMAT_"), sum)
-		}
+		total.Files += sum.Files
+		total.Bytes += sum.Bytes
 	}
-	return nil
+	return total, nil
 }
 
 func cmdExport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -502,12 +447,12 @@ func cmdExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if dir == "" {
 		dir = filepath.Join("results", id)
 	}
-	formats := bothFormats
+	formats, layout := bothFormats, "rollout.jsonl and <domain>/<task>/ in OSWorld's layout"
 	switch *format {
 	case "jsonl":
-		formats = formats[:1]
+		formats, layout = formats[:1], "rollout.jsonl"
 	case "osworld":
-		formats = formats[1:]
+		formats, layout = formats[1:], "<domain>/<task>/ in OSWorld's layout"
 	case "both":
 	default:
 		return usageError{fmt.Errorf("--format %q: want jsonl, osworld or both", *format)}
@@ -520,25 +465,63 @@ func cmdExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer conn.Close()
-	if err := export(ctx, conn, id, dir, formats, stdout); err != nil {
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	stats, err := pb.NewStorageClient(conn).GetStats(ctx, &pb.GetStatsRequest{RolloutIds: []string{id}})
+	if err != nil {
+		return fmt.Errorf("get stats: %w", err)
+	}
+	var episodes int64
+	for _, rs := range stats.GetRollouts() {
+		episodes += rs.GetOverall().GetEpisodes()
+	}
+	sum, err := export(ctx, conn, id, dir, formats)
+	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "written to %s\n", dir)
+	fmt.Fprintf(stdout, "rollout %s: %d episodes, %d files (%s) written to %s (%s)\n",
+		id, episodes, sum.Files, byteSize(sum.Bytes), dir, layout)
 	return nil
+}
+
+// byteSize renders n bytes for people.
+func byteSize(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 func cmdUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("rollout up", flag.ContinueOnError)
-	var f runFlags
-	f.register(fs)
+	var f meshFlags
+	f.register(fs, "bearer token every service and the OpenAI front require (off when empty)",
+		"directory the coordinator may read task files from (repeatable); default tasks/ under the coordinator's data dir")
 	host := fs.String("listen-host", "127.0.0.1", "host every service listens on; 0.0.0.0 opens the mesh to other machines (set --auth-token-file then)")
 	openai := fs.String("openai-addr", "", "the gateway's OpenAI-compatible HTTP address (default: --listen-host, port 8000)")
 	offset := fs.Int("port-offset", 0, "add this to every standard port (to run a second mesh beside one)")
-	if err := parse(fs, normalizeArgs(args), stderr); err != nil {
+	if err := parse(fs, normalizeArgs(fs, args), stderr); err != nil {
 		return err
 	}
 	if err := f.client.resolve(fs); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Errorf("unexpected argument %q: rollout up takes flags only", fs.Arg(0))}
+	}
+	if err := f.validate(); err != nil {
+		return usageError{err}
+	}
+	if f.baseURL != "" {
+		var err error
+		if f.model, err = checkModelServer(ctx, f.baseURL, os.Getenv("OPENAI_API_KEY"), f.model); err != nil {
+			return err
+		}
 	}
 	logger, err := zaplog.New(zaplog.Config{Level: f.logLevel, Format: "console"})
 	if err != nil {
@@ -563,23 +546,10 @@ func cmdUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			*openai = a[""][0]
 		}
 	}
-	opts := mesh.Options{
-		DataDir: f.dataDir, Addrs: addrs, OpenAIAddr: *openai, TaskRoots: f.taskRoots, AuthToken: f.client.token,
-		Pools: pools, RunnerSlots: f.numRollouts, Logger: logger, Model: f.model,
-	}
-	if f.baseURL != "" {
-		opts.Backends = []modelgateway.BackendConfig{{ID: "model", BaseURL: f.baseURL, Kind: modelgateway.KindOpenAI,
-			Model: f.model, APIKey: os.Getenv("OPENAI_API_KEY"), MaxConcurrent: 64}}
-	} else {
-		opts.FakeScript = f.fakeScript
-		if opts.FakeScript == "" {
-			wd, _ := os.Getwd()
-			opts.FakeScript = findDemoScript(wd)
-		}
-		if opts.Model == "" {
-			opts.Model = "fake-model"
-		}
-	}
+	wd, _ := os.Getwd()
+	opts := f.options(wd)
+	opts.Addrs, opts.OpenAIAddr, opts.AuthToken = addrs, *openai, f.client.token
+	opts.Pools, opts.Logger = pools, logger
 	m, err := mesh.Start(ctx, opts)
 	if err != nil {
 		return err
@@ -596,6 +566,8 @@ func cmdUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			script = "no script found: a fixed reply to everything; give --fake-script examples/fakellm/demo.jsonl"
 		}
 		fmt.Fprintf(stdout, "  model: a SCRIPTED STAND-IN POLICY (fakellm, %s) answers; set OPENAI_BASE_URL for a real model\n", script)
+	} else {
+		fmt.Fprintf(stdout, "  model: %s at %s\n", f.model, f.baseURL)
 	}
 	if len(opts.TaskRoots) > 0 {
 		fmt.Fprintf(stdout, "  task files are read from %s\n", strings.Join(opts.TaskRoots, ", "))

@@ -31,9 +31,16 @@ func TestNormalizeArgs(t *testing.T) {
 		{in: []string{"-provider_name", "docker"}, want: []string{"--provider", "docker"}},
 		{in: []string{"--output-dir", "a_b"}, want: []string{"--output-dir", "a_b"}}, // values keep underscores
 		{in: []string{"-", "--"}, want: []string{"-", "--"}},
+		// A value that starts with a dash stays a value.
+		{in: []string{"--num_rollouts", "-3"}, want: []string{"--num-rollouts", "-3"}},
+		{in: []string{"--name", "--my_run", "--group_size", "2"}, want: []string{"--name", "--my_run", "--group-size", "2"}},
+		{in: []string{"--remote", "--model_base_url", "-x_y"}, want: []string{"--remote", "--model-base-url", "-x_y"}},
+		{in: []string{"--", "--num_rollouts"}, want: []string{"--", "--num_rollouts"}},
 	}
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	new(runFlags).register(fs)
 	for _, tt := range tests {
-		if got := normalizeArgs(tt.in); strings.Join(got, " ") != strings.Join(tt.want, " ") {
+		if got := normalizeArgs(fs, tt.in); strings.Join(got, " ") != strings.Join(tt.want, " ") {
 			t.Errorf("normalizeArgs(%q) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
@@ -51,6 +58,11 @@ func TestRunEmbeddedMath(t *testing.T) {
 	root := repoRoot(t)
 	dir := t.TempDir()
 	out := filepath.Join(dir, "results")
+	// With desktopd at hand the process provider could boot desktops;
+	// math tasks must not make it.
+	if _, err := os.Stat(filepath.Join(root, "bin", "desktopd")); err == nil {
+		t.Setenv("PATH", filepath.Join(root, "bin")+string(os.PathListSeparator)+os.Getenv("PATH"))
+	}
 	var stdout, stderr bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -61,6 +73,12 @@ func TestRunEmbeddedMath(t *testing.T) {
 	}, &stdout, &stderr)
 	if err != nil {
 		t.Fatalf("rollout run: %v\nstderr:\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "no VMs: no task runs on a desktop") {
+		t.Errorf("stderr does not say that no VMs start:\n%s", stderr.String())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "mesh", "vmmanager", "vms")); !os.IsNotExist(err) {
+		t.Errorf("math tasks made a VM pool (%v)", err)
 	}
 	if !strings.Contains(stderr.String(), "SCRIPTED STAND-IN POLICY") {
 		t.Errorf("stderr does not say a scripted stand-in answers:\n%s", stderr.String())

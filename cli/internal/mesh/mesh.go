@@ -115,6 +115,9 @@ type Options struct {
 	RunnerSlots int
 	// Logger receives every service's logs.
 	Logger *zap.Logger
+	// RAGCorpus, WebDocs and WebSearchURL are the runner's data for rag
+	// and web tasks (its --rag-corpus, --web-docs, --web-search-url).
+	RAGCorpus, WebDocs, WebSearchURL string
 	// AuthToken, when set, is required on every gRPC call to the services
 	// and on the OpenAI-compatible front, and the services send it to each
 	// other.
@@ -213,7 +216,8 @@ func Start(ctx context.Context, o Options) (_ *Mesh, err error) {
 		return runner.New(ctx, runner.Config{
 			Coordinator: m.addrs[Coordinator], Gateway: m.addrs[ModelGateway], Storage: m.addrs[Storage],
 			Slots: o.RunnerSlots, RunnerID: "embedded", Address: env.GRPCAddr, AuthToken: o.AuthToken,
-			CacheDir: filepath.Join(o.DataDir, Runner, "cache"),
+			CacheDir:  filepath.Join(o.DataDir, Runner, "cache"),
+			RAGCorpus: o.RAGCorpus, WebDocs: o.WebDocs, WebSearchURL: o.WebSearchURL,
 		}, env)
 	}); err != nil {
 		return nil, err
