@@ -2,6 +2,12 @@
 # Builds FROM-scratch images rolloutmesh/<name>:<tag> from the static binaries
 # in bin/static. The Docker engine here has no registry, so nothing is pulled:
 # each image holds one binary, CA certificates and an empty /tmp.
+#
+# The runner is the exception: it runs Python tasks locally, so its image is
+# deploy/runner/Dockerfile on the desktop guest image rolloutmesh/desktop:<tag>
+# (python3, prlimit, unshare), built first when missing (debootstrap, as
+# root; a few minutes once, then reused by `make guest-image`). RUNNER_BASE
+# names another base with python3 and util-linux.
 set -euo pipefail
 tag=${1:?usage: build-images.sh TAG NAME...}
 shift
@@ -13,6 +19,24 @@ for name in "$@"; do
 	ctx=$(mktemp -d)
 	trap 'rm -rf "$ctx"' EXIT
 	cp "$bin" "$ctx/$name"
+	if [ "$name" = runner ]; then
+		base=${RUNNER_BASE:-rolloutmesh/desktop:$tag}
+		if [ -z "$(docker images -q "$base")" ]; then
+			[ -z "${RUNNER_BASE:-}" ] || { echo "build-images.sh: runner base image $base missing" >&2; exit 1; }
+			echo "build-images.sh: building $base first (the runner image's base)"
+			"$root/deploy/guest/build-desktop-image.sh" "$base"
+		fi
+		mkdir -p "$ctx/data"
+		cp "$root/deploy/runner/Dockerfile" "$ctx/Dockerfile"
+		if ! out=$(docker build -q --build-arg "BASE=$base" -t "rolloutmesh/$name:$tag" "$ctx" 2>&1); then
+			echo "$out" >&2
+			exit 1
+		fi
+		echo "built rolloutmesh/$name:$tag (on $base)"
+		rm -rf "$ctx"
+		trap - EXIT
+		continue
+	fi
 	mkdir -p "$ctx/etc/ssl/certs" "$ctx/tmp" "$ctx/data"
 	chmod 1777 "$ctx/tmp"
 	if [ -f "$certs" ]; then cp "$certs" "$ctx/etc/ssl/certs/"; fi

@@ -127,3 +127,20 @@ func errString(err error) string {
 	}
 	return err.Error()
 }
+
+// TestRootRunsProgramsAsNobody: a runner running as root (the container
+// image) runs programs as nobody without capabilities, so a runner given
+// CAP_SYS_ADMIN for the network namespace does not hand it to model code;
+// the program can still write in its own directory.
+func TestRootRunsProgramsAsNobody(t *testing.T) {
+	needSandbox(t)
+	if os.Getuid() != 0 {
+		t.Skip("not root: programs run as the runner's user")
+	}
+	code := "import os\nopen('out.txt', 'w').write('x')\nst = open('/proc/self/status').read()\n" +
+		"cap = [l.split()[1] for l in st.splitlines() if l.startswith('CapEff')][0]\nprint(os.getuid(), os.getgid(), os.getgroups(), cap)"
+	res, err := Run(context.Background(), New(Config{}).cfg.Python, code, DefaultLimits)
+	if want := "65534 65534 [] 0000000000000000\n"; err != nil || !res.OK || res.Output != want {
+		t.Errorf("Run = %+v, %v; want output %q", res, err, want)
+	}
+}

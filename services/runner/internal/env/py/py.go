@@ -276,8 +276,22 @@ func run(ctx context.Context, python, code string, lim Limits) (runResult, error
 		"--fsize=" + strconv.Itoa(16<<20),
 		"--",
 	}
+	var wrap []string
 	if !lim.AllowNetwork {
-		args = append(args, "unshare", "--net", "--")
+		wrap = append(wrap, "--net")
+	}
+	if os.Geteuid() == 0 {
+		// A root runner's program would be root too, with the capabilities
+		// the runner holds (CAP_SYS_ADMIN in a container given it for the
+		// network namespace): model-written code runs as nobody, which
+		// setuid leaves without capabilities, in a directory it owns.
+		wrap = append(wrap, "--setgid="+strconv.Itoa(nobody), "--setuid="+strconv.Itoa(nobody))
+		if err := chownAll(nobody, dir, script); err != nil {
+			return runResult{}, env.EnvError(fmt.Errorf("python sandbox: %w", err))
+		}
+	}
+	if len(wrap) > 0 {
+		args = append(append(append(args, "unshare"), wrap...), "--")
 	}
 	args = append(args, python, "-I", script)
 	cmd := exec.CommandContext(ctx, "prlimit", args...)
@@ -309,6 +323,18 @@ func run(ctx context.Context, python, code string, lim Limits) (runResult, error
 		res.OK = true
 	}
 	return res, nil
+}
+
+// nobody is the uid and gid programs of a root runner run as.
+const nobody = 65534
+
+func chownAll(id int, paths ...string) error {
+	for _, p := range paths {
+		if err := os.Chown(p, id, id); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // capped keeps the first max bytes written and notes the rest.
