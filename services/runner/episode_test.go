@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -276,6 +277,27 @@ func TestGuestDiesMidEpisode(t *testing.T) {
 	}
 	if d := time.Since(start); d > time.Minute {
 		t.Errorf("took %s to notice the dead guest", d)
+	}
+}
+
+// TestCallUserWaitsThenFails: UI-TARS's call_user() is answered with WAIT
+// three times, as OSWorld's UI-TARS agent does, and the fourth ends the
+// episode as FAIL (which the infeasible task scores 1).
+func TestCallUserWaitsThenFails(t *testing.T) {
+	guest := startDesktopd(t)
+	gw := startGateway(t, fakellm.Config{Script: []fakellm.Rule{{Match: "Step", Reply: "Thought: I need the user.\nAction: call_user()"}}})
+	log := &stepLog{}
+	res := runEpisode(t, ctxT(t, 2*time.Minute), gw, nil, run{task: "tasks/desktop-infeasible.json", space: "uitars", guest: guest.URL, maxTurns: 10, sinks: []agent.StepSink{log}})
+	ep := res.Episode
+	var got []string
+	for _, st := range log.all() {
+		for _, a := range st.GetActions() {
+			got = append(got, a.GetActionType())
+		}
+	}
+	want := []string{"WAIT", "WAIT", "WAIT", "FAIL"}
+	if ep.GetStatus() != rmv1.EpisodeStatus_EPISODE_STATUS_DONE || ep.GetScore() != 1 || !slices.Equal(got, want) {
+		t.Errorf("episode %s score %v (%s %s), actions %v; want DONE, 1, %v", ep.GetStatus(), ep.GetScore(), ep.GetFailureReason(), ep.GetError(), got, want)
 	}
 }
 

@@ -48,6 +48,9 @@ type Action struct {
 	Tool *ToolCall `json:"tool_call,omitempty"`
 	// Answer is a final answer carried by DONE (UI-TARS finished(content=...)).
 	Answer string `json:"answer,omitempty"`
+	// CallUser marks a FAIL that asks for the user's help (UI-TARS
+	// call_user()): the agent loop answers the first few with WAIT.
+	CallUser bool `json:"call_user,omitempty"`
 }
 
 // ToolCall is a function call made by the model.

@@ -181,7 +181,14 @@ type loop struct {
 	// retryOfCall its retry number.
 	pendingCall *rmv1.ModelCall
 	retryOfCall int
+	// callUsers counts the call_user answers turned into WAIT.
+	callUsers int
 }
+
+// callUserTolerance is how many call_user answers an episode turns into
+// WAIT before one ends it as FAIL: OSWorld's UI-TARS agent's
+// callusr_tolerance, so scores compare with its published runs.
+const callUserTolerance = 3
 
 // ctxOutcome classifies an error caused by the episode's context.
 func ctxOutcome(ctx context.Context, err error) (Outcome, bool) {
@@ -286,6 +293,12 @@ turns:
 				break turns
 			}
 			return failed("model_error", err)
+		}
+		if last := &acts[len(acts)-1]; last.CallUser && l.callUsers < callUserTolerance {
+			// No user answers in a rollout; waiting lets the screen change
+			// (a dialog closes, a page loads) before the agent gives up.
+			l.callUsers++
+			*last = action.Action{Type: action.TypeWait}
 		}
 		l.conv = append(l.conv, resp)
 		if t := msgText(resp); t != "" {

@@ -448,7 +448,9 @@ func convert(name string, args map[string]string, v Version, scr action.Screen) 
 		return []action.Action{{Type: action.TypeWait}}, nil
 	case "finished":
 		return []action.Action{{Type: action.TypeDone, Answer: args["content"]}}, nil
-	case "call_user", "error_env":
+	case "call_user":
+		return []action.Action{{Type: action.TypeFail, CallUser: true}}, nil
+	case "error_env":
 		return []action.Action{{Type: action.TypeFail}}, nil
 	}
 	return nil, fmt.Errorf("unknown UI-TARS action %q", name)
