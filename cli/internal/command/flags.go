@@ -233,3 +233,16 @@ func isBoolFlag(fl *flag.Flag) bool {
 	b, ok := fl.Value.(interface{ IsBoolFlag() bool })
 	return ok && b.IsBoolFlag()
 }
+
+// checkModeData refuses tasks whose mode needs data the flags do not give
+// (modes: tasks per env mode; nil when unknown), rather than failing every
+// one of them with "no corpus configured".
+func (f *runFlags) checkModeData(modes map[string]int) error {
+	if n := modes["rag"]; n > 0 && f.ragCorpus == "" {
+		return fmt.Errorf("%d tasks run in rag mode, which searches a corpus: give --rag-corpus (a directory of .txt/.md files or a JSONL of {id,title,text}, as examples/rag/corpus)", n)
+	}
+	if n := modes["web"]; n > 0 && f.webDocs == "" && f.webSearchURL == "" {
+		return fmt.Errorf("%d tasks run in web mode, which searches the web: give --web-docs (a JSONL of {url,title,text}, as examples/web/docs.jsonl) or --web-search-url", n)
+	}
+	return nil
+}

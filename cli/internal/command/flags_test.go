@@ -43,7 +43,8 @@ func TestRunRefusesBadFlagsFirst(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dataDir := filepath.Join(t.TempDir(), "mesh")
-			args := append([]string{"run", "--data", tasks, "--data-dir", dataDir, "--model-base-url", ""}, tt.args...)
+			args := append([]string{"run", "--data", tasks, "--data-dir", dataDir, "--model-base-url", "",
+				"--output-dir", filepath.Join(t.TempDir(), "results")}, tt.args...)
 			var stdout, stderr bytes.Buffer
 			err := Run(context.Background(), args, &stdout, &stderr)
 			if err == nil || ExitCode(err) != 2 {
@@ -120,7 +121,9 @@ func TestHelpListsOwnFlags(t *testing.T) {
 	}
 }
 
-func TestDesktopTasks(t *testing.T) {
+// TestModeCounts: the desktop tasks are counted from every task source
+// layout, with the rollout's default mode for tasks without one.
+func TestModeCounts(t *testing.T) {
 	root := repoRoot(t)
 	dir := t.TempDir()
 	write := func(name, content string) string {
@@ -156,13 +159,13 @@ func TestDesktopTasks(t *testing.T) {
 		{osw, "web", 0},
 	}
 	for _, tt := range tests {
-		got, err := desktopTasks(tt.path, tt.mode)
+		counts, err := modeCounts(tt.path, tt.mode)
 		if err != nil {
-			t.Errorf("desktopTasks(%s, %s): %v", tt.path, tt.mode, err)
+			t.Errorf("modeCounts(%s, %s): %v", tt.path, tt.mode, err)
 			continue
 		}
-		if got != tt.want {
-			t.Errorf("desktopTasks(%s, %s) = %d, want %d", tt.path, tt.mode, got, tt.want)
+		if got := counts["desktop"]; got != tt.want {
+			t.Errorf("modeCounts(%s, %s)[desktop] = %d, want %d", tt.path, tt.mode, got, tt.want)
 		}
 	}
 }

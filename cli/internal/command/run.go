@@ -16,6 +16,8 @@ import (
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	pb "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
@@ -44,8 +46,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return usageError{err}
 	}
 	// With --remote the path is the coordinator's to read, as it sees it,
-	// and the model is the mesh's.
+	// and the model and the VMs are the mesh's.
 	data := f.data
+	var modes map[string]int
 	if !f.remote {
 		abs, err := filepath.Abs(f.data)
 		if err != nil {
@@ -57,6 +60,14 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		data = abs
 		if f.taskRoots, err = runTaskRoots(f.taskRoots, data); err != nil {
 			return err
+		}
+		if modes, err = modeCounts(data, f.envMode); err != nil {
+			// The coordinator reads the tasks again and says what is
+			// wrong with them; until then, assume they need everything.
+			modes = nil
+		}
+		if err := f.checkModeData(modes); err != nil {
+			return usageError{err}
 		}
 		if f.baseURL != "" {
 			if f.model, err = checkModelServer(ctx, f.baseURL, os.Getenv("OPENAI_API_KEY"), f.model); err != nil {
@@ -72,7 +83,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 
 	coordAddr, storageAddr := f.coordinator, f.storageAddr
 	if !f.remote {
-		m, err := startEmbedded(ctx, &f, data, stderr)
+		m, err := startEmbedded(ctx, &f, data, modes, stderr)
 		if err != nil {
 			return err
 		}
@@ -113,16 +124,26 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 
-	outDir := filepath.Join(f.outputDir, id)
-	if _, err := export(ctx, sconn, id, outDir, bothFormats); err != nil {
+	outDir, exported := filepath.Join(f.outputDir, id), true
+	if _, err := export(ctx, sconn, id, outDir, bothFormats); status.Code(err) == codes.NotFound {
+		// Every episode failed before a runner streamed a step: there is
+		// nothing to write, but the summary below says why.
+		exported = false
+	} else if err != nil {
 		return err
 	}
 	store := pb.NewStorageClient(sconn)
 	stats, err := store.GetStats(ctx, &pb.GetStatsRequest{RolloutIds: []string{id}})
+	if status.Code(err) == codes.NotFound {
+		stats, err = &pb.GetStatsResponse{}, nil
+	}
 	if err != nil {
 		return fmt.Errorf("get stats: %w", err)
 	}
 	fmt.Fprintln(stdout)
+	if len(stats.GetRollouts()) == 0 {
+		fmt.Fprintf(stdout, "rollout %s: no episode reached storage\n\n", id)
+	}
 	if err := writeStats(stdout, stats); err != nil {
 		return err
 	}
@@ -138,7 +159,11 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	total := int64(p.GetDone() + p.GetFailed() + p.GetAborted())
 	infra.write(stdout, total)
 	fmt.Fprintf(stdout, "rollout %s %s in %s\n", id, shortState(final.GetState(), "ROLLOUT_STATE_"), time.Since(start).Truncate(100*time.Millisecond))
-	fmt.Fprintf(stdout, "results: %s (rollout.jsonl for training, <domain>/<task>/ in OSWorld's layout)\n", outDir)
+	if exported {
+		fmt.Fprintf(stdout, "results: %s (rollout.jsonl for training, <domain>/<task>/ in OSWorld's layout)\n", outDir)
+	} else {
+		fmt.Fprintln(stdout, "results: none written, as no episode reached storage")
+	}
 	if infra.over(total, f.failThreshold) {
 		return fmt.Errorf("%d of %d episodes failed for infrastructure reasons (more than --fail-threshold %g allows): %s",
 			infra.n, total, f.failThreshold, infra.example)
@@ -196,20 +221,29 @@ func runTaskRoots(given []string, data string) ([]string, error) {
 }
 
 // startEmbedded starts the all-in-one mesh for `rollout run`. VMs start
-// only when some task runs on a desktop.
-func startEmbedded(ctx context.Context, f *runFlags, data string, stderr io.Writer) (*mesh.Mesh, error) {
+// only when some task runs on a desktop, or when modes (the tasks per env
+// mode) is nil because the tasks could not be read.
+func startEmbedded(ctx context.Context, f *runFlags, data string, modes map[string]int, stderr io.Writer) (*mesh.Mesh, error) {
 	logger, err := zaplog.New(zaplog.Config{Level: f.logLevel, Format: "console"})
 	if err != nil {
 		return nil, usageError{err}
 	}
-	desktops, err := desktopTasks(data, f.envMode)
-	if err != nil {
-		// The coordinator reads the tasks again and says what is wrong
-		// with them; until then, assume they need their VMs.
-		desktops = -1
-	}
 	var pools []vmmanager.PoolSpec
-	if desktops != 0 {
+	switch n := modes["desktop"]; {
+	case n > 0:
+		p, err := f.pool()
+		if errors.Is(err, errNoDesktopd) {
+			// The coordinator would refuse the rollout for want of a
+			// pool, once everything had started.
+			return nil, fmt.Errorf("%d tasks run on a desktop, which the process provider starts with desktopd: %w", n, err)
+		}
+		if err != nil {
+			return nil, err
+		}
+		// More VMs than desktop episodes would only boot and idle.
+		p.Size = min(p.Size, n*f.groupSize)
+		pools = []vmmanager.PoolSpec{p}
+	case modes == nil:
 		if pools, err = f.pools(stderr); err != nil {
 			return nil, err
 		}
@@ -225,10 +259,13 @@ func startEmbedded(ctx context.Context, f *runFlags, data string, stderr io.Writ
 		}
 		fmt.Fprintf(stderr, "model: no OPENAI_BASE_URL set, so a SCRIPTED STAND-IN POLICY (fakellm, %s) answers, not a model\n", orDash(opts.FakeScript))
 	}
-	if len(pools) == 0 {
+	switch {
+	case len(pools) == 0 && modes != nil:
 		fmt.Fprintf(stderr, "starting the embedded mesh (data in %s, no VMs: no task runs on a desktop)...\n", f.dataDir)
-	} else {
-		fmt.Fprintf(stderr, "starting the embedded mesh (data in %s, %d %s VMs)...\n", f.dataDir, f.numVMs, f.provider)
+	case len(pools) == 0:
+		fmt.Fprintf(stderr, "starting the embedded mesh (data in %s, no VMs)...\n", f.dataDir)
+	default:
+		fmt.Fprintf(stderr, "starting the embedded mesh (data in %s, %d %s VMs)...\n", f.dataDir, pools[0].Size, f.provider)
 	}
 	return mesh.Start(ctx, opts)
 }

@@ -12,26 +12,28 @@ import (
 	"strings"
 )
 
-// desktopTasks counts the tasks under path (as `rollout run --data` takes
-// it) that run on a desktop, so that VMs start only when some task needs
-// one. A task without env_mode (or mode) runs in defaultMode. The
+// modeCounts counts the tasks under path (as `rollout run --data` takes
+// it) per env mode ("osworld" counts as "desktop"), so that VMs start only
+// when some task needs one and a mode's data is asked for before anything
+// starts. A task without env_mode (or mode) runs in defaultMode. The
 // coordinator reads the tasks again and is the judge of their content: this
-// reads only what decides the VMs, and an error means "cannot tell".
-func desktopTasks(path, defaultMode string) (int, error) {
+// reads only the modes, and an error means "cannot tell".
+func modeCounts(path, defaultMode string) (map[string]int, error) {
 	modes, err := taskModes(path)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	n := 0
+	counts := map[string]int{}
 	for _, m := range modes {
 		if m == "" {
 			m = defaultMode
 		}
-		if m == "desktop" || m == "osworld" {
-			n++
+		if m == "osworld" {
+			m = "desktop"
 		}
+		counts[m]++
 	}
-	return n, nil
+	return counts, nil
 }
 
 // taskModes returns the env mode of every task under path ("" for none):
