@@ -1,10 +1,14 @@
 package runner_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -298,6 +302,88 @@ func TestCallUserWaitsThenFails(t *testing.T) {
 	want := []string{"WAIT", "WAIT", "WAIT", "FAIL"}
 	if ep.GetStatus() != rmv1.EpisodeStatus_EPISODE_STATUS_DONE || ep.GetScore() != 1 || !slices.Equal(got, want) {
 		t.Errorf("episode %s score %v (%s %s), actions %v; want DONE, 1, %v", ep.GetStatus(), ep.GetScore(), ep.GetFailureReason(), ep.GetError(), got, want)
+	}
+}
+
+// stockGuest puts a real desktopd behind a proxy that hides desktopd's
+// /v1/actions, so the runner talks to it as to a stock OSWorld server, and
+// records the commands sent to /execute.
+func stockGuest(t *testing.T, target string) (string, func() []string) {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(u)
+	var mu sync.Mutex
+	var commands []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/actions":
+			http.NotFound(w, r)
+			return
+		case "/execute":
+			body, err := io.ReadAll(r.Body)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			var req struct {
+				Command []string `json:"command"`
+			}
+			_ = json.Unmarshal(body, &req)
+			mu.Lock()
+			commands = append(commands, strings.Join(req.Command, " "))
+			mu.Unlock()
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(commands)
+	}
+}
+
+// TestStockGuestPastesNonASCII: against a guest without desktopd's
+// /v1/actions, UI-TARS text with characters outside ASCII is typed through
+// the clipboard (pyperclip.copy, ctrl+v) as OSWorld's agents type it,
+// because the stock guest's pyautogui.typewrite drops them; ASCII text is
+// still typed.
+func TestStockGuestPastesNonASCII(t *testing.T) {
+	guest := startDesktopd(t)
+	addr, commands := stockGuest(t, guest.URL)
+	gw := startGateway(t, fakellm.Config{Script: []fakellm.Rule{
+		{Match: "Step 1 of", Reply: "Action: type(content='héllo wörld ✓')"},
+		{Match: "Step 2 of", Reply: "Action: type(content='plain')"},
+		{Match: "Step", Reply: "Action: finished()"},
+	}})
+	log := &stepLog{}
+	res := runEpisode(t, ctxT(t, 2*time.Minute), gw, nil, run{task: "tasks/desktop-infeasible.json", space: "uitars", guest: addr, maxTurns: 5, sinks: []agent.StepSink{log}})
+	if ep := res.Episode; ep.GetStatus() != rmv1.EpisodeStatus_EPISODE_STATUS_DONE {
+		t.Fatalf("episode %s (%s %s), want DONE", ep.GetStatus(), ep.GetFailureReason(), ep.GetError())
+	}
+	for _, st := range log.all() {
+		for _, r := range st.GetResults() {
+			if !r.GetOk() {
+				t.Errorf("step %d: action failed: %s", st.GetIndex(), r.GetError())
+			}
+		}
+	}
+	var typed []string
+	for _, c := range commands() {
+		if strings.Contains(c, "typewrite") || strings.Contains(c, "pyperclip") {
+			typed = append(typed, c[strings.Index(c, "pyautogui.FAILSAFE = False; ")+len("pyautogui.FAILSAFE = False; "):])
+		}
+	}
+	want := []string{
+		`import pyperclip; pyperclip.copy('h\u00e9llo w\u00f6rld \u2713'); pyautogui.hotkey('ctrl', 'v'); time.sleep(0.5)`,
+		`pyautogui.typewrite('plain')`,
+	}
+	if !slices.Equal(typed, want) {
+		t.Errorf("typing commands sent to the stock guest:\n%q\nwant\n%q", typed, want)
 	}
 }
 

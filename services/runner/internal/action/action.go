@@ -402,6 +402,37 @@ func ToProto(a Action) *rmv1.Action {
 	return pa
 }
 
+// NeedsPaste reports whether pyautogui.typewrite would lose some of text:
+// it presses one key per character and silently skips characters that are
+// no key of a US keyboard, which is every character outside ASCII.
+func NeedsPaste(text string) bool {
+	for _, r := range text {
+		if r > 0x7e {
+			return true
+		}
+	}
+	return false
+}
+
+// PasteCode is the pyautogui code that types text through the clipboard,
+// as OSWorld's UI-TARS agents type: pyperclip.copy, then ctrl+v. The text
+// is escaped to ASCII so that the guest's locale cannot garble the
+// command line.
+func PasteCode(text string) string {
+	var b strings.Builder
+	for _, r := range pyStr(text) {
+		switch {
+		case r <= 0x7e:
+			b.WriteRune(r)
+		case r <= 0xffff:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			fmt.Fprintf(&b, `\U%08x`, r)
+		}
+	}
+	return "import pyperclip; pyperclip.copy(" + b.String() + "); pyautogui.hotkey('ctrl', 'v'); time.sleep(0.5)"
+}
+
 // OSWorldDict is the action as OSWorld's traj.jsonl records it: the code
 // string for pyautogui actions, the verb for WAIT/DONE/FAIL, the dict for
 // computer_13 actions.

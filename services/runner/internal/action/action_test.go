@@ -1,6 +1,10 @@
 package action
 
-import "testing"
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
 
 func TestNormalizeAndCode(t *testing.T) {
 	scr := Screen{Width: 1280, Height: 720}
@@ -71,4 +75,30 @@ func FuzzParseScreen(f *testing.F) {
 			t.Fatalf("ParseScreen(%q) = %v", s, scr)
 		}
 	})
+}
+
+// TestPasteCodeRoundTrip evaluates the string literal PasteCode gives
+// pyperclip with a real Python: it must be the text, whatever it holds,
+// and plain ASCII whatever the guest's locale.
+func TestPasteCodeRoundTrip(t *testing.T) {
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3")
+	}
+	tests := []string{"héllo wörld", "it's \"quoted\" \\ back", "two\nlines\ttab", "emoji 🙂 and 中文", "<less> than"}
+	for _, text := range tests {
+		code := PasteCode(text)
+		lit := strings.TrimSuffix(strings.TrimPrefix(code, "import pyperclip; pyperclip.copy("), "); pyautogui.hotkey('ctrl', 'v'); time.sleep(0.5)")
+		if lit == code || strings.ContainsFunc(lit, func(r rune) bool { return r > 0x7e }) {
+			t.Errorf("PasteCode(%q) = %q, want pyperclip.copy of an ASCII literal then ctrl+v", text, code)
+			continue
+		}
+		out, err := exec.Command(python, "-c", "import sys; sys.stdout.buffer.write(("+lit+").encode())").Output()
+		if err != nil || string(out) != text {
+			t.Errorf("PasteCode(%q): Python reads %q (%v), want the text", text, out, err)
+		}
+		if NeedsPaste(text) != strings.ContainsFunc(text, func(r rune) bool { return r > 0x7e }) {
+			t.Errorf("NeedsPaste(%q) = %v", text, NeedsPaste(text))
+		}
+	}
 }

@@ -244,9 +244,13 @@ func (e *Env) runComputer13(ctx context.Context, acts []action.Action, out []env
 			return nil
 		}
 	}
-	// A stock OSWorld guest: run the code OSWorld's controller would.
+	// A stock OSWorld guest: run the code OSWorld's controller would, but
+	// type text its pyautogui would drop through the clipboard.
 	for i, a := range acts {
 		code := a.Code
+		if text, _ := a.Params["text"].(string); a.Type == "TYPING" && action.NeedsPaste(text) {
+			code = action.PasteCode(text)
+		}
 		if code == "" {
 			var err error
 			if code, err = action.Code(a); err != nil {
