@@ -387,6 +387,34 @@ func TestStockGuestPastesNonASCII(t *testing.T) {
 	}
 }
 
+// TestPyInGuestFailureIsEnvError: a py episode with a VM runs code through
+// the guest's /run_python; when the guest cannot run it (here a proxy in
+// front of a real desktopd answers 500, as a guest without an interpreter
+// does) the episode fails with env_error. It used to go on and be scored
+// on the model's answer alone.
+func TestPyInGuestFailureIsEnvError(t *testing.T) {
+	guest := startDesktopd(t)
+	u, err := url.Parse(guest.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(u)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/run_python" {
+			http.Error(w, `{"status":"error","message":"python3: not found"}`, http.StatusInternalServerError)
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	gw := startGateway(t, fakellm.Config{Script: demoScript(t)})
+	res := runEpisode(t, ctxT(t, time.Minute), gw, nil, run{task: "tasks/py.jsonl", mode: "py", guest: srv.URL})
+	ep := res.Episode
+	if ep.GetStatus() != rmv1.EpisodeStatus_EPISODE_STATUS_FAILED || ep.GetFailureReason() != "env_error" || !strings.Contains(ep.GetError(), "python3: not found") {
+		t.Errorf("episode %s score %v reason %q error %q, want FAILED env_error with the guest's answer", ep.GetStatus(), ep.GetScore(), ep.GetFailureReason(), ep.GetError())
+	}
+}
+
 // TestDesktopEnvFailuresAreEnvErrors runs desktop tasks on a real desktopd
 // whose setup step or evaluator input cannot be had from the guest: the
 // episode fails with env_error and says why. The evaluator case used to be
