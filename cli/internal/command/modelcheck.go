@@ -98,7 +98,10 @@ func transportProblem(err error) string {
 	}
 	var dnsErr *net.DNSError
 	if errors.As(err, &dnsErr) {
-		return "no such host " + dnsErr.Name
+		if dnsErr.IsNotFound {
+			return "no such host " + dnsErr.Name
+		}
+		return "cannot resolve " + dnsErr.Name + ": " + dnsErr.Err
 	}
 	var opErr *net.OpError
 	if errors.As(err, &opErr) && opErr.Err != nil {
