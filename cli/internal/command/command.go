@@ -74,4 +74,6 @@ func usage(w io.Writer, cmds map[string]subcommand) {
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-10s %s\n", n, cmds[n].summary)
 	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "rollout <command> --help lists a command's flags.")
 }

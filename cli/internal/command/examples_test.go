@@ -54,23 +54,30 @@ func TestRunRAGAndWebExamples(t *testing.T) {
 	}
 }
 
-// TestRunAsksForModeData: rag tasks without --rag-corpus and web tasks
-// without --web-docs or --web-search-url are refused before anything
-// starts, naming the flag.
+// TestRunAsksForModeData: rag tasks without --rag-corpus, web tasks
+// without --web-docs or --web-search-url, and desktop tasks with the
+// tool_calls action space are refused before anything starts, naming the
+// flag.
 func TestRunAsksForModeData(t *testing.T) {
 	examples := filepath.Join(repoRoot(t), "examples")
 	tests := []struct {
 		data, mode, want string
+		extra            []string
 	}{
-		{filepath.Join(examples, "rag", "tasks.jsonl"), "rag", "3 tasks run in rag mode, which searches a corpus: give --rag-corpus"},
-		{filepath.Join(examples, "web", "tasks.jsonl"), "web", "2 tasks run in web mode, which searches the web: give --web-docs"},
+		{filepath.Join(examples, "tasks", "desktop-infeasible.json"), "osworld", "1 task runs on a desktop, which --action-space tool_calls cannot drive",
+			[]string{"--action-space", "tool_calls"}},
+		// tool_calls drive the tasks that are not on a desktop.
+		{filepath.Join(examples, "rag", "tasks.jsonl"), "osworld", "3 tasks run in rag mode", []string{"--action-space", "tool_calls"}},
+		{filepath.Join(examples, "rag", "tasks.jsonl"), "rag", "3 tasks run in rag mode, which searches a corpus: give --rag-corpus", nil},
+		{filepath.Join(examples, "web", "tasks.jsonl"), "web", "2 tasks run in web mode, which searches the web: give --web-docs", nil},
 		// Tasks without a mode take --mode's.
-		{filepath.Join(examples, "tasks", "desktop-infeasible.json"), "rag", "1 tasks run in rag mode"},
+		{filepath.Join(examples, "tasks", "desktop-infeasible.json"), "rag", "1 task runs in rag mode", nil},
 	}
 	for _, tt := range tests {
 		dataDir := filepath.Join(t.TempDir(), "mesh")
 		var stdout, stderr bytes.Buffer
-		err := Run(context.Background(), []string{"run", "--data", tt.data, "--mode", tt.mode, "--data-dir", dataDir, "--model-base-url", ""}, &stdout, &stderr)
+		args := append([]string{"run", "--data", tt.data, "--mode", tt.mode, "--data-dir", dataDir, "--model-base-url", ""}, tt.extra...)
+		err := Run(context.Background(), args, &stdout, &stderr)
 		if err == nil || ExitCode(err) != 2 || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("rollout run --data %s --mode %s = %v (exit %d), want a usage error containing %q", tt.data, tt.mode, err, ExitCode(err), tt.want)
 		}
@@ -89,7 +96,7 @@ func TestRunDesktopWithoutDesktopd(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	err := Run(context.Background(), []string{"run", "--data", filepath.Join(repoRoot(t), "examples", "tasks", "desktop-infeasible.json"),
 		"--model-base-url", "", "--data-dir", dataDir}, &stdout, &stderr)
-	want := "1 tasks run on a desktop, which the process provider starts with desktopd: desktopd not found"
+	want := "1 task runs on a desktop, which the process provider starts with desktopd: desktopd not found"
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("rollout run = %v, want an error containing %q\nstderr:\n%s", err, want, stderr.String())
 	}

@@ -175,8 +175,6 @@ func (f *runFlags) validate() error {
 		return fmt.Errorf("--episode-timeout must be positive, not %s", f.episodeTimeout)
 	case !(f.failThreshold >= 0 && f.failThreshold <= 1):
 		return fmt.Errorf("--fail-threshold must be a fraction between 0 and 1, not %v", f.failThreshold)
-	case f.actionSpace == "tool_calls" && (f.envMode == "osworld" || f.envMode == "desktop"):
-		return errors.New("--action-space tool_calls cannot drive a desktop: give --mode math, py, rag or web, or a desktop action space")
 	}
 	return nil
 }
@@ -234,15 +232,28 @@ func isBoolFlag(fl *flag.Flag) bool {
 	return ok && b.IsBoolFlag()
 }
 
-// checkModeData refuses tasks whose mode needs data the flags do not give
+// checkModeData refuses tasks whose mode needs what the flags do not give
 // (modes: tasks per env mode; nil when unknown), rather than failing every
-// one of them with "no corpus configured".
+// one of them with "no corpus configured", or the rollout once the mesh and
+// its VMs have started.
 func (f *runFlags) checkModeData(modes map[string]int) error {
+	if n := modes["desktop"]; n > 0 && f.actionSpace == "tool_calls" {
+		return fmt.Errorf("%s on a desktop, which --action-space tool_calls cannot drive: give a desktop action space (%s) or --mode math, py, rag or web for tasks without env_mode",
+			tasksRun(n), strings.Join(actionSpaces[:len(actionSpaces)-1], ", "))
+	}
 	if n := modes["rag"]; n > 0 && f.ragCorpus == "" {
-		return fmt.Errorf("%d tasks run in rag mode, which searches a corpus: give --rag-corpus (a directory of .txt/.md files or a JSONL of {id,title,text}, as examples/rag/corpus)", n)
+		return fmt.Errorf("%s in rag mode, which searches a corpus: give --rag-corpus (a directory of .txt/.md files or a JSONL of {id,title,text}, as examples/rag/corpus)", tasksRun(n))
 	}
 	if n := modes["web"]; n > 0 && f.webDocs == "" && f.webSearchURL == "" {
-		return fmt.Errorf("%d tasks run in web mode, which searches the web: give --web-docs (a JSONL of {url,title,text}, as examples/web/docs.jsonl) or --web-search-url", n)
+		return fmt.Errorf("%s in web mode, which searches the web: give --web-docs (a JSONL of {url,title,text}, as examples/web/docs.jsonl) or --web-search-url", tasksRun(n))
 	}
 	return nil
+}
+
+// tasksRun is "1 task runs" or "n tasks run".
+func tasksRun(n int) string {
+	if n == 1 {
+		return "1 task runs"
+	}
+	return fmt.Sprintf("%d tasks run", n)
 }

@@ -35,7 +35,6 @@ func TestRunRefusesBadFlagsFirst(t *testing.T) {
 		{"log level", []string{"--log-level", "loud"}, `--log-level "loud" is not a level`},
 		{"model URL", []string{"--model-base-url", "localhost:8000"}, `--model-base-url "localhost:8000" is not an http(s) URL`},
 		{"rag corpus", []string{"--rag-corpus", "/does/not/exist"}, "--rag-corpus: stat /does/not/exist"},
-		{"tool calls on a desktop", []string{"--action-space", "tool_calls", "--mode", "osworld"}, "--action-space tool_calls cannot drive a desktop"},
 		{"not an int", []string{"--num-rollouts", "many"}, `invalid value "many" for flag -num-rollouts`},
 		{"unknown flag", []string{"--num-gpus", "2"}, "flag provided but not defined: -num-gpus"},
 		{"positional", []string{"extra"}, `unexpected argument "extra"`},

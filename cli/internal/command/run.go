@@ -235,7 +235,7 @@ func startEmbedded(ctx context.Context, f *runFlags, data string, modes map[stri
 		if errors.Is(err, errNoDesktopd) {
 			// The coordinator would refuse the rollout for want of a
 			// pool, once everything had started.
-			return nil, fmt.Errorf("%d tasks run on a desktop, which the process provider starts with desktopd: %w", n, err)
+			return nil, fmt.Errorf("%s on a desktop, which the process provider starts with desktopd: %w", tasksRun(n), err)
 		}
 		if err != nil {
 			return nil, err
