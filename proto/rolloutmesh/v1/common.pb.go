@@ -655,7 +655,8 @@ type Episode struct {
 	// Number of stored steps.
 	NumSteps int32 `protobuf:"varint,17,opt,name=num_steps,json=numSteps,proto3" json:"num_steps,omitempty"`
 	// Short machine-readable reason for FAILED/TIMEOUT/UNSUPPORTED/ABORTED,
-	// e.g. "env_setup", "model_error", "parse_error", "guest_unreachable",
+	// e.g. "env_error" (the environment failed: a setup step, a getter, the
+	// sandbox), "model_error", "parse_error", "guest_unreachable",
 	// "unsupported_metric:compare_pptx_files".
 	FailureReason string `protobuf:"bytes,18,opt,name=failure_reason,json=failureReason,proto3" json:"failure_reason,omitempty"`
 	// Human-readable error detail.
