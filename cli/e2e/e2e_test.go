@@ -321,6 +321,7 @@ func (e *env) checkEpisodes(ctx context.Context, rolloutID string, numTasks int6
 	groupsOfTask := map[string]map[string]bool{}
 	attempts := map[int32]int{}
 	runners := map[string]int{}
+	scores := map[string][]float64{} // by domain
 	for _, ep := range eps {
 		if ids[ep.GetEpisodeId()] {
 			t.Errorf("episode %s stored twice", ep.GetEpisodeId())
@@ -332,6 +333,7 @@ func (e *env) checkEpisodes(ctx context.Context, rolloutID string, numTasks int6
 			continue
 		}
 		done[key{ep.GetTaskId(), ep.GetGroupId()}]++
+		scores[ep.GetDomain()] = append(scores[ep.GetDomain()], ep.GetScore())
 		if groupsOfTask[ep.GetTaskId()] == nil {
 			groupsOfTask[ep.GetTaskId()] = map[string]bool{}
 		}
@@ -339,7 +341,21 @@ func (e *env) checkEpisodes(ctx context.Context, rolloutID string, numTasks int6
 		attempts[ep.GetAttempt()]++
 		runners[ep.GetRunnerId()]++
 	}
-	t.Logf("storage: %d episodes; by attempt %v; by runner %v", len(eps), attempts, runners)
+	t.Logf("storage: %d episodes; by attempt %v; by runner %v; scores by domain %v", len(eps), attempts, runners, scores)
+	// The scripted policy solves the math and code tasks: anything below 1
+	// is an environment that failed to run them (the py sandbox in the
+	// runner container), which must never pass as a low score.
+	for _, domain := range []string{"math", "code"} {
+		if len(scores[domain]) == 0 {
+			t.Errorf("no %s episode stored", domain)
+		}
+		for _, sc := range scores[domain] {
+			if sc != 1 {
+				t.Errorf("%s episodes scored %v, want every one 1", domain, scores[domain])
+				break
+			}
+		}
+	}
 	if want := numTasks * groupSize; int64(len(eps)) != want {
 		t.Errorf("storage holds %d episodes, want %d tasks × %d = %d", len(eps), numTasks, groupSize, want)
 	}
