@@ -106,6 +106,7 @@ type runFlags struct {
 	episodeTimeout                       time.Duration
 	name                                 string
 	failThreshold                        float64
+	tokenIDs                             bool
 }
 
 func (f *runFlags) register(fs *flag.FlagSet) {
@@ -126,6 +127,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.coordinator, "coordinator", envOr("ROLLOUTMESH_COORDINATOR", "localhost:50052"), "coordinator address with --remote")
 	fs.StringVar(&f.storageAddr, "storage", envOr("ROLLOUTMESH_STORAGE", "localhost:50055"), "storage address with --remote")
 	fs.StringVar(&f.name, "name", "", "rollout name")
+	fs.BoolVar(&f.tokenIDs, "token-ids", true, "record token ids and logprobs with every step, as a trainer needs them (--token-ids=false saves the bytes)")
 	fs.Float64Var(&f.failThreshold, "fail-threshold", 0, "exit non-zero when more than this fraction of episodes (0-1) failed for infrastructure reasons (model server, environment, VMs, runners); 0: any such failure, 1: never")
 }
 

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	pb "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
@@ -189,6 +190,8 @@ func (f *runFlags) spec(data string) *pb.RolloutSpec {
 			EvaluationMetric: f.metric,
 			ScreenWidth:      int32(f.screenW),
 			ScreenHeight:     int32(f.screenH),
+			Logprobs:         proto.Bool(f.tokenIDs),
+			ReturnTokenIds:   proto.Bool(f.tokenIDs),
 		},
 		GroupSize:      int32(f.groupSize),
 		MaxAttempts:    2,

@@ -104,13 +104,21 @@ func TestRunEmbeddedMath(t *testing.T) {
 	groups := map[string]int{}
 	for _, l := range lines {
 		var ep struct {
-			GroupID string  `json:"group_id"`
-			Reward  float64 `json:"reward"`
+			GroupID      string  `json:"group_id"`
+			Reward       float64 `json:"reward"`
+			InputIDs     []int32 `json:"input_ids"`
+			ResponseMask []int8  `json:"response_mask"`
+			Logprobs     []float64
 		}
 		if err := json.Unmarshal([]byte(l), &ep); err != nil {
 			t.Fatalf("bad JSONL line %q: %v", l, err)
 		}
 		groups[ep.GroupID]++
+		// Token data is on by default: it is what a trainer needs.
+		if len(ep.InputIDs) == 0 || len(ep.ResponseMask) != len(ep.InputIDs) || len(ep.Logprobs) != len(ep.InputIDs) {
+			t.Errorf("episode of %s: %d input_ids, %d mask, %d logprobs; want token data, aligned",
+				ep.GroupID, len(ep.InputIDs), len(ep.ResponseMask), len(ep.Logprobs))
+		}
 		if ep.Reward != 1 {
 			t.Errorf("episode of %s reward %v, want 1", ep.GroupID, ep.Reward)
 		}
