@@ -129,6 +129,11 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 				wctx, cancel = context.WithTimeout(ctx, 5*time.Second)
 			}
 			err := disp.WaitForWM(wctx)
+			if err == nil && cfg.Xvfb {
+				// Our own window manager has announced itself; ready
+				// means it manages a window opened now (see ProbeManaged).
+				err = disp.ProbeManaged(wctx)
+			}
 			cancel()
 			if err != nil && (cfg.Xvfb || ctx.Err() != nil) {
 				return err

@@ -216,6 +216,55 @@ func (d *Display) WaitForWM(ctx context.Context) error {
 	}
 }
 
+// ProbeManaged proves that a window opened now is managed at once: it maps
+// a small top-level window and waits until the window manager lists it in
+// _NET_CLIENT_LIST, then destroys it. A window manager can announce itself
+// (WaitForWM) seconds before it manages windows, and the X server can be
+// busy for as long right after it starts (measured in a fresh desktop
+// container: an xterm launched as soon as the WM had announced itself was
+// managed 5 s later, one launched 2 s later at once). A task's first
+// window opened in that time misses the keystrokes typed into it, so
+// desktopd is not ready before this probe passes.
+func (d *Display) ProbeManaged(ctx context.Context) error {
+	wid, err := xproto.NewWindowId(d.conn)
+	if err != nil {
+		return fmt.Errorf("probe window id: %w", err)
+	}
+	s := d.screen
+	if err := xproto.CreateWindowChecked(d.conn, s.RootDepth, wid, d.root, 0, 0, 16, 16, 0,
+		xproto.WindowClassInputOutput, s.RootVisual, 0, nil).Check(); err != nil {
+		return fmt.Errorf("create probe window: %w", err)
+	}
+	defer xproto.DestroyWindow(d.conn, wid)
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for i := 0; ; i++ {
+		// A window mapped while the window manager was between scanning
+		// the existing windows and redirecting new ones is never managed;
+		// mapping it again every half second sends a fresh MapRequest.
+		if i%25 == 0 {
+			if i > 0 {
+				xproto.UnmapWindow(d.conn, wid)
+			}
+			if err := xproto.MapWindowChecked(d.conn, wid).Check(); err != nil {
+				return fmt.Errorf("map probe window: %w", err)
+			}
+		}
+		for _, id := range d.u32list(d.root, "_NET_CLIENT_LIST", xproto.AtomWindow) {
+			if xproto.Window(id) == wid {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for the window manager to manage a window: %w", ctx.Err())
+		case <-d.done:
+			return ErrClosed
+		case <-t.C:
+		}
+	}
+}
+
 func (d *Display) wmReady() bool {
 	check, err := d.atom("_NET_SUPPORTING_WM_CHECK")
 	if err != nil {

@@ -124,3 +124,29 @@ func TestClipboardServesOtherClients(t *testing.T) {
 		t.Errorf("clipboard got %q, want %q", got, want)
 	}
 }
+
+// TestProbeManaged: the probe returns once openbox manages a new window, and
+// leaves no window behind.
+func TestProbeManaged(t *testing.T) {
+	d := startDesktop(t, 640, 480)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := d.ProbeManaged(ctx); err != nil {
+		t.Fatalf("ProbeManaged: %v", err)
+	}
+	// The probe window is gone from the client list once destroyed.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		wins, err := d.Windows(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(wins) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("windows left after the probe: %+v", wins)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
