@@ -109,10 +109,7 @@ func TestRunDesktopWithoutDesktopd(t *testing.T) {
 // and one task in a group of one boots one VM, not --num-vms of them.
 func TestRunDesktopStartsOnlyTheVMsItNeeds(t *testing.T) {
 	root := repoRoot(t)
-	if _, err := os.Stat(filepath.Join(root, "bin", "desktopd")); err != nil {
-		t.Skip("no bin/desktopd (make build)")
-	}
-	t.Setenv("PATH", filepath.Join(root, "bin")+string(os.PathListSeparator)+os.Getenv("PATH"))
+	desktopdOnPath(t)
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

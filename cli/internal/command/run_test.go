@@ -5,12 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -51,6 +54,34 @@ func repoRoot(t *testing.T) string {
 	return filepath.Join(filepath.Dir(file), "..", "..", "..")
 }
 
+var (
+	desktopdOnce sync.Once
+	desktopdDir  string
+	desktopdErr  error
+)
+
+// desktopdOnPath builds desktopd from this tree (once per test binary) and
+// puts it first on PATH, where the process provider looks for it, so the
+// tests need no earlier `make build`.
+func desktopdOnPath(t *testing.T) {
+	t.Helper()
+	desktopdOnce.Do(func() {
+		desktopdDir, desktopdErr = os.MkdirTemp("", "rollout-test-desktopd-")
+		if desktopdErr != nil {
+			return
+		}
+		cmd := exec.Command("go", "build", "-o", desktopdDir, "./guest/desktopd/cmd/desktopd")
+		cmd.Dir = repoRoot(t)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			desktopdErr = fmt.Errorf("go build desktopd: %v\n%s", err, out)
+		}
+	})
+	if desktopdErr != nil {
+		t.Fatal(desktopdErr)
+	}
+	t.Setenv("PATH", desktopdDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+}
+
 // TestRunEmbeddedMath runs `rollout run` for real: the five services in
 // this process on loopback ports, fakellm with the bundled script, the math
 // tasks in groups of two; it checks the summary and both export layouts.
@@ -60,9 +91,7 @@ func TestRunEmbeddedMath(t *testing.T) {
 	out := filepath.Join(dir, "results")
 	// With desktopd at hand the process provider could boot desktops;
 	// math tasks must not make it.
-	if _, err := os.Stat(filepath.Join(root, "bin", "desktopd")); err == nil {
-		t.Setenv("PATH", filepath.Join(root, "bin")+string(os.PathListSeparator)+os.Getenv("PATH"))
-	}
+	desktopdOnPath(t)
 	var stdout, stderr bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

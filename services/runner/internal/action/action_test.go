@@ -1,6 +1,7 @@
 package action
 
 import (
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -83,7 +84,10 @@ func FuzzParseScreen(f *testing.F) {
 func TestPasteCodeRoundTrip(t *testing.T) {
 	python, err := exec.LookPath("python3")
 	if err != nil {
-		t.Skip("no python3")
+		if os.Getenv("CI") != "" {
+			t.Fatalf("python3 is required when CI is set: %v", err)
+		}
+		t.Skip("no python3 (apt-get install python3)")
 	}
 	tests := []string{"héllo wörld", "it's \"quoted\" \\ back", "two\nlines\ttab", "emoji 🙂 and 中文", "<less> than"}
 	for _, text := range tests {
