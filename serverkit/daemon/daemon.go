@@ -7,6 +7,7 @@ package daemon
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -69,6 +70,13 @@ type Env struct {
 	DataDir string
 	// GRPCAddr is the address the gRPC server listens on.
 	GRPCAddr string
+	// AuthToken is the bearer token the gRPC server requires (from
+	// --auth-token, its file or the environment); "" when none. A service
+	// with another front (the gateway's OpenAI HTTP) requires it there too.
+	AuthToken string
+	// TLS is the server TLS config the gRPC server serves with (from
+	// --tls-cert, --tls-key, --tls-client-ca); nil serves plaintext.
+	TLS *tls.Config
 }
 
 // Command is a subcommand of a service binary (e.g. `runner episode`).
@@ -162,12 +170,13 @@ func Run(ctx context.Context, spec Spec, args []string) error {
 		return usageError{err}
 	}
 	var creds credentials.TransportCredentials
+	var tlsCfg *tls.Config
 	if *tlsCert != "" || *tlsKey != "" || *tlsClientCA != "" {
 		cfg, err := tlscreds.Server(*tlsCert, *tlsKey, *tlsClientCA)
 		if err != nil {
 			return usageError{err}
 		}
-		creds = credentials.NewTLS(cfg)
+		tlsCfg, creds = cfg, credentials.NewTLS(cfg)
 	}
 
 	logger, err := zaplog.New(zaplog.Config{Level: *logLevel, Format: *logFormat})
@@ -177,7 +186,7 @@ func Run(ctx context.Context, spec Spec, args []string) error {
 	logger = logger.Named(spec.Name)
 	defer func() { _ = logger.Sync() }()
 
-	env := Env{Logger: logger, Registry: NewRegistry()}
+	env := Env{Logger: logger, Registry: NewRegistry(), AuthToken: *authToken, TLS: tlsCfg}
 	if dataDir != nil {
 		if err := os.MkdirAll(*dataDir, 0o750); err != nil {
 			return fmt.Errorf("data dir: %w", err)

@@ -20,7 +20,6 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/rolloutmesh/rolloutmesh/serverkit/daemon"
-	"github.com/rolloutmesh/rolloutmesh/serverkit/tlscreds"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/clock"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/gateway"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/metrics"
@@ -48,22 +47,18 @@ type Config struct {
 	// AuthToken, when set, is required as a bearer token on every route of
 	// the HTTP front but /health, as --auth-token is on every gRPC call:
 	// whoever reaches a backend through the gateway spends its API key.
-	// When empty, New takes the daemon's --auth-token (however it was
-	// given: flag, file or environment) from the flag set RegisterFlags
-	// was given, so that one token guards both fronts.
+	// When empty, New takes the daemon's (env.AuthToken: --auth-token,
+	// its file or the environment), so that one token guards both fronts.
 	AuthToken string
-	// TLS, when set, serves the HTTP front over TLS. When nil, New builds
-	// it from the daemon's --tls-cert, --tls-key and --tls-client-ca, if
-	// given: a token that gRPC carries encrypted must not cross the
-	// network in clear to the other front.
+	// TLS, when set, serves the HTTP front over TLS. When nil, New uses
+	// the daemon's (env.TLS, from --tls-cert, --tls-key and
+	// --tls-client-ca), if any: a token that gRPC carries encrypted must
+	// not cross the network in clear to the other front.
 	TLS *tls.Config
-
-	flags *flag.FlagSet
 }
 
 // RegisterFlags adds the service's flags to fs.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
-	c.flags = fs
 	fs.StringVar(&c.ConfigFile, "config", "", "YAML config file with the backends (see examples/modelgateway.yaml)")
 	fs.StringVar(&c.OpenAIAddr, "openai-addr", ":8000", "OpenAI-compatible HTTP listen address (empty disables)")
 	fs.StringVar(&c.Policy, "routing-policy", "", "override routing.policy: round_robin, least_loaded, sticky_least_loaded or weighted")
@@ -149,10 +144,17 @@ func New(ctx context.Context, cfg Config, env daemon.Env) (*Service, error) {
 	s := &Service{g: g, met: met, log: env.Logger, limits: limits}
 	openaiTLS := false
 	if cfg.OpenAIAddr != "" {
-		token := cfg.authToken()
-		tlsCfg, err := cfg.tlsConfig()
-		if err != nil {
-			return nil, err
+		token := cfg.AuthToken
+		if token == "" {
+			token = env.AuthToken
+		}
+		tlsCfg := cfg.TLS
+		if tlsCfg == nil {
+			tlsCfg = env.TLS
+		}
+		if tlsCfg != nil {
+			tlsCfg = tlsCfg.Clone()
+			tlsCfg.NextProtos = []string{"http/1.1"} // fasthttp speaks no HTTP/2
 		}
 		var lc net.ListenConfig
 		ln, err := lc.Listen(ctx, "tcp", cfg.OpenAIAddr)
@@ -234,48 +236,6 @@ func (l fasthttpLogger) Printf(format string, args ...any) {
 	if ce := l.log.Check(zap.DebugLevel, "openai http connection"); ce != nil {
 		ce.Write(zap.String("detail", fmt.Sprintf(format, args...)))
 	}
-}
-
-// authToken is the HTTP front's token: the one set in code, else the
-// daemon's own --auth-token, which the daemon has set from
-// $ROLLOUTMESH_AUTH_TOKEN or --auth-token-file by the time the service
-// starts. (daemon.Env does not carry it; reading the flag keeps the two
-// fronts on one token without a second flag.)
-func (c *Config) authToken() string {
-	if c.AuthToken != "" {
-		return c.AuthToken
-	}
-	return c.flagValue("auth-token")
-}
-
-// tlsConfig is the HTTP front's TLS config: the one set in code, else one
-// from the daemon's TLS flags, else nil (plain HTTP).
-func (c *Config) tlsConfig() (*tls.Config, error) {
-	cfg := c.TLS
-	if cfg == nil {
-		cert, key, clientCA := c.flagValue("tls-cert"), c.flagValue("tls-key"), c.flagValue("tls-client-ca")
-		if cert == "" && key == "" && clientCA == "" {
-			return nil, nil
-		}
-		var err error
-		if cfg, err = tlscreds.Server(cert, key, clientCA); err != nil {
-			return nil, fmt.Errorf("openai http front: %w", err)
-		}
-	}
-	cfg = cfg.Clone()
-	cfg.NextProtos = []string{"http/1.1"} // fasthttp speaks no HTTP/2
-	return cfg, nil
-}
-
-// flagValue is the value of the daemon's flag name, "" when there is none.
-func (c *Config) flagValue(name string) string {
-	if c.flags == nil {
-		return ""
-	}
-	if f := c.flags.Lookup(name); f != nil {
-		return f.Value.String()
-	}
-	return ""
 }
 
 // loopback reports whether addr is a loopback address, which only local
