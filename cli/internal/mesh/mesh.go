@@ -48,40 +48,35 @@ var StandardAddrs = map[string][2]string{
 // daemon can listen on loopback by default and on every interface only when
 // asked ("0.0.0.0" or "").
 func WithHost(addrs map[string][2]string, host string) (map[string][2]string, error) {
+	return rewrite(addrs, func(_, port string) (string, error) { return net.JoinHostPort(host, port), nil })
+}
+
+// OffsetAddrs returns addrs with every port moved up by offset.
+func OffsetAddrs(addrs map[string][2]string, offset int) (map[string][2]string, error) {
+	return rewrite(addrs, func(host, port string) (string, error) {
+		n, err := strconv.Atoi(port)
+		if err != nil || n+offset <= 0 || n+offset > 65535 {
+			return "", fmt.Errorf("port offset %d: port %q out of range", offset, port)
+		}
+		return net.JoinHostPort(host, strconv.Itoa(n+offset)), nil
+	})
+}
+
+// rewrite returns addrs with every non-empty address passed through fn.
+func rewrite(addrs map[string][2]string, fn func(host, port string) (string, error)) (map[string][2]string, error) {
 	out := make(map[string][2]string, len(addrs))
 	for name, pair := range addrs {
 		for i, a := range pair {
 			if a == "" {
 				continue
 			}
-			_, port, err := net.SplitHostPort(a)
-			if err != nil {
-				return nil, fmt.Errorf("address %q: %w", a, err)
-			}
-			pair[i] = net.JoinHostPort(host, port)
-		}
-		out[name] = pair
-	}
-	return out, nil
-}
-
-// OffsetAddrs returns addrs with every port moved up by offset.
-func OffsetAddrs(addrs map[string][2]string, offset int) (map[string][2]string, error) {
-	out := make(map[string][2]string, len(addrs))
-	for name, pair := range addrs {
-		for i, a := range pair {
-			if a == "" || offset == 0 {
-				continue
-			}
 			host, port, err := net.SplitHostPort(a)
 			if err != nil {
 				return nil, fmt.Errorf("address %q: %w", a, err)
 			}
-			n, err := strconv.Atoi(port)
-			if err != nil || n+offset <= 0 || n+offset > 65535 {
-				return nil, fmt.Errorf("port offset %d: %q out of range", offset, a)
+			if pair[i], err = fn(host, port); err != nil {
+				return nil, err
 			}
-			pair[i] = net.JoinHostPort(host, strconv.Itoa(n+offset))
 		}
 		out[name] = pair
 	}
