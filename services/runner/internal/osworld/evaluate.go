@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"sort"
 
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/env"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/guest"
@@ -17,25 +16,13 @@ import (
 // (a missing file), which metrics score 0.
 type getterFunc func(ctx context.Context, s *Session, cfg map[string]any) (any, error)
 
-// getters is the registry of evaluator getter types.
-var getters = map[string]getterFunc{
+// coreGetters are the getters of this file; registry.go joins every family.
+var coreGetters = map[string]getterFunc{
 	"vm_file":         getVMFile,
 	"vm_command_line": getVMCommandLine,
 	"rule":            getRule,
 	"cache_file":      getCacheFile,
 	"cloud_file":      getCloudFile,
-}
-
-// SupportedGetters lists the getter types this package has.
-func SupportedGetters() []string { return sortedKeys(getters) }
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // getVMFile saves the guest file to cache/<dest> and returns the local path
@@ -210,7 +197,7 @@ func (s *Session) Evaluate(ctx context.Context, t Task, in env.EvalInput) (env.E
 				return env.Evaluation{}, err
 			}
 		}
-		score, err := m(res, exp, hasExp, ev.Options[i])
+		score, err := m.Fn(res, exp, hasExp, ev.Options[i])
 		if err != nil {
 			return env.Evaluation{}, fmt.Errorf("metric %s: %w", name, err)
 		}

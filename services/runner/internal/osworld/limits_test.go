@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rolloutmesh/rolloutmesh/serverkit/boundedread"
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric"
 )
 
 // TestFetchLimits points downloads at sources that never end, never come
@@ -74,8 +75,8 @@ func TestFetchLimits(t *testing.T) {
 }
 
 func TestReadLocalRefusesDevices(t *testing.T) {
-	if _, _, err := readLocal("/dev/zero"); !errors.Is(err, boundedread.ErrNotRegular) {
-		t.Errorf("readLocal(/dev/zero) = %v, want ErrNotRegular", err)
+	if _, _, err := metric.ReadText("/dev/zero"); !errors.Is(err, boundedread.ErrNotRegular) {
+		t.Errorf("ReadText(/dev/zero) = %v, want ErrNotRegular", err)
 	}
 }
 

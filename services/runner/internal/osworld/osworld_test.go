@@ -121,7 +121,7 @@ func TestMetrics(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := metrics[tt.metric](tt.result, tt.expected, tt.expected != nil, tt.opts)
+			got, err := metrics[tt.metric].Fn(tt.result, tt.expected, tt.expected != nil, tt.opts)
 			if err != nil {
 				t.Fatalf("%s: %v", tt.metric, err)
 			}

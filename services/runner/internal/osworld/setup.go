@@ -91,8 +91,8 @@ func (s *Session) sleep(ctx context.Context, d time.Duration) error {
 
 type stepFunc func(ctx context.Context, s *Session, p map[string]any) error
 
-// stepHandlers is the registry of setup/postconfig step types.
-var stepHandlers = map[string]stepFunc{
+// coreSteps are the steps of this file; registry.go joins every family.
+var coreSteps = map[string]stepFunc{
 	"download":                  stepDownload,
 	"upload_file":               stepUploadFile,
 	"open":                      stepOpen,
@@ -104,9 +104,6 @@ var stepHandlers = map[string]stepFunc{
 	"activate_window":           stepWindow("activate"),
 	"close_window":              stepWindow("close"),
 }
-
-// SupportedSteps lists the step types this package runs.
-func SupportedSteps() []string { return sortedKeys(stepHandlers) }
 
 // Run executes steps in order. The first failing step aborts, as in
 // OSWorld's SetupController.

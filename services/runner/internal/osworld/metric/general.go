@@ -1,4 +1,4 @@
-package osworld
+package metric
 
 import (
 	"encoding/json"
@@ -12,41 +12,17 @@ import (
 	"github.com/rolloutmesh/rolloutmesh/serverkit/boundedread"
 )
 
-// metricFunc scores a getter result against an expected value (present
-// when hasExpected), with the evaluator's options, in [0, 1]. A nil result
-// (Python's None) scores 0 in every metric, as in OSWorld.
-type metricFunc func(result, expected any, hasExpected bool, options map[string]any) (float64, error)
-
-// metrics is the registry of OSWorld metrics, by the names task files use.
-var metrics = map[string]metricFunc{
-	"exact_match":               metricExactMatch,
-	"literal_match":             metricLiteralMatch,
-	"check_include_exclude":     metricIncludeExclude,
-	"match_in_list":             metricMatchInList,
-	"fuzzy_match":               metricFuzzyMatch,
-	"check_direct_json_object":  metricDirectJSON,
-	"compare_text_file":         metricCompareTextFile,
-	"compare_csv":               metricCompareCSV,
-	"check_list":                metricCheckList,
-	"is_utc_0":                  metricIsUTC0,
-	"check_command_output":      metricCheckCommandOutput,
-	"check_file_content_equals": metricFileContentEquals,
-}
-
-// SupportedMetrics lists the metric names this package has, plus
-// "infeasible".
-func SupportedMetrics() []string { return append(sortedKeys(metrics), "infeasible") }
-
-func b2f(b bool) float64 {
+// Bool is Python's float(b): 1 for true, 0 for false.
+func Bool(b bool) float64 {
 	if b {
 		return 1
 	}
 	return 0
 }
 
-// rulesOf returns the expected value as a rules dict (the "rule" getter's
+// Rules returns the expected value as a rules dict (the "rule" getter's
 // output).
-func rulesOf(expected any) (map[string]any, error) {
+func Rules(expected any) (map[string]any, error) {
 	m, ok := expected.(map[string]any)
 	if !ok {
 		return nil, fmt.Errorf("expected must be a rules object")
@@ -56,14 +32,14 @@ func rulesOf(expected any) (map[string]any, error) {
 
 // metricExactMatch is result == rules["expected"].
 func metricExactMatch(result, expected any, _ bool, _ map[string]any) (float64, error) {
-	r, err := rulesOf(expected)
+	r, err := Rules(expected)
 	if err != nil {
 		return 0, err
 	}
 	if result == nil {
 		return 0, nil
 	}
-	return b2f(reflect.DeepEqual(result, r["expected"])), nil
+	return Bool(reflect.DeepEqual(result, r["expected"])), nil
 }
 
 // metricLiteralMatch compares result with the expected value itself,
@@ -76,16 +52,16 @@ func metricLiteralMatch(result, expected any, _ bool, opts map[string]any) (floa
 	es, ok2 := expected.(string)
 	if ok1 && ok2 {
 		if ic, _ := opts["ignore_case"].(bool); ic {
-			return b2f(strings.EqualFold(rs, es)), nil
+			return Bool(strings.EqualFold(rs, es)), nil
 		}
-		return b2f(rs == es), nil
+		return Bool(rs == es), nil
 	}
-	return b2f(reflect.DeepEqual(result, expected)), nil
+	return Bool(reflect.DeepEqual(result, expected)), nil
 }
 
 // metricIncludeExclude needs every include substring and no exclude one.
 func metricIncludeExclude(result, expected any, _ bool, _ map[string]any) (float64, error) {
-	r, err := rulesOf(expected)
+	r, err := Rules(expected)
 	if err != nil {
 		return 0, err
 	}
@@ -93,12 +69,12 @@ func metricIncludeExclude(result, expected any, _ bool, _ map[string]any) (float
 	if !ok {
 		return 0, nil
 	}
-	for _, inc := range stringList(r["include"]) {
+	for _, inc := range Strings(r["include"]) {
 		if !strings.Contains(s, inc) {
 			return 0, nil
 		}
 	}
-	for _, exc := range stringList(r["exclude"]) {
+	for _, exc := range Strings(r["exclude"]) {
 		if strings.Contains(s, exc) {
 			return 0, nil
 		}
@@ -106,7 +82,8 @@ func metricIncludeExclude(result, expected any, _ bool, _ map[string]any) (float
 	return 1, nil
 }
 
-func stringList(v any) []string {
+// Strings returns the strings of a JSON list (other entries are skipped).
+func Strings(v any) []string {
 	l, _ := v.([]any)
 	var out []string
 	for _, e := range l {
@@ -119,18 +96,18 @@ func stringList(v any) []string {
 
 // metricMatchInList is result in rules["expected"].
 func metricMatchInList(result, expected any, _ bool, _ map[string]any) (float64, error) {
-	r, err := rulesOf(expected)
+	r, err := Rules(expected)
 	if err != nil {
 		return 0, err
 	}
 	l, _ := r["expected"].([]any)
-	return b2f(result != nil && slices.ContainsFunc(l, func(e any) bool { return reflect.DeepEqual(e, result) })), nil
+	return Bool(result != nil && slices.ContainsFunc(l, func(e any) bool { return reflect.DeepEqual(e, result) })), nil
 }
 
 // metricFuzzyMatch is rapidfuzz's fuzz.ratio(result, expected)/100: the
 // normalised Indel similarity 2·LCS/(|a|+|b|).
 func metricFuzzyMatch(result, expected any, _ bool, _ map[string]any) (float64, error) {
-	r, err := rulesOf(expected)
+	r, err := Rules(expected)
 	if err != nil {
 		return 0, err
 	}
@@ -175,7 +152,7 @@ func IndelRatio(a, b string) float64 {
 // metricDirectJSON compares a JSON object result key by key with
 // rules["expected"] (or, with expect_in_result, checks containment).
 func metricDirectJSON(result, expected any, _ bool, _ map[string]any) (float64, error) {
-	r, err := rulesOf(expected)
+	r, err := Rules(expected)
 	if err != nil {
 		return 0, err
 	}
@@ -222,10 +199,13 @@ func metricDirectJSON(result, expected any, _ bool, _ map[string]any) (float64, 
 	return 1, nil
 }
 
-// maxCompareFile bounds files read by metrics.
-const maxCompareFile = 64 << 20
+// MaxFile bounds a file read by a metric.
+const MaxFile = 64 << 20
 
-func readLocal(v any) (string, bool, error) {
+// ReadText reads a local file named by a getter result (a path string):
+// ok is false when v is not a path or the file does not exist (Python's
+// None, which metrics score 0); the read is capped at MaxFile.
+func ReadText(v any) (string, bool, error) {
 	p, ok := v.(string)
 	if !ok || p == "" {
 		return "", false, nil
@@ -234,7 +214,7 @@ func readLocal(v any) (string, bool, error) {
 		return "", false, nil
 	}
 	// Stat's size says nothing for a FIFO or a device: the read is capped.
-	b, err := boundedread.ReadFile(p, maxCompareFile)
+	b, err := boundedread.ReadFile(p, MaxFile)
 	if err != nil {
 		return "", false, err
 	}
@@ -249,11 +229,11 @@ var (
 // metricCompareTextFile compares two text files (options ignore_blanks,
 // ignore_case).
 func metricCompareTextFile(result, expected any, _ bool, opts map[string]any) (float64, error) {
-	a, ok, err := readLocal(result)
+	a, ok, err := ReadText(result)
 	if err != nil || !ok {
 		return 0, err
 	}
-	b, ok, err := readLocal(expected)
+	b, ok, err := ReadText(expected)
 	if err != nil {
 		return 0, err
 	}
@@ -267,10 +247,12 @@ func metricCompareTextFile(result, expected any, _ bool, opts map[string]any) (f
 	if ic, _ := opts["ignore_case"].(bool); ic {
 		a, b = strings.ToLower(a), strings.ToLower(b)
 	}
-	return b2f(a == b), nil
+	return Bool(a == b), nil
 }
 
-func splitLines(s string) []string {
+// SplitLines splits text into lines as Python's str.splitlines on "\n"
+// and "\r\n" does, without a trailing empty line.
+func SplitLines(s string) []string {
 	s = strings.ReplaceAll(s, "\r\n", "\n")
 	l := strings.Split(s, "\n")
 	if len(l) > 0 && l[len(l)-1] == "" {
@@ -282,18 +264,18 @@ func splitLines(s string) []string {
 // metricCompareCSV compares two CSV files line by line (options strict,
 // ignore_case).
 func metricCompareCSV(result, expected any, _ bool, opts map[string]any) (float64, error) {
-	a, ok, err := readLocal(result)
+	a, ok, err := ReadText(result)
 	if err != nil || !ok {
 		return 0, err
 	}
-	b, ok, err := readLocal(expected)
+	b, ok, err := ReadText(expected)
 	if err != nil {
 		return 0, err
 	}
 	if !ok {
 		return 0, fmt.Errorf("expected file %v missing", expected)
 	}
-	la, lb := splitLines(a), splitLines(b)
+	la, lb := SplitLines(a), SplitLines(b)
 	strict := true
 	if s, ok := opts["strict"].(bool); ok {
 		strict = s
@@ -311,17 +293,17 @@ func metricCompareCSV(result, expected any, _ bool, opts map[string]any) (float6
 	}
 	norm(la)
 	norm(lb)
-	return b2f(slices.Equal(la, lb)), nil
+	return Bool(slices.Equal(la, lb)), nil
 }
 
 // metricCheckList checks a file's lines against rules["expect"] patterns
 // (each must match some line) and rules["unexpect"] (none may match).
 func metricCheckList(result, expected any, _ bool, _ map[string]any) (float64, error) {
-	r, err := rulesOf(expected)
+	r, err := Rules(expected)
 	if err != nil {
 		return 0, err
 	}
-	text, ok, err := readLocal(result)
+	text, ok, err := ReadText(result)
 	if err != nil || !ok {
 		return 0, err
 	}
@@ -336,16 +318,16 @@ func metricCheckList(result, expected any, _ bool, _ map[string]any) (float64, e
 		}
 		return out, nil
 	}
-	exp, err := compile(stringList(r["expect"]))
+	exp, err := compile(Strings(r["expect"]))
 	if err != nil {
 		return 0, err
 	}
-	unexp, err := compile(stringList(r["unexpect"]))
+	unexp, err := compile(Strings(r["unexpect"]))
 	if err != nil {
 		return 0, err
 	}
 	seen := make([]bool, len(exp))
-	for _, line := range splitLines(text) {
+	for _, line := range SplitLines(text) {
 		for i, re := range exp {
 			seen[i] = seen[i] || re.MatchString(line)
 		}
@@ -355,7 +337,7 @@ func metricCheckList(result, expected any, _ bool, _ map[string]any) (float64, e
 			}
 		}
 	}
-	return b2f(!slices.Contains(seen, false)), nil
+	return Bool(!slices.Contains(seen, false)), nil
 }
 
 // metricIsUTC0 checks `timedatectl status` output: its 4th line ends with
@@ -369,13 +351,13 @@ func metricIsUTC0(result, _ any, _ bool, _ map[string]any) (float64, error) {
 	if len(lines) < 4 {
 		return 0, nil
 	}
-	return b2f(strings.HasSuffix(strings.TrimSpace(lines[3]), "+0000)")), nil
+	return Bool(strings.HasSuffix(strings.TrimSpace(lines[3]), "+0000)")), nil
 }
 
 // metricCheckCommandOutput is a generic command-output check: the
 // trimmed output equals rules["expected"], or matches rules["pattern"].
 func metricCheckCommandOutput(result, expected any, _ bool, _ map[string]any) (float64, error) {
-	r, err := rulesOf(expected)
+	r, err := Rules(expected)
 	if err != nil {
 		return 0, err
 	}
@@ -402,14 +384,14 @@ func metricCheckCommandOutput(result, expected any, _ bool, _ map[string]any) (f
 // metricFileContentEquals compares a fetched file's content with
 // rules["expected"] (trailing newlines ignored).
 func metricFileContentEquals(result, expected any, _ bool, _ map[string]any) (float64, error) {
-	r, err := rulesOf(expected)
+	r, err := Rules(expected)
 	if err != nil {
 		return 0, err
 	}
-	text, ok, err := readLocal(result)
+	text, ok, err := ReadText(result)
 	if err != nil || !ok {
 		return 0, err
 	}
 	e, _ := r["expected"].(string)
-	return b2f(strings.TrimRight(text, "\n") == strings.TrimRight(e, "\n")), nil
+	return Bool(strings.TrimRight(text, "\n") == strings.TrimRight(e, "\n")), nil
 }
