@@ -74,10 +74,15 @@ func Compile(pattern string, flags ...Flag) (*Regexp, error) {
 // translate rewrites the escapes whose meaning differs between Python and
 // the .NET syntax regexp2 speaks: Python's \Z is the absolute end of the
 // string, .NET's \z; Python's named backreference (?P=name) is .NET's
-// \k<name>.
+// \k<name>, and its named group (?P<name>...) is .NET's (?<name>...).
 func translate(p string) string {
 	var b strings.Builder
 	for i := 0; i < len(p); i++ {
+		if strings.HasPrefix(p[i:], "(?P<") {
+			b.WriteString("(?<")
+			i += 3
+			continue
+		}
 		if strings.HasPrefix(p[i:], "(?P=") {
 			if end := strings.IndexByte(p[i:], ')'); end > 0 {
 				b.WriteString(`\k<` + p[i+4:i+end] + `>`)
