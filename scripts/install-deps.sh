@@ -18,6 +18,11 @@ pkgs=(
 	# the well-known types (google/protobuf/*.proto) protoc imports; only
 	# recommended by protobuf-compiler, so --no-install-recommends skips them
 	libprotobuf-dev
+	# the real applications OSWorld's metrics and getters are tested against:
+	# LibreOffice makes the xlsx/docx/pptx/pdf files, tesseract reads text in
+	# images, Chromium answers the DevTools protocol, VLC its HTTP interface
+	libreoffice-core-nogui libreoffice-calc-nogui libreoffice-writer-nogui libreoffice-impress-nogui
+	tesseract-ocr tesseract-ocr-eng chromium vlc-bin vlc-plugin-base poppler-utils
 	# the desktop guest image
 	debootstrap
 	# the compose deployment

@@ -82,8 +82,6 @@ func TestMetrics(t *testing.T) {
 	}
 	a := write("a.txt", "Hello  World\n")
 	b := write("b.txt", "hello world")
-	c1 := write("c1.csv", "x,y\n1,2\n")
-	c2 := write("c2.csv", "x,y\r\n1,2\r\n")
 	lst := write("l.txt", "alpha\nbeta\n")
 	rules := func(kv ...any) map[string]any {
 		m := map[string]any{}
@@ -112,7 +110,6 @@ func TestMetrics(t *testing.T) {
 		{"text strict", "compare_text_file", a, b, nil, 0},
 		{"text relaxed", "compare_text_file", a, b, map[string]any{"ignore_blanks": true, "ignore_case": true}, 1},
 		{"text missing result", "compare_text_file", nil, b, nil, 0},
-		{"csv", "compare_csv", c1, c2, nil, 1},
 		{"check list", "check_list", lst, rules("expect", []any{"^al"}, "unexpect", []any{"gamma"}), nil, 1},
 		{"utc", "is_utc_0", "a\nb\nc\n       Time zone: Etc/UTC (UTC, +0000)\n", nil, nil, 1},
 		{"not utc", "is_utc_0", "a\nb\nc\n       Time zone: Asia/Tokyo (JST, +0900)\n", nil, nil, 0},

@@ -261,41 +261,6 @@ func SplitLines(s string) []string {
 	return l
 }
 
-// metricCompareCSV compares two CSV files line by line (options strict,
-// ignore_case).
-func metricCompareCSV(result, expected any, _ bool, opts map[string]any) (float64, error) {
-	a, ok, err := ReadText(result)
-	if err != nil || !ok {
-		return 0, err
-	}
-	b, ok, err := ReadText(expected)
-	if err != nil {
-		return 0, err
-	}
-	if !ok {
-		return 0, fmt.Errorf("expected file %v missing", expected)
-	}
-	la, lb := SplitLines(a), SplitLines(b)
-	strict := true
-	if s, ok := opts["strict"].(bool); ok {
-		strict = s
-	}
-	ic, _ := opts["ignore_case"].(bool)
-	norm := func(l []string) {
-		for i := range l {
-			if !strict {
-				l[i] = strings.TrimSpace(l[i])
-			}
-			if ic {
-				l[i] = strings.ToLower(l[i])
-			}
-		}
-	}
-	norm(la)
-	norm(lb)
-	return Bool(slices.Equal(la, lb)), nil
-}
-
 // metricCheckList checks a file's lines against rules["expect"] patterns
 // (each must match some line) and rules["unexpect"] (none may match).
 func metricCheckList(result, expected any, _ bool, _ map[string]any) (float64, error) {

@@ -34,7 +34,6 @@ func General() Table {
 		"fuzzy_match":               {Fn: metricFuzzyMatch},
 		"check_direct_json_object":  {Fn: metricDirectJSON},
 		"compare_text_file":         {Fn: metricCompareTextFile, Options: []string{"ignore_blanks", "ignore_case"}},
-		"compare_csv":               {Fn: metricCompareCSV, Options: []string{"strict", "ignore_case"}},
 		"check_list":                {Fn: metricCheckList},
 		"is_utc_0":                  {Fn: metricIsUTC0},
 		"check_command_output":      {Fn: metricCheckCommandOutput},
