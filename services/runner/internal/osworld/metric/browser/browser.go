@@ -1,9 +1,722 @@
 // Package browser implements OSWorld's Chrome metrics
 // (desktop_env/evaluators/metrics/chrome.py): URLs, tabs, bookmarks,
-// cookies, history, extensions.
+// cookies, history, extensions, desktop shortcuts and saved HTML.
+//
+// Results come from the chrome getters: a URL string, a tab as
+// {"title","url","content"}, a list of tabs, the Bookmarks roots object,
+// SQLite rows as lists, a map of shortcut file name to content. OSWorld
+// raises on a rule it does not know and on a result of the wrong shape;
+// those are errors here, while a missing result (Python's None or an empty
+// value, which the Python code tests with `if not result`) scores 0.
 package browser
 
-import "github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric"
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric"
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric/pyre"
+)
 
 // Metrics returns the metrics of this package.
-func Metrics() metric.Table { return metric.Table{} }
+func Metrics() metric.Table {
+	return metric.Table{
+		"is_expected_url_pattern_match":      {Fn: metricURLPatternMatch},
+		"is_expected_active_tab":             {Fn: metricActiveTab},
+		"is_expected_active_tab_approximate": {Fn: metricActiveTabApproximate},
+		"is_expected_tabs":                   {Fn: metricTabs},
+		"is_expected_bookmarks":              {Fn: metricBookmarks},
+		"is_expected_installed_extensions":   {Fn: metricInstalledExtensions},
+		"is_expected_search_query":           {Fn: metricSearchQuery},
+		"is_cookie_deleted":                  {Fn: metricCookieDeleted},
+		"check_history_deleted":              {Fn: metricHistoryDeleted},
+		"is_shortcut_on_desktop":             {Fn: metricShortcutOnDesktop},
+		"is_added_to_steam_cart":             {Fn: metricSteamCart},
+		"check_font_size":                    {Fn: metricFontSize},
+		"compare_htmls":                      {Fn: metricCompareHTMLs, Options: []string{"ignore_sdnum"}},
+	}
+}
+
+// truthy is Python's bool(v) for JSON-like values.
+func truthy(v any) bool {
+	switch x := v.(type) {
+	case nil:
+		return false
+	case bool:
+		return x
+	case float64:
+		return x != 0
+	case int:
+		return x != 0
+	case int64:
+		return x != 0
+	case string:
+		return x != ""
+	case []any:
+		return len(x) > 0
+	case map[string]any:
+		return len(x) > 0
+	case []map[string]any:
+		return len(x) > 0
+	case map[string]string:
+		return len(x) > 0
+	case []string:
+		return len(x) > 0
+	}
+	return true
+}
+
+// tabURL is the URL of a tab result: the string itself, or a tab object's
+// "url" (nil when absent, as dict.get).
+func tabURL(v any) any {
+	if m, ok := v.(map[string]any); ok {
+		return m["url"]
+	}
+	return v
+}
+
+// ruleType is rule['type']; a missing key raises KeyError in OSWorld.
+func ruleType(r map[string]any) (string, error) {
+	t, ok := r["type"].(string)
+	if !ok {
+		return "", fmt.Errorf("rule has no type")
+	}
+	return t, nil
+}
+
+// search is Python's bool(re.search(pattern, s)).
+func search(pattern, s string) (bool, error) {
+	re, err := pyre.Compile(pattern)
+	if err != nil {
+		return false, err
+	}
+	m, err := re.Search(s)
+	return m != nil, err
+}
+
+// metricURLPatternMatch is is_expected_url_pattern_match: every pattern of
+// rules["expected"] must re.search the URL.
+func metricURLPatternMatch(result, expected any, _ bool, _ map[string]any) (float64, error) {
+	r, err := metric.Rules(expected)
+	if err != nil {
+		return 0, err
+	}
+	if !truthy(result) {
+		return 0, nil
+	}
+	var u string
+	switch x := result.(type) {
+	case string:
+		u = x
+	case map[string]any:
+		s, ok := x["url"].(string)
+		if !ok {
+			// OSWorld logs an invalid result and scores 0.
+			return 0, nil
+		}
+		u = s
+	default:
+		return 0, nil
+	}
+	var patterns []string
+	switch p := r["expected"].(type) {
+	case string:
+		// Python iterates a string by characters.
+		for _, c := range p {
+			patterns = append(patterns, string(c))
+		}
+	case []any:
+		for _, e := range p {
+			s, ok := e.(string)
+			if !ok {
+				return 0, fmt.Errorf("expected patterns must be strings")
+			}
+			patterns = append(patterns, s)
+		}
+	default:
+		return 0, fmt.Errorf("rules.expected must be a list of patterns")
+	}
+	for _, p := range patterns {
+		ok, err := search(p, u)
+		if err != nil {
+			return 0, err
+		}
+		if !ok {
+			return 0, nil
+		}
+	}
+	return 1, nil
+}
+
+// expectedURLRule reads a rule of type "url" and its "url"; ok is false for
+// another type, which OSWorld logs and scores 0.
+func expectedURLRule(expected any) (string, bool, error) {
+	r, err := metric.Rules(expected)
+	if err != nil {
+		return "", false, err
+	}
+	t, err := ruleType(r)
+	if err != nil || t != "url" {
+		return "", false, err
+	}
+	u, ok := r["url"].(string)
+	if !ok {
+		return "", false, fmt.Errorf("rule of type url needs a url string")
+	}
+	return u, true, nil
+}
+
+// metricActiveTab is is_expected_active_tab: the active tab's URL equals
+// rule["url"] under compare_urls.
+func metricActiveTab(result, expected any, _ bool, _ map[string]any) (float64, error) {
+	if !truthy(result) {
+		return 0, nil
+	}
+	want, ok, err := expectedURLRule(expected)
+	if err != nil || !ok {
+		return 0, err
+	}
+	got, ok := tabURL(result).(string)
+	if !ok {
+		// compare_urls(url, None) is False.
+		return 0, nil
+	}
+	return metric.Bool(CompareURLs(want, got)), nil
+}
+
+// metricActiveTabApproximate is is_expected_active_tab_approximate: the
+// URLs are equal once their query strings are dropped (no other
+// normalisation).
+func metricActiveTabApproximate(result, expected any, _ bool, _ map[string]any) (float64, error) {
+	if !truthy(result) {
+		return 0, nil
+	}
+	want, ok, err := expectedURLRule(expected)
+	if err != nil || !ok {
+		return 0, err
+	}
+	got, ok := tabURL(result).(string)
+	if !ok {
+		return 0, fmt.Errorf("active tab has no url")
+	}
+	return metric.Bool(stripQuery(want) == stripQuery(got)), nil
+}
+
+// metricTabs is is_expected_tabs: the open tabs' URLs and rule["urls"] have
+// the same length and every expected URL matches some open one
+// (are_lists_equal with compare_urls).
+func metricTabs(result, expected any, _ bool, _ map[string]any) (float64, error) {
+	r, err := metric.Rules(expected)
+	if err != nil {
+		return 0, err
+	}
+	if !truthy(result) {
+		return 0, nil
+	}
+	t, err := ruleType(r)
+	if err != nil || t != "url" {
+		return 0, err
+	}
+	tabs, ok := result.([]any)
+	if !ok {
+		return 0, fmt.Errorf("open tabs must be a list")
+	}
+	var actual []string
+	for _, tab := range tabs {
+		m, ok := tab.(map[string]any)
+		if !ok {
+			return 0, fmt.Errorf("open tab entries must be objects")
+		}
+		u, _ := m["url"].(string)
+		actual = append(actual, u)
+	}
+	want, ok := r["urls"].([]any)
+	if !ok {
+		return 0, fmt.Errorf("rule of type url needs urls")
+	}
+	if len(want) != len(actual) {
+		return 0, nil
+	}
+	for _, w := range want {
+		ws, ok := w.(string)
+		if !ok {
+			return 0, fmt.Errorf("rule urls must be strings")
+		}
+		if !slices.ContainsFunc(actual, func(a string) bool { return CompareURLs(ws, a) }) {
+			return 0, nil
+		}
+	}
+	return 1, nil
+}
+
+// bookmarkBarChildren returns bookmarks['bookmark_bar']['children'].
+func bookmarkBarChildren(bookmarks any) ([]map[string]any, error) {
+	roots, ok := bookmarks.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("bookmarks must be the roots object")
+	}
+	bar, ok := roots["bookmark_bar"].(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("bookmarks have no bookmark_bar")
+	}
+	return children(bar)
+}
+
+func children(node map[string]any) ([]map[string]any, error) {
+	l, ok := node["children"].([]any)
+	if !ok {
+		return nil, fmt.Errorf("bookmark folder has no children list")
+	}
+	out := make([]map[string]any, 0, len(l))
+	for _, c := range l {
+		m, ok := c.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("bookmark entries must be objects")
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// fieldsOfType collects field of the nodes whose type is typ; a node of
+// that type without the field raises KeyError in OSWorld.
+func fieldsOfType(nodes []map[string]any, typ, field string) ([]string, error) {
+	var out []string
+	for _, n := range nodes {
+		if t, _ := n["type"].(string); t != typ {
+			continue
+		}
+		v, ok := n[field].(string)
+		if !ok {
+			return nil, fmt.Errorf("bookmark %s has no %s", typ, field)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func sameSet(a, b []string) bool {
+	set := func(l []string) map[string]bool {
+		m := map[string]bool{}
+		for _, s := range l {
+			m[s] = true
+		}
+		return m
+	}
+	sa, sb := set(a), set(b)
+	if len(sa) != len(sb) {
+		return false
+	}
+	for k := range sa {
+		if !sb[k] {
+			return false
+		}
+	}
+	return true
+}
+
+// maxCombinations bounds the product of alternatives in a
+// liked_authors_websites_urls rule.
+const maxCombinations = 1 << 16
+
+// metricBookmarks is is_expected_bookmarks over the Bookmarks roots.
+func metricBookmarks(result, expected any, _ bool, _ map[string]any) (float64, error) {
+	r, err := metric.Rules(expected)
+	if err != nil {
+		return 0, err
+	}
+	if !truthy(result) {
+		return 0, nil
+	}
+	t, err := ruleType(r)
+	if err != nil {
+		return 0, err
+	}
+	switch t {
+	case "bookmark_bar_folders_names", "bookmark_bar_websites_urls":
+		kids, err := bookmarkBarChildren(result)
+		if err != nil {
+			return 0, err
+		}
+		typ, field, key := "folder", "name", "names"
+		if t == "bookmark_bar_websites_urls" {
+			typ, field, key = "url", "url", "urls"
+		}
+		got, err := fieldsOfType(kids, typ, field)
+		if err != nil {
+			return 0, err
+		}
+		return metric.Bool(sameSet(got, metric.Strings(r[key]))), nil
+	case "liked_authors_websites_urls":
+		kids, err := bookmarkBarChildren(result)
+		if err != nil {
+			return 0, err
+		}
+		var folder map[string]any
+		for _, k := range kids {
+			if ty, _ := k["type"].(string); ty == "folder" {
+				if n, _ := k["name"].(string); n == "Liked Authors" {
+					folder = k
+					break
+				}
+			}
+		}
+		if folder == nil {
+			return 0, nil
+		}
+		fk, err := children(folder)
+		if err != nil {
+			return 0, err
+		}
+		got, err := fieldsOfType(fk, "url", "url")
+		if err != nil {
+			return 0, err
+		}
+		// Each entry of rules["urls"] is a URL or a list of acceptable
+		// alternatives; some choice of one per entry must equal the folder's
+		// URLs as a set.
+		urls, _ := r["urls"].([]any)
+		alts := make([][]string, len(urls))
+		n := 1
+		for i, u := range urls {
+			switch x := u.(type) {
+			case string:
+				alts[i] = []string{x}
+			case []any:
+				alts[i] = metric.Strings(x)
+			default:
+				return 0, fmt.Errorf("rule urls entries must be strings or lists")
+			}
+			n *= max(len(alts[i]), 1)
+			if n > maxCombinations {
+				return 0, fmt.Errorf("rule urls allow more than %d combinations", maxCombinations)
+			}
+		}
+		for _, a := range alts {
+			if len(a) == 0 {
+				return 0, nil // the product of an empty list is empty
+			}
+		}
+		idx := make([]int, len(alts))
+		for {
+			combo := make([]string, len(alts))
+			for i, a := range alts {
+				combo[i] = a[idx[i]]
+			}
+			if sameSet(combo, got) {
+				return 1, nil
+			}
+			i := len(idx) - 1
+			for ; i >= 0; i-- {
+				idx[i]++
+				if idx[i] < len(alts[i]) {
+					break
+				}
+				idx[i] = 0
+			}
+			if i < 0 {
+				return 0, nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("bookmark rule type %q is not supported", t)
+}
+
+// extensionAliases are the names one extension has had in the Chrome Web
+// Store; OSWorld counts them as one.
+var extensionAliases = [][]string{{"Zoom Chrome Extension", "Zoom for Google Chrome"}}
+
+func canonicalExtension(name string) string {
+	for _, g := range extensionAliases {
+		if slices.Contains(g, name) {
+			return slices.Min(g)
+		}
+	}
+	return name
+}
+
+// metricInstalledExtensions is is_expected_installed_extensions: every
+// expected name is among the installed ones.
+func metricInstalledExtensions(result, expected any, _ bool, _ map[string]any) (float64, error) {
+	r, err := metric.Rules(expected)
+	if err != nil {
+		return 0, err
+	}
+	if !truthy(result) {
+		return 0, nil
+	}
+	var installed []string
+	switch x := result.(type) {
+	case []any:
+		installed = metric.Strings(x)
+	case []string:
+		installed = x
+	case string:
+		// The getter answers "Google" when Preferences cannot be read;
+		// Python then makes a set of its characters.
+		for _, c := range x {
+			installed = append(installed, string(c))
+		}
+	default:
+		return 0, fmt.Errorf("installed extensions must be a list of names")
+	}
+	have := map[string]bool{}
+	for _, n := range installed {
+		have[canonicalExtension(n)] = true
+	}
+	for _, n := range metric.Strings(r["expected"]) {
+		if !have[canonicalExtension(n)] {
+			return 0, nil
+		}
+	}
+	return 1, nil
+}
+
+// metricSearchQuery is is_expected_search_query: rules.expect.pattern
+// re.searches the active tab's URL.
+func metricSearchQuery(result, expected any, _ bool, _ map[string]any) (float64, error) {
+	r, err := metric.Rules(expected)
+	if err != nil {
+		return 0, err
+	}
+	if !truthy(result) {
+		return 0, nil
+	}
+	exp, _ := r["expect"].(map[string]any)
+	pattern, ok := exp["pattern"].(string)
+	if !ok {
+		return 0, fmt.Errorf("rules.expect.pattern is required")
+	}
+	u, ok := tabURL(result).(string)
+	if !ok {
+		return 0, fmt.Errorf("active tab has no url")
+	}
+	found, err := search(pattern, u)
+	return metric.Bool(found), err
+}
+
+// rowColumn returns column i of each SQLite row (a list) as a string.
+func rowColumn(rows any, i int) ([]string, error) {
+	l, ok := rows.([]any)
+	if !ok {
+		return nil, fmt.Errorf("rows must be a list")
+	}
+	out := make([]string, 0, len(l))
+	for _, row := range l {
+		cols, ok := row.([]any)
+		if !ok || len(cols) <= i {
+			return nil, fmt.Errorf("row has no column %d", i)
+		}
+		s, ok := cols[i].(string)
+		if !ok {
+			return nil, fmt.Errorf("row column %d is not text", i)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// metricCookieDeleted is is_cookie_deleted: no cookie's host_key (column 1
+// of the cookies table) matches a rule domain under compare_urls.
+func metricCookieDeleted(result, expected any, _ bool, _ map[string]any) (float64, error) {
+	r, err := metric.Rules(expected)
+	if err != nil {
+		return 0, err
+	}
+	t, err := ruleType(r)
+	if err != nil {
+		return 0, err
+	}
+	if t != "domains" {
+		return 0, fmt.Errorf("cookie rule type %q is not supported", t)
+	}
+	if result == nil {
+		// The getter could not read the Cookies database.
+		return 0, nil
+	}
+	hosts, err := rowColumn(result, 1)
+	if err != nil {
+		return 0, err
+	}
+	for _, d := range metric.Strings(r["domains"]) {
+		for _, h := range hosts {
+			if CompareURLs(d, h) {
+				return 0, nil
+			}
+		}
+	}
+	return 1, nil
+}
+
+// metricHistoryDeleted is check_history_deleted: no history URL (column 0)
+// contains a rule keyword.
+func metricHistoryDeleted(result, expected any, _ bool, _ map[string]any) (float64, error) {
+	r, err := metric.Rules(expected)
+	if err != nil {
+		return 0, err
+	}
+	t, err := ruleType(r)
+	if err != nil {
+		return 0, err
+	}
+	if t != "keywords" {
+		return 0, fmt.Errorf("history rule type %q is not supported", t)
+	}
+	if result == nil {
+		return 0, nil
+	}
+	urls, err := rowColumn(result, 0)
+	if err != nil {
+		return 0, err
+	}
+	for _, k := range metric.Strings(r["keywords"]) {
+		for _, u := range urls {
+			if strings.Contains(u, k) {
+				return 0, nil
+			}
+		}
+	}
+	return 1, nil
+}
+
+// shortcutContents returns the shortcut contents keyed by file name, in
+// name order (Python's dict keeps the guest's listing order; any order
+// gives the same score).
+func shortcutContents(v any) ([]string, error) {
+	var out []string
+	switch m := v.(type) {
+	case map[string]any:
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			s, ok := m[k].(string)
+			if !ok {
+				return nil, fmt.Errorf("shortcut %s content is not text", k)
+			}
+			out = append(out, s)
+		}
+	case map[string]string:
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			out = append(out, m[k])
+		}
+	default:
+		return nil, fmt.Errorf("shortcuts must be an object of file name to content")
+	}
+	return out, nil
+}
+
+// metricShortcutOnDesktop is is_shortcut_on_desktop: some .desktop file has
+// the expected Name= (type name) or Exec= (type exec) line, exactly or with
+// one containing the other.
+func metricShortcutOnDesktop(result, expected any, _ bool, _ map[string]any) (float64, error) {
+	r, err := metric.Rules(expected)
+	if err != nil {
+		return 0, err
+	}
+	t, err := ruleType(r)
+	if err != nil {
+		return 0, err
+	}
+	var key string
+	var fold bool
+	switch t {
+	case "name":
+		key, fold = "Name=", true
+	case "exec":
+		key = "Exec="
+	default:
+		return 0, fmt.Errorf("shortcut rule type %q is not supported", t)
+	}
+	if result == nil {
+		return 0, nil
+	}
+	want, ok := r[t].(string)
+	if !ok {
+		return 0, fmt.Errorf("shortcut rule of type %s needs %s", t, t)
+	}
+	contents, err := shortcutContents(result)
+	if err != nil {
+		return 0, err
+	}
+	for _, c := range contents {
+		if strings.Contains(c, key+want+"\n") {
+			return 1, nil
+		}
+		for _, line := range strings.Split(c, "\n") {
+			got, ok := strings.CutPrefix(line, key)
+			if !ok {
+				continue
+			}
+			a, b := got, want
+			if fold {
+				// Name lines compare case-insensitively, Exec lines do not.
+				a, b = strings.ToLower(a), strings.ToLower(b)
+			}
+			if got == want || strings.Contains(a, b) || strings.Contains(b, a) {
+				return 1, nil
+			}
+		}
+	}
+	return 0, nil
+}
+
+// metricSteamCart is is_added_to_steam_cart: every rule item is a
+// substring of the cart page's HTML.
+func metricSteamCart(result, expected any, _ bool, _ map[string]any) (float64, error) {
+	r, err := metric.Rules(expected)
+	if err != nil {
+		return 0, err
+	}
+	tab, ok := result.(map[string]any)
+	if !ok {
+		return 0, nil
+	}
+	content, ok := tab["content"].(string)
+	if !ok {
+		return 0, fmt.Errorf("page info has no content")
+	}
+	for _, item := range metric.Strings(r["items"]) {
+		if !strings.Contains(content, item) {
+			return 0, nil
+		}
+	}
+	return 1, nil
+}
+
+// metricFontSize is check_font_size on Preferences' webkit.webprefs: the
+// default_font_size equals rule.value (type value) or lies strictly
+// between rule.min and rule.max (type range).
+func metricFontSize(result, expected any, _ bool, _ map[string]any) (float64, error) {
+	r, err := metric.Rules(expected)
+	if err != nil {
+		return 0, err
+	}
+	if result == nil {
+		return 0, nil
+	}
+	prefs, ok := result.(map[string]any)
+	if !ok {
+		return 0, fmt.Errorf("font sizes must be an object")
+	}
+	size, ok := prefs["default_font_size"].(float64)
+	if !ok {
+		return 0, fmt.Errorf("font sizes have no default_font_size")
+	}
+	t, err := ruleType(r)
+	if err != nil {
+		return 0, err
+	}
+	switch t {
+	case "value":
+		v, ok := r["value"].(float64)
+		return metric.Bool(ok && v == size), nil
+	case "range":
+		lo, ok1 := r["min"].(float64)
+		hi, ok2 := r["max"].(float64)
+		if !ok1 || !ok2 {
+			return 0, fmt.Errorf("font size range needs numeric min and max")
+		}
+		return metric.Bool(lo < size && size < hi), nil
+	}
+	return 0, fmt.Errorf("font size rule type %q is not supported", t)
+}
