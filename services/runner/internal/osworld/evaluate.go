@@ -25,43 +25,36 @@ var coreGetters = map[string]getterFunc{
 	"cloud_file":      getCloudFile,
 }
 
-// getVMFile saves the guest file to cache/<dest> and returns the local path
-// (a list of paths with multi), or nil when the file does not exist.
+// getVMFile saves guest files to cache/<dest> and returns the local path,
+// or nil when the file does not exist, as OSWorld's get_vm_file: with
+// multi, path and dest are lists, every file is fetched, and only the
+// indices in gives (default [0]) are returned, one value bare, several as a
+// list.
 func getVMFile(ctx context.Context, s *Session, cfg map[string]any) (any, error) {
-	if multi, _ := cfg["multi"].(bool); multi {
-		paths, _ := cfg["path"].([]any)
-		dests, _ := cfg["dest"].([]any)
-		if len(paths) != len(dests) {
-			return nil, fmt.Errorf("vm_file: path and dest lists differ in length")
+	paths, dests, err := pathDests(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("vm_file: %w", err)
+	}
+	give, err := gives(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("vm_file: %w", err)
+	}
+	var out []any
+	for i := range paths {
+		v, err := s.vmFile(ctx, paths[i], dests[i])
+		if err != nil {
+			return nil, err
 		}
-		var out []any
-		for i := range paths {
-			p, _ := paths[i].(string)
-			d, _ := dests[i].(string)
-			v, err := getVMFile(ctx, s, map[string]any{"path": p, "dest": d})
-			if err != nil {
-				return nil, err
-			}
+		if give[i] {
 			out = append(out, v)
 		}
-		if g, ok := cfg["gives"].([]any); ok {
-			var sel []any
-			for _, i := range g {
-				if n, ok := i.(float64); ok && int(n) >= 0 && int(n) < len(out) {
-					sel = append(sel, out[int(n)])
-				}
-			}
-			if len(sel) == 1 {
-				return sel[0], nil
-			}
-			return sel, nil
-		}
-		return out, nil
 	}
-	p, d := str(cfg, "path"), str(cfg, "dest")
-	if p == "" || d == "" {
-		return nil, fmt.Errorf("vm_file: path and dest are required")
-	}
+	return given(out), nil
+}
+
+// vmFile saves one guest file to cache/<dest>: the local path, or nil
+// when the guest has no such file.
+func (s *Session) vmFile(ctx context.Context, p, d string) (any, error) {
 	data, err := s.Guest.File(ctx, p)
 	var he *guest.HTTPError
 	if errors.As(err, &he) && he.Status == http.StatusNotFound {
@@ -116,39 +109,31 @@ func getCacheFile(_ context.Context, s *Session, cfg map[string]any) (any, error
 	return p, nil
 }
 
-// getCloudFile downloads a URL into cache/<dest> (once: the cache makes a
-// local mirror work and keeps repeated episodes offline).
+// getCloudFile downloads URLs into cache/<dest>, each unless that file
+// exists, through the download store; multi and gives as in getVMFile.
 func getCloudFile(ctx context.Context, s *Session, cfg map[string]any) (any, error) {
-	if multi, _ := cfg["multi"].(bool); multi {
-		paths, _ := cfg["path"].([]any)
-		dests, _ := cfg["dest"].([]any)
-		if len(paths) != len(dests) {
-			return nil, fmt.Errorf("cloud_file: path and dest lists differ in length")
-		}
-		var out []any
-		for i := range paths {
-			p, _ := paths[i].(string)
-			d, _ := dests[i].(string)
-			v, err := getCloudFile(ctx, s, map[string]any{"path": p, "dest": d})
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, v)
-		}
-		return out, nil
-	}
-	u, d := str(cfg, "path"), str(cfg, "dest")
-	if u == "" || d == "" {
-		return nil, fmt.Errorf("cloud_file: path and dest are required")
-	}
-	local, err := s.cachePath(d)
+	paths, dests, err := pathDests(cfg)
 	if err != nil {
-		return nil, err
-	}
-	if err := s.fetch(ctx, u, local); err != nil {
 		return nil, fmt.Errorf("cloud_file: %w", err)
 	}
-	return local, nil
+	give, err := gives(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("cloud_file: %w", err)
+	}
+	var out []any
+	for i := range paths {
+		local, err := s.cachePath(dests[i])
+		if err != nil {
+			return nil, fmt.Errorf("cloud_file: %w", err)
+		}
+		if err := s.fetch(ctx, paths[i], local); err != nil {
+			return nil, fmt.Errorf("cloud_file: %w", err)
+		}
+		if give[i] {
+			out = append(out, local)
+		}
+	}
+	return given(out), nil
 }
 
 // Evaluate runs the task's postconfig and evaluator, as DesktopEnv.evaluate

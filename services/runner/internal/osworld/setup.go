@@ -1,12 +1,10 @@
 package osworld
 
 import (
+	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -277,6 +275,9 @@ func fileList(p map[string]any) ([]map[string]any, error) {
 	return out, nil
 }
 
+// stepDownload puts each file in the guest, fetched through the download
+// store: once per URL for every episode and runner sharing it, and never in
+// offline mode unless it is stored (dlcache).
 func stepDownload(ctx context.Context, s *Session, p map[string]any) error {
 	files, err := fileList(p)
 	if err != nil {
@@ -287,14 +288,13 @@ func stepDownload(ctx context.Context, s *Session, p map[string]any) error {
 		if u == "" || dst == "" {
 			return fmt.Errorf("download entries need url and path")
 		}
-		sum := sha256.Sum256([]byte(u))
-		local := filepath.Join(s.CacheDir, hex.EncodeToString(sum[:8])+"_"+safeBase(u))
-		if err := s.fetch(ctx, u, local); err != nil {
-			return err
-		}
-		data, err := boundedread.ReadFile(local, s.maxDownload())
+		src, err := s.source(ctx, u)
 		if err != nil {
 			return err
+		}
+		data, err := boundedread.ReadFile(src, s.maxDownload())
+		if err != nil {
+			return fmt.Errorf("download %s: %w", u, err)
 		}
 		if err := s.Guest.Upload(ctx, dst, data); err != nil {
 			return err
@@ -340,98 +340,64 @@ func safeBase(u string) string {
 	}, b)
 }
 
-// fetch downloads u to local unless local exists (the cache, so a local
-// mirror or a second episode does not download again). file:// URLs and
-// plain paths are copied, so an offline mirror works.
+// source returns a local file holding u's content: the download store's
+// copy of an http(s) URL, or, for a file:// URL or a plain path (a local
+// mirror), that file once checked to be a regular file.
+func (s *Session) source(ctx context.Context, u string) (string, error) {
+	if isHTTP(u) {
+		c, err := s.downloads()
+		if err != nil {
+			return "", fmt.Errorf("download %s: %w", u, err)
+		}
+		return c.Get(ctx, u)
+	}
+	p := strings.TrimPrefix(u, "file://")
+	f, err := boundedread.Open(p)
+	if err != nil {
+		return "", fmt.Errorf("download %s: %w", u, err)
+	}
+	f.Close()
+	return p, nil
+}
+
+// fetch puts u's content at local unless local exists, as OSWorld's
+// cloud_file getter does (so a file put in the task's cache by hand
+// wins). http(s) URLs come through the download store; file:// URLs and
+// plain paths are copied.
 func (s *Session) fetch(ctx context.Context, u, local string) error {
 	if _, err := os.Stat(local); err == nil {
 		return nil
 	}
-	if err := os.MkdirAll(filepath.Dir(local), 0o755); err != nil {
-		return err
-	}
-	limit := s.maxDownload()
-	timeout := s.DownloadTimeout
-	if timeout <= 0 {
-		timeout = DefaultDownloadTimeout
-	}
-	// The deadline covers the attempts and the copy of the body below, also
-	// with an injected client that has no timeout of its own.
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	var body io.ReadCloser
-	if strings.HasPrefix(u, "http://") || strings.HasPrefix(u, "https://") {
-		hc := s.HTTP
-		if hc == nil {
-			hc = &http.Client{Timeout: 300 * time.Second}
-		}
-		var lastErr error
-		for try := 0; try < 3; try++ {
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-			if err != nil {
-				return err
-			}
-			resp, err := hc.Do(req)
-			if err == nil && resp.StatusCode == http.StatusOK {
-				body = resp.Body
-				break
-			}
-			if err == nil {
-				resp.Body.Close()
-				err = fmt.Errorf("HTTP %d", resp.StatusCode)
-			}
-			lastErr = fmt.Errorf("download %s: %w", u, err)
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-		}
-		if body == nil {
-			return lastErr
-		}
-	} else {
-		p := strings.TrimPrefix(u, "file://")
-		f, err := boundedread.Open(p)
+	if isHTTP(u) {
+		src, err := s.source(ctx, u)
 		if err != nil {
-			return fmt.Errorf("download %s: %w", u, err)
+			return err
 		}
-		body = f
+		return linkOrCopy(src, local, s.maxDownload())
 	}
-	defer body.Close()
-	tmp := local + ".part"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return err
+	if err := copyFile(strings.TrimPrefix(u, "file://"), local, s.maxDownload()); err != nil {
+		return fmt.Errorf("download %s: %w", u, err)
 	}
-	n, err := io.Copy(f, io.LimitReader(body, limit+1))
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil && ctx.Err() != nil {
-		err = fmt.Errorf("download %s: not done within %s: %w", u, timeout, ctx.Err())
-	}
-	if err == nil && n > limit {
-		err = fmt.Errorf("download %s: larger than %d bytes", u, limit)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return os.Rename(tmp, local)
+	return nil
 }
 
+// writeCache writes data to cache/<name> through a temporary file and a
+// rename: a reader never sees half a file, and a name that is a hard link
+// into the download store is replaced, not written through.
 func (s *Session) writeCache(name string, data []byte) error {
 	p, err := s.cachePath(name)
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return err
-	}
-	return os.WriteFile(p, data, 0o644)
+	return writeAtomic(p, bytes.NewReader(data), int64(len(data)))
 }
 
 // cachePath joins name under the cache dir, refusing escapes.
 func (s *Session) cachePath(name string) (string, error) {
+	if s.CacheDir == "" {
+		// Joined to "", the name would land at the root of the file system.
+		return "", fmt.Errorf("cache file %q: the session has no cache directory", name)
+	}
 	clean := filepath.Clean("/" + name)
 	if clean == "/" {
 		return "", fmt.Errorf("empty cache file name")

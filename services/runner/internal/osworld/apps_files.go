@@ -1,0 +1,89 @@
+package osworld
+
+import (
+	"fmt"
+	"math"
+)
+
+// truthy is Python's truth value of a JSON value: task files write
+// "multi": "true" as often as true, and OSWorld only tests
+// config.get("multi", False).
+func truthy(v any) bool {
+	switch x := v.(type) {
+	case nil:
+		return false
+	case bool:
+		return x
+	case float64:
+		return x != 0
+	case string:
+		return x != ""
+	case []any:
+		return len(x) > 0
+	case map[string]any:
+		return len(x) > 0
+	}
+	return true
+}
+
+// pathDests reads the path and dest of a file getter (vm_file,
+// cloud_file): single strings, or lists when multi is truthy, paired as
+// Python's zip pairs them (the shorter list decides).
+func pathDests(cfg map[string]any) (paths, dests []string, err error) {
+	if !truthy(cfg["multi"]) {
+		p, d := str(cfg, "path"), str(cfg, "dest")
+		if p == "" || d == "" {
+			return nil, nil, fmt.Errorf("path and dest are required strings")
+		}
+		return []string{p}, []string{d}, nil
+	}
+	pl, ok1 := cfg["path"].([]any)
+	dl, ok2 := cfg["dest"].([]any)
+	if !ok1 || !ok2 {
+		return nil, nil, fmt.Errorf("with multi, path and dest must be lists")
+	}
+	for i := range min(len(pl), len(dl)) {
+		p, ok1 := pl[i].(string)
+		d, ok2 := dl[i].(string)
+		if !ok1 || !ok2 || p == "" || d == "" {
+			return nil, nil, fmt.Errorf("path[%d] and dest[%d] must be non-empty strings", i, i)
+		}
+		paths, dests = append(paths, p), append(dests, d)
+	}
+	return paths, dests, nil
+}
+
+// gives is the set of indices a file getter hands to the metric: the
+// "gives" list, [0] by default, as in OSWorld's get_vm_file and
+// get_cloud_file.
+func gives(cfg map[string]any) (map[int]bool, error) {
+	raw, ok := cfg["gives"]
+	if !ok {
+		return map[int]bool{0: true}, nil
+	}
+	l, ok := raw.([]any)
+	if !ok {
+		return nil, fmt.Errorf("gives must be a list of indices")
+	}
+	out := map[int]bool{}
+	for _, v := range l {
+		f, ok := v.(float64)
+		if !ok || f != math.Trunc(f) || math.Abs(f) > 1<<20 {
+			return nil, fmt.Errorf("gives must be a list of indices")
+		}
+		out[int(f)] = true
+	}
+	return out, nil
+}
+
+// given shapes a file getter's answer as OSWorld does: the one given
+// value itself, else the list of them (empty when none was given).
+func given(vals []any) any {
+	if len(vals) == 1 {
+		return vals[0]
+	}
+	if vals == nil {
+		return []any{}
+	}
+	return vals
+}
