@@ -12,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -34,6 +35,8 @@ import (
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/env/py"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/env/rag"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/episode"
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld"
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/dlcache"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/taskfile"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/work"
 )
@@ -59,6 +62,9 @@ type Config struct {
 	EnvModes      string
 	HistoryImages int
 	CacheDir      string
+	// Offline fails OSWorld downloads that are not in the download cache
+	// (<cache-dir>/downloads) instead of fetching them.
+	Offline bool
 	// ClientPassword fills {CLIENT_PASSWORD} when a lease carries none.
 	ClientPassword string
 	PyTimeout      time.Duration
@@ -85,7 +91,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Address, "advertise-addr", "", "this replica's gRPC address as reported to the coordinator")
 	fs.StringVar(&c.EnvModes, "env-modes", "", "comma-separated env modes this replica runs (desktop,math,py,rag,web); empty means all")
 	fs.IntVar(&c.HistoryImages, "history-images", 3, "default number of recent screenshots sent as images")
-	fs.StringVar(&c.CacheDir, "cache-dir", "", "host cache of OSWorld task files; default <data-dir>/cache")
+	fs.StringVar(&c.CacheDir, "cache-dir", "", "host cache of OSWorld task files, and in <cache-dir>/downloads the download cache shared by runners; default <data-dir>/cache")
+	fs.BoolVar(&c.Offline, "offline", false, "fail OSWorld downloads (download steps, cloud_file getters) that are not in the download cache, naming the URL, instead of fetching them")
 	fs.StringVar(&c.ClientPassword, "client-password", "password", "guest password for {CLIENT_PASSWORD} when the lease has none")
 	fs.DurationVar(&c.PyTimeout, "py-timeout", py.DefaultLimits.Timeout, "wall-clock limit of one local Python run")
 	fs.IntVar(&c.PyMemoryMB, "py-memory-mb", int(py.DefaultLimits.MemoryBytes>>20), "address-space limit of one local Python run, MiB")
@@ -193,6 +200,9 @@ func NewWithConns(ctx context.Context, cfg Config, denv daemon.Env, conns Conns)
 			cfg.CacheDir = denv.DataDir + "/cache"
 		}
 	}
+	// One store for every slot's episodes; runners given the same
+	// --cache-dir share it too.
+	osworld.SetDownloadCache(&dlcache.Cache{Dir: filepath.Join(cfg.CacheDir, "downloads"), Offline: cfg.Offline})
 	if cfg.Address == "" {
 		cfg.Address = denv.GRPCAddr
 	}
