@@ -36,6 +36,7 @@ func subcommands() map[string]subcommand {
 		"export":   {"write a rollout as JSONL and in OSWorld's results layout", cmdExport},
 		"run":      {"run a rollout of a task file on the embedded mesh (run_parallel_rollout.py)", cmdRun},
 		"up":       {"run the all-in-one mesh as a daemon on the standard ports", cmdUp},
+		"tasks":    {"check a task set: which tasks this build can run and score (tasks check)", cmdTasks},
 	}
 }
 

@@ -92,9 +92,17 @@ type EvalInput struct {
 type UnsupportedError struct {
 	Kind string // "step", "getter", "metric", "env"
 	Name string
+	// Why is set when the name is known but refused here (a Google
+	// account the mesh does not have).
+	Why string
 }
 
-func (e *UnsupportedError) Error() string { return "unsupported " + e.Kind + ": " + e.Name }
+func (e *UnsupportedError) Error() string {
+	if e.Why != "" {
+		return "unsupported " + e.Kind + ": " + e.Name + " (" + e.Why + ")"
+	}
+	return "unsupported " + e.Kind + ": " + e.Name
+}
 
 // Reason is the failure_reason of the episode, e.g. "unsupported_metric:compare_pptx_files".
 func (e *UnsupportedError) Reason() string { return "unsupported_" + e.Kind + ":" + e.Name }

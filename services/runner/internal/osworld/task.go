@@ -155,32 +155,13 @@ func ParseTask(data []byte) (Task, error) {
 	return t, nil
 }
 
-// Unsupported returns the first step, getter or metric of the task that
-// this package does not implement, as "kind", "name"; ok is false when all
-// are supported. Checked before an episode starts, so no model call is
-// wasted on a task that cannot be scored.
+// Unsupported returns the first of Missing as "kind", "name"; ok is false
+// when the task needs nothing missing. Checked before an episode starts, so
+// no model call is wasted on a task that cannot be scored.
 func (t Task) Unsupported() (kind, name string, ok bool) {
-	for _, s := range append(append([]Step{}, t.Config...), t.Evaluator.Postconfig...) {
-		if _, found := stepHandlers[s.Type]; !found {
-			return "step", s.Type, true
-		}
+	m := t.Missing()
+	if len(m) == 0 {
+		return "", "", false
 	}
-	for i, f := range t.Evaluator.Func {
-		if f == "infeasible" {
-			continue
-		}
-		if _, found := metrics[f]; !found {
-			return "metric", f, true
-		}
-		for _, g := range []map[string]any{t.Evaluator.Result[i], t.Evaluator.Expected[i]} {
-			if g == nil {
-				continue
-			}
-			typ, _ := g["type"].(string)
-			if _, found := getters[typ]; !found {
-				return "getter", typ, true
-			}
-		}
-	}
-	return "", "", false
+	return m[0].Kind, m[0].Name, true
 }

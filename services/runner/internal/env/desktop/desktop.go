@@ -77,8 +77,9 @@ func (e *Env) Reset(ctx context.Context, t env.Task) (env.Observation, error) {
 	if err != nil {
 		return env.Observation{}, err
 	}
-	if kind, name, bad := task.Unsupported(); bad {
-		return env.Observation{}, &env.UnsupportedError{Kind: kind, Name: name}
+	if missing := task.Missing(); len(missing) > 0 {
+		m := missing[0]
+		return env.Observation{}, &env.UnsupportedError{Kind: m.Kind, Name: m.Name, Why: m.Reason}
 	}
 	e.task = task
 	if err := e.g.Wait(ctx, e.cfg.GuestWaitTries, time.Second); err != nil {

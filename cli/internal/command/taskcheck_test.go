@@ -1,0 +1,102 @@
+package command
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestTasksCheck: an OSWorld tree with a supported task, one whose metric
+// does not exist, one needing a Google account and one that does not parse
+// is reported per domain, with each missing name and its tasks.
+func TestTasksCheck(t *testing.T) {
+	dir := t.TempDir()
+	write := func(rel, content string) {
+		t.Helper()
+		p := filepath.Join(dir, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("test_all.json", `{"os": ["ok", "nometric"], "chrome": ["drive", "broken"]}`)
+	write("examples/os/ok.json", `{"id": "ok", "instruction": "x", "config": [{"type": "execute", "parameters": {"command": "true"}}],
+		"evaluator": {"func": "exact_match", "result": {"type": "vm_command_line", "command": "echo hi"}, "expected": {"type": "rule", "rules": {"expected": "hi\n"}}}}`)
+	write("examples/os/nometric.json", `{"id": "nometric", "instruction": "x",
+		"evaluator": {"func": "no_such_metric", "result": {"type": "no_such_getter"}}}`)
+	write("examples/chrome/drive.json", `{"id": "drive", "instruction": "x", "config": [{"type": "googledrive", "parameters": {}}],
+		"evaluator": {"func": "infeasible"}}`)
+	write("examples/chrome/broken.json", `{"id": "broken", "instruction": "x", "evaluator": {"func": 3}}`)
+
+	var stdout, stderr bytes.Buffer
+	if err := Run(context.Background(), []string{"tasks", "check", "--data", dir, "--json"}, &stdout, &stderr); err != nil {
+		t.Fatalf("tasks check: %v\n%s", err, stderr.String())
+	}
+	var rep checkReport
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("decode report: %v\n%s", err, stdout.String())
+	}
+	if rep.Tasks != 4 || rep.Supported != 1 {
+		t.Errorf("tasks, supported = %d, %d, want 4, 1", rep.Tasks, rep.Supported)
+	}
+	gotDomains := map[string][2]int{}
+	for _, d := range rep.ByDomain {
+		gotDomains[d.Domain] = [2]int{d.Tasks, d.Supported}
+	}
+	wantDomains := map[string][2]int{"os": {2, 1}, "chrome": {2, 0}}
+	for d, want := range wantDomains {
+		if gotDomains[d] != want {
+			t.Errorf("domain %s (tasks, supported) = %v, want %v", d, gotDomains[d], want)
+		}
+	}
+	gotMissing := map[string]string{}
+	for _, m := range rep.Missing {
+		gotMissing[m.Kind+" "+m.Name] = strings.Join(m.IDs, ",")
+	}
+	for k, want := range map[string]string{"metric no_such_metric": "nometric", "getter no_such_getter": "nometric", "step googledrive": "drive"} {
+		if gotMissing[k] != want {
+			t.Errorf("missing %s: tasks %q, want %q (all: %v)", k, gotMissing[k], want, gotMissing)
+		}
+	}
+	invalid := 0
+	for _, c := range rep.Details {
+		if c.Invalid != "" {
+			invalid++
+			if c.ID != "broken" {
+				t.Errorf("task %s reported invalid: %s", c.ID, c.Invalid)
+			}
+		}
+	}
+	if invalid != 1 {
+		t.Errorf("%d invalid tasks, want 1 (broken)", invalid)
+	}
+
+	// The table form names the same things for a person.
+	stdout.Reset()
+	if err := Run(context.Background(), []string{"tasks", "check", "--data", dir}, &stdout, &stderr); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"total", "no_such_metric", "needs a Google Drive account", "do not parse"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, stdout.String())
+		}
+	}
+}
+
+func TestTasksCheckUsage(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	err := Run(context.Background(), []string{"tasks", "check"}, &stdout, &stderr)
+	if ExitCode(err) != 2 {
+		t.Errorf("tasks check without --data: exit %d (%v), want 2", ExitCode(err), err)
+	}
+	err = Run(context.Background(), []string{"tasks", "frobnicate"}, &stdout, &stderr)
+	if ExitCode(err) != 2 {
+		t.Errorf("tasks frobnicate: exit %d (%v), want 2", ExitCode(err), err)
+	}
+}
