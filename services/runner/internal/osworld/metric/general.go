@@ -1,15 +1,27 @@
 package metric
 
 import (
+	"context"
+	"database/sql"
+	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"math"
+	"net/url"
 	"os"
-	"reflect"
-	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+	// The pure-Go SQLite driver, for run_sqlite3.
+	_ "modernc.org/sqlite"
 
 	"github.com/rolloutmesh/rolloutmesh/serverkit/boundedread"
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric/pyre"
 )
 
 // Bool is Python's float(b): 1 for true, 0 for false.
@@ -30,58 +42,6 @@ func Rules(expected any) (map[string]any, error) {
 	return m, nil
 }
 
-// metricExactMatch is result == rules["expected"].
-func metricExactMatch(result, expected any, _ bool, _ map[string]any) (float64, error) {
-	r, err := Rules(expected)
-	if err != nil {
-		return 0, err
-	}
-	if result == nil {
-		return 0, nil
-	}
-	return Bool(reflect.DeepEqual(result, r["expected"])), nil
-}
-
-// metricLiteralMatch compares result with the expected value itself,
-// optionally ignoring case.
-func metricLiteralMatch(result, expected any, _ bool, opts map[string]any) (float64, error) {
-	if result == nil {
-		return 0, nil
-	}
-	rs, ok1 := result.(string)
-	es, ok2 := expected.(string)
-	if ok1 && ok2 {
-		if ic, _ := opts["ignore_case"].(bool); ic {
-			return Bool(strings.EqualFold(rs, es)), nil
-		}
-		return Bool(rs == es), nil
-	}
-	return Bool(reflect.DeepEqual(result, expected)), nil
-}
-
-// metricIncludeExclude needs every include substring and no exclude one.
-func metricIncludeExclude(result, expected any, _ bool, _ map[string]any) (float64, error) {
-	r, err := Rules(expected)
-	if err != nil {
-		return 0, err
-	}
-	s, ok := result.(string)
-	if !ok {
-		return 0, nil
-	}
-	for _, inc := range Strings(r["include"]) {
-		if !strings.Contains(s, inc) {
-			return 0, nil
-		}
-	}
-	for _, exc := range Strings(r["exclude"]) {
-		if strings.Contains(s, exc) {
-			return 0, nil
-		}
-	}
-	return 1, nil
-}
-
 // Strings returns the strings of a JSON list (other entries are skipped).
 func Strings(v any) []string {
 	l, _ := v.([]any)
@@ -92,31 +52,6 @@ func Strings(v any) []string {
 		}
 	}
 	return out
-}
-
-// metricMatchInList is result in rules["expected"].
-func metricMatchInList(result, expected any, _ bool, _ map[string]any) (float64, error) {
-	r, err := Rules(expected)
-	if err != nil {
-		return 0, err
-	}
-	l, _ := r["expected"].([]any)
-	return Bool(result != nil && slices.ContainsFunc(l, func(e any) bool { return reflect.DeepEqual(e, result) })), nil
-}
-
-// metricFuzzyMatch is rapidfuzz's fuzz.ratio(result, expected)/100: the
-// normalised Indel similarity 2·LCS/(|a|+|b|).
-func metricFuzzyMatch(result, expected any, _ bool, _ map[string]any) (float64, error) {
-	r, err := Rules(expected)
-	if err != nil {
-		return 0, err
-	}
-	a, _ := result.(string)
-	b, _ := r["expected"].(string)
-	if result == nil {
-		return 0, nil
-	}
-	return IndelRatio(a, b), nil
 }
 
 // maxRatioRunes bounds the quadratic LCS.
@@ -149,56 +84,6 @@ func IndelRatio(a, b string) float64 {
 	return 2 * float64(prev[len(rb)]) / float64(len(ra)+len(rb))
 }
 
-// metricDirectJSON compares a JSON object result key by key with
-// rules["expected"] (or, with expect_in_result, checks containment).
-func metricDirectJSON(result, expected any, _ bool, _ map[string]any) (float64, error) {
-	r, err := Rules(expected)
-	if err != nil {
-		return 0, err
-	}
-	if s, ok := result.(string); ok {
-		var v any
-		if json.Unmarshal([]byte(strings.ReplaceAll(strings.TrimSpace(s), "'", `"`)), &v) != nil {
-			return 0, nil
-		}
-		result = v
-	}
-	res, ok := result.(map[string]any)
-	if !ok {
-		return 0, nil
-	}
-	exp, _ := r["expected"].(map[string]any)
-	inResult, _ := r["expect_in_result"].(bool)
-	for k, ev := range exp {
-		rv := res[k]
-		if !inResult {
-			if !reflect.DeepEqual(ev, rv) {
-				return 0, nil
-			}
-			continue
-		}
-		switch e := ev.(type) {
-		case []any:
-			rl, _ := rv.([]any)
-			if !slices.ContainsFunc(e, func(x any) bool {
-				return slices.ContainsFunc(rl, func(y any) bool { return reflect.DeepEqual(x, y) })
-			}) {
-				return 0, nil
-			}
-		case string:
-			rs, _ := rv.(string)
-			if !strings.Contains(rs, e) {
-				return 0, nil
-			}
-		default:
-			if !reflect.DeepEqual(ev, rv) {
-				return 0, nil
-			}
-		}
-	}
-	return 1, nil
-}
-
 // MaxFile bounds a file read by a metric.
 const MaxFile = 64 << 20
 
@@ -221,35 +106,6 @@ func ReadText(v any) (string, bool, error) {
 	return string(b), true, nil
 }
 
-var (
-	tabsNewlines = regexp.MustCompile(`[\t\n]`)
-	spaces       = regexp.MustCompile(`\s+`)
-)
-
-// metricCompareTextFile compares two text files (options ignore_blanks,
-// ignore_case).
-func metricCompareTextFile(result, expected any, _ bool, opts map[string]any) (float64, error) {
-	a, ok, err := ReadText(result)
-	if err != nil || !ok {
-		return 0, err
-	}
-	b, ok, err := ReadText(expected)
-	if err != nil {
-		return 0, err
-	}
-	if !ok {
-		return 0, fmt.Errorf("expected file %v missing", expected)
-	}
-	if ib, _ := opts["ignore_blanks"].(bool); ib {
-		a = spaces.ReplaceAllString(strings.TrimSpace(tabsNewlines.ReplaceAllString(a, " ")), " ")
-		b = spaces.ReplaceAllString(strings.TrimSpace(tabsNewlines.ReplaceAllString(b, " ")), " ")
-	}
-	if ic, _ := opts["ignore_case"].(bool); ic {
-		a, b = strings.ToLower(a), strings.ToLower(b)
-	}
-	return Bool(a == b), nil
-}
-
 // SplitLines splits text into lines as Python's str.splitlines on "\n"
 // and "\r\n" does, without a trailing empty line.
 func SplitLines(s string) []string {
@@ -261,43 +117,399 @@ func SplitLines(s string) []string {
 	return l
 }
 
-// metricCheckList checks a file's lines against rules["expect"] patterns
-// (each must match some line) and rules["unexpect"] (none may match).
+
+// The metrics of OSWorld's metrics/general.py. Where the Python raises on
+// an input the agent produced (a result that is not JSON, a list where a
+// string was due), the metric scores 0, as the function's own exception
+// handlers do elsewhere; an error is kept for inputs the task file itself
+// got wrong.
+
+// metricExactMatch is result == rules["expected"].
+func metricExactMatch(result, expected any, _ bool, _ map[string]any) (float64, error) {
+	r, err := Rules(expected)
+	if err != nil {
+		return 0, err
+	}
+	exp, ok := r["expected"]
+	if !ok {
+		return 0, fmt.Errorf("exact_match: rules without expected")
+	}
+	return Bool(PyEqual(result, exp)), nil
+}
+
+// metricMatchInList is result in rules["expected"].
+func metricMatchInList(result, expected any, _ bool, _ map[string]any) (float64, error) {
+	r, err := Rules(expected)
+	if err != nil {
+		return 0, err
+	}
+	in, err := PyIn(result, r["expected"])
+	if err != nil {
+		return 0, nil
+	}
+	return Bool(in), nil
+}
+
+// metricIsInList is rules["expected"] in result (the reverse of
+// match_in_list: the result is the list).
+func metricIsInList(result, expected any, _ bool, _ map[string]any) (float64, error) {
+	r, err := Rules(expected)
+	if err != nil {
+		return 0, err
+	}
+	in, err := PyIn(r["expected"], result)
+	if err != nil {
+		return 0, nil
+	}
+	return Bool(in), nil
+}
+
+// metricLiteralMatch compares str(result) with str(expected) (option type
+// "str", the default), or two lists element by element (type "list"),
+// optionally ignoring case.
+func metricLiteralMatch(result, expected any, _ bool, opts map[string]any) (float64, error) {
+	ic, _ := opts["ignore_case"].(bool)
+	norm := func(v any) string {
+		if ic {
+			return strings.ToLower(PyStr(v))
+		}
+		return PyStr(v)
+	}
+	typ := "str"
+	if t, ok := opts["type"]; ok {
+		typ, _ = t.(string)
+	}
+	switch typ {
+	case "str":
+		return Bool(norm(result) == norm(expected)), nil
+	case "list":
+		a, ok1 := pyList(result)
+		b, ok2 := pyList(expected)
+		if !ok1 || !ok2 || len(a) != len(b) {
+			return 0, nil
+		}
+		for i := range a {
+			if norm(a[i]) != norm(b[i]) {
+				return 0, nil
+			}
+		}
+		return 1, nil
+	}
+	return 0, fmt.Errorf("literal_match: type %v is not supported", opts["type"])
+}
+
+// metricIncludeExclude needs every include entry in the result and no
+// exclude entry (substrings of a string result, members of a list).
+func metricIncludeExclude(result, expected any, _ bool, _ map[string]any) (float64, error) {
+	if result == nil {
+		return 0, nil
+	}
+	r, err := Rules(expected)
+	if err != nil {
+		return 0, err
+	}
+	inc, _ := pyList(r["include"])
+	exc, _ := pyList(r["exclude"])
+	for _, e := range inc {
+		if in, err := PyIn(e, result); err != nil || !in {
+			return 0, nil
+		}
+	}
+	for _, e := range exc {
+		if in, err := PyIn(e, result); err != nil || in {
+			return 0, nil
+		}
+	}
+	return 1, nil
+}
+
+// metricFuzzyMatch is rapidfuzz's fuzz.ratio(result, rules["expected"])/100.
+func metricFuzzyMatch(result, expected any, _ bool, _ map[string]any) (float64, error) {
+	r, err := Rules(expected)
+	if err != nil {
+		return 0, err
+	}
+	a, ok1 := result.(string)
+	b, ok2 := r["expected"].(string)
+	if !ok1 || !ok2 {
+		return 0, nil
+	}
+	return IndelRatio(a, b), nil
+}
+
+// evaluationFailed is the value a rule getter puts in an expected dict
+// when it could not compute it (relative dates, web lookups).
+const evaluationFailed = "__EVALUATION_FAILED__"
+
+// metricDirectJSON compares a dict result key by key with
+// rules["expected"]. A string result is read as JSON after turning every
+// single quote into a double quote, as OSWorld does. With
+// expect_in_result, a list expectation needs one of its values in (or
+// equal to) the result's, and a string expectation must be in the
+// result's value.
+func metricDirectJSON(result, expected any, _ bool, _ map[string]any) (float64, error) {
+	r, err := Rules(expected)
+	if err != nil {
+		return 0, err
+	}
+	if s, ok := result.(string); ok {
+		var v any
+		if json.Unmarshal([]byte(strings.ReplaceAll(pyStrip(s), "'", `"`)), &v) != nil {
+			// Python's json.loads raises here, before the function's own
+			// handler; an output that is not JSON is the agent's failure.
+			return 0, nil
+		}
+		result = v
+	}
+	if result == nil {
+		return 0, nil
+	}
+	// Any Python exception below (a result that is not a dict, an
+	// expectation that is not one) is caught by OSWorld and scores 0.
+	exp, ok := pyDict(r["expected"])
+	if !ok {
+		return 0, nil
+	}
+	for _, v := range exp {
+		if v == evaluationFailed {
+			return 0, nil
+		}
+	}
+	res, ok := pyDict(result)
+	if !ok {
+		return 0, nil
+	}
+	inResult, _ := r["expect_in_result"]
+	if !pyTruthy(inResult) {
+		// OSWorld looks for ignore_list_order among the expected keys (not
+		// in the rules, where one task puts it): keep that.
+		sortLists := pyTruthy(exp["ignore_list_order"])
+		for k, ev := range exp {
+			rv := res[k]
+			if sortLists {
+				es, err1 := pySorted(ev)
+				rs, err2 := pySorted(rv)
+				if err1 != nil || err2 != nil {
+					return 0, nil
+				}
+				ev, rv = es, rs
+			}
+			if !PyEqual(ev, rv) {
+				return 0, nil
+			}
+		}
+		return 1, nil
+	}
+	for k, ev := range exp {
+		rv := res[k]
+		switch e := ev.(type) {
+		case string:
+			in, err := PyIn(e, rv)
+			if err != nil || !in {
+				return 0, nil
+			}
+		default:
+			l, ok := pyList(ev)
+			if !ok {
+				return 0, nil
+			}
+			found := false
+			for _, each := range l {
+				if _, isList := pyList(rv); isList {
+					in, _ := PyIn(each, rv)
+					found = in
+				} else if s, isStr := rv.(string); isStr {
+					found = PyEqual(each, s)
+				}
+				if found {
+					break
+				}
+			}
+			if !found {
+				return 0, nil
+			}
+		}
+	}
+	return 1, nil
+}
+
+// pyTruthy is Python's bool(v) for JSON-like values.
+func pyTruthy(v any) bool {
+	if v == nil {
+		return false
+	}
+	if n, ok := pyNumber(v); ok {
+		return n != 0
+	}
+	if s, ok := v.(string); ok {
+		return s != ""
+	}
+	if l, ok := pyList(v); ok {
+		return len(l) > 0
+	}
+	if m, ok := pyDict(v); ok {
+		return len(m) > 0
+	}
+	return true
+}
+
+// collapseBlanks is compare_text_file's ignore_blanks: tabs and newlines
+// become spaces, the ends are stripped, and runs of whitespace (Python's
+// Unicode \s) become one space.
+func collapseBlanks(s string) string {
+	var b strings.Builder
+	space := false
+	for _, r := range pyStrip(strings.NewReplacer("\t", " ", "\n", " ").Replace(s)) {
+		if pyIsSpace(r) {
+			space = true
+			continue
+		}
+		if space {
+			b.WriteByte(' ')
+			space = false
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// metricCompareTextFile compares two text files (options ignore_blanks,
+// ignore_case).
+func metricCompareTextFile(result, expected any, _ bool, opts map[string]any) (float64, error) {
+	a, ok, err := ReadPyText(result)
+	if errors.Is(err, errUndecodable) || !ok {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	b, ok, err := ReadPyText(expected)
+	if err != nil {
+		return 0, err
+	}
+	if !ok {
+		return 0, fmt.Errorf("expected file %v missing", expected)
+	}
+	if ib, _ := opts["ignore_blanks"].(bool); ib {
+		a, b = collapseBlanks(a), collapseBlanks(b)
+	}
+	if ic, _ := opts["ignore_case"].(bool); ic {
+		a, b = strings.ToLower(a), strings.ToLower(b)
+	}
+	return Bool(a == b), nil
+}
+
+// compilePatterns compiles Python patterns.
+func compilePatterns(l []string) ([]*pyre.Regexp, error) {
+	out := make([]*pyre.Regexp, 0, len(l))
+	for _, p := range l {
+		re, err := pyre.Compile(p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, re)
+	}
+	return out, nil
+}
+
+// searchAny tells whether any pattern re.search-es s.
+func searchAny(res []*pyre.Regexp, s string) (bool, error) {
+	for _, re := range res {
+		m, err := re.Search(s)
+		if err != nil {
+			return false, err
+		}
+		if m != nil {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// metricCheckList checks a file's lines (each with its newline, as Python
+// iterates a file) against rules["expect"] patterns, each of which must
+// re.search some line, and rules["unexpect"] patterns, which no line may
+// match.
 func metricCheckList(result, expected any, _ bool, _ map[string]any) (float64, error) {
 	r, err := Rules(expected)
 	if err != nil {
 		return 0, err
 	}
-	text, ok, err := ReadText(result)
-	if err != nil || !ok {
-		return 0, err
-	}
-	compile := func(l []string) ([]*regexp.Regexp, error) {
-		var out []*regexp.Regexp
-		for _, p := range l {
-			re, err := regexp.Compile(p)
-			if err != nil {
-				return nil, fmt.Errorf("pattern %q: %v", p, err)
-			}
-			out = append(out, re)
-		}
-		return out, nil
-	}
-	exp, err := compile(Strings(r["expect"]))
+	exp, err := compilePatterns(Strings(r["expect"]))
 	if err != nil {
 		return 0, err
 	}
-	unexp, err := compile(Strings(r["unexpect"]))
+	unexp, err := compilePatterns(Strings(r["unexpect"]))
+	if err != nil {
+		return 0, err
+	}
+	text, ok, err := ReadPyText(result)
+	if errors.Is(err, errUndecodable) || !ok {
+		return 0, nil
+	}
 	if err != nil {
 		return 0, err
 	}
 	seen := make([]bool, len(exp))
-	for _, line := range SplitLines(text) {
+	for _, line := range pyLines(text) {
 		for i, re := range exp {
-			seen[i] = seen[i] || re.MatchString(line)
+			if seen[i] {
+				continue
+			}
+			m, err := re.Search(line)
+			if err != nil {
+				return 0, err
+			}
+			seen[i] = m != nil
 		}
-		for _, re := range unexp {
-			if re.MatchString(line) {
+		hit, err := searchAny(unexp, line)
+		if err != nil {
+			return 0, err
+		}
+		if hit {
+			return 0, nil
+		}
+	}
+	return Bool(!slices.Contains(seen, false)), nil
+}
+
+// metricCheckCSV reads a CSV file as csv.DictReader does (the first row
+// names the fields) and needs, for each rules["expect"] record, a row
+// holding its key/value pairs, and no row holding any rules["unexpect"]
+// record's.
+func metricCheckCSV(result, expected any, _ bool, _ map[string]any) (float64, error) {
+	r, err := Rules(expected)
+	if err != nil {
+		return 0, err
+	}
+	records := func(k string) []map[string]any {
+		var out []map[string]any
+		l, _ := pyList(r[k])
+		for _, e := range l {
+			m, _ := pyDict(e)
+			out = append(out, m)
+		}
+		return out
+	}
+	exp, unexp := records("expect"), records("unexpect")
+	text, ok, err := ReadPyText(result)
+	if errors.Is(err, errUndecodable) || !ok {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	rows, err := dictRows(text)
+	if err != nil {
+		return 0, nil
+	}
+	seen := make([]bool, len(exp))
+	for _, row := range rows {
+		for i, e := range exp {
+			seen[i] = seen[i] || MatchRecord(e, row)
+		}
+		for _, u := range unexp {
+			if MatchRecord(u, row) {
 				return 0, nil
 			}
 		}
@@ -305,58 +517,411 @@ func metricCheckList(result, expected any, _ bool, _ map[string]any) (float64, e
 	return Bool(!slices.Contains(seen, false)), nil
 }
 
-// metricIsUTC0 checks `timedatectl status` output: its 4th line ends with
-// "+0000)".
-func metricIsUTC0(result, _ any, _ bool, _ map[string]any) (float64, error) {
-	s, ok := result.(string)
-	if !ok {
-		return 0, nil
+// dictRows is csv.DictReader over text: rows keyed by the header's field
+// names, missing fields None, empty rows skipped.
+func dictRows(text string) ([]map[string]any, error) {
+	cr := csv.NewReader(strings.NewReader(text))
+	cr.FieldsPerRecord = -1
+	cr.LazyQuotes = true
+	var header []string
+	var out []map[string]any
+	for {
+		rec, err := cr.Read()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if header == nil {
+			header = rec
+			continue
+		}
+		row := map[string]any{}
+		for i, name := range header {
+			if i < len(rec) {
+				row[name] = rec[i]
+			} else {
+				row[name] = nil
+			}
+		}
+		out = append(out, row)
 	}
-	lines := strings.Split(s, "\n")
-	if len(lines) < 4 {
-		return 0, nil
-	}
-	return Bool(strings.HasSuffix(strings.TrimSpace(lines[3]), "+0000)")), nil
 }
 
-// metricCheckCommandOutput is a generic command-output check: the
-// trimmed output equals rules["expected"], or matches rules["pattern"].
-func metricCheckCommandOutput(result, expected any, _ bool, _ map[string]any) (float64, error) {
+// metricCheckJSON reads a JSON file (a YAML one with option is_yaml) and
+// checks the value at each rule's key path with MatchValueToRule:
+// rules["expect"] must all match, rules["unexpect"] none (a missing key
+// is None there).
+func metricCheckJSON(result, expected any, _ bool, opts map[string]any) (float64, error) {
 	r, err := Rules(expected)
 	if err != nil {
 		return 0, err
 	}
-	s, ok := result.(string)
+	text, ok, err := ReadPyText(result)
+	if errors.Is(err, errUndecodable) || !ok {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	var data any
+	if isYAML, _ := opts["is_yaml"].(bool); isYAML {
+		if yaml.Unmarshal([]byte(text), &data) != nil || data == nil {
+			return 0, nil
+		}
+		data = yamlToJSON(data)
+	} else if json.Unmarshal([]byte(text), &data) != nil {
+		return 0, nil
+	}
+	rules := func(k string) []map[string]any {
+		var out []map[string]any
+		l, _ := pyList(r[k])
+		for _, e := range l {
+			m, _ := pyDict(e)
+			out = append(out, m)
+		}
+		return out
+	}
+	match := true
+	for _, rule := range rules("expect") {
+		v, found := lookupKeys(data, rule["key"])
+		if !found {
+			return 0, nil
+		}
+		if match {
+			m, err := MatchValueToRule(v, rule)
+			if err != nil {
+				return 0, nil
+			}
+			match = m
+		}
+	}
+	for _, rule := range rules("unexpect") {
+		v, _ := lookupKeys(data, rule["key"])
+		if match {
+			m, err := MatchValueToRule(v, rule)
+			if err != nil {
+				return 0, nil
+			}
+			match = !m
+		}
+	}
+	return Bool(match), nil
+}
+
+// lookupKeys walks a key path (dict keys, list indices) as value[k] does;
+// found is false where Python raises.
+func lookupKeys(v any, keys any) (any, bool) {
+	l, ok := pyList(keys)
+	if !ok {
+		return nil, false
+	}
+	for _, k := range l {
+		switch c := v.(type) {
+		case map[string]any:
+			s, ok := k.(string)
+			if !ok {
+				return nil, false
+			}
+			if v, ok = c[s]; !ok {
+				return nil, false
+			}
+		case []any:
+			n, ok := k.(float64)
+			if !ok || n != float64(int(n)) {
+				return nil, false
+			}
+			i := int(n)
+			if i < 0 {
+				i += len(c)
+			}
+			if i < 0 || i >= len(c) {
+				return nil, false
+			}
+			v = c[i]
+		default:
+			return nil, false
+		}
+	}
+	return v, true
+}
+
+// yamlToJSON turns a decoded YAML value into the JSON shapes metrics
+// compare (string-keyed maps, []any, float64 numbers where YAML gave an
+// int is fine: PyEqual compares numbers by value).
+func yamlToJSON(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			x[k] = yamlToJSON(e)
+		}
+		return x
+	case map[any]any:
+		m := make(map[string]any, len(x))
+		for k, e := range x {
+			m[PyStr(k)] = yamlToJSON(e)
+		}
+		return m
+	case []any:
+		for i, e := range x {
+			x[i] = yamlToJSON(e)
+		}
+		return x
+	}
+	return v
+}
+
+// timeOfDay is check_line_number's pattern for an HH:MM:SS time (Python's
+// \d, which also takes other scripts' digits).
+var timeOfDay = mustPyre(`([01]\d|2[0-3]):[0-5]\d:([0-5]\d|60)`)
+
+func mustPyre(p string) *pyre.Regexp {
+	re, err := pyre.Compile(p)
+	if err != nil {
+		panic(err)
+	}
+	return re
+}
+
+// metricCheckLineNumber counts the lines holding a time of day and
+// compares the count with int(rules["expected"]).
+func metricCheckLineNumber(result, expected any, _ bool, _ map[string]any) (float64, error) {
+	r, err := Rules(expected)
+	if err != nil {
+		return 0, err
+	}
+	text, ok, err := ReadPyText(result)
+	if err != nil || !ok {
+		return 0, nil
+	}
+	count := 0
+	for _, line := range pyLines(text) {
+		m, err := timeOfDay.Search(line)
+		if err != nil {
+			return 0, nil
+		}
+		if m != nil {
+			count++
+		}
+	}
+	want, ok := pyInt(r["expected"])
 	if !ok {
 		return 0, nil
 	}
-	s = strings.TrimSpace(s)
-	if e, ok := r["expected"].(string); ok && s != strings.TrimSpace(e) {
+	return Bool(count == want), nil
+}
+
+// pyInt is Python's int(v) for a string or a number.
+func pyInt(v any) (int, bool) {
+	switch x := v.(type) {
+	case string:
+		n, err := strconv.Atoi(strings.ReplaceAll(pyStrip(x), "_", ""))
+		return n, err == nil
+	case bool:
+		return int(Bool(x)), true
+	case float64:
+		return int(x), !math.IsNaN(x) && !math.IsInf(x, 0)
+	}
+	return 0, false
+}
+
+// metricFileContains needs every rules["expected"] string in the file.
+func metricFileContains(result, expected any, _ bool, _ map[string]any) (float64, error) {
+	r, err := Rules(expected)
+	if err != nil {
+		return 0, err
+	}
+	text, ok, err := ReadPyText(result)
+	if err != nil || !ok {
 		return 0, nil
 	}
-	if p, ok := r["pattern"].(string); ok {
-		re, err := regexp.Compile(p)
-		if err != nil {
-			return 0, fmt.Errorf("pattern %q: %v", p, err)
+	var want []any
+	switch e := r["expected"].(type) {
+	case string:
+		// Python iterates a string's characters.
+		for _, c := range e {
+			want = append(want, string(c))
 		}
-		if !re.MatchString(s) {
+	default:
+		if want, ok = pyList(e); !ok {
+			return 0, nil
+		}
+	}
+	for _, w := range want {
+		if in, err := PyIn(w, text); err != nil || !in {
 			return 0, nil
 		}
 	}
 	return 1, nil
 }
 
-// metricFileContentEquals compares a fetched file's content with
-// rules["expected"] (trailing newlines ignored).
-func metricFileContentEquals(result, expected any, _ bool, _ map[string]any) (float64, error) {
+// metricDiffTextFile is difflib's SequenceMatcher ratio between the two
+// files' lines: a fraction.
+func metricDiffTextFile(result, expected any, _ bool, _ map[string]any) (float64, error) {
+	a, ok, err := ReadPyText(result)
+	if errors.Is(err, errUndecodable) || !ok {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	b, ok, err := ReadPyText(expected)
+	if err != nil {
+		return 0, err
+	}
+	if !ok {
+		return 0, fmt.Errorf("diff_text_file: expected file %v missing", expected)
+	}
+	ratio, ok := SequenceRatio(pySplitLines(a), pySplitLines(b))
+	if !ok {
+		return 0, fmt.Errorf("diff_text_file: over %d lines", maxSequence)
+	}
+	return ratio, nil
+}
+
+// metricComparePythonPureText compares two Python sources after dropping
+// a shebang or coding line among the first three lines and blank lines,
+// expanding tabs to 4 columns and trimming line ends.
+func metricComparePythonPureText(result, expected any, _ bool, _ map[string]any) (float64, error) {
+	a, ok, err := ReadPyText(result)
+	if err != nil || !ok {
+		return 0, nil
+	}
+	b, ok, err := ReadPyText(expected)
+	if err != nil || !ok {
+		return 0, nil
+	}
+	return Bool(normalizePython(a) == normalizePython(b)), nil
+}
+
+func normalizePython(text string) string {
+	lines := pySplitLines(text)
+	i := 0
+	for i < len(lines) && i < 3 {
+		s := pyStrip(lines[i])
+		if strings.HasPrefix(s, "#!") || strings.HasPrefix(s, "# -*- coding:") ||
+			strings.HasPrefix(s, "# coding:") || strings.HasPrefix(s, "# coding=") {
+			i++
+			continue
+		}
+		break
+	}
+	var out []string
+	for ; i < len(lines); i++ {
+		if pyStrip(lines[i]) != "" {
+			out = append(out, strings.TrimRightFunc(expandTabs(lines[i], 4), pyIsSpace))
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// expandTabs is Python's str.expandtabs(size) for a line without line
+// breaks: each tab pads to the next multiple of size (in characters).
+func expandTabs(s string, size int) string {
+	if !strings.Contains(s, "\t") {
+		return s
+	}
+	var b strings.Builder
+	col := 0
+	for _, r := range s {
+		if r == '\t' {
+			n := size - col%size
+			b.WriteString(strings.Repeat(" ", n))
+			col += n
+			continue
+		}
+		b.WriteRune(r)
+		col++
+	}
+	return b.String()
+}
+
+// metricFuzzyPlaceMath reads the words of a .docx (its body paragraphs
+// split on whitespace) and, when there are exactly three, averages each
+// word's best fuzz.ratio against the rules["expected"] answers.
+func metricFuzzyPlaceMath(result, expected any, _ bool, _ map[string]any) (float64, error) {
 	r, err := Rules(expected)
 	if err != nil {
 		return 0, err
 	}
-	text, ok, err := ReadText(result)
-	if err != nil || !ok {
+	if !fileExists(result) {
+		return 0, nil
+	}
+	paras, err := docxParagraphs(result.(string))
+	if err != nil {
+		return 0, nil
+	}
+	var words []string
+	for _, p := range paras {
+		words = append(words, pySplit(p)...)
+	}
+	if len(words) != 3 {
+		return 0, nil
+	}
+	answers := Strings(r["expected"])
+	sum := 0.0
+	for _, w := range words {
+		best := 0.0
+		for _, a := range answers {
+			best = max(best, IndelRatio(w, a))
+		}
+		sum += best
+	}
+	return sum / 3, nil
+}
+
+// sqliteTimeout bounds run_sqlite3's query.
+const sqliteTimeout = 20 * time.Second
+
+// metricRunSQLite3 runs rules["sql"] on the result database (read-only)
+// and returns the first column of the first row as a number; NULL, 0 and
+// an empty value score 0.
+func metricRunSQLite3(result, expected any, _ bool, _ map[string]any) (float64, error) {
+	r, err := Rules(expected)
+	if err != nil {
 		return 0, err
 	}
-	e, _ := r["expected"].(string)
-	return Bool(strings.TrimRight(text, "\n") == strings.TrimRight(e, "\n")), nil
+	q, ok := r["sql"].(string)
+	if !ok {
+		return 0, fmt.Errorf("run_sqlite3: rules without sql")
+	}
+	if !fileExists(result) {
+		return 0, nil
+	}
+	u := url.URL{Scheme: "file", Path: result.(string), RawQuery: "mode=ro"}
+	db, err := sql.Open("sqlite", u.String())
+	if err != nil {
+		return 0, fmt.Errorf("run_sqlite3: %w", err)
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), sqliteTimeout)
+	defer cancel()
+	var v any
+	if err := db.QueryRowContext(ctx, q).Scan(&v); err != nil {
+		// Python raises on a database it cannot read or a query without a
+		// row: the agent's database did not hold what the task asks.
+		return 0, nil
+	}
+	switch x := v.(type) {
+	case nil:
+		return 0, nil
+	case int64:
+		return float64(x), nil
+	case float64:
+		return x, nil
+	case bool:
+		return Bool(x), nil
+	case []byte:
+		v = string(x)
+	}
+	s, _ := v.(string)
+	if s == "" {
+		return 0, nil
+	}
+	f, err := pyFloat(s)
+	if err != nil {
+		return 0, nil
+	}
+	return f, nil
 }

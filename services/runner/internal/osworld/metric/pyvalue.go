@@ -1,0 +1,587 @@
+package metric
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric/pyre"
+)
+
+// OSWorld's metrics compare getter results with Python's operators, whose
+// meaning differs from Go's reflect.DeepEqual: True == 1 == 1.0, `in`
+// is a substring test on strings and a membership test on lists, str()
+// renders None as "None". The helpers here give those operators to the
+// values metrics receive (JSON-decoded rules, getter results).
+
+// errPyType stands for a Python TypeError: the Python metric would have
+// raised, and the task cannot be judged by it.
+var errPyType = errors.New("operands of unsupported types")
+
+// pyNumber returns v as a float64 when Python treats it as a number
+// (bool included, as True == 1).
+func pyNumber(v any) (float64, bool) {
+	switch n := v.(type) {
+	case bool:
+		return Bool(n), true
+	case float64:
+		return n, true
+	case float32:
+		return float64(n), true
+	case int:
+		return float64(n), true
+	case int64:
+		return float64(n), true
+	case int32:
+		return float64(n), true
+	case uint64:
+		return float64(n), true
+	case uint32:
+		return float64(n), true
+	}
+	return 0, false
+}
+
+// pyList returns v as a list when it is a Go slice of any element type.
+func pyList(v any) ([]any, bool) {
+	switch l := v.(type) {
+	case []any:
+		return l, true
+	case []string:
+		out := make([]any, len(l))
+		for i, s := range l {
+			out[i] = s
+		}
+		return out, true
+	}
+	rv := reflect.ValueOf(v)
+	if rv.Kind() != reflect.Slice || rv.Type().Elem().Kind() == reflect.Uint8 {
+		return nil, false
+	}
+	out := make([]any, rv.Len())
+	for i := range out {
+		out[i] = rv.Index(i).Interface()
+	}
+	return out, true
+}
+
+// pyDict returns v as a string-keyed map.
+func pyDict(v any) (map[string]any, bool) {
+	switch m := v.(type) {
+	case map[string]any:
+		return m, true
+	case map[string]string:
+		out := make(map[string]any, len(m))
+		for k, s := range m {
+			out[k] = s
+		}
+		return out, true
+	}
+	return nil, false
+}
+
+// PyEqual is Python's == over JSON-like values.
+func PyEqual(a, b any) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	if x, ok := pyNumber(a); ok {
+		y, ok := pyNumber(b)
+		return ok && x == y
+	}
+	if x, ok := a.(string); ok {
+		y, ok := b.(string)
+		return ok && x == y
+	}
+	if x, ok := pyList(a); ok {
+		y, ok := pyList(b)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !PyEqual(x[i], y[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	if x, ok := pyDict(a); ok {
+		y, ok := pyDict(b)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for k, xv := range x {
+			yv, ok := y[k]
+			if !ok || !PyEqual(xv, yv) {
+				return false
+			}
+		}
+		return true
+	}
+	return reflect.DeepEqual(a, b)
+}
+
+// PyIn is Python's `needle in container`: a substring test on strings, a
+// membership test on lists, a key test on dicts; any other container is
+// a TypeError.
+func PyIn(needle, container any) (bool, error) {
+	if s, ok := container.(string); ok {
+		n, ok := needle.(string)
+		if !ok {
+			return false, fmt.Errorf("'in <string>' requires a string: %w", errPyType)
+		}
+		return strings.Contains(s, n), nil
+	}
+	if l, ok := pyList(container); ok {
+		return slices.ContainsFunc(l, func(e any) bool { return PyEqual(needle, e) }), nil
+	}
+	if m, ok := pyDict(container); ok {
+		k, ok := needle.(string)
+		if !ok {
+			if _, num := pyNumber(needle); num || needle == nil {
+				return false, nil
+			}
+			return false, fmt.Errorf("unhashable key: %w", errPyType)
+		}
+		_, in := m[k]
+		return in, nil
+	}
+	return false, fmt.Errorf("%T is not a container: %w", container, errPyType)
+}
+
+// pyCompare is Python's ordering of two values: -1, 0 or 1; an error for
+// types Python cannot order (a str and an int, a dict).
+func pyCompare(a, b any) (int, error) {
+	if x, ok := pyNumber(a); ok {
+		if y, ok := pyNumber(b); ok {
+			switch {
+			case x < y:
+				return -1, nil
+			case x > y:
+				return 1, nil
+			}
+			return 0, nil
+		}
+	}
+	if x, ok := a.(string); ok {
+		if y, ok := b.(string); ok {
+			// Python orders strings by code point, as Go's byte order of
+			// UTF-8 does.
+			return strings.Compare(x, y), nil
+		}
+	}
+	x, ok1 := pyList(a)
+	y, ok2 := pyList(b)
+	if ok1 && ok2 {
+		for i := 0; i < len(x) && i < len(y); i++ {
+			if PyEqual(x[i], y[i]) {
+				continue
+			}
+			return pyCompare(x[i], y[i])
+		}
+		return cmpInt(len(x), len(y)), nil
+	}
+	return 0, fmt.Errorf("ordering %T and %T: %w", a, b, errPyType)
+}
+
+func cmpInt(a, b int) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// pySorted is Python's sorted(v): a list's elements in order, a string's
+// characters, a dict's keys; an error when Python raises.
+func pySorted(v any) ([]any, error) {
+	var out []any
+	switch x := v.(type) {
+	case string:
+		for _, r := range x {
+			out = append(out, string(r))
+		}
+	default:
+		if l, ok := pyList(v); ok {
+			out = slices.Clone(l)
+		} else if m, ok := pyDict(v); ok {
+			for k := range m {
+				out = append(out, k)
+			}
+		} else {
+			return nil, fmt.Errorf("sorted(%T): %w", v, errPyType)
+		}
+	}
+	var err error
+	slices.SortStableFunc(out, func(a, b any) int {
+		c, e := pyCompare(a, b)
+		if e != nil && err == nil {
+			err = e
+		}
+		return c
+	})
+	return out, err
+}
+
+// PyStr is Python's str(v) for JSON-like values.
+func PyStr(v any) string {
+	if s, ok := v.(string); ok {
+		return s
+	}
+	return pyRepr(v)
+}
+
+// pyRepr is Python's repr(v) for JSON-like values.
+func pyRepr(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "None"
+	case bool:
+		if x {
+			return "True"
+		}
+		return "False"
+	case string:
+		return pyReprString(x)
+	case float64:
+		return pyFloatRepr(x)
+	case float32:
+		return pyFloatRepr(float64(x))
+	case int, int64, int32, uint64, uint32:
+		return fmt.Sprint(x)
+	}
+	if l, ok := pyList(v); ok {
+		parts := make([]string, len(l))
+		for i, e := range l {
+			parts[i] = pyRepr(e)
+		}
+		return "[" + strings.Join(parts, ", ") + "]"
+	}
+	if m, ok := pyDict(v); ok {
+		// Python keeps insertion order, which a decoded Go map lost: sorted
+		// keys are the closest stable rendering.
+		keys := slices.Sorted(func(yield func(string) bool) {
+			for k := range m {
+				if !yield(k) {
+					return
+				}
+			}
+		})
+		parts := make([]string, len(keys))
+		for i, k := range keys {
+			parts[i] = pyReprString(k) + ": " + pyRepr(m[k])
+		}
+		return "{" + strings.Join(parts, ", ") + "}"
+	}
+	return fmt.Sprint(v)
+}
+
+// pyFloatRepr renders a float as Python's repr does: the shortest digits
+// that round-trip, fixed notation for exponents in [-4, 16), a ".0" on
+// integral values.
+func pyFloatRepr(f float64) string {
+	switch {
+	case math.IsNaN(f):
+		return "nan"
+	case math.IsInf(f, 1):
+		return "inf"
+	case math.IsInf(f, -1):
+		return "-inf"
+	}
+	e := strconv.FormatFloat(f, 'e', -1, 64)
+	mant, exps, _ := strings.Cut(e, "e")
+	exp, _ := strconv.Atoi(exps)
+	if exp >= -4 && exp < 16 {
+		s := strconv.FormatFloat(f, 'f', -1, 64)
+		if !strings.ContainsAny(s, ".") {
+			s += ".0"
+		}
+		return s
+	}
+	sign := "+"
+	if exp < 0 {
+		sign, exp = "-", -exp
+	}
+	return fmt.Sprintf("%se%s%02d", mant, sign, exp)
+}
+
+// pyReprString quotes a string as Python's repr does: single quotes
+// unless the string holds a single quote and no double quote.
+func pyReprString(s string) string {
+	q := byte('\'')
+	if strings.ContainsRune(s, '\'') && !strings.ContainsRune(s, '"') {
+		q = '"'
+	}
+	var b strings.Builder
+	b.WriteByte(q)
+	for _, r := range s {
+		switch {
+		case r == rune(q) || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case r > 0x7f && !unicode.IsPrint(r):
+			switch {
+			case r <= 0xff:
+				fmt.Fprintf(&b, `\x%02x`, r)
+			case r <= 0xffff:
+				fmt.Fprintf(&b, `\u%04x`, r)
+			default:
+				fmt.Fprintf(&b, `\U%08x`, r)
+			}
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte(q)
+	return b.String()
+}
+
+// pyIsSpace is Python's str.isspace for one character (it counts the
+// ASCII separators 0x1c-0x1f, which Go's unicode.IsSpace does not).
+func pyIsSpace(r rune) bool {
+	return unicode.IsSpace(r) || (r >= 0x1c && r <= 0x1f)
+}
+
+// pyStrip is Python's str.strip() without arguments.
+func pyStrip(s string) string { return strings.TrimFunc(s, pyIsSpace) }
+
+// pySplit is Python's str.split() without arguments.
+func pySplit(s string) []string { return strings.FieldsFunc(s, pyIsSpace) }
+
+// errUndecodable is a file Python's open() in text mode could not read.
+var errUndecodable = errors.New("file is not UTF-8 text")
+
+// ReadPyText reads a getter's local file as Python's open(path).read()
+// does: UTF-8, universal newlines ("\r\n" and "\r" read as "\n"). ok is
+// false when v is not a path or no file is there (Python's None). A file
+// that is not UTF-8 is an error, as Python's UnicodeDecodeError; metrics
+// score it 0.
+func ReadPyText(v any) (string, bool, error) {
+	s, ok, err := ReadText(v)
+	if err != nil || !ok {
+		return "", ok, err
+	}
+	if !utf8.ValidString(s) {
+		return "", true, fmt.Errorf("%v: %w", v, errUndecodable)
+	}
+	s = strings.ReplaceAll(s, "\r\n", "\n")
+	return strings.ReplaceAll(s, "\r", "\n"), true, nil
+}
+
+// pyLines splits text as iterating over a Python file does: each line
+// keeps its "\n".
+func pyLines(s string) []string {
+	var out []string
+	for s != "" {
+		i := strings.IndexByte(s, '\n')
+		if i < 0 {
+			out = append(out, s)
+			break
+		}
+		out = append(out, s[:i+1])
+		s = s[i+1:]
+	}
+	return out
+}
+
+// pySplitLines is Python's str.splitlines(): it also breaks at \v, \f,
+// the 0x1c-0x1e separators, NEL and the Unicode line and paragraph
+// separators, and drops no empty line but the last.
+func pySplitLines(s string) []string {
+	var out []string
+	start := 0
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch r {
+		case '\n', '\v', '\f', 0x1c, 0x1d, 0x1e, 0x85, 0x2028, 0x2029:
+			out = append(out, s[start:i])
+			i += n
+			start = i
+		case '\r':
+			out = append(out, s[start:i])
+			i += n
+			if i < len(s) && s[i] == '\n' {
+				i++
+			}
+			start = i
+		default:
+			i += n
+		}
+	}
+	if start < len(s) {
+		out = append(out, s[start:])
+	}
+	return out
+}
+
+// MatchValueToRule is OSWorld's _match_value_to_rule (metrics/utils.py):
+// rule {"method", "ref"} where method is "re" with optional flags
+// ("re.S", "re.I.M"), one of eq ne le lt ge gt, "approx:THRESHOLD",
+// "range.XY" with X, Y in {e, t}, or "str_list_eq"/"str_set_eq". An
+// error stands for the Python function raising.
+func MatchValueToRule(value any, rule map[string]any) (bool, error) {
+	method, ok := rule["method"].(string)
+	if !ok {
+		return false, fmt.Errorf("rule without a method")
+	}
+	ref := rule["ref"]
+	switch {
+	case strings.HasPrefix(method, "re"):
+		var flags []pyre.Flag
+		for _, f := range strings.Split(method, ".")[1:] {
+			fl, ok := reFlags[f]
+			if !ok {
+				return false, fmt.Errorf("unknown re flag %q", f)
+			}
+			flags = append(flags, fl)
+		}
+		p, ok1 := ref.(string)
+		s, ok2 := value.(string)
+		if !ok1 || !ok2 {
+			return false, fmt.Errorf("re.search on %T: %w", value, errPyType)
+		}
+		re, err := pyre.Compile(p, flags...)
+		if err != nil {
+			return false, err
+		}
+		m, err := re.Search(s)
+		return m != nil, err
+	case method == "eq":
+		return PyEqual(value, ref), nil
+	case method == "ne":
+		return !PyEqual(value, ref), nil
+	case method == "le", method == "lt", method == "ge", method == "gt":
+		c, err := pyCompare(value, ref)
+		if err != nil {
+			return false, err
+		}
+		return map[string]bool{"le": c <= 0, "lt": c < 0, "ge": c >= 0, "gt": c > 0}[method], nil
+	case strings.HasPrefix(method, "approx"):
+		_, th, ok := strings.Cut(method, ":")
+		threshold, err := pyFloat(th)
+		if !ok || err != nil {
+			return false, fmt.Errorf("approx method %q without a threshold", method)
+		}
+		r, ok := pyNumber(ref)
+		if !ok {
+			return false, fmt.Errorf("approx ref %T: %w", ref, errPyType)
+		}
+		var f float64
+		switch x := value.(type) {
+		case string:
+			if f, err = pyFloat(x); err != nil {
+				return false, nil
+			}
+		default:
+			if f, ok = pyNumber(x); !ok {
+				return false, nil
+			}
+		}
+		return math.Abs(f-r) <= threshold, nil
+	case strings.HasPrefix(method, "range.") && len(method) >= 8:
+		lims, ok := pyList(ref)
+		if !ok || len(lims) < 2 {
+			return false, fmt.Errorf("range ref must be a pair")
+		}
+		lc, err := pyCompare(lims[0], value)
+		if err != nil {
+			return false, err
+		}
+		left := map[byte]bool{'e': lc <= 0, 't': lc < 0}
+		rc, err := pyCompare(value, lims[1])
+		if err != nil {
+			return false, err
+		}
+		right := map[byte]bool{'e': rc <= 0, 't': rc < 0}
+		l, lok := left[method[6]]
+		r, rok := right[method[7]]
+		if !lok || !rok {
+			return false, fmt.Errorf("range method %q", method)
+		}
+		return l && r, nil
+	case method == "str_list_eq", method == "str_set_eq":
+		s, ok := value.(string)
+		if !ok {
+			return false, fmt.Errorf("%s on %T: %w", method, value, errPyType)
+		}
+		got := strings.Split(strings.Trim(s, `"'`), ",")
+		want := Strings(ref)
+		if method == "str_list_eq" {
+			return slices.Equal(got, want), nil
+		}
+		slices.Sort(got)
+		slices.Sort(want)
+		return slices.Equal(slices.Compact(got), slices.Compact(want)), nil
+	}
+	return false, fmt.Errorf("rule method %q is not supported", method)
+}
+
+// reFlags are the names `re.<FLAG>` methods use.
+var reFlags = map[string]pyre.Flag{
+	"I": pyre.IgnoreCase, "IGNORECASE": pyre.IgnoreCase,
+	"M": pyre.Multiline, "MULTILINE": pyre.Multiline,
+	"S": pyre.DotAll, "DOTALL": pyre.DotAll,
+	"X": pyre.Verbose, "VERBOSE": pyre.Verbose,
+	// Unicode matching is Python 3's default for str patterns.
+	"U": 0, "UNICODE": 0,
+}
+
+// pyFloat is Python's float(str): surrounding whitespace allowed, "inf"
+// and "nan" in any case, underscores between digits.
+func pyFloat(s string) (float64, error) {
+	s = pyStrip(s)
+	if strings.Contains(s, "_") {
+		if strings.HasPrefix(s, "_") || strings.HasSuffix(s, "_") || strings.Contains(s, "__") {
+			return 0, fmt.Errorf("float(%q)", s)
+		}
+		s = strings.ReplaceAll(s, "_", "")
+	}
+	low := strings.ToLower(strings.TrimLeft(s, "+-"))
+	switch low {
+	case "inf", "infinity", "nan":
+	default:
+		if strings.ContainsAny(low, "abcdfghijklmnopqrstuvwxyz") || strings.HasPrefix(low, "0x") {
+			return 0, fmt.Errorf("float(%q)", s)
+		}
+	}
+	return strconv.ParseFloat(s, 64)
+}
+
+// MatchRecord is OSWorld's _match_record: every key of pattern is in item
+// with an equal value.
+func MatchRecord(pattern, item map[string]any) bool {
+	for k, v := range pattern {
+		iv, ok := item[k]
+		if !ok || !PyEqual(iv, v) {
+			return false
+		}
+	}
+	return true
+}
+
+// fileExists tells whether a getter's path names an existing file.
+func fileExists(v any) bool {
+	p, ok := v.(string)
+	if !ok || p == "" {
+		return false
+	}
+	_, err := os.Stat(p)
+	return err == nil
+}
