@@ -27,7 +27,11 @@ for name in vmmanager coordinator runner modelgateway storage; do
 		sleep 0.1
 	done
 	if [ -z "$ok" ]; then
-		echo "FAIL $name: not healthy on :$port"; cat "$work/$name.log"; kill -9 $pid 2>/dev/null || true; fail=1; continue
+		echo "FAIL $name: not healthy on :$port"; cat "$work/$name.log"; kill -9 $pid 2>/dev/null || true; fail=1
+		# Say who holds the port, if anyone: a listener, or a connection
+		# that was given it as its ephemeral local port.
+		ss -tanp "( sport = :$port or sport = :${http[$name]} )" || true
+		continue
 	fi
 	list=$("$grpcurl" -plaintext "localhost:$port" list)
 	for want in "rolloutmesh.v1.${svc[$name]}" grpc.health.v1.Health grpc.reflection.v1.ServerReflection; do
