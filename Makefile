@@ -192,6 +192,10 @@ bench-coordinator: ## Episodes/min through the mesh with 1,024 simulated VMs
 guest-image: ## Build the desktop guest image rolloutmesh/desktop:dev with debootstrap (root; skipped when up to date)
 	deploy/guest/build-desktop-image.sh rolloutmesh/desktop:$(IMAGE_TAG)
 
+.PHONY: guest-image-full
+guest-image-full: ## Build rolloutmesh/desktop:full: the desktop guest with Chromium, LibreOffice, GIMP, VLC, Thunderbird for OSWorld's tasks (root; VSCODE_DEB=code.deb adds VS Code)
+	deploy/guest/build-desktop-image.sh --full rolloutmesh/desktop:full
+
 .PHONY: desktopd-scratch
 desktopd-scratch: ## Build rolloutmesh/desktopd-scratch:dev (desktopd alone, no display; for fast VM lifecycle tests)
 	deploy/guest/build-scratch-image.sh rolloutmesh/desktopd-scratch:$(IMAGE_TAG)
