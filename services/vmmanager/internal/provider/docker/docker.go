@@ -152,7 +152,15 @@ func ContainerSpec(o Options, id string, kvm bool) Spec {
 		host.Binds = []string{d.Qcow2 + ":/System.qcow2:ro"}
 		spec.HealthPath = "/screenshot"
 	default:
-		bind("5000/tcp")
+		// desktopd, and the applications of rolloutmesh/desktop:full that
+		// OSWorld's steps and getters reach from outside: Chrome's DevTools
+		// and VLC's HTTP interface (nothing answers there on the small
+		// image; the tasks that need them say so).
+		for _, pp := range osworldPorts {
+			if pp.name != "vnc" {
+				bind(pp.port)
+			}
+		}
 		cfg.Cmd = d.Args
 		// What rolloutmesh/desktop's init passes to desktopd --screen.
 		env = append(env, "SCREEN_WIDTH="+strconv.Itoa(o.ScreenWidth), "SCREEN_HEIGHT="+strconv.Itoa(o.ScreenHeight))
@@ -237,12 +245,12 @@ func (p *Provider) locate(ctx context.Context, inst *pool.Instance) error {
 		return errors.New("container has no published port 5000")
 	}
 	inst.Endpoint = "http://" + server
-	if p.o.Config.Flavor == "osworld" {
-		inst.Ports = map[string]string{}
-		for _, pp := range osworldPorts[1:] {
-			if a := addr(pp.port); a != "" {
-				inst.Ports[pp.name] = a
+	for _, pp := range osworldPorts[1:] {
+		if a := addr(pp.port); a != "" {
+			if inst.Ports == nil {
+				inst.Ports = map[string]string{}
 			}
+			inst.Ports[pp.name] = a
 		}
 	}
 	return nil

@@ -40,7 +40,7 @@ func TestContainerSpec(t *testing.T) {
 		{
 			name: "desktopd", o: Options{Config: desktopd, Pool: "d", InstanceID: "i2", ScreenWidth: 1280, ScreenHeight: 720, MemoryMB: 512},
 			wantEnv:   []string{"DESKTOPD_TOKEN=s3cret", "SCREEN_HEIGHT=720", "SCREEN_WIDTH=1280"},
-			wantPorts: []string{"5000/tcp"}, wantHealth: "/healthz", wantMemory: 512 << 20, wantCmd: []string{"--xvfb"},
+			wantPorts: []string{"5000/tcp", "8080/tcp", "9222/tcp"}, wantHealth: "/healthz", wantMemory: 512 << 20, wantCmd: []string{"--xvfb"},
 		},
 	}
 	for _, tc := range tests {
