@@ -1,0 +1,282 @@
+package table
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
+
+	"github.com/rolloutmesh/rolloutmesh/serverkit/boundedread"
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric"
+)
+
+// errNoFile is a file that does not exist (Python's FileNotFoundError).
+var errNoFile = errors.New("file not found")
+
+// safeReadLines is OSWorld's _safe_read_file: the text decoded as UTF-8
+// (a BOM dropped) or else as Latin-1, which decodes anything, split
+// with str.splitlines.
+func safeReadLines(p string) ([]string, error) {
+	if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
+		return nil, errNoFile
+	}
+	b, err := boundedread.ReadFile(p, metric.MaxFile)
+	if err != nil {
+		return nil, err
+	}
+	var s string
+	if utf8.Valid(b) {
+		s = string(bytes.TrimPrefix(b, []byte("\xef\xbb\xbf")))
+	} else {
+		r := make([]rune, len(b))
+		for i, c := range b {
+			r[i] = rune(c)
+		}
+		s = string(r)
+	}
+	return pySplitLines(s), nil
+}
+
+// pySplitLines is Python's str.splitlines: every line boundary Python
+// knows, no trailing empty line.
+func pySplitLines(s string) []string {
+	var out []string
+	start := 0
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch r {
+		case '\n', '\r', '\v', '\f', 0x1c, 0x1d, 0x1e, 0x85, 0x2028, 0x2029:
+			out = append(out, s[start:i])
+			if r == '\r' && i+1 < len(s) && s[i+1] == '\n' {
+				n++
+			}
+			start = i + n
+		}
+		i += n
+	}
+	if start < len(s) {
+		out = append(out, s[start:])
+	}
+	return out
+}
+
+// pyStrip is str.strip() with no argument.
+func pyStrip(s string) string { return strings.TrimFunc(s, pyIsSpace) }
+
+func pyIsSpace(r rune) bool {
+	switch r {
+	case 0x1c, 0x1d, 0x1e, 0x1f:
+		return true
+	}
+	return unicode.IsSpace(r)
+}
+
+// compareCSV is compare_csv: the result's lines equal those of the
+// expected file, or of any of a list of expected files (options strict,
+// default true, and ignore_case).
+func compareCSV(result, expected any, _ bool, opts map[string]any) (float64, error) {
+	rp, ok := result.(string)
+	if !ok || rp == "" {
+		if l, isList := result.([]any); isList && len(l) > 0 {
+			rp, ok = l[0].(string)
+		}
+		if !ok {
+			return 0, nil
+		}
+	}
+	got, err := safeReadLines(rp)
+	if errors.Is(err, errNoFile) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, nil
+	}
+	var files []string
+	switch e := expected.(type) {
+	case string:
+		files = []string{e}
+	case []any:
+		for _, x := range e {
+			if s, ok := x.(string); ok {
+				files = append(files, s)
+			}
+		}
+	}
+	strict := true
+	if s, ok := opts["strict"].(bool); ok {
+		strict = s
+	}
+	ignoreCase, _ := opts["ignore_case"].(bool)
+	norm := func(lines []string) []string {
+		out := make([]string, len(lines))
+		for i, l := range lines {
+			if !strict {
+				l = pyStrip(l)
+			}
+			if ignoreCase {
+				l = strings.ToLower(l)
+			}
+			out[i] = l
+		}
+		return out
+	}
+	g := norm(got)
+	for _, f := range files {
+		want, err := safeReadLines(f)
+		if err != nil {
+			continue
+		}
+		w := norm(want)
+		if len(g) == len(w) && strings.Join(g, "\n") == strings.Join(w, "\n") {
+			return 1, nil
+		}
+	}
+	return 0, nil
+}
+
+// printLines is _load_sheet for a path: "<book without extension>-<sheet>.csv"
+// read backwards, each line stripped, trailing blank lines dropped; nil
+// when the file cannot be read.
+func printLines(book, sheetName string) []string {
+	csv := strings.TrimSuffix(book, filepath.Ext(book)) + "-" + sheetName + ".csv"
+	if strings.HasPrefix(filepath.Ext(book), ".") && filepath.Base(book) == filepath.Ext(book) {
+		// os.path.splitext keeps a leading dot as part of the name.
+		csv = book + "-" + sheetName + ".csv"
+	}
+	lines, err := safeReadLines(csv)
+	if err != nil {
+		return nil
+	}
+	out := []string{}
+	dropping := true
+	for i := len(lines) - 1; i >= 0; i-- {
+		l := pyStrip(lines[i])
+		if dropping && l == "" {
+			continue
+		}
+		dropping = false
+		out = append(out, l)
+	}
+	return out
+}
+
+// sheetPrint compares the CSV exports of two sheets line by line.
+func (c *tableCtx) sheetPrint(r map[string]any) (bool, error) {
+	s1, err := c.parseIdx(r["sheet_idx0"])
+	if err != nil {
+		return false, err
+	}
+	if s1.expected && !c.hasExpected {
+		return false, fmt.Errorf("no expected file: %w", errPython)
+	}
+	a := printLines(s1.path, s1.name)
+	if a == nil {
+		return false, nil
+	}
+	s2, err := c.parseIdx(r["sheet_idx1"])
+	if err != nil {
+		return false, err
+	}
+	if s2.expected && !c.hasExpected {
+		return false, fmt.Errorf("no expected file: %w", errPython)
+	}
+	b := printLines(s2.path, s2.name)
+	if ic, _ := r["ignore_case"].(bool); ic {
+		if b == nil {
+			return false, fmt.Errorf("lower() of a missing sheet: %w", errPython)
+		}
+		for i := range a {
+			a[i] = strings.ToLower(a[i])
+		}
+		for i := range b {
+			b[i] = strings.ToLower(b[i])
+		}
+	}
+	if b == nil || len(a) != len(b) {
+		return false, nil
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+var nonAlnum = regexp.MustCompile(`[^a-z0-9]+`)
+
+// normaliseCity is _normalize_city_string: NFKD without combining marks,
+// lower case, runs of anything but a-z0-9 as one space, trimmed.
+func normaliseCity(s string) string {
+	var b strings.Builder
+	for _, r := range norm.NFKD.String(s) {
+		if norm.NFKD.PropertiesString(string(r)).CCC() != 0 {
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return pyStrip(nonAlnum.ReplaceAllString(strings.ToLower(b.String()), " "))
+}
+
+// compareConferenceCityInOrder checks C2:C22 of the active sheet against
+// rules["expected"] in order: each expected name (or one of a list of
+// names) must be contained in the normalised cell text.
+func compareConferenceCityInOrder(result, expected any, _ bool, _ map[string]any) (float64, error) {
+	r, err := metric.Rules(expected)
+	if err != nil {
+		return 0, err
+	}
+	p, ok := firstPath(result)
+	if !ok {
+		return 0, nil
+	}
+	wb, err := openWorkbook(p)
+	if err != nil {
+		return 0, nil
+	}
+	sh, err := wb.activeSheet()
+	if err != nil || sh == nil {
+		return 0, nil
+	}
+	want, _ := r["expected"].([]any)
+	for i := 0; i < 21; i++ {
+		if i >= len(want) {
+			// IndexError, caught by the metric.
+			return 0, nil
+		}
+		actual := normaliseCity(wb.cellView(sh, 2+i, 3).pyStr())
+		var cands []any
+		switch e := want[i].(type) {
+		case string:
+			cands = []any{e}
+		case []any:
+			cands = e
+		default:
+			return 0, nil
+		}
+		matched := false
+		for _, c := range cands {
+			cs, ok := c.(string)
+			if !ok {
+				continue
+			}
+			n := normaliseCity(cs)
+			if n != "" && strings.Contains(actual, n) {
+				matched = true
+				break
+			}
+		}
+		if !matched {
+			return 0, nil
+		}
+	}
+	return 1, nil
+}
