@@ -314,6 +314,78 @@ func (g *Client) ScreenSize(ctx context.Context) (int, int, error) {
 	return out.Width, out.Height, nil
 }
 
+// WindowSize returns the size of the window whose WM_CLASS names
+// appClass (form POST /window_size). No such window is an *HTTPError
+// (OSWorld's server answers 500, desktopd 404).
+func (g *Client) WindowSize(ctx context.Context, appClass string) (int, int, error) {
+	form := url.Values{"app_class_name": {appClass}}.Encode()
+	var out struct{ Width, Height int }
+	err := g.retry(ctx, func() error {
+		data, _, err := g.do(ctx, http.MethodPost, "/window_size", strings.NewReader(form), "application/x-www-form-urlencoded", 10*time.Second, maxJSON)
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(data, &out); err != nil {
+			return fmt.Errorf("guest /window_size: bad JSON answer: %v", err)
+		}
+		return nil
+	})
+	return out.Width, out.Height, err
+}
+
+// Wallpaper returns the desktop wallpaper's image bytes (POST /wallpaper).
+func (g *Client) Wallpaper(ctx context.Context) ([]byte, error) {
+	var img []byte
+	err := g.retry(ctx, func() error {
+		data, _, err := g.do(ctx, http.MethodPost, "/wallpaper", nil, "", 30*time.Second, maxFile)
+		img = data
+		return err
+	})
+	return img, err
+}
+
+// DesktopPath returns the guest user's desktop directory (POST
+// /desktop_path).
+func (g *Client) DesktopPath(ctx context.Context) (string, error) {
+	var out struct {
+		DesktopPath string `json:"desktop_path"`
+	}
+	_, err := g.postJSON(ctx, "/desktop_path", nil, 10*time.Second, &out)
+	return out.DesktopPath, err
+}
+
+// ListDirectory returns the directory tree under path (POST
+// /list_directory): {"type": "directory", "name", "children": [...]}, as
+// decoded JSON.
+func (g *Client) ListDirectory(ctx context.Context, path string) (map[string]any, error) {
+	var out struct {
+		Tree map[string]any `json:"directory_tree"`
+	}
+	if _, err := g.postJSON(ctx, "/list_directory", map[string]string{"path": path}, 60*time.Second, &out); err != nil {
+		return nil, err
+	}
+	return out.Tree, nil
+}
+
+// TerminalOutput is /terminal's output, nil when the guest has no
+// terminal text (JSON null), unlike Terminal, which makes that "".
+func (g *Client) TerminalOutput(ctx context.Context) (*string, error) {
+	var out struct {
+		Output *string `json:"output"`
+	}
+	err := g.retry(ctx, func() error {
+		data, _, err := g.do(ctx, http.MethodGet, "/terminal", nil, "", 10*time.Second, maxJSON)
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(data, &out); err != nil {
+			return fmt.Errorf("guest /terminal: bad JSON answer: %v", err)
+		}
+		return nil
+	})
+	return out.Output, err
+}
+
 // ActionOutcome is desktopd's per-action answer of /v1/actions.
 type ActionOutcome struct {
 	OK    bool   `json:"ok"`
