@@ -1,6 +1,7 @@
 package osworld
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 )
@@ -86,4 +87,35 @@ func given(vals []any) any {
 		return []any{}
 	}
 	return vals
+}
+
+// Sources is a task's source field: where the task came from, one URL as
+// a string in nearly every task, a list of them in a few
+// (vs_code/ea98c5d7-...).
+type Sources []string
+
+// UnmarshalJSON accepts a string, a list of strings or null.
+func (s *Sources) UnmarshalJSON(b []byte) error {
+	var one string
+	if err := json.Unmarshal(b, &one); err == nil {
+		*s = Sources{one}
+		if one == "" {
+			*s = nil
+		}
+		return nil
+	}
+	var list []string
+	if err := json.Unmarshal(b, &list); err != nil {
+		return fmt.Errorf("source must be a string or a list of strings")
+	}
+	*s = list
+	return nil
+}
+
+// MarshalJSON writes one source back as the string it was.
+func (s Sources) MarshalJSON() ([]byte, error) {
+	if len(s) == 1 {
+		return json.Marshal(s[0])
+	}
+	return json.Marshal([]string(s))
 }

@@ -132,7 +132,9 @@ func TestOSGetters(t *testing.T) {
 			},
 			want: "ModuleNotFoundError [python -c import x] false"},
 		{name: "command error shell string", cfg: map[string]any{"type": "vm_command_error", "command": "ls x", "shell": "true"},
-			exec: func(c any, shell bool) guest.ExecResult { return guest.ExecResult{Error: fmt.Sprintf("%v %v", c, shell)} },
+			exec: func(c any, shell bool) guest.ExecResult {
+				return guest.ExecResult{Error: fmt.Sprintf("%v %v", c, shell)}
+			},
 			want: "ls x true"},
 		{name: "terminal", routes: map[string]http.HandlerFunc{"/terminal": jsonRoute(200, map[string]any{"output": "$ ls\n", "status": "success"})},
 			cfg: map[string]any{"type": "vm_terminal_output"}, want: "$ ls\n"},
@@ -364,5 +366,60 @@ func TestVSCodeConfig(t *testing.T) {
 				t.Errorf("vscode_config = %v holding %q, want the cache file holding %q", got, b, content)
 			}
 		})
+	}
+}
+
+func TestSourceStringOrList(t *testing.T) {
+	tests := []struct {
+		src  string
+		want Sources
+	}{
+		{`"https://a"`, Sources{"https://a"}},
+		{`["https://a", "https://b"]`, Sources{"https://a", "https://b"}},
+		{`""`, nil},
+		{`null`, nil},
+	}
+	for _, tt := range tests {
+		task, err := ParseTask([]byte(`{"instruction":"x","source":` + tt.src + `,"evaluator":{"func":"infeasible"}}`))
+		if err != nil {
+			t.Errorf("source %s: %v", tt.src, err)
+			continue
+		}
+		if !reflect.DeepEqual(task.Source, tt.want) {
+			t.Errorf("source %s = %q, want %q", tt.src, task.Source, tt.want)
+		}
+	}
+	if _, err := ParseTask([]byte(`{"instruction":"x","source":{"a":1},"evaluator":{"func":"infeasible"}}`)); err == nil {
+		t.Errorf("an object source parsed")
+	}
+}
+
+// TestPublishedTasksParse parses every task of OSWorld's published set
+// when a copy is at hand ($OSWORLD_REF, default /work/osworld-ref) and
+// lists each one's download URLs.
+func TestPublishedTasksParse(t *testing.T) {
+	ref := os.Getenv("OSWORLD_REF")
+	if ref == "" {
+		ref = "/work/osworld-ref"
+	}
+	files, _ := filepath.Glob(filepath.Join(ref, "evaluation_examples", "examples", "*", "*.json"))
+	if len(files) == 0 {
+		t.Skipf("no OSWorld task files under %s", ref)
+	}
+	urls := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		task, err := ParseTask(b)
+		if err != nil {
+			t.Errorf("%s: %v", f, err)
+			continue
+		}
+		urls += len(task.DownloadURLs())
+	}
+	if urls == 0 {
+		t.Errorf("no download URLs in %d tasks", len(files))
 	}
 }

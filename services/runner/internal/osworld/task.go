@@ -19,7 +19,7 @@ type Task struct {
 	ID          string    `json:"id"`
 	Snapshot    string    `json:"snapshot,omitempty"`
 	Instruction string    `json:"instruction"`
-	Source      string    `json:"source,omitempty"`
+	Source      Sources   `json:"source,omitempty"`
 	Config      []Step    `json:"config,omitempty"`
 	RelatedApps []string  `json:"related_apps,omitempty"`
 	Evaluator   Evaluator `json:"evaluator"`
