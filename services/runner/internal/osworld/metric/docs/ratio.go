@@ -1,0 +1,76 @@
+package docs
+
+import (
+	"fmt"
+	"math/bits"
+)
+
+// maxRatioRunes bounds each string of fuzzRatio. The bit-parallel LCS
+// below costs len(a)·len(b)/64 word operations, about a second at this
+// size; whole documents compared with content_only can be long, so the
+// quadratic metric.IndelRatio (which truncates at 5000 runes) would give
+// a different answer than rapidfuzz there.
+const maxRatioRunes = 1 << 18
+
+// fuzzRatio is rapidfuzz's fuzz.ratio(a, b) / 100 over code points,
+// computed along rapidfuzz's own float path (1 - dist/lensum, times 100,
+// then divided by 100 in docs.py) so that equal inputs give equal bits.
+func fuzzRatio(a, b string) (float64, error) {
+	ra, rb := []rune(a), []rune(b)
+	if len(ra) > maxRatioRunes || len(rb) > maxRatioRunes {
+		return 0, fmt.Errorf("fuzzy ratio: text over %d characters", maxRatioRunes)
+	}
+	lensum := len(ra) + len(rb)
+	if lensum == 0 {
+		return 1, nil
+	}
+	dist := lensum - 2*lcsLength(ra, rb)
+	sim := 1.0 - float64(dist)/float64(lensum)
+	return sim * 100 / 100, nil
+}
+
+// lcsLength is the length of the longest common subsequence, by the
+// bit-parallel algorithm of Allison and Dix (Hyyrö's form) that rapidfuzz
+// uses: one bit per character of a, one pass per character of b.
+func lcsLength(a, b []rune) int {
+	if len(a) == 0 || len(b) == 0 {
+		return 0
+	}
+	words := (len(a) + 63) / 64
+	masks := map[rune][]uint64{}
+	for i, r := range a {
+		m, ok := masks[r]
+		if !ok {
+			m = make([]uint64, words)
+			masks[r] = m
+		}
+		m[i/64] |= 1 << (i % 64)
+	}
+	v := make([]uint64, words)
+	for i := range v {
+		v[i] = ^uint64(0)
+	}
+	for _, r := range b {
+		m, ok := masks[r]
+		if !ok {
+			continue
+		}
+		// V' = (V + (V & M)) | (V & ^M), the addition carrying across
+		// words.
+		var carry uint64
+		for i := range v {
+			u := v[i] & m[i]
+			sum, c := bits.Add64(v[i], u, carry)
+			carry = c
+			v[i] = sum | (v[i] &^ m[i])
+		}
+	}
+	zeros := 0
+	for i, w := range v {
+		if i == words-1 && len(a)%64 != 0 {
+			w |= ^uint64(0) << (len(a) % 64)
+		}
+		zeros += 64 - bits.OnesCount64(w)
+	}
+	return zeros
+}
