@@ -1,0 +1,355 @@
+// Package chrome drives the guest's Chrome for OSWorld's Chrome steps and
+// getters: a DevTools-protocol client (over chromedp) that opens, lists,
+// reads and closes tabs as OSWorld's Playwright code does, and readers of
+// the profile files (Preferences, Bookmarks, History, Cookies) that the
+// getters fetch from the guest.
+//
+// OSWorld reaches Chrome at http://<vm>:9222, a socat forward to the
+// --remote-debugging-port=1337 that its tasks start Chrome with. Config.Addr
+// is that endpoint as the runner reaches it.
+package chrome
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/cdproto/target"
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/remote"
+
+	"github.com/rolloutmesh/rolloutmesh/serverkit/boundedread"
+)
+
+// Config says where the guest's DevTools endpoint is.
+type Config struct {
+	// Addr is host:port of the DevTools HTTP endpoint (OSWorld's
+	// chromium_port, 9222 in the guest). Chrome refuses DevTools requests
+	// whose Host is a name other than localhost, so give an IP address.
+	Addr string
+	// Ready bounds the wait for the endpoint to answer; default
+	// DefaultReady.
+	Ready time.Duration
+}
+
+// DefaultReady is how long Connect waits for the DevTools endpoint: OSWorld
+// tries 15 times, 5 s apart, before a step gives up.
+const DefaultReady = 75 * time.Second
+
+// maxVersionBody bounds /json/version's answer.
+const maxVersionBody = 1 << 20
+
+// WaitReady polls http://addr/json/version until Chrome answers with its
+// browser websocket URL, rewritten to addr (Chrome names the host and port
+// it listens on, which a forward or a container mapping changes), or until
+// the timeout, which is then an error naming addr.
+func WaitReady(ctx context.Context, addr string, timeout time.Duration) (string, error) {
+	if addr == "" {
+		return "", errors.New("chrome: no DevTools address configured")
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return "", fmt.Errorf("chrome: DevTools address %q is not host:port: %v", addr, err)
+	}
+	if timeout <= 0 {
+		timeout = DefaultReady
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	hc := &http.Client{Timeout: 5 * time.Second}
+	var last error
+	for {
+		ws, err := version(ctx, hc, addr)
+		if err == nil {
+			return ws, nil
+		}
+		last = err
+		t := time.NewTimer(250 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return "", fmt.Errorf("chrome: DevTools at %s did not answer within %s: %v", addr, timeout, last)
+		case <-t.C:
+		}
+	}
+}
+
+func version(ctx context.Context, hc *http.Client, addr string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/json/version", nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := boundedread.ReadAll(resp.Body, maxVersionBody)
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("/json/version: HTTP %d", resp.StatusCode)
+	}
+	var v struct {
+		WS string `json:"webSocketDebuggerUrl"`
+	}
+	if err := json.Unmarshal(body, &v); err != nil || v.WS == "" {
+		return "", fmt.Errorf("/json/version: no webSocketDebuggerUrl")
+	}
+	u, err := url.Parse(v.WS)
+	if err != nil {
+		return "", fmt.Errorf("/json/version: %v", err)
+	}
+	u.Host = addr
+	return u.String(), nil
+}
+
+// Client is a connection to the guest's browser.
+type Client struct {
+	addr        string
+	cancelAlloc context.CancelFunc
+	ctx         context.Context
+	cancel      context.CancelFunc
+}
+
+// Connect waits until the DevTools endpoint answers, then attaches to the
+// browser. Close detaches; the browser and its tabs stay, as after
+// OSWorld's Playwright session.
+func Connect(ctx context.Context, cfg Config) (*Client, error) {
+	ws, err := WaitReady(ctx, cfg.Addr, cfg.Ready)
+	if err != nil {
+		return nil, err
+	}
+	// The browser context lives until Close: chromedp stops the connection
+	// when the context of its first call ends.
+	allocCtx, cancelAlloc := remote.NewAllocator(context.WithoutCancel(ctx), ws, remote.NoModifyURL)
+	bctx, cancel := chromedp.NewContext(allocCtx)
+	c := &Client{addr: cfg.Addr, cancelAlloc: cancelAlloc, ctx: bctx, cancel: cancel}
+	// The first call dials; bound it by the caller's context.
+	stop := context.AfterFunc(ctx, cancel)
+	_, err = chromedp.CallBrowser(bctx, target.GetTargets, target.GetTargetsParams{})
+	stop()
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("chrome: attach to %s: %w", cfg.Addr, err)
+	}
+	return c, nil
+}
+
+// Close detaches from the browser.
+func (c *Client) Close() {
+	c.cancel()
+	c.cancelAlloc()
+}
+
+// call runs a browser-level command under ctx's deadline.
+func call[P, R any](ctx context.Context, c *Client, cmd cdp.Command[P, R], p P) (R, error) {
+	cctx, cancel := c.bound(ctx)
+	defer cancel()
+	return chromedp.CallBrowser(cctx, cmd, p)
+}
+
+// bound returns a child of the browser context that also ends with ctx.
+func (c *Client) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	cctx, cancel := context.WithCancel(c.ctx)
+	if d, ok := ctx.Deadline(); ok {
+		cctx, cancel = context.WithDeadline(c.ctx, d)
+	}
+	stop := context.AfterFunc(ctx, cancel)
+	return cctx, func() { stop(); cancel() }
+}
+
+// Tab is one page target.
+type Tab struct {
+	ID    target.ID
+	URL   string
+	Title string
+}
+
+// Tabs lists the page targets of the default browser context, as
+// Playwright's browser.contexts[0].pages: tabs, not extension pages,
+// workers or DevTools windows.
+func (c *Client) Tabs(ctx context.Context) ([]Tab, error) {
+	res, err := call(ctx, c, target.GetTargets, target.GetTargetsParams{})
+	if err != nil {
+		return nil, fmt.Errorf("chrome: list targets: %w", err)
+	}
+	var out []Tab
+	for _, t := range res.TargetInfos {
+		if t.Type != "page" || t.BrowserContextID != "" && isOtherContext(res.TargetInfos, t) || strings.HasPrefix(t.URL, "devtools://") {
+			continue
+		}
+		out = append(out, Tab{ID: t.TargetID, URL: t.URL, Title: t.Title})
+	}
+	// The order is Chrome's, as Playwright's pages are in the order Chrome
+	// announces them; it is not the tab strip's.
+	return out, nil
+}
+
+// isOtherContext is true for a page of an incognito or other non-default
+// browser context: the default context is the one of the first tab Chrome
+// opened, which has the most pages in practice; Playwright reaches only
+// contexts[0]. A target without a context id is in the default context.
+func isOtherContext(all []*target.Info, t *target.Info) bool {
+	counts := map[cdp.BrowserContextID]int{}
+	for _, x := range all {
+		if x.Type == "page" {
+			counts[x.BrowserContextID]++
+		}
+	}
+	best, n := t.BrowserContextID, -1
+	for id, k := range counts {
+		if k > n || k == n && id < best {
+			best, n = id, k
+		}
+	}
+	return t.BrowserContextID != best
+}
+
+// attach returns a context running in tab id that detaches, leaving the tab
+// open, when cancelled.
+func (c *Client) attach(ctx context.Context, id target.ID) (context.Context, context.CancelFunc) {
+	bctx, cancelBound := c.bound(ctx)
+	tctx, cancel := chromedp.NewContext(bctx, chromedp.WithTargetID(id), chromedp.WithDetachOnCancel())
+	return tctx, func() { cancel(); cancelBound() }
+}
+
+// NewTab opens a blank tab in the default context and returns its id.
+func (c *Client) NewTab(ctx context.Context) (target.ID, error) {
+	res, err := call(ctx, c, target.CreateTarget, target.CreateTargetParams{URL: "about:blank"})
+	if err != nil {
+		return "", fmt.Errorf("chrome: open a tab: %w", err)
+	}
+	return res.TargetID, nil
+}
+
+// CloseTab closes a tab.
+func (c *Client) CloseTab(ctx context.Context, id target.ID) error {
+	if _, err := call(ctx, c, target.CloseTarget, target.CloseTargetParams{TargetID: id}); err != nil {
+		return fmt.Errorf("chrome: close tab %s: %w", id, err)
+	}
+	// Chrome answers before the tab is gone; a listing right after would
+	// still show it. A tab that lingers (an unload handler) is left after a
+	// short wait, as Playwright's close does not wait for it either.
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		res, err := call(ctx, c, target.GetTargets, target.GetTargetsParams{})
+		if err != nil {
+			return nil
+		}
+		if !slices.ContainsFunc(res.TargetInfos, func(t *target.Info) bool { return t.TargetID == id }) {
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return nil
+}
+
+// Navigate loads u in tab id and waits for its load event, at most
+// timeout. A load that times out is stopped, so that the tab settles on
+// what it shows: left pending, it stays between two documents, where
+// reading it blocks (Playwright's page is readable after a goto timeout).
+func (c *Client) Navigate(ctx context.Context, id target.ID, u string, timeout time.Duration) error {
+	// The attachment outlives the load's timeout by the time the stop
+	// needs.
+	actx, cancel := context.WithTimeout(ctx, timeout+10*time.Second)
+	defer cancel()
+	tctx, done := c.attach(actx, id)
+	defer done()
+	if err := chromedp.Do(tctx); err != nil {
+		return fmt.Errorf("chrome: attach to tab %s: %w", id, err)
+	}
+	lctx, lcancel := context.WithTimeout(tctx, timeout)
+	defer lcancel()
+	err := chromedp.Do(lctx, chromedp.Navigate(u))
+	if err == nil {
+		return nil
+	}
+	if lctx.Err() != nil && ctx.Err() == nil {
+		sctx, scancel := context.WithTimeout(tctx, 5*time.Second)
+		chromedp.Call(sctx, page.StopLoading, cdp.Empty{})
+		scancel()
+	}
+	return fmt.Errorf("chrome: load %s: %w", u, err)
+}
+
+// contentJS is Playwright's page.content(): the doctype and the document
+// element's outer HTML.
+const contentJS = `(() => {
+  let s = '';
+  if (document.doctype) s = new XMLSerializer().serializeToString(document.doctype);
+  if (document.documentElement) s += document.documentElement.outerHTML;
+  return s;
+})()`
+
+// infoTimeout bounds the reading of one tab: a renderer that hangs must
+// not stop the getter.
+const infoTimeout = 20 * time.Second
+
+// PageInfo is a tab's title, URL and HTML, as OSWorld's page getters
+// return them.
+type PageInfo struct {
+	Title, URL, Content string
+}
+
+// Map is the getters' {"title", "url", "content"} object.
+func (p PageInfo) Map() map[string]any {
+	return map[string]any{"title": p.Title, "url": p.URL, "content": p.Content}
+}
+
+// Info reads tab id's title, URL and, with content, its HTML.
+func (c *Client) Info(ctx context.Context, id target.ID, content bool) (PageInfo, error) {
+	ctx, cancel := context.WithTimeout(ctx, infoTimeout)
+	defer cancel()
+	tctx, done := c.attach(ctx, id)
+	defer done()
+	var p PageInfo
+	var err error
+	if p.Title, err = chromedp.Run(tctx, chromedp.Evaluate[string](`document.title`)); err != nil {
+		return p, fmt.Errorf("chrome: read tab %s: %w", id, err)
+	}
+	if p.URL, err = chromedp.Run(tctx, chromedp.Evaluate[string](`location.href`)); err != nil {
+		return p, fmt.Errorf("chrome: read tab %s: %w", id, err)
+	}
+	if content {
+		if p.Content, err = chromedp.Run(tctx, chromedp.Evaluate[string](contentJS)); err != nil {
+			return p, fmt.Errorf("chrome: read tab %s: %w", id, err)
+		}
+	}
+	return p, nil
+}
+
+// WaitLoaded waits until tab id's document has loaded (readyState
+// complete), then quiet more: Playwright's networkidle waits for 500 ms
+// without requests, which the page does not expose, so it is approximated
+// by the load plus that pause.
+func (c *Client) WaitLoaded(ctx context.Context, id target.ID, quiet time.Duration) error {
+	tctx, done := c.attach(ctx, id)
+	defer done()
+	for {
+		state, err := chromedp.Run(tctx, chromedp.Evaluate[string](`document.readyState`))
+		if err == nil && state == "complete" {
+			break
+		}
+		select {
+		case <-tctx.Done():
+			return fmt.Errorf("chrome: tab %s did not load: %w", id, context.Cause(tctx))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	select {
+	case <-tctx.Done():
+		return tctx.Err()
+	case <-time.After(quiet):
+		return nil
+	}
+}

@@ -1,0 +1,400 @@
+package chrome
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	_ "modernc.org/sqlite" // the SQLite driver for History and Cookies
+
+	"github.com/rolloutmesh/rolloutmesh/serverkit/boundedread"
+)
+
+// Profile files, relative to the profile directory.
+const (
+	PreferencesFile = "Default/Preferences"
+	BookmarksFile   = "Default/Bookmarks"
+	HistoryFile     = "Default/History"
+	CookiesFile     = "Default/Cookies"
+)
+
+// DefaultProfileDir is the guest's profile directory on x86 Linux, where
+// OSWorld's getters look ("~" is expanded by the guest server);
+// ARMProfileDir is the snap Chromium's, which OSWorld uses on ARM guests.
+const (
+	DefaultProfileDir = "~/.config/google-chrome"
+	ARMProfileDir     = "~/snap/chromium/common/chromium"
+)
+
+// parsePrefs decodes a Preferences (or Bookmarks) file; ok is false when
+// data is missing or not a JSON object, where OSWorld's getters fall back
+// to their defaults.
+func parsePrefs(data []byte) (map[string]any, bool) {
+	if data == nil {
+		return nil, false
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil || m == nil {
+		return nil, false
+	}
+	return m, true
+}
+
+// get walks nested objects as chained dict.get(k, {}) calls; ok is false
+// when a key is missing or a value on the way is not an object.
+func get(m map[string]any, keys ...string) (any, bool) {
+	var v any = m
+	for _, k := range keys {
+		o, ok := v.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if v, ok = o[k]; !ok {
+			return nil, false
+		}
+	}
+	return v, true
+}
+
+// truthy is Python's bool(v) for JSON values.
+func truthy(v any) bool {
+	switch x := v.(type) {
+	case nil:
+		return false
+	case bool:
+		return x
+	case float64:
+		return x != 0
+	case string:
+		return x != ""
+	case []any:
+		return len(x) > 0
+	case map[string]any:
+		return len(x) > 0
+	}
+	return true
+}
+
+func pyBool(b bool) string {
+	if b {
+		return "true"
+	}
+	return "false"
+}
+
+// DefaultSearchEngine is get_default_search_engine:
+// default_search_provider_data.template_url_data.short_name, "Google" when
+// unset or unreadable.
+func DefaultSearchEngine(prefs []byte) any {
+	m, ok := parsePrefs(prefs)
+	if !ok {
+		return "Google"
+	}
+	if v, ok := get(m, "default_search_provider_data", "template_url_data", "short_name"); ok {
+		return v
+	}
+	return "Google"
+}
+
+// ProfileName is get_profile_name: profile.name, nil when unset.
+func ProfileName(prefs []byte) any {
+	m, ok := parsePrefs(prefs)
+	if !ok {
+		return nil
+	}
+	v, _ := get(m, "profile", "name")
+	return v
+}
+
+// FontSize is get_chrome_font_size: webkit.webprefs, Chrome's defaults
+// when unset.
+func FontSize(prefs []byte) any {
+	m, ok := parsePrefs(prefs)
+	if !ok {
+		return map[string]any{"default_fixed_font_size": 13.0, "default_font_size": 16.0}
+	}
+	if v, ok := get(m, "webkit", "webprefs"); ok {
+		return v
+	}
+	return map[string]any{"default_fixed_font_size": 13.0, "default_font_size": 16.0, "minimum_font_size": 13.0}
+}
+
+// DoNotTrack is get_enable_do_not_track: "true" when enable_do_not_track
+// is truthy.
+func DoNotTrack(prefs []byte) any {
+	m, ok := parsePrefs(prefs)
+	if !ok {
+		return "false"
+	}
+	return pyBool(truthy(m["enable_do_not_track"]))
+}
+
+// SafeBrowsing is get_enable_safe_browsing: "true" when safebrowsing
+// .enhanced or .enabled is truthy.
+func SafeBrowsing(prefs []byte) any {
+	m, ok := parsePrefs(prefs)
+	if !ok {
+		return "false"
+	}
+	sb, present := m["safebrowsing"]
+	if !present {
+		return "false"
+	}
+	o, isObj := sb.(map[string]any)
+	if !isObj {
+		return "false" // .get on a non-dict raises; OSWorld answers "false"
+	}
+	return pyBool(truthy(o["enhanced"]) || truthy(o["enabled"]))
+}
+
+// NewStartupPage is get_new_startup_page: "true" without a session key,
+// else whether session.restore_on_startup is 5. An unreadable file gives
+// OSWorld's odd "Google".
+func NewStartupPage(prefs []byte) any {
+	m, ok := parsePrefs(prefs)
+	if !ok {
+		return "Google"
+	}
+	s, present := m["session"]
+	if !present {
+		return "true"
+	}
+	o, isObj := s.(map[string]any)
+	if !isObj {
+		return "Google"
+	}
+	v, _ := o["restore_on_startup"].(float64)
+	return pyBool(v == 5)
+}
+
+// DataDeleteAutomatically is get_data_delete_automacally: "true" when
+// profile.default_content_setting_values is present and not null; a
+// missing profile key gives "Google".
+func DataDeleteAutomatically(prefs []byte) any {
+	m, ok := parsePrefs(prefs)
+	if !ok {
+		return "Google"
+	}
+	p, isObj := m["profile"].(map[string]any)
+	if !isObj {
+		return "Google"
+	}
+	return pyBool(p["default_content_setting_values"] != nil)
+}
+
+// extensionSettings returns extensions.settings, or ok false when it is
+// not an object.
+func extensionSettings(prefs []byte) (map[string]any, bool) {
+	m, ok := parsePrefs(prefs)
+	if !ok {
+		return nil, false
+	}
+	v, present := get(m, "extensions", "settings")
+	if !present {
+		return map[string]any{}, true
+	}
+	s, ok := v.(map[string]any)
+	return s, ok
+}
+
+// UnpackedExtensionPaths is get_find_unpacked_extension_path: every
+// extensions.settings entry's path; an entry without one (a missing key
+// raises in OSWorld) gives "Google".
+func UnpackedExtensionPaths(prefs []byte) any {
+	s, ok := extensionSettings(prefs)
+	if !ok {
+		return "Google"
+	}
+	out := []any{}
+	for _, id := range sortedKeys(s) {
+		e, _ := s[id].(map[string]any)
+		p, present := e["path"]
+		if !present {
+			return "Google"
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// InstalledExtensionNames is get_find_installed_extension_name: every
+// extensions.settings entry's manifest.name, "Google" when one lacks it.
+func InstalledExtensionNames(prefs []byte) any {
+	s, ok := extensionSettings(prefs)
+	if !ok {
+		return "Google"
+	}
+	out := []any{}
+	for _, id := range sortedKeys(s) {
+		e, _ := s[id].(map[string]any)
+		n, present := get(e, "manifest", "name")
+		if !present {
+			return "Google"
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// Bookmarks is get_bookmarks: the roots object of the Bookmarks file, an
+// empty list when the file is missing or empty. A file that is not JSON is
+// an error, as json.loads raises in OSWorld.
+func Bookmarks(data []byte) (any, error) {
+	if len(data) == 0 {
+		return []any{}, nil
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("chrome: Bookmarks: %v", err)
+	}
+	if r, ok := m["roots"]; ok {
+		return r, nil
+	}
+	return map[string]any{}, nil
+}
+
+// MaxRows bounds the rows read from a profile database.
+const MaxRows = 1 << 20
+
+// queryTimeout bounds one query of a profile database.
+const queryTimeout = 30 * time.Second
+
+// openDB opens a copy of a profile database read-only: immutable, so
+// SQLite neither writes nor looks for the journal of the live profile.
+func openDB(path string) (*sql.DB, error) {
+	if _, err := os.Stat(path); err != nil {
+		return nil, err
+	}
+	u := url.URL{Scheme: "file", Path: filepath.ToSlash(path), RawQuery: "mode=ro&immutable=1"}
+	return sql.Open("sqlite", u.String())
+}
+
+// QueryRows runs query on the SQLite file at path and returns the rows as
+// lists (TEXT as string, INTEGER as int64, BLOB as []byte, NULL as nil),
+// as Python's cursor.fetchall. It is how the history and cookie_data
+// getters read their copies.
+func QueryRows(ctx context.Context, path, query string) ([]any, error) {
+	db, err := openDB(path)
+	if err != nil {
+		return nil, fmt.Errorf("chrome: open %s: %w", filepath.Base(path), err)
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(ctx, queryTimeout)
+	defer cancel()
+	rows, err := db.QueryContext(ctx, query)
+	if err != nil {
+		return nil, fmt.Errorf("chrome: query %s: %w", filepath.Base(path), err)
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, err
+	}
+	out := []any{}
+	for rows.Next() {
+		if len(out) >= MaxRows {
+			return nil, fmt.Errorf("chrome: %s has more than %d rows", filepath.Base(path), MaxRows)
+		}
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, err
+		}
+		out = append(out, vals)
+	}
+	return out, rows.Err()
+}
+
+// HistoryQuery and CookiesQuery are the getters' queries.
+const (
+	HistoryQuery = "SELECT url, title, last_visit_time FROM urls"
+	CookiesQuery = "SELECT * FROM cookies"
+)
+
+// HistoryItem is one entry of update_browse_history.
+type HistoryItem struct {
+	URL, Title string
+	// Ago is visit_time_from_now_in_seconds.
+	Ago time.Duration
+}
+
+// chromeEpoch is Chrome's time origin: timestamps count microseconds since
+// 1601-01-01 UTC.
+var chromeEpoch = time.Date(1601, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// ChromeTime is t in Chrome's timestamp format.
+func ChromeTime(t time.Time) int64 { return t.Sub(chromeEpoch).Microseconds() }
+
+// typedLinkTransition is the visits.transition OSWorld writes: 805306368,
+// a link transition with the chain start and end qualifiers.
+const typedLinkTransition = 805306368
+
+// maxHistoryDB bounds the History database the step writes into.
+const maxHistoryDB = 256 << 20
+
+// AddHistory is the database work of update_browse_history: it copies the
+// History database at base to a temporary file, adds each item to urls and
+// visits as OSWorld does (visit count 1, typed count 0, a link transition,
+// the visit time now minus Ago, written in local time as Python's naive
+// datetime.now() is), and returns the new file's bytes.
+func AddHistory(ctx context.Context, base string, items []HistoryItem, now time.Time) ([]byte, error) {
+	data, err := boundedread.ReadFile(base, maxHistoryDB)
+	if err != nil {
+		return nil, fmt.Errorf("chrome: History template: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "chrome-history-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	p := filepath.Join(dir, "History")
+	if err := os.WriteFile(p, data, 0o600); err != nil {
+		return nil, err
+	}
+	db, err := sql.Open("sqlite", (&url.URL{Scheme: "file", Path: filepath.ToSlash(p)}).String())
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, queryTimeout)
+	defer cancel()
+	// Python's naive datetime.now() minus datetime(1601,1,1) counts local
+	// wall-clock time; the UTC offset is kept to match.
+	_, off := now.Zone()
+	for _, it := range items {
+		ts := ChromeTime(now.Add(-it.Ago)) + int64(off)*1e6
+		res, err := db.ExecContext(ctx, `INSERT INTO urls (url, title, visit_count, typed_count, last_visit_time, hidden) VALUES (?, ?, ?, ?, ?, ?)`,
+			it.URL, it.Title, 1, 0, ts, 0)
+		if err != nil {
+			db.Close()
+			return nil, fmt.Errorf("chrome: History: add %s: %w", it.URL, err)
+		}
+		id, err := res.LastInsertId()
+		if err != nil {
+			db.Close()
+			return nil, err
+		}
+		if _, err := db.ExecContext(ctx, `INSERT INTO visits (url, visit_time, from_visit, transition, segment_id, visit_duration) VALUES (?, ?, ?, ?, ?, ?)`,
+			id, ts, 0, typedLinkTransition, 0, 0); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("chrome: History: add visit of %s: %w", it.URL, err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		return nil, err
+	}
+	return boundedread.ReadFile(p, maxHistoryDB)
+}
+
+func sortedKeys(m map[string]any) []string {
+	return slices.Sorted(maps.Keys(m))
+}
