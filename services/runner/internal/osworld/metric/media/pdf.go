@@ -1,0 +1,310 @@
+package media
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"math/bits"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric"
+)
+
+// PDF text comes from MuPDF's mutool when it is installed, since OSWorld
+// extracts with PyMuPDF (page.get_text()), which is MuPDF's text device:
+// the output then matches PyMuPDF's line for line. Without mutool, poppler's
+// pdftotext -raw (content-stream order, like MuPDF) stands in; its lines
+// break differently in tables, so the fuzzy ratio can differ slightly.
+
+// pdfText is the text of every page joined, stripped (compare_pdfs's
+// extract_text_from_pdf).
+func pdfText(ctx context.Context, path string) (string, error) {
+	if fi, err := os.Stat(path); err != nil || !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("pdf %s is not a readable file", path)
+	}
+	var text string
+	if _, err := exec.LookPath("mutool"); err == nil {
+		out, err := runTool(ctx, "mutool", "draw", "-q", "-F", "txt",
+			"-O", "preserve-whitespace,preserve-ligatures,mediabox-clip=yes", "-o", "-", path)
+		if err != nil {
+			return "", err
+		}
+		text = pyMuPDFText(string(out))
+	} else {
+		out, err := runTool(ctx, "pdftotext", "-q", "-raw", "-enc", "UTF-8", path, "-")
+		if err != nil {
+			return "", err
+		}
+		text = strings.ReplaceAll(string(out), "\f", "")
+	}
+	return strings.TrimFunc(strings.ToValidUTF8(text, "\uFFFD"), pyIsSpace), nil
+}
+
+var newlineRuns = regexp.MustCompile(`\n+`)
+
+// pyMuPDFText turns mutool's text output into PyMuPDF's get_text() for
+// all pages: mutool ends each block with an extra newline and each page
+// with a form feed line, which PyMuPDF does not print.
+func pyMuPDFText(out string) string {
+	var b strings.Builder
+	for i, page := range strings.Split(out, "\f") {
+		if i > 0 {
+			page = strings.TrimPrefix(page, "\n")
+		}
+		b.WriteString(newlineRuns.ReplaceAllString(page, "\n"))
+	}
+	return b.String()
+}
+
+// maxRatioCells bounds the LCS work (rune pairs) of one comparison, about
+// ten seconds of the bit-parallel loop.
+const maxRatioCells = 1 << 38
+
+// ratio is rapidfuzz's fuzz.ratio/100 on two strings of any length:
+// 2·LCS/(|a|+|b|) over code points, 1 for two empty strings. The LCS uses
+// the bit-parallel algorithm rapidfuzz uses, so long documents are exact.
+func ratio(a, b string) (float64, error) {
+	ra, rb := []rune(a), []rune(b)
+	if len(ra)+len(rb) == 0 {
+		return 1, nil
+	}
+	if len(ra) > len(rb) {
+		ra, rb = rb, ra
+	}
+	if len(ra) == 0 {
+		return 0, nil
+	}
+	if float64(len(ra))*float64(len(rb)) > maxRatioCells {
+		return 0, fmt.Errorf("texts of %d and %d characters are too long to compare", len(ra), len(rb))
+	}
+	words := (len(ra) + 63) / 64
+	pm := map[rune][]uint64{}
+	for i, r := range ra {
+		m := pm[r]
+		if m == nil {
+			m = make([]uint64, words)
+			pm[r] = m
+		}
+		m[i/64] |= 1 << (i % 64)
+	}
+	v := make([]uint64, words)
+	for i := range v {
+		v[i] = ^uint64(0)
+	}
+	zero := make([]uint64, words)
+	for _, r := range rb {
+		m := pm[r]
+		if m == nil {
+			m = zero
+		}
+		var carry uint64
+		for w := range words {
+			u := v[w] & m[w]
+			sum, c := bits.Add64(v[w], u, carry)
+			carry = c
+			v[w] = sum | (v[w] &^ m[w])
+		}
+	}
+	ones := 0
+	for w, x := range v {
+		if w == words-1 && len(ra)%64 != 0 {
+			x &= 1<<(len(ra)%64) - 1
+		}
+		ones += bits.OnesCount64(x)
+	}
+	lcs := len(ra) - ones
+	return 2 * float64(lcs) / float64(len(ra)+len(rb)), nil
+}
+
+// metricComparePDFs is chrome.py's compare_pdfs: the mean over the pairs
+// of fuzz.ratio of the two texts; a pair whose PDF cannot be read adds 0,
+// as OSWorld's try/except does, and the mean is over the expected list's
+// length.
+func metricComparePDFs(result, expected any, _ bool, _ map[string]any) (float64, error) {
+	if result == nil {
+		return 0, nil
+	}
+	res, isList := expected.([]any)
+	var got []any
+	if !isList {
+		got, res = []any{result}, []any{expected}
+	} else {
+		got, _ = result.([]any)
+	}
+	if len(res) == 0 {
+		return 0, fmt.Errorf("compare_pdfs: no expected PDF")
+	}
+	ctx := context.Background()
+	score := 0.0
+	for i := 0; i < min(len(got), len(res)); i++ {
+		p1, _ := got[i].(string)
+		p2, _ := res[i].(string)
+		if p1 == "" || p2 == "" {
+			continue
+		}
+		t1, err := pdfText(ctx, p1)
+		if err != nil {
+			continue
+		}
+		t2, err := pdfText(ctx, p2)
+		if err != nil {
+			continue
+		}
+		r, err := ratio(t1, t2)
+		if err != nil {
+			return 0, err
+		}
+		score += r
+	}
+	return score / float64(len(res)), nil
+}
+
+// pdfPages is pypdf's len(PdfReader(path).pages), read by pdfinfo.
+func pdfPages(ctx context.Context, path string) (int, error) {
+	if fi, err := os.Stat(path); err != nil || !fi.Mode().IsRegular() {
+		return 0, fmt.Errorf("pdf %s is not a readable file", path)
+	}
+	out, err := runTool(ctx, "pdfinfo", path)
+	if err != nil {
+		return 0, err
+	}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "Pages:"); ok {
+			return strconv.Atoi(strings.TrimSpace(v))
+		}
+	}
+	return 0, fmt.Errorf("pdfinfo gave no page count for %s", path)
+}
+
+// metricPDFPages is pdf.py's check_pdf_pages: the page count related to
+// rules["ref_value"] by rules["relation"] (an operator module name).
+func metricPDFPages(result, expected any, _ bool, _ map[string]any) (float64, error) {
+	rule, err := metric.Rules(expected)
+	if err != nil {
+		return 0, err
+	}
+	ref, ok := rule["ref_value"].(float64)
+	if !ok {
+		return 0, fmt.Errorf("check_pdf_pages: rules.ref_value must be a number")
+	}
+	rel, _ := rule["relation"].(string)
+	cmp, ok := map[string]func(a, b float64) bool{
+		"eq": func(a, b float64) bool { return a == b },
+		"ne": func(a, b float64) bool { return a != b },
+		"lt": func(a, b float64) bool { return a < b },
+		"le": func(a, b float64) bool { return a <= b },
+		"gt": func(a, b float64) bool { return a > b },
+		"ge": func(a, b float64) bool { return a >= b },
+	}[rel]
+	if !ok {
+		return 0, fmt.Errorf("check_pdf_pages: relation %q is not supported", rel)
+	}
+	p, ok := result.(string)
+	if !ok {
+		return 0, nil
+	}
+	n, err := pdfPages(context.Background(), p)
+	if err != nil {
+		return 0, nil
+	}
+	return metric.Bool(cmp(float64(n), ref)), nil
+}
+
+// maxPDFImages bounds the images compare_pdf_images extracts from one PDF.
+const maxPDFImages = 500
+
+// pdfImages extracts a PDF's images in page order with pdfimages, leaving
+// out the soft masks and masks of other images (PyMuPDF's get_images lists
+// a page's image XObjects, which those are not). An image that does not
+// decode is left out, as OSWorld's loop skips what PIL cannot open.
+func pdfImages(ctx context.Context, path string) ([]*pimg, error) {
+	if fi, err := os.Stat(path); err != nil || !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("pdf %s is not a readable file", path)
+	}
+	list, err := runTool(ctx, "pdfimages", "-list", path)
+	if err != nil {
+		return nil, err
+	}
+	var keep []bool
+	for i, line := range strings.Split(string(list), "\n") {
+		f := strings.Fields(line)
+		if i < 2 || len(f) < 3 {
+			continue
+		}
+		keep = append(keep, f[2] == "image" || f[2] == "stencil")
+	}
+	if len(keep) > maxPDFImages {
+		return nil, fmt.Errorf("pdf %s has %d images, over the cap", path, len(keep))
+	}
+	dir, err := os.MkdirTemp("", "pdfimages")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	if _, err := runTool(ctx, "pdfimages", "-all", path, filepath.Join(dir, "img")); err != nil {
+		return nil, err
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "img-*"))
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(files)
+	var out []*pimg
+	for i, f := range files {
+		if i < len(keep) && !keep[i] {
+			continue
+		}
+		img, err := openImage(f)
+		if err != nil {
+			continue
+		}
+		out = append(out, img)
+	}
+	return out, nil
+}
+
+// metricComparePDFImages is chrome.py's compare_pdf_images: the same
+// number of images, and the share of pairs whose perceptual hashes differ
+// in at most 5 bits (1 when neither PDF has images).
+func metricComparePDFImages(result, expected any, _ bool, _ map[string]any) (float64, error) {
+	p1, _ := result.(string)
+	p2, _ := expected.(string)
+	if p1 == "" || p2 == "" {
+		return 0, nil
+	}
+	ctx := context.Background()
+	im1, err := pdfImages(ctx, p1)
+	if err != nil {
+		return 0, nil
+	}
+	im2, err := pdfImages(ctx, p2)
+	if err != nil {
+		return 0, nil
+	}
+	if len(im1) != len(im2) {
+		return 0, nil
+	}
+	if len(im1) == 0 {
+		return 1, nil
+	}
+	total := 0
+	for i := range im1 {
+		h1, err1 := phash(im1[i])
+		h2, err2 := phash(im2[i])
+		if err1 != nil || err2 != nil {
+			return 0, nil
+		}
+		if hashDistance(h1, h2) <= 5 {
+			total++
+		}
+	}
+	return float64(total) / float64(len(im1)), nil
+}

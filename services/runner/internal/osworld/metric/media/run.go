@@ -1,0 +1,83 @@
+package media
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"time"
+)
+
+// Subprocess bounds: a metric never waits on a tool longer than
+// toolTimeout nor keeps more than maxToolOutput bytes of its output.
+const (
+	toolTimeout   = 60 * time.Second
+	maxToolOutput = 64 << 20
+)
+
+// errTooMuchOutput is returned when a tool prints more than the cap.
+var errTooMuchOutput = errors.New("tool output exceeds the cap")
+
+// cappedBuffer keeps up to max bytes and fails the write past it, which
+// ends the tool with a broken pipe instead of filling memory.
+type cappedBuffer struct {
+	bytes.Buffer
+	max int
+}
+
+func (b *cappedBuffer) Write(p []byte) (int, error) {
+	if b.Len()+len(p) > b.max {
+		return 0, errTooMuchOutput
+	}
+	return b.Buffer.Write(p)
+}
+
+// runTool runs name with args under toolTimeout and returns its stdout.
+func runTool(ctx context.Context, name string, args ...string) ([]byte, error) {
+	path, err := exec.LookPath(name)
+	if err != nil {
+		return nil, fmt.Errorf("%s is not installed: %w", name, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, toolTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, path, args...)
+	out := &cappedBuffer{max: maxToolOutput}
+	errOut := &cappedBuffer{max: 64 << 10}
+	cmd.Stdout, cmd.Stderr = out, errOut
+	cmd.WaitDelay = time.Second
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("%s: %w: %s", name, err, bytes.TrimSpace(errOut.Bytes()))
+	}
+	return out.Bytes(), nil
+}
+
+// startTool starts name with args under toolTimeout and returns its
+// stdout as a stream; wait reaps the process.
+func startTool(ctx context.Context, name string, args ...string) (io.Reader, func() error, error) {
+	path, err := exec.LookPath(name)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s is not installed: %w", name, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, toolTimeout)
+	cmd := exec.CommandContext(ctx, path, args...)
+	cmd.Stderr = &cappedBuffer{max: 64 << 10}
+	cmd.WaitDelay = time.Second
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		cancel()
+		return nil, nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	wait := func() error {
+		// Killing first lets a reader stop early without waiting for the
+		// tool to finish a long file.
+		cancel()
+		return cmd.Wait()
+	}
+	return out, wait, nil
+}
