@@ -620,14 +620,11 @@ func pyFloatRepr(f float64) string {
 		}
 		return "0.0"
 	}
-	exp := math.Floor(math.Log10(math.Abs(f)))
-	s := strconv.FormatFloat(f, 'g', -1, 64)
 	// FormatFloat's own choice of exponent form differs from Python's:
 	// decide from the decimal exponent of the shortest digits.
 	e := strconv.FormatFloat(f, 'e', -1, 64)
 	mant, expStr, _ := strings.Cut(e, "e")
 	ex, _ := strconv.Atoi(expStr)
-	_ = exp
 	if ex < -4 || ex >= 16 {
 		sign := "+"
 		if ex < 0 {
@@ -636,7 +633,7 @@ func pyFloatRepr(f float64) string {
 		}
 		return fmt.Sprintf("%se%s%02d", mant, sign, ex)
 	}
-	s = strconv.FormatFloat(f, 'f', -1, 64)
+	s := strconv.FormatFloat(f, 'f', -1, 64)
 	if !strings.Contains(s, ".") {
 		s += ".0"
 	}

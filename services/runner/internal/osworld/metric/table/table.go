@@ -193,7 +193,8 @@ func (c *tableCtx) check(r map[string]any) (bool, error) {
 	switch typ {
 	case "sheet_name":
 		if !c.hasExpected {
-			return c.resultNames == nil, nil
+			// A list never equals None.
+			return false, nil
 		}
 		return slices.Equal(c.resultNames, c.expNames), nil
 	case "sheet_data":
@@ -439,10 +440,9 @@ func (c *tableCtx) checkCell(r map[string]any) (bool, error) {
 		return false, errPython
 	}
 	cv := wb.cellView(sh, row, col)
-	// Python iterates the props dict in the task file's order; the
-	// conjunction is the same in any order except that a raising rule
-	// after a failing one is never evaluated there: check the failing
-	// ones first so an exception cannot turn a 0 into a 0 by other means.
+	// Python goes through props in the task file's order and stops at the
+	// first failure; a failure and an exception both score the metric 0,
+	// so any order gives the same score.
 	keys := make([]string, 0, len(props))
 	for k := range props {
 		keys = append(keys, k)

@@ -2,6 +2,7 @@ package table
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 )
@@ -77,6 +78,169 @@ func TestSheetData(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := score(t, files[tt.result], files[tt.expected], tt.opts); got != tt.want {
 				t.Errorf("compare_table(%s, %s) = %v, want %v", tt.result, tt.expected, got, tt.want)
+			}
+		})
+	}
+}
+
+const cellStyles = `<style:style style:name="ce1" style:family="table-cell"><style:table-cell-properties fo:background-color="#0000ff"/><style:text-properties fo:color="#ffffff" fo:font-weight="bold"/></style:style>
+<style:style style:name="ce2" style:family="table-cell"><style:text-properties fo:color="#ff0000"/></style:style>
+<style:style style:name="ce3" style:family="table-cell"><style:table-cell-properties fo:background-color="#ffff00"/></style:style>`
+
+func styled(style, cell string) string {
+	return strings.Replace(cell, "<table:table-cell ", `<table:table-cell table:style-name="`+style+`" `, 1)
+}
+
+func merged(cell string, cols int) string {
+	return strings.Replace(cell, "<table:table-cell ", fmt.Sprintf(`<table:table-cell table:number-columns-spanned="%d" table:number-rows-spanned="1" `, cols), 1) +
+		strings.Repeat("<table:covered-table-cell/>", cols-1)
+}
+
+func TestCheckCell(t *testing.T) {
+	files := convert(t, "xlsx", map[string]string{
+		"cells.fods": fods(cellStyles,
+			tbl("Sheet1", row(num("191.66666")), row(str("x"), num("2"), num("3"))),
+			tbl("Sheet2",
+				row(merged(styled("ce1", str("Investment Summary")), 3), str("after")),
+				row(styled("ce2", str("red")), str("plain")))),
+	})
+	f := files["cells"]
+	check := func(sheet any, coord string, props map[string]any) map[string]any {
+		return rules(map[string]any{"type": "check_cell", "sheet_idx": sheet, "coordinate": coord, "props": props})
+	}
+	rule := func(method string, ref any) map[string]any { return map[string]any{"method": method, "ref": ref} }
+	tests := []struct {
+		name string
+		opts map[string]any
+		want float64
+	}{
+		{"approx value", check(0.0, "A1", map[string]any{"value": rule("approx:0.001", 191.6667)}), 1},
+		{"approx value off", check(0.0, "A1", map[string]any{"value": rule("approx:0.00001", 191.6667)}), 0},
+		{"string value", check("RNSheet2", "A1", map[string]any{"value": rule("eq", "Investment Summary")}), 1},
+		{"string value differs", check("RNSheet2", "A1", map[string]any{"value": rule("eq", "Summary")}), 0},
+		{"number is a float", check(0.0, "B2", map[string]any{"value": rule("eq", 2.0)}), 1},
+		{"empty cell is None", check(0.0, "D9", map[string]any{"value": rule("eq", nil)}), 1},
+		{"merged cell", check("RNSheet2", "B1", map[string]any{"merge": rule("eq", true)}), 1},
+		{"merge top-left is no MergedCell", check("RNSheet2", "A1", map[string]any{"merge": rule("eq", true)}), 0},
+		{"outside the merge", check("RNSheet2", "D1", map[string]any{"merge": rule("eq", false)}), 1},
+		{"fill and font", check("RNSheet2", "A1", map[string]any{
+			"bgcolor": rule("eq", "FF0000FF"), "font_color": rule("eq", "FFFFFFFF"),
+			"font_bold": rule("eq", true), "value": rule("eq", "Investment Summary")}), 1},
+		{"wrong fill", check("RNSheet2", "A1", map[string]any{"bgcolor": rule("eq", "FFFF0000")}), 0},
+		{"not bold", check("RNSheet2", "A2", map[string]any{"font_bold": rule("eq", true)}), 0},
+		{"red font", check("RNSheet2", "A2", map[string]any{"font_color": rule("eq", "FFFF0000")}), 1},
+		// A font without a colour makes openpyxl raise, which check_cell
+		// catches: the colour reads as None.
+		{"font without colour", check("RNSheet2", "B2", map[string]any{"font_color": rule("eq", nil)}), 1},
+		{"regex", check("RNSheet2", "B2", map[string]any{"value": rule("re.I", "^PLA")}), 1},
+		// Ordering None raises in Python; the metric scores 0.
+		{"ordering None", check(0.0, "Z9", map[string]any{"value": rule("lt", 3.0)}), 0},
+		{"missing sheet", check("RNNope", "A1", map[string]any{"value": rule("eq", nil)}), 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := score(t, f, nil, tt.opts); got != tt.want {
+				t.Errorf("check_cell = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestStyleAndPrintAndFuzzy(t *testing.T) {
+	red := func(c string) string { return styled("ce2", c) }
+	yellow := func(c string) string { return styled("ce3", c) }
+	files := convert(t, "xlsx", map[string]string{
+		"expected.fods": fods(cellStyles, tbl("Sheet1", row(red(num("1")), red(str("a"))), row(yellow(str("b")), str("c")))),
+		"same.fods":     fods(cellStyles, tbl("Sheet1", row(red(num("1")), red(str("a"))), row(yellow(str("b")), str("c")))),
+		"fill.fods":     fods(cellStyles, tbl("Sheet1", row(red(num("1")), red(str("a"))), row(str("b"), str("c")))),
+		"fuzzy.fods": fods("", tbl("Sheet1",
+			row(str("Name"), str("Street"), str("Phone")),
+			row(str(" Ann "), str("12 Main Rd"), str("+1 (555) 123-4567")),
+			row(str("Bob"), str("3 High St"), str("555 987"))),
+		),
+		"fuzzygold.fods": fods("", tbl("Sheet1",
+			row(str("name"), str("street"), str("phone")),
+			row(str("Ann"), str("12 main road"), str("15551234567")),
+			row(str("Bob"), str("3 High Street"), str("555987"))),
+		),
+	})
+	csvDir := t.TempDir()
+	writeCSV := func(name, body string) string {
+		p := csvDir + "/" + name
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	// sheet_print reads the CSV export beside each workbook, which must
+	// itself load.
+	book, err := os.ReadFile(files["same"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeCSV = func(name, body string) string {
+		p := csvDir + "/" + name
+		if strings.HasSuffix(name, ".xlsx") {
+			body = string(book)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	resX := writeCSV("res.xlsx", "")
+	writeCSV("res-Sheet1.csv", "a,1.50\r\nb,2.00\r\n\r\n")
+	goldX := writeCSV("gold.xlsx", "")
+	writeCSV("gold-Sheet1.csv", "a,1.50\nb,2.00\n")
+	otherX := writeCSV("other.xlsx", "")
+	writeCSV("other-Sheet1.csv", "A,1.5\nB,2\n")
+	upperX := writeCSV("upper.xlsx", "")
+	writeCSV("upper-Sheet1.csv", "A,1.50\nB,2.00\n")
+	style := func(props ...any) map[string]any {
+		return rules(map[string]any{"type": "style", "sheet_idx0": 0.0, "sheet_idx1": "EI0", "props": props})
+	}
+	print := func(ic bool) map[string]any {
+		return rules(map[string]any{"type": "sheet_print", "sheet_idx0": "RNSheet1", "sheet_idx1": "ENSheet1", "ignore_case": ic})
+	}
+	fuzzy := func(rls ...any) map[string]any {
+		return rules(map[string]any{"type": "sheet_fuzzy", "sheet_idx0": "RNSheet1", "sheet_idx1": "ENSheet1", "rules": rls})
+	}
+	tests := []struct {
+		name             string
+		result, expected string
+		opts             map[string]any
+		want             float64
+	}{
+		{"same fills", files["same"], files["expected"], style("bgcolor"), 1},
+		{"missing fill", files["fill"], files["expected"], style("bgcolor"), 0},
+		{"fill type", files["fill"], files["expected"], style("fill_type"), 1},
+		// Cells whose font has no colour make openpyxl raise.
+		{"font colour raises", files["same"], files["expected"], style("font_color"), 0},
+		{"print same", resX, goldX, print(false), 1},
+		{"print differs", otherX, goldX, print(false), 0},
+		{"print ignore case", upperX, goldX, print(true), 1},
+		{"print case differs", upperX, goldX, print(false), 0},
+		{"print csv missing", goldX + ".nope", goldX, print(false), 0},
+		{"fuzzy exact", files["fuzzy"], files["fuzzygold"], fuzzy(
+			map[string]any{"range": []any{"A3:A3"}, "type": "exact_match"}), 1},
+		{"fuzzy trims", files["fuzzy"], files["fuzzygold"], fuzzy(
+			map[string]any{"range": []any{"A2:A3"}, "type": "exact_match", "trim_leadings": " ", "trim_trailings": " "}), 1},
+		{"fuzzy untrimmed", files["fuzzy"], files["fuzzygold"], fuzzy(
+			map[string]any{"range": []any{"A2:A3"}, "type": "exact_match"}), 0},
+		{"fuzzy header includes", files["fuzzy"], files["fuzzygold"], fuzzy(
+			map[string]any{"range": []any{"A1:C1"}, "type": "includes", "ignore_case": true}), 1},
+		{"fuzzy ratio", files["fuzzy"], files["fuzzygold"], fuzzy(
+			map[string]any{"range": []any{"B2:B3"}, "type": "fuzzy_match", "threshold": 85.0,
+				"normalization": []any{[]any{"Rd", "Road"}, []any{"St", "Street"}}, "ignore_case": true}), 1},
+		{"fuzzy ratio strict", files["fuzzy"], files["fuzzygold"], fuzzy(
+			map[string]any{"range": []any{"B2:B3"}, "type": "fuzzy_match", "threshold": 99.0, "ignore_case": true}), 0},
+		{"fuzzy ignore chars", files["fuzzy"], files["fuzzygold"], fuzzy(
+			map[string]any{"range": []any{"C2:C3"}, "type": "includes", "trim_leadings": "+ ", "ignore_chars": " ()-"}), 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := score(t, tt.result, tt.expected, tt.opts); got != tt.want {
+				t.Errorf("compare_table = %v, want %v", got, tt.want)
 			}
 		})
 	}
