@@ -32,28 +32,46 @@ func fuzzRatio(a, b string) (float64, error) {
 // lcsLength is the length of the longest common subsequence, by the
 // bit-parallel algorithm of Allison and Dix (Hyyrö's form) that rapidfuzz
 // uses: one bit per character of a, one pass per character of b.
+//
+// A character's match vector is kept whole only when it is frequent in a:
+// the rare ones are set from their positions for each step and cleared
+// after, so that a text of many distinct characters cannot make the
+// vectors' memory quadratic.
 func lcsLength(a, b []rune) int {
 	if len(a) == 0 || len(b) == 0 {
 		return 0
 	}
 	words := (len(a) + 63) / 64
-	masks := map[rune][]uint64{}
+	positions := map[rune][]int{}
 	for i, r := range a {
-		m, ok := masks[r]
-		if !ok {
-			m = make([]uint64, words)
-			masks[r] = m
-		}
-		m[i/64] |= 1 << (i % 64)
+		positions[r] = append(positions[r], i)
 	}
+	dense := map[rune][]uint64{}
+	for r, pos := range positions {
+		if len(pos)*8 >= words {
+			m := make([]uint64, words)
+			for _, i := range pos {
+				m[i/64] |= 1 << (i % 64)
+			}
+			dense[r] = m
+		}
+	}
+	scratch := make([]uint64, words)
 	v := make([]uint64, words)
 	for i := range v {
 		v[i] = ^uint64(0)
 	}
 	for _, r := range b {
-		m, ok := masks[r]
+		pos, ok := positions[r]
 		if !ok {
 			continue
+		}
+		m, isDense := dense[r]
+		if !isDense {
+			m = scratch
+			for _, i := range pos {
+				m[i/64] |= 1 << (i % 64)
+			}
 		}
 		// V' = (V + (V & M)) | (V & ^M), the addition carrying across
 		// words.
@@ -63,6 +81,11 @@ func lcsLength(a, b []rune) int {
 			sum, c := bits.Add64(v[i], u, carry)
 			carry = c
 			v[i] = sum | (v[i] &^ m[i])
+		}
+		if !isDense {
+			for _, i := range pos {
+				m[i/64] = 0
+			}
 		}
 	}
 	zeros := 0

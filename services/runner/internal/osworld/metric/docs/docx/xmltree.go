@@ -18,7 +18,9 @@ const (
 
 // node is one element of a parsed XML part, or a text node (Local "" and
 // Text set). Mixed content keeps its order, since lxml's .text (used by
-// python-docx for w:t) is only the text before the first child element.
+// python-docx for w:t) is only the text before the first child element;
+// adjacent text nodes (text around CDATA or entities) are not merged, so
+// readers concatenate them.
 type node struct {
 	Space, Local string
 	Attr         []xml.Attr
@@ -65,10 +67,6 @@ func parseXML(data []byte) (*node, error) {
 			cur = cur.Parent
 		case xml.CharData:
 			if cur == root {
-				continue
-			}
-			if k := len(cur.Kids); k > 0 && cur.Kids[k-1].Local == "" {
-				cur.Kids[k-1].Text += string(t)
 				continue
 			}
 			cur.Kids = append(cur.Kids, &node{Text: string(t), Parent: cur})
