@@ -11,7 +11,7 @@ import (
 // a11yNamespaces are the prefixes OSWorld's accessibility trees use for
 // attribute namespaces, per guest OS (metrics/general.py).
 var a11yNamespaces = map[string]map[string]string{
-	"ubuntu": a11yNS("ubuntu", "st", "attr", "cp", "doc", "docattr", "txt", "val", "act"),
+	"ubuntu":  a11yNS("ubuntu", "st", "attr", "cp", "doc", "docattr", "txt", "val", "act"),
 	"windows": a11yNS("windows", "st", "attr", "cp", "doc", "docattr", "txt", "val", "act", "class"),
 	"macos":   a11yNS("macos", "st", "attr", "cp", "doc", "txt", "val", "act", "role"),
 }

@@ -117,7 +117,6 @@ func SplitLines(s string) []string {
 	return l
 }
 
-
 // The metrics of OSWorld's metrics/general.py. Where the Python raises on
 // an input the agent produced (a result that is not JSON, a list where a
 // string was due), the metric scores 0, as the function's own exception

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -361,9 +362,9 @@ func metricPythonTestSuite(result, expected any, _ bool, opts map[string]any) (f
 	if err := add(testPath); err != nil {
 		return 0, err
 	}
-	python, err := exec.LookPath("python3")
+	python, err := debianPython()
 	if err != nil {
-		return 0, fmt.Errorf("check_python_file_by_test_suite: python3: %w", err)
+		return 0, fmt.Errorf("check_python_file_by_test_suite: %w", err)
 	}
 	mark := fmt.Sprintf("OSWORLD-TEST-SCORE-%d:", time.Now().UnixNano())
 	filesJSON, err := json.Marshal(files)
@@ -388,6 +389,17 @@ func metricPythonTestSuite(result, expected any, _ bool, opts map[string]any) (f
 		return 0, fmt.Errorf("check_python_file_by_test_suite: score %q: %w", line, err)
 	}
 	return score, nil
+}
+
+// debianPython is the interpreter the sandbox runs, as the py
+// environment picks it: Debian's /usr/bin/python3 (which the sandbox's
+// unprivileged user can execute, unlike a per-user install), else python3
+// on PATH.
+func debianPython() (string, error) {
+	if _, err := os.Stat("/usr/bin/python3"); err == nil {
+		return "/usr/bin/python3", nil
+	}
+	return exec.LookPath("python3")
 }
 
 // testDriver writes the files into the sandbox's directory, silences the
