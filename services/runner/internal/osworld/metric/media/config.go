@@ -244,11 +244,12 @@ func metricGIMPConfigStatus(result, expected any, _ bool, _ map[string]any) (flo
 				return 1, nil
 			}
 		case []any:
-			if len(k) == 2 {
+			if len(k) == 2 && items[0] == k[0] {
 				if len(items) < 2 {
+					// items[1] raises in OSWorld.
 					return 0, nil
 				}
-				if items[0] == k[0] && items[1] == k[1] && items[len(items)-1] == value {
+				if items[1] == k[1] && items[len(items)-1] == value {
 					return 1, nil
 				}
 			}
