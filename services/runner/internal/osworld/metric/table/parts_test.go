@@ -1,0 +1,194 @@
+package table
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/xuri/excelize/v2"
+)
+
+// book writes a workbook with excelize: a small sales table on Sheet1,
+// then whatever build adds.
+func book(t *testing.T, name string, build func(f *excelize.File)) string {
+	t.Helper()
+	f := excelize.NewFile()
+	defer f.Close()
+	rows := [][]any{
+		{"Region", "Product", "Sales", "Status"},
+		{"East", "Pen", 10, "Pass"},
+		{"West", "Pen", 20, "Fail"},
+		{"East", "Ink", 30, "Held"},
+		{"West", "Ink", 40, "Pass"},
+	}
+	for i, r := range rows {
+		cell, _ := excelize.CoordinatesToCellName(1, i+1)
+		if err := f.SetSheetRow("Sheet1", cell, &r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if build != nil {
+		build(f)
+	}
+	p := filepath.Join(t.TempDir(), name+".xlsx")
+	if err := f.SaveAs(p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSheetProperties(t *testing.T) {
+	freeze := func(x, y int, cell string) func(f *excelize.File) {
+		return func(f *excelize.File) {
+			must(t, f.SetPanes("Sheet1", &excelize.Panes{Freeze: true, XSplit: x, YSplit: y, TopLeftCell: cell, ActivePane: "bottomRight"}))
+		}
+	}
+	zoom := func(z float64) func(f *excelize.File) {
+		return func(f *excelize.File) { must(t, f.SetSheetView("Sheet1", 0, &excelize.ViewOptions{ZoomScale: &z})) }
+	}
+	list := func(sqref string, items ...string) func(f *excelize.File) {
+		return func(f *excelize.File) {
+			dv := excelize.NewDataValidation(true)
+			dv.Sqref = sqref
+			must(t, dv.SetDropList(items))
+			must(t, f.AddDataValidation("Sheet1", dv))
+		}
+	}
+	hide := func(rows ...int) func(f *excelize.File) {
+		return func(f *excelize.File) {
+			for _, r := range rows {
+				must(t, f.SetRowVisible("Sheet1", r, false))
+			}
+		}
+	}
+	plain := book(t, "plain", nil)
+	frozen := book(t, "frozen", freeze(1, 1, "B2"))
+	// The same frozen split scrolled elsewhere: topLeftCell differs.
+	scrolled := book(t, "scrolled", freeze(1, 1, "C40"))
+	frozenCol := book(t, "frozenCol", freeze(2, 0, "C1"))
+	zoomed := book(t, "zoomed", zoom(250))
+	big := book(t, "big", zoom(300))
+	dvGood := book(t, "dvGood", list("D2:D29", "Pass", "Fail", "Held"))
+	dvShort := book(t, "dvShort", list("D2:D10", "Pass", "Fail", "Held"))
+	dvItems := book(t, "dvItems", list("D2:D29", "Pass", "Fail"))
+	hidden := book(t, "hidden", hide(3, 5))
+	hiddenOther := book(t, "hiddenOther", hide(3))
+
+	freezeRule := rules(map[string]any{"type": "freeze", "sheet_idx0": 0.0, "sheet_idx1": "EI0"})
+	zoomRule := rules(map[string]any{"type": "zoom", "sheet_idx": 0.0, "method": "lt", "ref": 260.0})
+	dvRule := rules(map[string]any{"type": "data_validation", "sheet_idx": 0.0, "dv_props": []any{map[string]any{
+		"ranges":   map[string]any{"method": "spreadsheet_range", "ref": []any{"D2:D29", "D1:D1048576"}},
+		"type":     map[string]any{"method": "eq", "ref": "list"},
+		"formula1": map[string]any{"method": "str_set_eq", "ref": []any{"Pass", "Fail", "Held"}},
+	}}})
+	rowRule := rules(map[string]any{"type": "row_props", "sheet_idx0": 0.0, "sheet_idx1": "EI0", "props": []any{"hidden"}})
+	tests := []struct {
+		name             string
+		result, expected string
+		opts             map[string]any
+		want             float64
+	}{
+		{"freeze same", frozen, frozen, freezeRule, 1},
+		{"freeze scrolled", scrolled, frozen, freezeRule, 1},
+		{"freeze other split", frozenCol, frozen, freezeRule, 0},
+		{"no freeze", plain, frozen, freezeRule, 0},
+		{"zoom below", zoomed, "", zoomRule, 1},
+		{"zoom above", big, "", zoomRule, 0},
+		{"zoom default 100", plain, "", zoomRule, 1},
+		{"validation", dvGood, "", dvRule, 1},
+		{"validation range too short", dvShort, "", dvRule, 0},
+		{"validation items", dvItems, "", dvRule, 0},
+		// Fewer validations than dv_props fails before any is matched.
+		{"no validation", plain, "", dvRule, 0},
+		{"hidden rows", hidden, hidden, rowRule, 1},
+		{"other hidden rows", hiddenOther, hidden, rowRule, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var exp any
+			if tt.expected != "" {
+				exp = tt.expected
+			}
+			if got := score(t, tt.result, exp, tt.opts); got != tt.want {
+				t.Errorf("compare_table = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestChartsAndPivots(t *testing.T) {
+	chart := func(typ excelize.ChartType, title, values string) func(f *excelize.File) {
+		return func(f *excelize.File) {
+			must(t, f.AddChart("Sheet1", "F1", &excelize.Chart{
+				Type:   typ,
+				Series: []excelize.ChartSeries{{Name: "Sheet1!$C$1", Categories: "Sheet1!$A$2:$A$5", Values: values}},
+				Title:  excelize.ChartTitle{Paragraph: []excelize.RichTextRun{{Text: title}}},
+			}))
+		}
+	}
+	pivot := func(rows, cols []string, data string) func(f *excelize.File) {
+		return func(f *excelize.File) {
+			_, err := f.NewSheet("Sheet2")
+			must(t, err)
+			var rs, cs []excelize.PivotTableField
+			for _, r := range rows {
+				rs = append(rs, excelize.PivotTableField{Data: r})
+			}
+			for _, c := range cols {
+				cs = append(cs, excelize.PivotTableField{Data: c})
+			}
+			must(t, f.AddPivotTable(&excelize.PivotTableOptions{
+				DataRange: "Sheet1!A1:C5", PivotTableRange: "Sheet2!A1:E12",
+				Rows: rs, Columns: cs, Data: []excelize.PivotTableField{{Data: data, Subtotal: "Sum"}},
+				RowGrandTotals: true, ColGrandTotals: true, ShowRowHeaders: true,
+			}))
+		}
+	}
+	colChart := book(t, "col", chart(excelize.Col, "Sales", "Sheet1!$C$2:$C$5"))
+	colChart2 := book(t, "col2", chart(excelize.Col, "Sales", "Sheet1!$C$2:$C$5"))
+	barChart := book(t, "bar", chart(excelize.Bar, "Sales", "Sheet1!$C$2:$C$5"))
+	lineChart := book(t, "line", chart(excelize.Line, "Sales", "Sheet1!$C$2:$C$5"))
+	retitled := book(t, "retitled", chart(excelize.Col, "Totals", "Sheet1!$C$2:$C$5"))
+	otherData := book(t, "otherData", chart(excelize.Col, "Sales", "Sheet1!$C$2:$C$4"))
+	noChart := book(t, "noChart", nil)
+	pv := book(t, "pivot", pivot([]string{"Region"}, []string{"Product"}, "Sales"))
+	pvSame := book(t, "pivotSame", pivot([]string{"Region"}, []string{"Product"}, "Sales"))
+	pvSwapped := book(t, "pivotSwapped", pivot([]string{"Product"}, []string{"Region"}, "Sales"))
+
+	chartRule := func(props ...any) map[string]any {
+		return rules(map[string]any{"type": "chart", "sheet_idx0": 0.0, "sheet_idx1": "EI0", "chart_props": props})
+	}
+	pivotRule := rules(map[string]any{"type": "pivot_table", "sheet_idx0": "RNSheet2", "sheet_idx1": "ENSheet2",
+		"pivot_props": []any{"col_fields", "filter", "row_fields", "data_fields"}})
+	tests := []struct {
+		name             string
+		result, expected string
+		opts             map[string]any
+		want             float64
+	}{
+		{"same chart", colChart2, colChart, chartRule("type", "title"), 1},
+		{"other type", lineChart, colChart, chartRule("type"), 0},
+		{"bar direction", barChart, colChart, chartRule("type", "direction"), 0},
+		{"column direction", colChart2, colChart, chartRule("type", "direction"), 1},
+		{"other title", retitled, colChart, chartRule("type", "title"), 0},
+		{"title not asked", retitled, colChart, chartRule("type"), 1},
+		{"other series", otherData, colChart, chartRule("type"), 0},
+		{"no chart", noChart, colChart, chartRule("type"), 0},
+		{"same pivot", pvSame, pv, pivotRule, 1},
+		{"swapped pivot", pvSwapped, pv, pivotRule, 0},
+		{"no pivot", noChart, pv, pivotRule, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := score(t, tt.result, tt.expected, tt.opts); got != tt.want {
+				t.Errorf("compare_table = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
