@@ -55,9 +55,9 @@ func (g *chromeGuest) Execute(_ context.Context, command any, shell, _ bool) (gu
 }
 
 func (g *chromeGuest) ExecuteWithVerification(context.Context, map[string]any) error { return nil }
-func (g *chromeGuest) Launch(context.Context, any, bool) error                      { return nil }
-func (g *chromeGuest) OpenFile(context.Context, string) error                       { return nil }
-func (g *chromeGuest) Window(context.Context, string, string, bool, bool) error     { return nil }
+func (g *chromeGuest) Launch(context.Context, any, bool) error                       { return nil }
+func (g *chromeGuest) OpenFile(context.Context, string) error                        { return nil }
+func (g *chromeGuest) Window(context.Context, string, string, bool, bool) error      { return nil }
 
 func (g *chromeGuest) Upload(_ context.Context, p string, data []byte) error {
 	p = g.local(p)
@@ -266,7 +266,9 @@ func TestChromeTabsStepsGettersMetrics(t *testing.T) {
 	if score != 0 {
 		t.Errorf("check_history_deleted after update_browse_history added youtube = %v, details %v", score, details)
 	}
-	if !slices.ContainsFunc(g.shells, func(c string) bool { return strings.HasPrefix(c, "sudo chown -R user:user ") && strings.HasSuffix(c, "/Default/History") }) {
+	if !slices.ContainsFunc(g.shells, func(c string) bool {
+		return strings.HasPrefix(c, "sudo chown -R user:user ") && strings.HasSuffix(c, "/Default/History")
+	}) {
 		t.Errorf("update_browse_history did not hand History back to the user: %q", g.shells)
 	}
 }
