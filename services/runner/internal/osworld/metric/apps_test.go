@@ -392,3 +392,42 @@ func mkdir(t *testing.T, dir, name string) string {
 	}
 	return name
 }
+
+// TestBadInputs gives every metric missing, empty, huge, binary and
+// mistyped inputs: none may panic, and a score is always in [0, 1].
+func TestBadInputs(t *testing.T) {
+	dir := t.TempDir()
+	huge := filepath.Join(dir, "huge")
+	f, err := os.Create(huge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Sparse: past MaxFile without writing it.
+	if err := f.Truncate(MaxFile + 1); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	binary := write(t, dir, "binary", "\x00\xff\xfePK\x03\x04\x89PNG\r\n\x1a\n\xc3\x28")
+	empty := write(t, dir, "empty", "")
+	inputs := []any{nil, "", filepath.Join(dir, "missing"), huge, binary, empty, 42.0, true,
+		[]any{nil, huge}, map[string]any{"children": "x"}, "/dev/zero"}
+	expecteds := []any{nil, map[string]any{}, map[string]any{"expected": nil, "expect": 1.0, "rules": "x", "sql": "SELECT 1"},
+		binary, []any{map[string]any{}}, "x"}
+	for name, spec := range General() {
+		for _, res := range inputs {
+			for _, exp := range expecteds {
+				func() {
+					defer func() {
+						if r := recover(); r != nil {
+							t.Errorf("%s(%#v, %#v) panicked: %v", name, res, exp, r)
+						}
+					}()
+					got, err := spec.Fn(res, exp, exp != nil, map[string]any{})
+					if err == nil && (got < 0 || got > 1) {
+						t.Errorf("%s(%#v, %#v) = %v, outside [0, 1]", name, res, exp, got)
+					}
+				}()
+			}
+		}
+	}
+}

@@ -274,11 +274,15 @@ func metricDirectJSON(result, expected any, _ bool, _ map[string]any) (float64, 
 			return 0, nil
 		}
 	}
+	if len(exp) == 0 {
+		// OSWorld's loops have no key to read from the result.
+		return 1, nil
+	}
 	res, ok := pyDict(result)
 	if !ok {
 		return 0, nil
 	}
-	inResult, _ := r["expect_in_result"]
+	inResult := r["expect_in_result"]
 	if !pyTruthy(inResult) {
 		// OSWorld looks for ignore_list_order among the expected keys (not
 		// in the rules, where one task puts it): keep that.
@@ -434,18 +438,18 @@ func metricCheckList(result, expected any, _ bool, _ map[string]any) (float64, e
 	if err != nil {
 		return 0, err
 	}
+	text, ok, err := ReadPyText(result)
+	if errors.Is(err, errUndecodable) || !ok {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
 	exp, err := compilePatterns(Strings(r["expect"]))
 	if err != nil {
 		return 0, err
 	}
 	unexp, err := compilePatterns(Strings(r["unexpect"]))
-	if err != nil {
-		return 0, err
-	}
-	text, ok, err := ReadPyText(result)
-	if errors.Is(err, errUndecodable) || !ok {
-		return 0, nil
-	}
 	if err != nil {
 		return 0, err
 	}
@@ -584,8 +588,8 @@ func metricCheckJSON(result, expected any, _ bool, opts map[string]any) (float64
 	}
 	match := true
 	for _, rule := range rules("expect") {
-		v, found := lookupKeys(data, rule["key"])
-		if !found {
+		v, st := lookupKeys(data, rule["key"])
+		if st != keyFound {
 			return 0, nil
 		}
 		if match {
@@ -597,7 +601,10 @@ func metricCheckJSON(result, expected any, _ bool, opts map[string]any) (float64
 		}
 	}
 	for _, rule := range rules("unexpect") {
-		v, _ := lookupKeys(data, rule["key"])
+		v, st := lookupKeys(data, rule["key"])
+		if st == keyOutOfRange {
+			return 0, nil
+		}
 		if match {
 			m, err := MatchValueToRule(v, rule)
 			if err != nil {
@@ -609,41 +616,68 @@ func metricCheckJSON(result, expected any, _ bool, opts map[string]any) (float64
 	return Bool(match), nil
 }
 
-// lookupKeys walks a key path (dict keys, list indices) as value[k] does;
-// found is false where Python raises.
-func lookupKeys(v any, keys any) (any, bool) {
+// keyLookup is how a key path walk ended.
+type keyLookup int
+
+const (
+	keyFound keyLookup = iota
+	// keyMissing is Python's KeyError or TypeError (a key of the wrong
+	// type, a value that cannot be indexed).
+	keyMissing
+	// keyOutOfRange is Python's IndexError, which check_json's unexpect
+	// loop does not catch where it catches the others.
+	keyOutOfRange
+)
+
+// lookupKeys walks a key path (dict keys, list indices, characters of a
+// string) as value[k] does.
+func lookupKeys(v any, keys any) (any, keyLookup) {
 	l, ok := pyList(keys)
 	if !ok {
-		return nil, false
+		return nil, keyMissing
+	}
+	index := func(n int, k any) (int, keyLookup) {
+		f, ok := k.(float64)
+		if !ok || f != math.Trunc(f) {
+			return 0, keyMissing
+		}
+		i := int(f)
+		if i < 0 {
+			i += n
+		}
+		if i < 0 || i >= n {
+			return 0, keyOutOfRange
+		}
+		return i, keyFound
 	}
 	for _, k := range l {
 		switch c := v.(type) {
 		case map[string]any:
 			s, ok := k.(string)
 			if !ok {
-				return nil, false
+				return nil, keyMissing
 			}
 			if v, ok = c[s]; !ok {
-				return nil, false
+				return nil, keyMissing
 			}
 		case []any:
-			n, ok := k.(float64)
-			if !ok || n != float64(int(n)) {
-				return nil, false
-			}
-			i := int(n)
-			if i < 0 {
-				i += len(c)
-			}
-			if i < 0 || i >= len(c) {
-				return nil, false
+			i, st := index(len(c), k)
+			if st != keyFound {
+				return nil, st
 			}
 			v = c[i]
+		case string:
+			rs := []rune(c)
+			i, st := index(len(rs), k)
+			if st != keyFound {
+				return nil, st
+			}
+			v = string(rs[i])
 		default:
-			return nil, false
+			return nil, keyMissing
 		}
 	}
-	return v, true
+	return v, keyFound
 }
 
 // yamlToJSON turns a decoded YAML value into the JSON shapes metrics
