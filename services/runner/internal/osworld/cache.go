@@ -2,6 +2,7 @@ package osworld
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -93,8 +94,9 @@ func linkOrCopy(src, dst string, limit int64) error {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return err
 	}
-	tmp := filepath.Join(filepath.Dir(dst), ".link-"+filepath.Base(dst))
-	_ = os.Remove(tmp)
+	// A name of its own: two episodes of one task share its cache
+	// directory.
+	tmp := filepath.Join(filepath.Dir(dst), ".link-"+rand.Text())
 	if err := os.Link(src, tmp); err == nil {
 		if err := os.Rename(tmp, dst); err != nil {
 			os.Remove(tmp)

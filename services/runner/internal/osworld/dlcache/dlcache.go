@@ -173,14 +173,14 @@ func (c *Cache) Get(ctx context.Context, url string) (string, error) {
 	if !strings.HasPrefix(url, "http://") && !strings.HasPrefix(url, "https://") {
 		return "", fmt.Errorf("download %s: only http and https URLs are fetched", url)
 	}
+	if c.Dir == "" {
+		return "", fmt.Errorf("download %s: the download cache has no directory", url)
+	}
 	if p, _, ok := c.Lookup(url); ok {
 		return p, nil
 	}
 	if c.Offline {
 		return "", fmt.Errorf("download %s: %w", url, ErrNotCached)
-	}
-	if c.Dir == "" {
-		return "", fmt.Errorf("download %s: the download cache has no directory", url)
 	}
 	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
 		return "", fmt.Errorf("download cache: %w", err)
@@ -372,11 +372,11 @@ func (c *Cache) writeRecord(e Entry) error {
 // already; it reports whether it stored it. Used by Import, and by whoever
 // has a file from elsewhere (a mirror).
 func (c *Cache) Put(ctx context.Context, url, src string) (bool, error) {
-	if _, _, ok := c.Lookup(url); ok {
-		return false, nil
-	}
 	if c.Dir == "" {
 		return false, fmt.Errorf("put %s: the download cache has no directory", url)
+	}
+	if _, _, ok := c.Lookup(url); ok {
+		return false, nil
 	}
 	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
 		return false, fmt.Errorf("download cache: %w", err)
