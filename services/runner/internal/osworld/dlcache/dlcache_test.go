@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -294,5 +295,44 @@ func TestImport(t *testing.T) {
 	}
 	if _, err := c.Import(context.Background(), osw, []Source{{TaskID: "..", Name: "passwd", URL: dl + "2"}}); err == nil {
 		t.Errorf("Import of a source outside the folder succeeded")
+	}
+}
+
+// TestHelperGet is not a test: TestProcessesDownloadOnce runs the test
+// binary as a second runner process that fetches one URL.
+func TestHelperGet(t *testing.T) {
+	dir, u := os.Getenv("DLCACHE_HELPER_DIR"), os.Getenv("DLCACHE_HELPER_URL")
+	if dir == "" {
+		t.Skip("helper process only")
+	}
+	if _, err := (&Cache{Dir: dir}).Get(context.Background(), u); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestProcessesDownloadOnce: runners are processes sharing Dir; the file
+// lock makes one of them download.
+func TestProcessesDownloadOnce(t *testing.T) {
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(300 * time.Millisecond)
+		_, _ = w.Write([]byte("shared"))
+	})
+	dir, u := t.TempDir(), srv.URL+"/across.bin"
+	var cmds []*exec.Cmd
+	for range 3 {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperGet$", "-test.count=1")
+		cmd.Env = append(os.Environ(), "DLCACHE_HELPER_DIR="+dir, "DLCACHE_HELPER_URL="+u)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds = append(cmds, cmd)
+	}
+	for _, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("helper process: %v", err)
+		}
+	}
+	if got := srv.count("/across.bin"); got != 1 {
+		t.Errorf("3 processes made %d requests, want 1", got)
 	}
 }
