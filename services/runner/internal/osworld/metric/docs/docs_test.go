@@ -93,9 +93,14 @@ func writeCorrupt(t *testing.T, dir string) {
 func TestDocumentMetrics(t *testing.T) {
 	dir := fixtures(t)
 	writeCorrupt(t, dir)
+	runMetricCases(t, dir, documentCases())
+}
+
+// documentCases are the metric cases over the document fixtures.
+func documentCases() []metricCase {
 	const cdf = "compare_docx_files"
 	b := func(k string, v any) map[string]any { return map[string]any{k: v} }
-	tests := []metricCase{
+	return []metricCase{
 		{"same text other formatting", cdf, "@text1.docx", "@text1fmt.docx", nil, 1, false},
 		{"different text", cdf, "@text1.docx", "@text1diff.docx", nil, 0, false},
 		{"blanks ignored by default", cdf, "@text1spaces.docx", "@text1.docx", nil, 1, false},
@@ -207,7 +212,6 @@ func TestDocumentMetrics(t *testing.T) {
 		{"text differs", "check_highlighted_words", "@text1.odt", "@plain.odt", nil, 0, false},
 		{"docx pair", "check_highlighted_words", "@text1.docx", "@text1.docx", nil, 0, false},
 	}
-	runMetricCases(t, dir, tests)
 }
 
 func TestFindDefaultFont(t *testing.T) {
