@@ -207,8 +207,14 @@ func metricIncludeExclude(result, expected any, _ bool, _ map[string]any) (float
 	if err != nil {
 		return 0, err
 	}
-	inc, _ := pyList(r["include"])
-	exc, _ := pyList(r["exclude"])
+	inc, err := pyIter(r["include"])
+	if err != nil {
+		return 0, nil
+	}
+	exc, err := pyIter(r["exclude"])
+	if err != nil {
+		return 0, nil
+	}
 	for _, e := range inc {
 		if in, err := PyIn(e, result); err != nil || !in {
 			return 0, nil
@@ -769,17 +775,14 @@ func metricFileContains(result, expected any, _ bool, _ map[string]any) (float64
 	if err != nil || !ok {
 		return 0, nil
 	}
-	var want []any
-	switch e := r["expected"].(type) {
-	case string:
-		// Python iterates a string's characters.
-		for _, c := range e {
-			want = append(want, string(c))
-		}
-	default:
-		if want, ok = pyList(e); !ok {
-			return 0, nil
-		}
+	e, ok := r["expected"]
+	if !ok {
+		// Python's KeyError, which file_contains catches.
+		return 0, nil
+	}
+	want, err := pyIter(e)
+	if err != nil {
+		return 0, nil
 	}
 	for _, w := range want {
 		if in, err := PyIn(w, text); err != nil || !in {

@@ -156,6 +156,33 @@ func PyIn(needle, container any) (bool, error) {
 	return false, fmt.Errorf("%T is not a container: %w", container, errPyType)
 }
 
+// pyIter is what a Python for loop over v visits: a list's elements, a
+// string's characters, a dict's keys; None (a key the rules lack, which
+// OSWorld reads with a [] default) visits nothing.
+func pyIter(v any) ([]any, error) {
+	if v == nil {
+		return nil, nil
+	}
+	if s, ok := v.(string); ok {
+		var out []any
+		for _, r := range s {
+			out = append(out, string(r))
+		}
+		return out, nil
+	}
+	if l, ok := pyList(v); ok {
+		return l, nil
+	}
+	if m, ok := pyDict(v); ok {
+		out := make([]any, 0, len(m))
+		for k := range m {
+			out = append(out, k)
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("%T is not iterable: %w", v, errPyType)
+}
+
 // pyCompare is Python's ordering of two values: -1, 0 or 1; an error for
 // types Python cannot order (a str and an int, a dict).
 func pyCompare(a, b any) (int, error) {
