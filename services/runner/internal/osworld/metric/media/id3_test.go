@@ -1,0 +1,106 @@
+package media
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// ffmpegMP3 encodes a one-second tone with ffmpeg's ID3 writer.
+func ffmpegMP3(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	needTools(t, "ffmpeg")
+	p := filepath.Join(t.TempDir(), name)
+	base := []string{"-loglevel", "error", "-y", "-f", "lavfi", "-i", "sine=frequency=440:duration=1"}
+	run(t, "ffmpeg", append(append(base, args...), p)...)
+	return p
+}
+
+func TestMP3Meta(t *testing.T) {
+	v4 := ffmpegMP3(t, "v4.mp3", "-metadata", "title=Missing You", "-metadata", "artist=Cheng Xiang")
+	// ID3v2.3 from ffmpeg stores non-Latin-1 text as UTF-16 with a BOM.
+	v3 := ffmpegMP3(t, "v3.mp3", "-id3v2_version", "3", "-metadata", "title=Nights in Shanghai 夜上海", "-metadata", "artist=Zhou Xuan")
+	none := ffmpegMP3(t, "none.mp3", "-id3v2_version", "0")
+	// An ID3v1 tag only: mutagen falls back to it.
+	audio, err := os.ReadFile(none)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1 := filepath.Join(t.TempDir(), "v1.mp3")
+	tag := append([]byte("TAG"), pad("Red Daughter", 30)...)
+	tag = append(tag, pad("Chen Shaohua", 30)...)
+	tag = append(tag, pad("Album", 30)...)
+	tag = append(append(tag, "1990"...), make([]byte, 30)...)
+	tag = append(tag, 255)
+	if err := os.WriteFile(v1, append(audio, tag...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eq := func(v string) map[string]any { return map[string]any{"method": "eq", "ref": v} }
+	tests := []struct {
+		name  string
+		file  any
+		rules map[string]any
+		want  float64
+	}{
+		{"v2.4 title and artist", v4, map[string]any{"title": eq("Missing You"), "artist": eq("Cheng Xiang")}, 1},
+		{"v2.4 wrong artist", v4, map[string]any{"title": eq("Missing You"), "artist": eq("Han Baoyi")}, 0},
+		{"v2.3 UTF-16", v3, map[string]any{"title": eq("Nights in Shanghai 夜上海"), "artist": eq("Zhou Xuan")}, 1},
+		{"regex", v3, map[string]any{"title": map[string]any{"method": "re.I", "ref": "^nights"}}, 1},
+		{"absent key is empty", v4, map[string]any{"album": eq("")}, 1},
+		{"v1 only", v1, map[string]any{"title": eq("Red Daughter"), "artist": eq("Chen Shaohua"), "date": eq("1990")}, 1},
+		{"no tag raises", none, map[string]any{"title": eq("")}, 0},
+		{"missing file", filepath.Join(t.TempDir(), "x.mp3"), map[string]any{"title": eq("")}, 0},
+		{"nil", nil, map[string]any{"title": eq("")}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := metricMP3Meta(tt.file, tt.rules, true, nil)
+			if err != nil || got != tt.want {
+				t.Errorf("check_mp3_meta got %v, %v; want %v", got, err, tt.want)
+			}
+		})
+	}
+}
+
+func pad(s string, n int) []byte {
+	b := make([]byte, n)
+	copy(b, s)
+	return b
+}
+
+func TestDecodeText(t *testing.T) {
+	tests := []struct {
+		name string
+		data []byte
+		want []string
+	}{
+		{"latin-1", []byte("\x00caf\xe9"), []string{"café"}},
+		{"utf-8 values", []byte("\x03a\x00b\x00"), []string{"a", "b"}},
+		{"utf-16 BOMs", []byte("\x01\xff\xfea\x00\x00\x00\xfe\xff\x00b"), []string{"a", "b"}},
+		{"utf-16be", []byte("\x02\x00h\x00i"), []string{"hi"}},
+		{"odd utf-16", []byte("\x01\xff\xfea\x00b"), []string{"a"}},
+	}
+	for _, tt := range tests {
+		got, ok := decodeText(tt.data)
+		if !ok || !slices.Equal(got, tt.want) {
+			t.Errorf("%s: decodeText got %q, %v; want %q", tt.name, got, ok, tt.want)
+		}
+	}
+}
+
+// FuzzMP3Tags feeds arbitrary bytes to the ID3 reader: it must not panic,
+// loop or allocate past its caps.
+func FuzzMP3Tags(f *testing.F) {
+	f.Add([]byte("ID3\x04\x00\x00\x00\x00\x00\x15TIT2\x00\x00\x00\x0b\x00\x00\x03Missing You"))
+	f.Add([]byte("ID3\x03\x80\x00\x00\x00\x00\x10TPE1\x00\x00\x00\x05\x00\x00\x01\xff\xfe"))
+	f.Add([]byte("ID3\x02\x40\x00\x7f\x7f\x7f\x7fTT2\xff\xff\xff"))
+	f.Add(append(make([]byte, 10), append([]byte("TAG"), make([]byte, 125)...)...))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		frames, err := readID3(bytes.NewReader(data), int64(len(data)))
+		if err == nil && frames == nil {
+			t.Fatal("no error and no frames")
+		}
+	})
+}
