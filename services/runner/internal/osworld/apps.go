@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/guest"
 )
@@ -80,20 +79,6 @@ func (s *Session) runPython(ctx context.Context, code string) (string, error) {
 		return "", err
 	}
 	return res.Output, nil
-}
-
-// guestHome is the guest user's home directory, found as OSWorld's getters
-// find their files: os.path.expanduser in the guest.
-func (s *Session) guestHome(ctx context.Context) (string, error) {
-	out, err := s.runPython(ctx, "import os; print(os.path.expanduser('~'))")
-	if err != nil {
-		return "", fmt.Errorf("guest home directory: %w", err)
-	}
-	home := strings.TrimSpace(out)
-	if !strings.HasPrefix(home, "/") {
-		return "", fmt.Errorf("guest home directory: got %q", truncateText(home, 200))
-	}
-	return home, nil
 }
 
 // guestFile fetches a guest file; ok is false (Python's None) when the

@@ -170,7 +170,6 @@ func getShortcutsOnDesktop(ctx context.Context, s *Session, _ map[string]any) (a
 		return nil, fmt.Errorf("shortcuts_on_desktop: %w", err)
 	}
 	children, _ := tree["children"].([]any)
-	home := ""
 	out := map[string]any{}
 	for _, c := range children {
 		node, _ := c.(map[string]any)
@@ -178,12 +177,9 @@ func getShortcutsOnDesktop(ctx context.Context, s *Session, _ map[string]any) (a
 		if !strings.HasSuffix(name, ".desktop") {
 			continue
 		}
-		if home == "" {
-			if home, err = s.guestHome(ctx); err != nil {
-				return nil, fmt.Errorf("shortcuts_on_desktop: %w", err)
-			}
-		}
-		p := home + "/Desktop/" + name
+		// OSWorld joins os.path.expanduser('~') in the guest; the guest
+		// server expands "~" in /file paths the same way.
+		p := "~/Desktop/" + name
 		data, ok, err := s.guestFile(ctx, p)
 		if err != nil {
 			return nil, fmt.Errorf("shortcuts_on_desktop: %w", err)

@@ -74,7 +74,10 @@ func TestRelativeTimeMatchesOSWorld(t *testing.T) {
 func TestRelativeTimeGuestDate(t *testing.T) {
 	g, gc := newTestGuest(t)
 	g.exec = func(command any, shell bool) guest.ExecResult {
-		return guest.ExecResult{Output: "2026-11-28T23:30:00.123456+09:00\n"}
+		if fmt.Sprint(command) != "[date +%Y-%m-%dT%H:%M:%S%:z]" {
+			return guest.ExecResult{ReturnCode: 127}
+		}
+		return guest.ExecResult{Output: "2026-11-28T23:30:00+09:00\n"}
 	}
 	cfg := map[string]any{"rules": map[string]any{
 		"relativeTime": map[string]any{"from": "tomorrow"},
@@ -166,8 +169,8 @@ func TestOSGetters(t *testing.T) {
 		{name: "shortcuts", routes: map[string]http.HandlerFunc{
 			"/desktop_path":   jsonRoute(200, map[string]any{"desktop_path": "/home/user/Desktop"}),
 			"/list_directory": jsonRoute(200, map[string]any{"directory_tree": tree}),
-		}, exec: func(c any, shell bool) guest.ExecResult { return guest.ExecResult{Output: "/home/user\n"} },
-			files: map[string]string{"/home/user/Desktop/game.desktop": "[Desktop Entry]\nName=2048 Game\n"},
+		},
+			files: map[string]string{"~/Desktop/game.desktop": "[Desktop Entry]\nName=2048 Game\n"},
 			cfg:   map[string]any{"type": "shortcuts_on_desktop"}, want: map[string]any{"game.desktop": "[Desktop Entry]\nName=2048 Game\n"}},
 	}
 	for _, tt := range tests {
@@ -197,28 +200,12 @@ func TestOSGetters(t *testing.T) {
 	}
 }
 
-// homeExec answers the guest home lookup the getters make, and records
-// every command.
-func homeExec(calls *[]string, other func(c any) guest.ExecResult) func(any, bool) guest.ExecResult {
-	return func(c any, shell bool) guest.ExecResult {
-		*calls = append(*calls, fmt.Sprint(c))
-		if l, ok := c.([]any); ok && len(l) == 3 && strings.Contains(fmt.Sprint(l[2]), "expanduser('~')") {
-			return guest.ExecResult{Output: "/home/user\n"}
-		}
-		if other != nil {
-			return other(c)
-		}
-		return guest.ExecResult{}
-	}
-}
-
 func TestConfigFileGetters(t *testing.T) {
+	// The guest server expands "~" in /file paths.
 	g, gc := newTestGuest(t)
-	var calls []string
-	g.exec = homeExec(&calls, nil)
-	g.files["/home/user/.config/vlc/vlcrc"] = []byte("[qt]\nqt-bgcone=0\n")
-	g.files["/home/user/.config/GIMP/2.10/gimprc"] = []byte("(default-image-width 800)\n")
-	g.files["/home/user/.config/GIMP/2.10/sessionrc"] = []byte{}
+	g.files["~/.config/vlc/vlcrc"] = []byte("[qt]\nqt-bgcone=0\n")
+	g.files["~/.config/GIMP/2.10/gimprc"] = []byte("(default-image-width 800)\n")
+	g.files["~/.config/GIMP/2.10/sessionrc"] = []byte{}
 	s := &Session{Guest: gc, CacheDir: t.TempDir()}
 	tests := []struct {
 		cfg     map[string]any
@@ -246,7 +233,7 @@ func TestConfigFileGetters(t *testing.T) {
 			}
 		}
 	}
-	delete(g.files, "/home/user/.config/vlc/vlcrc")
+	delete(g.files, "~/.config/vlc/vlcrc")
 	if got, err := s.get(context.Background(), map[string]any{"type": "vlc_config", "dest": "vlcrc2"}); err == nil {
 		t.Errorf("vlc_config without vlcrc = %v, want an error (OSWorld raises)", got)
 	}

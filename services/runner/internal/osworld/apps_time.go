@@ -106,7 +106,10 @@ func (s *Session) relativeNow(ctx context.Context, rules map[string]any) (civil,
 		}
 		return civilOf(timeNow().In(loc)), nil
 	}
-	out, err := s.runPython(ctx, "from datetime import datetime; print(datetime.now().astimezone().isoformat())")
+	// OSWorld prints datetime.now().astimezone().isoformat() with Python in
+	// the guest; date(1) gives the same local date without needing Python.
+	res, err := s.Guest.Execute(ctx, []string{"date", "+%Y-%m-%dT%H:%M:%S%:z"}, false, false)
+	out := res.Output
 	if err != nil && !refused(err) {
 		return civil{}, err
 	}

@@ -58,13 +58,11 @@ func getVLCPlayingInfo(ctx context.Context, s *Session, cfg map[string]any) (any
 }
 
 // homeFile saves the guest file ~/<rel> to cache/<dest>; ok is false when
-// the guest does not give it.
+// the guest does not give it. OSWorld finds the path with
+// os.path.expanduser in the guest; the guest server expands "~" in /file
+// paths the same way, without needing a Python in the guest.
 func (s *Session) homeFile(ctx context.Context, rel, dest string) (local string, ok bool, err error) {
-	home, err := s.guestHome(ctx)
-	if err != nil {
-		return "", false, err
-	}
-	data, ok, err := s.guestFile(ctx, home+"/"+rel)
+	data, ok, err := s.guestFile(ctx, "~/"+rel)
 	if err != nil || !ok {
 		return "", false, err
 	}
@@ -102,11 +100,7 @@ func getGIMPConfigFile(ctx context.Context, s *Session, cfg map[string]any) (any
 	if name == "" || dest == "" {
 		return nil, fmt.Errorf("gimp_config_file: file_name and dest are required")
 	}
-	home, err := s.guestHome(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("gimp_config_file: %w", err)
-	}
-	data, ok, err := s.guestFile(ctx, home+"/.config/GIMP/2.10/"+name)
+	data, ok, err := s.guestFile(ctx, "~/.config/GIMP/2.10/"+name)
 	if err != nil {
 		return nil, fmt.Errorf("gimp_config_file: %w", err)
 	}
