@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -45,6 +46,7 @@ var (
 		"active_tab_url_parse":          getActiveTabURLParse,
 		"url_dashPart":                  getURLDashPart,
 		"url_path_parse":                getURLPathParse,
+		"active_tab_html_parse":         getActiveTabHTMLParse,
 	}
 )
 
@@ -698,4 +700,211 @@ func macysPathFacts(u string, cfg map[string]any) (any, error) {
 		out[ks] = v
 	}
 	return out, nil
+}
+
+// htmlParsePageWait bounds the wait for each tab's network to settle
+// while active_tab_html_parse looks for the active one.
+const htmlParsePageWait = 60 * time.Second
+
+// getActiveTabHTMLParse is active_tab_html_parse: it finds the open tab
+// showing the active URL (compared unquoted, without trailing slashes) and
+// reads texts from it by category (class, xpath, input, label, class&url);
+// {} when no tab shows it, nil when there is no active URL.
+func getActiveTabHTMLParse(ctx context.Context, s *Session, cfg map[string]any) (any, error) {
+	active, ok, err := activeURL(ctx, s, cfg)
+	if err != nil || !ok {
+		return nil, err
+	}
+	c, err := connectOrLaunch(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	tabs, err := c.Tabs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	norm := func(u string) string { return strings.TrimRight(pyUnquote(u), "/") }
+	var tab *chrome.Tab
+	for i := range tabs {
+		wctx, cancel := context.WithTimeout(ctx, htmlParsePageWait)
+		err := c.WaitLoaded(wctx, tabs[i].ID, 500*time.Millisecond)
+		cancel()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if err != nil {
+			continue // OSWorld skips a tab that does not settle
+		}
+		p, err := c.Info(ctx, tabs[i].ID, false)
+		if err != nil {
+			continue
+		}
+		if norm(p.URL) == norm(active) {
+			tabs[i].URL = p.URL
+			tab = &tabs[i]
+			break
+		}
+	}
+	if tab == nil {
+		return map[string]any{}, nil
+	}
+	q := func(op, sel string) []string {
+		l, err := c.Query(ctx, tab.ID, op, sel)
+		if err != nil {
+			return nil
+		}
+		return l
+	}
+	out := map[string]any{}
+	// byIndex stores texts[i] under each {"i": key} of obj ("" past the end).
+	byIndex := func(texts []string, obj any) error {
+		m, _ := obj.(map[string]any)
+		for order, key := range m {
+			i, err := strconv.Atoi(order)
+			if err != nil {
+				return fmt.Errorf("index %q is not a number", order)
+			}
+			ks, _ := key.(string)
+			if i >= 0 && i < len(texts) {
+				out[ks] = texts[i]
+			} else {
+				out[ks] = ""
+			}
+		}
+		return nil
+	}
+	objects := func(key string) map[string]any {
+		m, _ := cfg[key].(map[string]any)
+		return m
+	}
+	// othersAndMatches is class&url's check of a list of expected texts.
+	othersAndMatches := func(texts []string, want []string) {
+		for _, k := range want {
+			for _, t := range texts {
+				if strings.EqualFold(strings.ToLower(k), strings.ToLower(t)) {
+					out[strings.ToLower(k)] = true
+					break
+				}
+			}
+		}
+		for _, t := range texts {
+			other := true
+			for _, w := range want {
+				if strings.Contains(strings.ToLower(w), strings.ToLower(t)) {
+					other = false
+					break
+				}
+			}
+			if other {
+				out["is_other_exist"] = true
+				break
+			}
+		}
+		if _, ok := out["is_other_exist"]; !ok {
+			out["is_other_exist"] = false
+		}
+	}
+	switch str(cfg, "category") {
+	case "class":
+		for cls, obj := range objects("class_multiObject") {
+			if err := byIndex(q("text", "."+cls), obj); err != nil {
+				return nil, err
+			}
+		}
+		for cls, obj := range objects("class_multiObject_child") {
+			if err := byIndex(q("direct", "."+cls), obj); err != nil {
+				return nil, err
+			}
+		}
+		for cls, obj := range objects("class_multiObject_only_child") {
+			if err := byIndex(q("h3", "."+cls), obj); err != nil {
+				return nil, err
+			}
+		}
+		for cls, obj := range objects("class_multiObject_search_exist") {
+			texts := q("text", "."+cls)
+			want := toStrings(obj)
+			for _, w := range want {
+				if w != "is_other_exist" {
+					out[w] = slices.Contains(texts, w)
+				}
+			}
+			if slices.Contains(want, "is_other_exist") {
+				for _, t := range texts {
+					if !slices.Contains(want, t) {
+						out["is_other_exist"] = true
+					}
+				}
+				if _, ok := out["is_other_exist"]; !ok {
+					out["is_other_exist"] = false
+				}
+			}
+		}
+		for cls, key := range objects("class_singleObject") {
+			ks, _ := key.(string)
+			out[ks] = ""
+			if texts := q("text", "."+cls); len(texts) > 0 {
+				out[ks] = texts[0]
+			}
+		}
+	case "label":
+		for label, key := range objects("labelObject") {
+			ks, _ := key.(string)
+			out[ks] = ""
+			if l := q("label", label); len(l) > 0 {
+				out[ks] = strings.TrimSpace(l[0])
+			}
+		}
+	case "xpath":
+		for xp, key := range objects("xpathObject") {
+			ks, _ := key.(string)
+			out[ks] = ""
+			if l := q("xpath", xp); len(l) == 2 {
+				out[ks] = strings.TrimSpace(l[1])
+			}
+		}
+	case "input":
+		for xp, key := range objects("inputObject") {
+			ks, _ := key.(string)
+			out[ks] = ""
+			if l := q("value", xp); len(l) == 2 {
+				out[ks] = strings.TrimSpace(l[1])
+			}
+		}
+	case "class&url":
+		for cls, obj := range objects("class_multiObject") {
+			othersAndMatches(q("text", "."+cls), toStrings(obj))
+		}
+		for cls, obj := range objects("class_multiObject_li") {
+			othersAndMatches(q("li", "."+cls), toStrings(obj))
+		}
+		pageURL := strings.ToLower(tab.URL)
+		for _, k := range toStrings(cfg["url_include_expected"]) {
+			lk := strings.ToLower(k)
+			if _, ok := out[lk]; !ok {
+				out[lk] = strings.Contains(pageURL, lk)
+			}
+		}
+		for k, v := range objects("url_include_expected_multichoice") {
+			vs, _ := v.(string)
+			lv := strings.ToLower(vs)
+			if _, ok := out[lv]; !ok {
+				out[lv] = strings.Contains(pageURL, strings.ToLower(k))
+			}
+		}
+	}
+	// Another category reads nothing: OSWorld answers {} then.
+	return out, nil
+}
+
+func toStrings(v any) []string {
+	l, _ := v.([]any)
+	var out []string
+	for _, e := range l {
+		if s, ok := e.(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out
 }

@@ -223,6 +223,20 @@ func TestChromeTabsStepsGettersMetrics(t *testing.T) {
 		{"dash part", `{"func": "exact_match",
 			"result": {"type": "url_dashPart", "goto_prefix": "http://", "partIndex": 3, "needDeleteId": true, "returnType": "string"},
 			"expected": {"type": "rule", "rules": {"expected": "search"}}}`},
+		// active_tab_info left its tab on the active URL open, as OSWorld's
+		// does; the html-parse getter reads that tab.
+		{"html parse class", `{"func": "check_direct_json_object",
+			"result": {"type": "active_tab_html_parse", "goto_prefix": "http://", "category": "class",
+				"class_singleObject": {"cart": "item"}, "class_multiObject": {"cart": {"0": "first", "3": "missing"}}},
+			"expected": {"type": "rule", "rules": {"expected": {"item": "The Dota 2 Official Soundtrack", "first": "The Dota 2 Official Soundtrack", "missing": ""}}}}`},
+		{"html parse xpath", `{"func": "check_direct_json_object",
+			"result": {"type": "active_tab_html_parse", "goto_prefix": "http://", "category": "xpath",
+				"xpathObject": {"//div[@class='cart']": "item", "/html/body/p": "none", "//[": "bad"}},
+			"expected": {"type": "rule", "rules": {"expected": {"item": "The Dota 2 Official Soundtrack", "none": "", "bad": ""}}}}`},
+		{"html parse class&url", `{"func": "check_direct_json_object",
+			"result": {"type": "active_tab_html_parse", "goto_prefix": "http://", "category": "class&url",
+				"class_multiObject": {"cart": ["the dota 2 official soundtrack"]}, "url_include_expected": ["Music", "video"]},
+			"expected": {"type": "rule", "rules": {"expected": {"the dota 2 official soundtrack": true, "is_other_exist": false, "music": true, "video": false}}}}`},
 	} {
 		if score, details := evalTask(t, s, tt.evaluator); score != 1 {
 			t.Errorf("%s: score %v, details %v", tt.name, score, details)

@@ -353,3 +353,73 @@ func (c *Client) WaitLoaded(ctx context.Context, id target.ID, quiet time.Durati
 		return nil
 	}
 }
+
+// queryJS runs one of the element queries of OSWorld's html-parse getters
+// in the page, as its Playwright calls do: every query answers a list of
+// strings, and an invalid selector answers an empty list (the getter's
+// safely_* helpers swallow the exception).
+const queryJS = `(function(op, sel) {
+  const all = (s) => Array.from(document.querySelectorAll(s));
+  const xp = (x) => {
+    const r = document.evaluate(x, document, null, XPathResult.ORDERED_NODE_SNAPSHOT_TYPE, null);
+    const out = [];
+    for (let i = 0; i < r.snapshotLength; i++) out.push(r.snapshotItem(i));
+    return out;
+  };
+  try {
+    switch (op) {
+    case 'text':
+      return all(sel).map(e => (e.textContent || '').trim());
+    case 'direct': {
+      const els = all(sel);
+      if (!els.length) return [];
+      return Array.from(els[0].childNodes).filter(n => n.nodeType === Node.TEXT_NODE)
+        .map(n => n.textContent.trim()).filter(Boolean);
+    }
+    case 'h3':
+      return all(sel).map(e => e.querySelector('h3')).filter(Boolean).map(h => (h.textContent || '').trim());
+    case 'li':
+      return all(sel + ' li.catAllProducts').map(e => e.querySelector('span')).filter(Boolean).map(s => s.innerText.trim());
+    case 'xpath': {
+      const els = xp(sel);
+      return els.length ? [String(els.length), els[0].textContent == null ? '' : els[0].textContent] : ['0'];
+    }
+    case 'value': {
+      const els = xp(sel);
+      return els.length ? [String(els.length), els[0].value == null ? '' : String(els[0].value)] : ['0'];
+    }
+    case 'label': {
+      // Playwright's text= engine: the smallest element whose text holds
+      // sel, case-insensitively, whitespace collapsed.
+      const want = sel.toLowerCase().replace(/\s+/g, ' ').trim();
+      const norm = (e) => (e.textContent || '').toLowerCase().replace(/\s+/g, ' ');
+      let found = null;
+      for (const e of all('body, body *')) {
+        if (e.tagName === 'SCRIPT' || e.tagName === 'STYLE') continue;
+        if (norm(e).includes(want) && !Array.from(e.children).some(c => norm(c).includes(want))) { found = e; break; }
+      }
+      return found ? [found.textContent || ''] : [];
+    }
+    }
+  } catch (e) {}
+  return [];
+})`
+
+// Query runs an element query (op: text, direct, h3, li, xpath, value,
+// label) in tab id; see queryJS.
+func (c *Client) Query(ctx context.Context, id target.ID, op, sel string) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, infoTimeout)
+	defer cancel()
+	tctx, done := c.attach(ctx, id)
+	defer done()
+	args, err := json.Marshal([]string{op, sel})
+	if err != nil {
+		return nil, err
+	}
+	expr := queryJS + "(" + strings.Trim(string(args), "[]") + ")"
+	out, err := chromedp.Run(tctx, chromedp.Evaluate[[]string](expr))
+	if err != nil {
+		return nil, fmt.Errorf("chrome: query tab %s: %w", id, err)
+	}
+	return out, nil
+}
