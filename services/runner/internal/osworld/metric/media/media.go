@@ -43,6 +43,7 @@ func Metrics() metric.Table {
 		"check_play_and_exit":                       {Fn: vlcValueMetric("play-and-exit=", "expected_play_and_exit", "0")},
 		"check_qt_slider_colours":                   {Fn: metricQtSliderColours},
 		"check_global_key_play_pause":               {Fn: metricGlobalKeyPlayPause},
+		"compare_videos":                            {Fn: metricCompareVideos},
 		// others.py
 		"check_mp3_meta": {Fn: metricMP3Meta},
 		// pdf.py and chrome.py
