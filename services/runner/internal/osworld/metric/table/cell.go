@@ -32,16 +32,12 @@ func (wb *workbook) readCellValue(sheetName, coord string) any {
 	if err != nil || s == nil {
 		return nil
 	}
-	var c *xmlCell
-	for i := range s.cells {
-		if s.cells[i].ref == coord {
-			c = &s.cells[i]
-			break
-		}
-	}
-	if c == nil {
+	s.index()
+	i, ok := s.byRef[coord]
+	if !ok {
 		return nil
 	}
+	c := &s.cells[i]
 	switch c.typ {
 	case "", "n":
 		if !c.hasV {
@@ -105,8 +101,13 @@ type cellView struct {
 }
 
 func (wb *workbook) cellView(s *sheet, row, col int) cellView {
+	return wb.cellViewMerged(s, row, col, s.isMergedCell(row, col))
+}
+
+// cellViewMerged is cellView with the MergedCell test done by the caller.
+func (wb *workbook) cellViewMerged(s *sheet, row, col int, merged bool) cellView {
 	c, ok := s.cellAt(row, col)
-	v := cellView{wb: wb, s: s, c: c, present: ok, merged: s.isMergedCell(row, col)}
+	v := cellView{wb: wb, s: s, c: c, present: ok, merged: merged}
 	if v.merged {
 		// openpyxl replaces the cell by a MergedCell: no value, zero style.
 		v.present = false

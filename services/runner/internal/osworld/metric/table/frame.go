@@ -221,11 +221,10 @@ func (wb *workbook) readFrame(name string) (*frame, error) {
 		byRow[c.row] = append(byRow[c.row], c)
 		maxRow = max(maxRow, c.row)
 	}
-	var data [][]pyVal
+	data := make([][]pyVal, maxRow)
 	lastWithData := -1
 	width := 0
-	for r := 1; r <= maxRow; r++ {
-		cells := byRow[r]
+	for r, cells := range byRow {
 		last := 0
 		for _, c := range cells {
 			last = max(last, c.col)
@@ -242,13 +241,13 @@ func (wb *workbook) readFrame(name string) (*frame, error) {
 			row = row[:len(row)-1]
 		}
 		if len(row) > 0 {
-			lastWithData = r - 1
+			lastWithData = max(lastWithData, r-1)
 		}
 		width = max(width, len(row))
-		if (r)*max(width, 1) > maxGridCells {
-			return nil, fmt.Errorf("sheet %q: grid over %d cells", name, maxGridCells)
-		}
-		data = append(data, row)
+		data[r-1] = row
+	}
+	if (lastWithData+1)*width > maxGridCells {
+		return nil, fmt.Errorf("sheet %q: grid over %d cells", name, maxGridCells)
 	}
 	data = data[:lastWithData+1]
 	fr := &frame{}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric"
@@ -57,13 +58,34 @@ func (c *tableCtx) loadStyles(idx any, props []string) (map[string]any, error) {
 		return nil, errors.New("style rule over conditional formatting is not supported")
 	}
 	mr, mc := sh.maxRowCol()
-	if mr*mc > maxGridCells {
-		return nil, fmt.Errorf("sheet grid too large: %w", errPython)
+	if mr*mc > maxStyleCells {
+		return nil, fmt.Errorf("style rule over %d×%d cells", mr, mc)
 	}
 	sh.index()
+	mergedAt := map[[2]int]bool{}
+	area := 0
+	for _, m := range sh.merged {
+		area += (m.maxRow - m.minRow + 1) * (m.maxCol - m.minCol + 1)
+		if area > maxStyleCells {
+			return nil, fmt.Errorf("style rule over merged ranges of more than %d cells", maxStyleCells)
+		}
+		for row := m.minRow; row <= m.maxRow; row++ {
+			for col := m.minCol; col <= m.maxCol; col++ {
+				if row != m.minRow || col != m.minCol {
+					mergedAt[[2]int{row, col}] = true
+				}
+			}
+		}
+	}
+	// Cells the sheet does not write all have the zero style: read it once.
+	var blank []any
 	for col := 1; col <= mc; col++ {
 		for row := 1; row <= mr; row++ {
-			cv := wb.cellView(sh, row, col)
+			cv := wb.cellViewMerged(sh, row, col, mergedAt[[2]int{row, col}])
+			if !cv.present && !cv.merged && blank != nil {
+				out[colLetter(col)+strconv.Itoa(row)] = blank
+				continue
+			}
 			list := make([]any, len(props))
 			for i, p := range props {
 				v, err := cv.styleOf(p)
@@ -72,7 +94,10 @@ func (c *tableCtx) loadStyles(idx any, props []string) (map[string]any, error) {
 				}
 				list[i] = v
 			}
-			out[colLetter(col)+fmt.Sprint(row)] = list
+			if !cv.present && !cv.merged {
+				blank = list
+			}
+			out[colLetter(col)+strconv.Itoa(row)] = list
 		}
 	}
 	return out, nil

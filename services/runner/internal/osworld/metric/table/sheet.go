@@ -50,6 +50,7 @@ type sheet struct {
 	drawing  string // relationship id of <drawing>
 
 	byPos map[[2]int]int // (row, col) → last index in cells
+	byRef map[string]int // r attribute → first index in cells
 }
 
 // parseSheet reads a worksheet part in one streaming pass.
@@ -103,6 +104,9 @@ func parseSheet(b []byte) (*sheet, error) {
 					}
 					rowN = n
 				}
+				if rowN > maxRows {
+					return nil, fmt.Errorf("%w: row %d", errBadCoord, rowN)
+				}
 				extra := false
 				for k := range attrs {
 					if k != "r" && k != "spans" {
@@ -114,6 +118,9 @@ func parseSheet(b []byte) (*sheet, error) {
 				}
 			case "c":
 				colN++
+				if colN > maxCols {
+					return nil, fmt.Errorf("%w: column %d", errBadCoord, colN)
+				}
 				c := xmlCell{row: rowN, col: colN}
 				for _, a := range t.Attr {
 					switch a.Name.Local {
@@ -369,8 +376,12 @@ func (s *sheet) index() {
 		return
 	}
 	s.byPos = make(map[[2]int]int, len(s.cells))
+	s.byRef = make(map[string]int, len(s.cells))
 	for i, c := range s.cells {
 		s.byPos[[2]int{c.row, c.col}] = i
+		if _, ok := s.byRef[c.ref]; !ok && c.ref != "" {
+			s.byRef[c.ref] = i
+		}
 	}
 }
 

@@ -313,10 +313,11 @@ func fuzzyRule(s1, s2 side, rl map[string]any) (bool, error) {
 	if t, ok := rl["threshold"].(float64); ok {
 		threshold = t
 	}
-	total := true
+	total, cells := true, 0
 	for _, rg := range ranges {
-		if (rg.maxRow-rg.minRow+1)*(rg.maxCol-rg.minCol+1) > maxGridCells {
-			return false, fmt.Errorf("range too large: %w", errPython)
+		cells += (rg.maxRow - rg.minRow + 1) * (rg.maxCol - rg.minCol + 1)
+		if cells > maxStyleCells {
+			return false, fmt.Errorf("sheet_fuzzy ranges over %d cells", maxStyleCells)
 		}
 		for row := rg.minRow; row <= rg.maxRow; row++ {
 			for col := rg.minCol; col <= rg.maxCol; col++ {

@@ -21,7 +21,13 @@ const (
 	maxPart      = 128 << 20 // one decompressed part
 	maxInflated  = 512 << 20 // all parts of one workbook together
 	maxGridCells = 20 << 20  // rows × columns of one pandas frame
-	maxCellCoord = 1 << 24   // a row or column number past Excel's limits
+	maxCellCoord = 1 << 24   // bounds parsing a number
+	maxRows      = 1 << 20   // Excel's last row
+	maxCols      = 1 << 14   // Excel's last column, XFD
+	// maxStyleCells bounds the cells a style rule walks (every cell from
+	// A1 to the last one, as openpyxl's iter_cols does) and the cells of
+	// a sheet_fuzzy range.
+	maxStyleCells = 4 << 20
 )
 
 var (
@@ -355,7 +361,7 @@ func parseCoord(s string) (row, col int, err error) {
 		return 0, 0, fmt.Errorf("%w: %q", errBadCoord, s)
 	}
 	row, err = strconv.Atoi(s[i:])
-	if err != nil || row < 1 || row > maxCellCoord || s[i] == '+' || s[i] == '-' {
+	if err != nil || row < 1 || row > maxRows || col > maxCols || s[i] == '+' || s[i] == '-' {
 		return 0, 0, fmt.Errorf("%w: %q", errBadCoord, s)
 	}
 	return row, col, nil
