@@ -15,6 +15,7 @@ import (
 
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/guest"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/chrome"
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric/browser"
 )
 
@@ -49,6 +50,15 @@ var (
 		"active_tab_html_parse":         getActiveTabHTMLParse,
 	}
 )
+
+// compare_archive scores unpacked files with the other families' metrics,
+// which only this package joins.
+func init() {
+	browser.SetPeers(func(name string) (metric.Func, bool) {
+		s, ok := metrics[name]
+		return s.Fn, ok
+	})
+}
 
 // chromiumPort is OSWorld's chromium_port: the guest forwards it to the
 // --remote-debugging-port=1337 that tasks start Chrome with.

@@ -1,7 +1,9 @@
 package osworld
 
 import (
+	"archive/zip"
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -393,5 +395,63 @@ func TestURLParseGetters(t *testing.T) {
 	want := map[string]any{"mens_clothing": true, "shirts": true, "short_sleeve": true, "Men_regular_size_t": "L", "Price_discount_range": "50_PERCENT_ off & more"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("url_path_parse = %#v, want %#v", got, want)
+	}
+}
+
+// TestCompareArchiveThroughRegistry scores zip archives of PDFs that
+// LibreOffice made, as OSWorld's compare_archive tasks do (file_type pdf,
+// compared by the media family's compare_pdfs).
+func TestCompareArchiveThroughRegistry(t *testing.T) {
+	soffice, err := exec.LookPath("soffice")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("soffice is not installed")
+		}
+		t.Skip("soffice is not installed")
+	}
+	dir := t.TempDir()
+	for name, body := range map[string]string{"lecture1.txt": "Lecture one: sets and relations.", "lecture2.txt": "Lecture two: graphs and trees."} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(soffice, "--headless", "-env:UserInstallation=file://"+filepath.Join(dir, "lo-profile"),
+		"--convert-to", "pdf", "--outdir", filepath.Join(dir, "pdf"), filepath.Join(dir, "lecture1.txt"), filepath.Join(dir, "lecture2.txt"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("soffice: %v: %s", err, out)
+	}
+	zipOf := func(name string, files ...string) string {
+		var buf bytes.Buffer
+		zw := zip.NewWriter(&buf)
+		for _, f := range files {
+			data, err := os.ReadFile(filepath.Join(dir, "pdf", f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			w, _ := zw.Create("lecture_slides/" + f)
+			w.Write(data)
+		}
+		zw.Close()
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	gold := zipOf("gold.zip", "lecture1.pdf", "lecture2.pdf")
+	same := zipOf("same.zip", "lecture1.pdf", "lecture2.pdf")
+	short := zipOf("short.zip", "lecture1.pdf")
+	s := &Session{Guest: &chromeGuest{home: dir}, TaskID: "archive", CacheDir: t.TempDir()}
+	for _, tt := range []struct {
+		pred string
+		want float64
+	}{{same, 1}, {short, 0}} {
+		score, details := evalTask(t, s, fmt.Sprintf(`{"func": "compare_archive",
+			"result": {"type": "vm_file", "path": %q, "dest": "pred.zip"},
+			"expected": {"type": "vm_file", "path": %q, "dest": "gold.zip"},
+			"options": {"file_path": "lecture_slides", "file_type": "pdf"}}`, tt.pred, gold))
+		if score != tt.want {
+			t.Errorf("compare_archive(%s) = %v, want %v (%v)", filepath.Base(tt.pred), score, tt.want, details)
+		}
 	}
 }

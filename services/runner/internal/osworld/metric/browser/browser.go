@@ -36,6 +36,8 @@ func Metrics() metric.Table {
 		"is_added_to_steam_cart":             {Fn: metricSteamCart},
 		"check_font_size":                    {Fn: metricFontSize},
 		"compare_htmls":                      {Fn: metricCompareHTMLs, Options: []string{"ignore_sdnum"}},
+		// compare_archive passes its other options to the file metric.
+		"compare_archive": {Fn: metricCompareArchive, Options: []string{"file_path", "file_type"}},
 	}
 }
 

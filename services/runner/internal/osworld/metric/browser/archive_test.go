@@ -1,0 +1,81 @@
+package browser
+
+import (
+	"archive/tar"
+	"archive/zip"
+	"bytes"
+	"compress/gzip"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric"
+)
+
+func writeZip(t *testing.T, p string, files map[string]string) {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	for name, body := range files {
+		w, err := zw.Create(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write([]byte(body))
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func writeTarGz(t *testing.T, p string, files map[string]string) {
+	t.Helper()
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(gz)
+	for name, body := range files {
+		tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg})
+		tw.Write([]byte(body))
+	}
+	tw.Close()
+	gz.Close()
+	if err := os.WriteFile(p, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCompareArchive(t *testing.T) {
+	SetPeers(func(name string) (metric.Func, bool) {
+		s, ok := metric.General()[name]
+		return s.Fn, ok
+	})
+	defer SetPeers(nil)
+	dir := t.TempDir()
+	p := func(n string) string { return filepath.Join(dir, n) }
+	writeZip(t, p("gold.zip"), map[string]string{"slides/a.txt": "one\n", "slides/b.txt": "two\n"})
+	writeZip(t, p("same.zip"), map[string]string{"slides/b.txt": "two\n", "slides/a.txt": "one\n"})
+	writeZip(t, p("half.zip"), map[string]string{"slides/a.txt": "one\n", "slides/b.txt": "TWO\n"})
+	writeZip(t, p("names.zip"), map[string]string{"slides/a.txt": "one\n", "slides/c.txt": "two\n"})
+	writeZip(t, p("escape.zip"), map[string]string{"../../slides/a.txt": "one\n", "slides/b.txt": "two\n"})
+	writeTarGz(t, p("gold.tar.gz"), map[string]string{"a.txt": "one\n"})
+	writeTarGz(t, p("pred.tar.gz"), map[string]string{"a.txt": "one\n"})
+	if err := os.WriteFile(p("corrupt.zip"), []byte("PK\x03\x04 not really"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	text := map[string]any{"file_path": "slides", "file_type": "text"}
+	runCases(t, []metricCase{
+		{name: "same files", fn: "compare_archive", result: p("same.zip"), expected: p("gold.zip"), opts: text, want: 1},
+		{name: "one of two differs", fn: "compare_archive", result: p("half.zip"), expected: p("gold.zip"), opts: text, want: 0.5},
+		{name: "options pass on", fn: "compare_archive", result: p("half.zip"), expected: p("gold.zip"),
+			opts: map[string]any{"file_path": "slides", "file_type": "text", "ignore_case": true}, want: 1},
+		{name: "other names", fn: "compare_archive", result: p("names.zip"), expected: p("gold.zip"), opts: text, want: 0},
+		{name: "entry outside the folder stays inside", fn: "compare_archive", result: p("escape.zip"), expected: p("gold.zip"), opts: text, want: 1},
+		{name: "tar.gz", fn: "compare_archive", result: p("pred.tar.gz"), expected: p("gold.tar.gz"), want: 1},
+		{name: "corrupt prediction", fn: "compare_archive", result: p("corrupt.zip"), expected: p("gold.zip"), opts: text, want: 0},
+		{name: "missing prediction", fn: "compare_archive", result: nil, expected: p("gold.zip"), opts: text, want: 0},
+		{name: "unknown type", fn: "compare_archive", result: p("same.zip"), expected: p("gold.zip"), opts: map[string]any{"file_type": "odt"}, wantErr: true},
+	})
+}
