@@ -44,6 +44,7 @@ func Metrics() metric.Table {
 		"check_qt_slider_colours":                   {Fn: metricQtSliderColours},
 		"check_global_key_play_pause":               {Fn: metricGlobalKeyPlayPause},
 		"compare_videos":                            {Fn: metricCompareVideos},
+		"compare_audios":                            {Fn: metricCompareAudios},
 		// others.py
 		"check_mp3_meta": {Fn: metricMP3Meta},
 		// pdf.py and chrome.py
