@@ -28,7 +28,7 @@ func fodt(styles, footer, body string) string {
 	}
 	return `<?xml version="1.0" encoding="UTF-8"?>
 <office:document xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" xmlns:style="urn:oasis:names:tc:opendocument:xmlns:style:1.0" xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0" xmlns:fo="urn:oasis:names:tc:opendocument:xmlns:xsl-fo-compatible:1.0" xmlns:xlink="http://www.w3.org/1999/xlink" xmlns:draw="urn:oasis:names:tc:opendocument:xmlns:drawing:1.0" xmlns:svg="urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0" office:version="1.3" office:mimetype="application/vnd.oasis.opendocument.text">
-<office:font-face-decls><style:font-face style:name="Times New Roman" svg:font-family="'Times New Roman'"/></office:font-face-decls>
+<office:font-face-decls><style:font-face style:name="Times New Roman" svg:font-family="'Times New Roman'"/><style:font-face style:name="DejaVu Sans Mono" svg:font-family="'DejaVu Sans Mono'" style:font-pitch="fixed"/></office:font-face-decls>
 <office:automatic-styles>` + styles + `<style:page-layout style:name="pm1"><style:page-layout-properties fo:page-width="21cm" fo:page-height="29.7cm" fo:margin-left="2cm" fo:margin-right="2cm"/></style:page-layout></office:automatic-styles>
 <office:master-styles>` + master + `</office:master-styles>
 <office:body><office:text>` + body + `</office:text></office:body></office:document>`
@@ -104,7 +104,8 @@ const fixtureStyles = `<style:style style:name="PC" style:family="paragraph"><st
 	`<style:style style:name="DARKRED" style:family="text"><style:text-properties fo:color="#b40000"/></style:style>` +
 	`<style:style style:name="BLUE" style:family="text"><style:text-properties fo:color="#0000ff"/></style:style>` +
 	`<style:style style:name="HL" style:family="text"><style:text-properties fo:background-color="#ffff00"/></style:style>` +
-	`<style:style style:name="BIG" style:family="paragraph"><style:text-properties fo:font-size="48pt"/></style:style>`
+	`<style:style style:name="BIG" style:family="paragraph"><style:text-properties fo:font-size="48pt"/></style:style>` +
+	`<style:style style:name="TERM" style:family="paragraph"><style:paragraph-properties fo:background-color="#300a24"/><style:text-properties fo:font-size="11pt" fo:color="#ffffff" style:font-name="DejaVu Sans Mono"/></style:style>`
 
 // fixtureSources are the documents of the metric tests, by base name.
 func fixtureSources() map[string]string {
@@ -160,6 +161,9 @@ func fixtureSources() map[string]string {
 		"highlight":   doc(paras("", "Call "+span("HL", "now")+" please", "Second line")),
 		"plain":       doc(paras("", "Call now please", "Second line")),
 		"ocr":         doc(paras("BIG", "user@host:~$ ls -la")),
+		// A terminal's small light-on-dark text, as in the task's screenshot.
+		"ocrterm": doc(paras("TERM", "user@user-virtual-machine:~$ ls",
+			"Desktop  Documents  Downloads  Music  Pictures  Public  snap  Templates  Videos", "user@user-virtual-machine:~$ ")),
 	}
 }
 
@@ -173,7 +177,7 @@ var (
 )
 
 // fixtures converts the sources once per test binary and returns the
-// directory holding <name>.docx, <name>.odt, ocr.png and the profile's
+// directory holding <name>.docx, <name>.odt, ocr.png, ocrterm.png and the profile's
 // registrymodifications.xcu.
 func fixtures(t *testing.T) string {
 	t.Helper()
@@ -221,7 +225,7 @@ func buildFixtures(bin string) (string, error) {
 	if err := run("odt", odt); err != nil {
 		return "", err
 	}
-	if err := run("png", []string{filepath.Join(src, "ocr.fodt")}); err != nil {
+	if err := run("png", []string{filepath.Join(src, "ocr.fodt"), filepath.Join(src, "ocrterm.fodt")}); err != nil {
 		return "", err
 	}
 	return dir, nil

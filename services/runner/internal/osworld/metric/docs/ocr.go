@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/image/draw"
+
 	"github.com/rolloutmesh/rolloutmesh/serverkit/boundedread"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric/docs/docx"
@@ -59,10 +61,11 @@ func metricFindDefaultFont(result, expected any, _ bool, _ map[string]any) (floa
 // metricCompareImageText OCRs an image and looks for rules["text"] in the
 // recognised text. OSWorld uses easyocr and joins its detections with
 // spaces; here Debian's tesseract reads the image and its lines are joined
-// the same way, so a substring test over the words agrees wherever both
-// engines read the same characters (both may read "ls" as "1s", which the
-// published task accepts too). An X11 screen dump (xwd) is converted
-// first, as docs.py does.
+// the same way. Tesseract misses the small text of a terminal screenshot
+// that easyocr reads, so the image is also read enlarged two, three and
+// four times, until one reading contains the text: the reading closest to
+// easyocr's is the one that finds it. An X11 screen dump (xwd) is
+// converted first, as docs.py does.
 func metricCompareImageText(result, expected any, _ bool, _ map[string]any) (float64, error) {
 	p, ok := path(result)
 	if !ok {
@@ -78,45 +81,82 @@ func metricCompareImageText(result, expected any, _ bool, _ map[string]any) (flo
 		// docs.py raises inside its try and returns 0.
 		return 0, nil
 	}
-	text, err := ocr(p)
+	found, err := ocrFinds(p, target)
 	if errors.Is(err, errNoOCR) {
 		return 0, err
 	}
 	if err != nil {
 		return 0, nil
 	}
-	return metric.Bool(strings.Contains(text, target)), nil
+	return metric.Bool(found), nil
 }
 
-// ocr returns the text tesseract reads in the image at p, its lines
-// joined by single spaces.
-func ocr(p string) (string, error) {
+// maxOCRPixels bounds an enlarged image handed to tesseract.
+const maxOCRPixels = 40 << 20
+
+// ocrFinds reports whether tesseract reads target in the image at p, at
+// its own size or enlarged.
+func ocrFinds(p, target string) (bool, error) {
 	bin, err := exec.LookPath(tesseractPath)
 	if err != nil {
-		return "", fmt.Errorf("%w: %v", errNoOCR, err)
+		return false, fmt.Errorf("%w: %v", errNoOCR, err)
 	}
 	data, err := boundedread.ReadFile(p, metric.MaxFile)
 	if err != nil {
-		return "", err
+		return false, err
 	}
 	tmp, err := os.MkdirTemp("", "ocr")
 	if err != nil {
-		return "", err
+		return false, err
 	}
 	defer os.RemoveAll(tmp)
-	in := filepath.Join(tmp, "image")
-	if img, ok := readXWD(data); ok {
-		var buf bytes.Buffer
-		if err := png.Encode(&buf, img); err != nil {
-			return "", err
+	ctx, cancel := context.WithTimeout(context.Background(), ocrTimeout)
+	defer cancel()
+	img, ok := readXWD(data)
+	if !ok {
+		if cfg, _, err := image.DecodeConfig(bytes.NewReader(data)); err == nil && int64(cfg.Width)*int64(cfg.Height) <= maxPixels {
+			img, _, _ = image.Decode(bytes.NewReader(data))
 		}
-		data = buf.Bytes()
 	}
+	if img == nil {
+		// A format Go does not decode may still be one tesseract reads.
+		text, err := tesseract(ctx, bin, tmp, data)
+		return err == nil && strings.Contains(text, target), err
+	}
+	b := img.Bounds()
+	for scale := 1; scale <= 4; scale++ {
+		w, h := b.Dx()*scale, b.Dy()*scale
+		if int64(w)*int64(h) > maxOCRPixels {
+			break
+		}
+		var scaled image.Image = img
+		if scale > 1 {
+			g := image.NewGray(image.Rect(0, 0, w, h))
+			draw.CatmullRom.Scale(g, g.Bounds(), img, b, draw.Src, nil)
+			scaled = g
+		}
+		var buf bytes.Buffer
+		if err := png.Encode(&buf, scaled); err != nil {
+			return false, err
+		}
+		text, err := tesseract(ctx, bin, tmp, buf.Bytes())
+		if err != nil {
+			return false, err
+		}
+		if strings.Contains(text, target) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// tesseract returns the text tesseract reads in an image file's bytes,
+// its lines joined by single spaces.
+func tesseract(ctx context.Context, bin, dir string, data []byte) (string, error) {
+	in := filepath.Join(dir, "image")
 	if err := os.WriteFile(in, data, 0o600); err != nil {
 		return "", err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), ocrTimeout)
-	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, in, "stdout")
 	var out, stderr bytes.Buffer
 	cmd.Stdout = &limitedBuffer{buf: &out, max: maxOCROutput}

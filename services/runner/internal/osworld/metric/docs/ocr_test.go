@@ -55,7 +55,21 @@ func TestCompareImageText(t *testing.T) {
 		{"not an image", "compare_image_text", "@garbage.png", text("ls"), nil, 0, false},
 		{"missing", "compare_image_text", "@absent.png", text("ls"), nil, 0, false},
 		{"no result", "compare_image_text", nil, text("ls"), nil, 0, false},
+		{"terminal listing", "compare_image_text", "@ocrterm.png", text("Documents Downloads"), nil, 1, false},
 	})
+	// The published task accepts "ls" or "1s" (conj "or"), since OCR
+	// confuses the two in a terminal's font.
+	best := 0.0
+	for _, s := range []string{"ls", "1s"} {
+		got, err := metricCompareImageText(filepath.Join(dir, "ocrterm.png"), text(s), true, nil)
+		if err != nil {
+			t.Fatalf("compare_image_text(ocrterm.png, %q): %v", s, err)
+		}
+		best = max(best, got)
+	}
+	if best != 1 {
+		t.Errorf("compare_image_text found neither ls nor 1s in the terminal screenshot")
+	}
 }
 
 func TestCompareImageTextWithoutOCR(t *testing.T) {
