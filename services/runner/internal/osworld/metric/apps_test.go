@@ -187,6 +187,20 @@ func TestParseFilters(t *testing.T) {
 	}
 }
 
+// TestParseFiltersLastLine: OSWorld slices two characters off every value
+// line, so a last line without its newline loses a character of its
+// value ("ALL" reads "AL", no condition), as Python's reader does.
+func TestParseFiltersLastLine(t *testing.T) {
+	got, err := ParseFilters("name=\"last\"\ncondition=\"ALL\"")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []any{map[string]any{"name": "last", "condition": []any{}}}
+	if !PyEqual(got, want) {
+		t.Errorf("ParseFilters = %v, want %v", got, want)
+	}
+}
+
 func FuzzParsePrefs(f *testing.F) {
 	f.Add(prefsJS)
 	f.Add(`user_pref("a\"b", "c\\");`)

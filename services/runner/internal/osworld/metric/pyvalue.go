@@ -506,10 +506,8 @@ func MatchValueToRule(value any, rule map[string]any) (bool, error) {
 		if !ok || err != nil {
 			return false, fmt.Errorf("approx method %q without a threshold", method)
 		}
-		r, ok := pyNumber(ref)
-		if !ok {
-			return false, fmt.Errorf("approx ref %T: %w", ref, errPyType)
-		}
+		// float(value) first: a value that is no number is False before
+		// the ref is looked at.
 		var f float64
 		switch x := value.(type) {
 		case string:
@@ -520,6 +518,10 @@ func MatchValueToRule(value any, rule map[string]any) (bool, error) {
 			if f, ok = pyNumber(x); !ok {
 				return false, nil
 			}
+		}
+		r, ok := pyNumber(ref)
+		if !ok {
+			return false, fmt.Errorf("approx ref %T: %w", ref, errPyType)
 		}
 		return math.Abs(f-r) <= threshold, nil
 	case strings.HasPrefix(method, "range.") && len(method) >= 8:
