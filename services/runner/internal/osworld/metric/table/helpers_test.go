@@ -134,7 +134,9 @@ func oracle(t *testing.T, fn string, result, expected any, opts map[string]any, 
 		Score *float64
 		Error string
 	}
-	if err := json.Unmarshal(out, &res); err != nil {
+	// OSWorld's metrics may print before the oracle's own last line.
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
 		t.Fatalf("oracle output %q: %v", out, err)
 	}
 	want := 0.0

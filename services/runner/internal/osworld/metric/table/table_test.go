@@ -35,8 +35,8 @@ func TestSheetData(t *testing.T) {
 		"expected.fods": fods("", tbl("Sheet1", base...), tbl("Sheet2", row(str("x")), row(num("1")))),
 		"same.fods":     fods("", tbl("Sheet1", base...), tbl("Sheet2", row(str("x")), row(num("1")))),
 		// Beyond the fourth decimal pandas' round(4) hides the difference.
-		"tiny.fods": fods("", tbl("Sheet1", head, row(str("a"), num("1.50001"), date("2020-01-02")), base[2])),
-		"value.fods": fods("", tbl("Sheet1", head, row(str("a"), num("1.6"), date("2020-01-02")), base[2])),
+		"tiny.fods":   fods("", tbl("Sheet1", head, row(str("a"), num("1.50001"), date("2020-01-02")), base[2])),
+		"value.fods":  fods("", tbl("Sheet1", head, row(str("a"), num("1.6"), date("2020-01-02")), base[2])),
 		"header.fods": fods("", tbl("Sheet1", row(str("Name"), str("Total"), str("When")), base[1], base[2])),
 		"date.fods":   fods("", tbl("Sheet1", head, row(str("a"), num("1.5"), date("2020-01-03")), base[2])),
 		// A blank row inside the data is a row of NaN to pandas.
