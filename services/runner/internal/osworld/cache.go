@@ -108,8 +108,8 @@ func linkOrCopy(src, dst string, limit int64) error {
 }
 
 // DownloadURLs lists the URLs a task fetches on the host, in task order,
-// each once: its config and postconfig download steps and its cloud_file
-// getters. The offline check and a cache warm-up read it.
+// each once: its config and postconfig download steps (and the database
+// update_browse_history starts from) and its cloud_file getters. The offline check and a cache warm-up read it.
 func (t Task) DownloadURLs() []string {
 	var out []string
 	seen := map[string]bool{}
@@ -128,6 +128,12 @@ func (t Task) DownloadURLs() []string {
 func (t Task) cacheSources() []dlcache.Source {
 	var out []dlcache.Source
 	for _, st := range append(append([]Step{}, t.Config...), t.Evaluator.Postconfig...) {
+		if st.Type == "update_browse_history" {
+			// Its empty History database, which OSWorld keeps as
+			// cache/<task_id>/history_new.sqlite.
+			out = append(out, dlcache.Source{TaskID: t.ID, Name: "history_new.sqlite", URL: emptyHistoryURL})
+			continue
+		}
 		if st.Type != "download" {
 			continue
 		}

@@ -190,6 +190,10 @@ func TestDownloadURLs(t *testing.T) {
 	if got := task.DownloadURLs(); !reflect.DeepEqual(got, want) {
 		t.Errorf("DownloadURLs = %v, want %v", got, want)
 	}
+	task.Config = append(task.Config, Step{Type: "update_browse_history", Parameters: []byte(`{"history": []}`)})
+	if got := task.DownloadURLs(); len(got) != 5 || got[1] != emptyHistoryURL {
+		t.Errorf("DownloadURLs with update_browse_history = %v, want its database second (after the config download)", got)
+	}
 }
 
 func TestOfflineFailsUpFrontNamingTheURL(t *testing.T) {
