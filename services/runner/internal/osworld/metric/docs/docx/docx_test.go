@@ -465,3 +465,26 @@ func FuzzReadDocument(f *testing.F) {
 		ReadODT(data)
 	})
 }
+
+func TestReadODTParts(t *testing.T) {
+	const manifest = `<manifest:manifest xmlns:manifest="urn:oasis:names:tc:opendocument:xmlns:manifest:1.0"><manifest:file-entry manifest:full-path="content.xml"/></manifest:manifest>`
+	const content = `<office:document-content xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" xmlns:style="urn:oasis:names:tc:opendocument:xmlns:style:1.0">` +
+		`<office:body><office:text><text:p>a<text:span text:style-name="T1">b<text:span>nested</text:span></text:span><text:s/>c<![CDATA[d]]>e</text:p></office:text></office:body></office:document-content>`
+	d, err := ReadODT(pkgBytes(t, map[string]string{"META-INF/manifest.xml": manifest, "content.xml": content, "styles.xml": `<x/>`}))
+	if err != nil {
+		t.Fatalf("ReadODT: %v", err)
+	}
+	// styles.xml is not in the manifest, so odfpy never reads it.
+	if want := []string{"abcde"}; !reflect.DeepEqual(d.Paragraphs, want) {
+		t.Errorf("paragraphs = %q, want %q", d.Paragraphs, want)
+	}
+	if want := []string{"T1", ""}; !reflect.DeepEqual(d.SpanStyles, want) {
+		t.Errorf("span styles = %q, want %q", d.SpanStyles, want)
+	}
+	if _, err := ReadODT(pkgBytes(t, map[string]string{"content.xml": content})); err == nil {
+		t.Error("ReadODT without a manifest succeeded")
+	}
+	if _, err := ReadODT(pkgBytes(t, map[string]string{"META-INF/manifest.xml": manifest, "content.xml": "<office:document-content"})); err == nil {
+		t.Error("ReadODT of malformed content succeeded")
+	}
+}
