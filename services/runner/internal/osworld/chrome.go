@@ -48,6 +48,8 @@ var (
 		"url_dashPart":                  getURLDashPart,
 		"url_path_parse":                getURLPathParse,
 		"active_tab_html_parse":         getActiveTabHTMLParse,
+		"pdf_from_url":                  getPDFFromURL,
+		"info_from_website":             getInfoFromWebsite,
 	}
 )
 
@@ -331,7 +333,7 @@ func getPageInfo(ctx context.Context, s *Session, cfg map[string]any) (any, erro
 		return failed, nil
 	}
 	defer c.Close()
-	p, err := c.Visit(ctx, u, true, true)
+	p, err := c.Visit(ctx, u, chrome.VisitOptions{Idle: true, Close: true})
 	switch {
 	case errors.Is(err, chrome.ErrLoadTimeout):
 		p.Title = "Load timeout"
@@ -443,8 +445,8 @@ func getActiveURL(ctx context.Context, s *Session, cfg map[string]any) (any, err
 	return u, nil
 }
 
-// getActiveTabInfo loads the active tab's URL again in a new tab (which
-// stays open) and returns its title, URL and HTML; nil when there is no
+// getActiveTabInfo loads the active tab's URL again in a tab of a new
+// browser context (no cookies; closed afterwards) and returns its title, URL and HTML; nil when there is no
 // active URL or Chrome cannot be reached, as OSWorld answers.
 func getActiveTabInfo(ctx context.Context, s *Session, cfg map[string]any) (any, error) {
 	u, ok, err := activeURL(ctx, s, cfg)
@@ -456,7 +458,7 @@ func getActiveTabInfo(ctx context.Context, s *Session, cfg map[string]any) (any,
 		return nil, ctx.Err()
 	}
 	defer c.Close()
-	p, err := c.Visit(ctx, u, false, false)
+	p, err := c.Visit(ctx, u, chrome.VisitOptions{Isolated: true})
 	switch {
 	case errors.Is(err, chrome.ErrLoadTimeout):
 		p.Title = "Load timeout"
@@ -917,4 +919,91 @@ func toStrings(v any) []string {
 		}
 	}
 	return out
+}
+
+// pdfPlaceholder is what pdf_from_url leaves when every attempt failed: an
+// empty PDF, which compare_pdfs scores against the agent's file.
+const pdfPlaceholder = "%PDF-1.4\n%EOF\n"
+
+// getPDFFromURL prints config path (a URL) to cache/<dest>: three
+// attempts 5 s apart, then OSWorld's placeholder.
+func getPDFFromURL(ctx context.Context, s *Session, cfg map[string]any) (any, error) {
+	u, dest := str(cfg, "path"), str(cfg, "dest")
+	if u == "" || dest == "" {
+		return nil, errors.New("path and dest are required")
+	}
+	local, err := s.cachePath(dest)
+	if err != nil {
+		return nil, err
+	}
+	for attempt := 0; attempt < 3; attempt++ {
+		if attempt > 0 {
+			if err := s.sleep(ctx, 5*time.Second); err != nil {
+				return nil, err
+			}
+		}
+		data, err := func() ([]byte, error) {
+			c, err := connectOrLaunch(ctx, s)
+			if err != nil {
+				return nil, err
+			}
+			defer c.Close()
+			return c.PDF(ctx, u)
+		}()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if err == nil {
+			if err := s.writeCache(dest, data); err != nil {
+				return nil, err
+			}
+			return local, nil
+		}
+	}
+	if err := s.writeCache(dest, []byte(pdfPlaceholder)); err != nil {
+		return nil, err
+	}
+	return local, nil
+}
+
+// getInfoFromWebsite reads texts and attributes from config url; on any
+// failure it answers config backups, as OSWorld does.
+func getInfoFromWebsite(ctx context.Context, s *Session, cfg map[string]any) (any, error) {
+	u := str(cfg, "url")
+	backups := cfg["backups"]
+	raw, _ := cfg["infos"].([]any)
+	var infos []chrome.WebsiteInfo
+	for _, r := range raw {
+		m, ok := r.(map[string]any)
+		if !ok {
+			return backups, nil
+		}
+		in := chrome.WebsiteInfo{Action: "inner_text", Attribute: str(m, "attribute")}
+		if a, ok := m["action"].(string); ok {
+			in.Action = a
+		}
+		switch sel := m["selector"].(type) {
+		case string:
+			in.Selectors = []string{sel}
+		case []any:
+			in.Selectors = toStrings(sel)
+		}
+		infos = append(infos, in)
+	}
+	c, err := connectOrLaunch(ctx, s)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return backups, nil
+	}
+	defer c.Close()
+	out, err := c.WebsiteInfos(ctx, u, infos)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return backups, nil
+	}
+	return out, nil
 }

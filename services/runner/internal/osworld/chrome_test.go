@@ -145,6 +145,14 @@ func shop(t *testing.T) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.SetCookie(w, &http.Cookie{Name: "cart", Value: "1", Path: "/", Expires: time.Now().Add(time.Hour)})
 		w.Header().Set("Content-Type", "text/html")
+		switch r.URL.Path {
+		case "/profile":
+			fmt.Fprint(w, `<!DOCTYPE html><html><body><h1 id="name">Yann  LeCun</h1><a id="top" href="/paper">Deep learning</a></body></html>`)
+			return
+		case "/paper":
+			fmt.Fprint(w, `<!DOCTYPE html><html><body><div id="links"><a class="pdf" href="https://hal.science/doc">PDF</a></div></body></html>`)
+			return
+		}
 		fmt.Fprintf(w, "<!DOCTYPE html><html><head><title>Shop %s</title></head><body><div class=\"cart\">The Dota 2 Official Soundtrack</div></body></html>", r.URL.Path)
 	}))
 	t.Cleanup(srv.Close)
@@ -225,8 +233,20 @@ func TestChromeTabsStepsGettersMetrics(t *testing.T) {
 		{"dash part", `{"func": "exact_match",
 			"result": {"type": "url_dashPart", "goto_prefix": "http://", "partIndex": 3, "needDeleteId": true, "returnType": "string"},
 			"expected": {"type": "rule", "rules": {"expected": "search"}}}`},
-		// active_tab_info left its tab on the active URL open, as OSWorld's
-		// does; the html-parse getter reads that tab.
+	} {
+		if score, details := evalTask(t, s, tt.evaluator); score != 1 {
+			t.Errorf("%s: score %v, details %v", tt.name, score, details)
+		}
+	}
+
+	// active_tab_html_parse reads the open tab that shows the active URL.
+	if err := runSteps(t, s, fmt.Sprintf(`[{"type": "chrome_open_tabs", "parameters": {"urls_to_open": [%q]}}]`,
+		srv.URL+"/search?q=dota+2&category=music")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name, evaluator string
+	}{
 		{"html parse class", `{"func": "check_direct_json_object",
 			"result": {"type": "active_tab_html_parse", "goto_prefix": "http://", "category": "class",
 				"class_singleObject": {"cart": "item"}, "class_multiObject": {"cart": {"0": "first", "3": "missing"}}},
@@ -243,6 +263,33 @@ func TestChromeTabsStepsGettersMetrics(t *testing.T) {
 		if score, details := evalTask(t, s, tt.evaluator); score != 1 {
 			t.Errorf("%s: score %v, details %v", tt.name, score, details)
 		}
+	}
+
+	ctx := context.Background()
+	got, err := s.get(ctx, map[string]any{"type": "info_from_website", "url": srv.URL + "/profile",
+		"infos": []any{
+			map[string]any{"action": "inner_text", "selector": "#name"},
+			map[string]any{"action": "click_and_attribute", "selector": []any{"#top", "#links > a.pdf"}, "attribute": "href"},
+		},
+		"backups": []any{"backup"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []any{"Yann LeCun", "https://hal.science/doc"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("info_from_website = %#v, want %#v", got, want)
+	}
+	got, err = s.get(ctx, map[string]any{"type": "info_from_website", "url": srv.URL + "/profile",
+		"infos": []any{map[string]any{"action": "inner_text", "selector": "#absent"}}, "backups": []any{"backup"}})
+	if err != nil || !reflect.DeepEqual(got, []any{"backup"}) {
+		t.Errorf("info_from_website without the element = %#v, %v; want the backups", got, err)
+	}
+
+	pdf, err := s.get(ctx, map[string]any{"type": "pdf_from_url", "path": srv.URL + "/cart/", "dest": "cart.pdf"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if data, err := os.ReadFile(pdf.(string)); err != nil || !bytes.HasPrefix(data, []byte("%PDF-")) || len(data) <= len(pdfPlaceholder) {
+		t.Errorf("pdf_from_url wrote %d bytes (%v), want a printed PDF", len(data), err)
 	}
 
 	// Chrome writes History and Cookies as it goes and when it stops.

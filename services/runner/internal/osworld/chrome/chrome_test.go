@@ -164,7 +164,7 @@ func TestTabsRoundTrip(t *testing.T) {
 		t.Errorf("tabs after closing %s: %+v", urls[1], tabs)
 	}
 
-	p, err := c.Visit(ctx, srv.URL+"/cart", true, true)
+	p, err := c.Visit(ctx, srv.URL+"/cart", VisitOptions{Idle: true, Close: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -177,15 +177,23 @@ type Tab struct {
 
 // Tabs lists the page targets of the default browser context, as
 // Playwright's browser.contexts[0].pages: tabs, not extension pages,
-// workers or DevTools windows.
+// workers, DevTools windows or the pages of other (incognito) contexts.
 func (c *Client) Tabs(ctx context.Context) ([]Tab, error) {
 	res, err := call(ctx, c, target.GetTargets, target.GetTargetsParams{})
 	if err != nil {
 		return nil, fmt.Errorf("chrome: list targets: %w", err)
 	}
+	bc, err := call(ctx, c, target.GetBrowserContexts, cdp.Empty{})
+	if err != nil {
+		return nil, fmt.Errorf("chrome: list browser contexts: %w", err)
+	}
 	var out []Tab
 	for _, t := range res.TargetInfos {
-		if t.Type != "page" || t.BrowserContextID != "" && isOtherContext(res.TargetInfos, t) || strings.HasPrefix(t.URL, "devtools://") {
+		if t.Type != "page" || strings.HasPrefix(t.URL, "devtools://") {
+			continue
+		}
+		if bc.DefaultBrowserContextID != "" && t.BrowserContextID != "" && t.BrowserContextID != bc.DefaultBrowserContextID ||
+			slices.Contains(bc.BrowserContextIDs, t.BrowserContextID) {
 			continue
 		}
 		out = append(out, Tab{ID: t.TargetID, URL: t.URL, Title: t.Title})
@@ -193,26 +201,6 @@ func (c *Client) Tabs(ctx context.Context) ([]Tab, error) {
 	// The order is Chrome's, as Playwright's pages are in the order Chrome
 	// announces them; it is not the tab strip's.
 	return out, nil
-}
-
-// isOtherContext is true for a page of an incognito or other non-default
-// browser context: the default context is the one of the first tab Chrome
-// opened, which has the most pages in practice; Playwright reaches only
-// contexts[0]. A target without a context id is in the default context.
-func isOtherContext(all []*target.Info, t *target.Info) bool {
-	counts := map[cdp.BrowserContextID]int{}
-	for _, x := range all {
-		if x.Type == "page" {
-			counts[x.BrowserContextID]++
-		}
-	}
-	best, n := t.BrowserContextID, -1
-	for id, k := range counts {
-		if k > n || k == n && id < best {
-			best, n = id, k
-		}
-	}
-	return t.BrowserContextID != best
 }
 
 // attach returns a context running in tab id that detaches, leaving the tab
@@ -225,11 +213,37 @@ func (c *Client) attach(ctx context.Context, id target.ID) (context.Context, con
 
 // NewTab opens a blank tab in the default context and returns its id.
 func (c *Client) NewTab(ctx context.Context) (target.ID, error) {
-	res, err := call(ctx, c, target.CreateTarget, target.CreateTargetParams{URL: "about:blank"})
+	return c.newTab(ctx, "")
+}
+
+func (c *Client) newTab(ctx context.Context, bc cdp.BrowserContextID) (target.ID, error) {
+	res, err := call(ctx, c, target.CreateTarget, target.CreateTargetParams{URL: "about:blank", BrowserContextID: bc})
 	if err != nil {
 		return "", fmt.Errorf("chrome: open a tab: %w", err)
 	}
 	return res.TargetID, nil
+}
+
+// newContextTab opens a tab in a new browser context, as Playwright's
+// browser.new_page() does: no cookies or cache of the user's profile. The
+// returned func disposes of the context and its tab, as Playwright's
+// disconnect does with the contexts it made.
+func (c *Client) newContextTab(ctx context.Context) (target.ID, func(), error) {
+	bc, err := call(ctx, c, target.CreateBrowserContext, target.CreateBrowserContextParams{})
+	if err != nil {
+		return "", nil, fmt.Errorf("chrome: create a browser context: %w", err)
+	}
+	dispose := func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		call(dctx, c, target.DisposeBrowserContext, target.DisposeBrowserContextParams{BrowserContextID: bc.BrowserContextID})
+	}
+	id, err := c.newTab(ctx, bc.BrowserContextID)
+	if err != nil {
+		dispose()
+		return "", nil, err
+	}
+	return id, dispose, nil
 }
 
 // CloseTab closes a tab.

@@ -5,6 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/cdproto/target"
+	"github.com/chromedp/chromedp"
 )
 
 // Timeouts of OSWorld's Playwright calls.
@@ -100,42 +104,119 @@ func (c *Client) OpenTabsInfo(ctx context.Context) ([]map[string]any, error) {
 // returns what the tab shows.
 var ErrLoadTimeout = errors.New("chrome: page load timed out")
 
-// Visit opens u in a new tab, waits for its load (and, with idle, for the
-// network to settle) up to PageTimeout, and returns the tab's title, URL
-// and HTML. A load that times out returns the tab's state with
-// ErrLoadTimeout. With closeTab the tab is closed afterwards (page_info);
-// otherwise it stays, as after active_tab_info.
-func (c *Client) Visit(ctx context.Context, u string, idle, closeTab bool) (PageInfo, error) {
-	id, err := c.NewTab(ctx)
+// VisitOptions say how Visit opens and leaves its tab.
+type VisitOptions struct {
+	// Idle also waits for the network to settle (Playwright's
+	// networkidle), not only for the load event.
+	Idle bool
+	// Isolated opens the tab in a new browser context that is disposed of
+	// afterwards (browser.new_page()); otherwise the tab is in the default
+	// context (contexts[0].new_page()).
+	Isolated bool
+	// Close closes a default-context tab afterwards; without it the tab
+	// stays, as after info_from_website.
+	Close bool
+}
+
+// Visit opens u in a new tab, waits for it up to PageTimeout, and returns
+// the tab's title, URL and HTML. A load that times out returns the tab's
+// state with ErrLoadTimeout.
+func (c *Client) Visit(ctx context.Context, u string, o VisitOptions) (PageInfo, error) {
+	id, cleanup, err := c.visitTab(ctx, o)
 	if err != nil {
 		return PageInfo{}, err
 	}
-	if closeTab {
-		defer func() {
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			defer cancel()
-			c.CloseTab(cctx, id)
-		}()
+	defer cleanup()
+	timedOut, err := c.load(ctx, id, u, o.Idle)
+	if err != nil {
+		return PageInfo{}, err
 	}
-	lctx, cancel := context.WithTimeout(ctx, PageTimeout)
-	err = c.Navigate(lctx, id, u, PageTimeout)
-	if err == nil && idle {
-		err = c.WaitLoaded(lctx, id, idleQuiet)
-	}
-	timedOut := lctx.Err() != nil
-	cancel()
-	if ctx.Err() != nil {
-		return PageInfo{}, ctx.Err()
-	}
-	if err != nil && !timedOut {
-		return PageInfo{}, fmt.Errorf("chrome: visit %s: %w", u, err)
-	}
-	p, ierr := c.Info(ctx, id, true)
-	if ierr != nil {
-		return PageInfo{}, ierr
+	p, err := c.Info(ctx, id, true)
+	if err != nil {
+		return PageInfo{}, err
 	}
 	if timedOut {
 		return p, ErrLoadTimeout
 	}
 	return p, nil
+}
+
+// visitTab opens the tab of a visit and returns what ends it.
+func (c *Client) visitTab(ctx context.Context, o VisitOptions) (target.ID, func(), error) {
+	if o.Isolated {
+		return c.newContextTab(ctx)
+	}
+	id, err := c.NewTab(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	if !o.Close {
+		return id, func() {}, nil
+	}
+	return id, func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		c.CloseTab(cctx, id)
+	}, nil
+}
+
+// load navigates tab id to u within PageTimeout; timedOut reports a load
+// that did not finish, which is not an error.
+func (c *Client) load(ctx context.Context, id target.ID, u string, idle bool) (timedOut bool, err error) {
+	lctx, cancel := context.WithTimeout(ctx, PageTimeout)
+	defer cancel()
+	err = c.Navigate(lctx, id, u, PageTimeout)
+	if err == nil && idle {
+		err = c.WaitLoaded(lctx, id, idleQuiet)
+	}
+	if ctx.Err() != nil {
+		return false, ctx.Err()
+	}
+	if lctx.Err() != nil {
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("chrome: visit %s: %w", u, err)
+	}
+	return false, nil
+}
+
+// PDF prints u as Playwright's page.pdf() does with its defaults (Letter
+// paper, no margins, no backgrounds, scale 1) in a tab of a new browser
+// context, after the network settles and 3 s more, as pdf_from_url waits.
+func (c *Client) PDF(ctx context.Context, u string) ([]byte, error) {
+	id, cleanup, err := c.newContextTab(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	timedOut, err := c.load(ctx, id, u, true)
+	if err != nil {
+		return nil, err
+	}
+	if timedOut {
+		return nil, ErrLoadTimeout
+	}
+	t := time.NewTimer(3 * time.Second)
+	select {
+	case <-ctx.Done():
+		t.Stop()
+		return nil, ctx.Err()
+	case <-t.C:
+	}
+	pctx, cancel := context.WithTimeout(ctx, PageTimeout)
+	defer cancel()
+	tctx, done := c.attach(pctx, id)
+	defer done()
+	zero := 0.0
+	no := false
+	res, err := chromedp.Call(tctx, page.PrintToPDF, page.PrintToPDFParams{
+		PaperWidth: 8.5, PaperHeight: 11, Scale: 1,
+		MarginTop: &zero, MarginBottom: &zero, MarginLeft: &zero, MarginRight: &zero,
+		PrintBackground: &no, PreferCSSPageSize: &no, DisplayHeaderFooter: &no,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("chrome: print %s: %w", u, err)
+	}
+	return res.Data, nil
 }
