@@ -47,6 +47,7 @@ func Metrics() metric.Table {
 		"compare_audios":                            {Fn: metricCompareAudios},
 		// others.py
 		"check_mp3_meta": {Fn: metricMP3Meta},
+		"compare_epub":   {Fn: metricCompareEPUB},
 		// pdf.py and chrome.py
 		"check_pdf_pages":    {Fn: metricPDFPages},
 		"compare_pdfs":       {Fn: metricComparePDFs},

@@ -1,0 +1,360 @@
+package media
+
+import (
+	"archive/zip"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"golang.org/x/net/html"
+
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric"
+)
+
+// compare_epub (others.py) unpacks both EPUBs into text files and averages
+// difflib's line ratio over the pairs: toc.ncx without its navPoint lines,
+// content.opf without dc:identifier lines, and every .html page re-printed
+// by lxml (parsed with newlines removed, serialised with pretty_print).
+// Only entries at the top of the archive are found: an .html page inside
+// a folder makes OSWorld's write fail, which scores 0.
+
+// EPUB bounds: an archive entry and the whole archive as read.
+const (
+	maxEPUBEntry = 32 << 20
+	maxEPUBTotal = 128 << 20
+)
+
+var errEPUBRaises = errors.New("compare_epub raises on this archive")
+
+// epubLines returns the line lists of process_epub's files in sorted path
+// order; ok is false for a file that is not a zip (process_epub's empty
+// list).
+func epubLines(path string) ([][]string, error) {
+	data, ok, err := metric.ReadText(path)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, errEPUBRaises
+	}
+	zr, err := zip.NewReader(strings.NewReader(data), int64(len(data)))
+	if err != nil {
+		return nil, nil
+	}
+	names := map[string]bool{}
+	for _, f := range zr.File {
+		names[f.Name] = true
+	}
+	total := 0
+	read := func(name string) (string, error) {
+		for _, f := range zr.File {
+			if f.Name != name {
+				continue
+			}
+			rc, err := f.Open()
+			if err != nil {
+				return "", errEPUBRaises
+			}
+			defer rc.Close()
+			b, err := io.ReadAll(io.LimitReader(rc, maxEPUBEntry+1))
+			if err != nil || len(b) > maxEPUBEntry {
+				return "", errEPUBRaises
+			}
+			if total += len(b); total > maxEPUBTotal {
+				return "", fmt.Errorf("epub %s unpacks past %d bytes", path, maxEPUBTotal)
+			}
+			if !utf8.Valid(b) {
+				// bytes.decode() raises UnicodeDecodeError.
+				return "", errEPUBRaises
+			}
+			return string(b), nil
+		}
+		return "", errEPUBRaises
+	}
+	type file struct {
+		name  string
+		lines []string
+	}
+	var files []file
+	drop := func(name, marker string) error {
+		text, err := read(name)
+		if err != nil {
+			return err
+		}
+		var kept []string
+		for _, l := range pySplitLines(text) {
+			if !strings.Contains(l, marker) {
+				kept = append(kept, l)
+			}
+		}
+		files = append(files, file{name, kept})
+		return nil
+	}
+	if names["toc.ncx"] {
+		if err := drop("toc.ncx", "navPoint"); err != nil {
+			return nil, err
+		}
+	}
+	if names["content.opf"] {
+		if err := drop("content.opf", "dc:identifier"); err != nil {
+			return nil, err
+		}
+	}
+	for _, f := range zr.File {
+		if !strings.HasSuffix(f.Name, ".html") {
+			continue
+		}
+		if strings.Contains(f.Name, "/") {
+			// open(base_dir/dir/page.html, "w") has no folder to write in.
+			return nil, errEPUBRaises
+		}
+		text, err := read(f.Name)
+		if err != nil {
+			return nil, err
+		}
+		text = strings.NewReplacer("\n", "", "\r", "").Replace(text)
+		pretty, err := lxmlPretty(text)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, file{f.Name, pySplitLines(pretty)})
+	}
+	slices.SortStableFunc(files, func(a, b file) int { return strings.Compare(a.name, b.name) })
+	out := make([][]string, len(files))
+	for i, f := range files {
+		out[i] = f.lines
+	}
+	return out, nil
+}
+
+// metricCompareEPUB is compare_epub: the sum of diff_text_file over the
+// pairs of unpacked files, divided by the result's file count.
+func metricCompareEPUB(result, expected any, _ bool, _ map[string]any) (float64, error) {
+	if result == nil {
+		return 0, nil
+	}
+	p1, _ := result.(string)
+	a, err := epubLines(p1)
+	if err != nil {
+		// Python raises (or the archive is over the caps): no reward.
+		return 0, nil
+	}
+	p2, _ := expected.(string)
+	b, err := epubLines(p2)
+	if err != nil {
+		return 0, nil
+	}
+	sum := 0.0
+	for i := 0; i < min(len(a), len(b)); i++ {
+		r, ok := metric.SequenceRatio(a[i], b[i])
+		if !ok {
+			return 0, fmt.Errorf("compare_epub: file too long to compare")
+		}
+		sum += r
+	}
+	if len(a) > 0 {
+		sum /= float64(len(a))
+	}
+	return sum, nil
+}
+
+// pySplitLines is Python's str.splitlines.
+func pySplitLines(s string) []string {
+	var out []string
+	start := 0
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch r {
+		case '\n', '\r', '\v', '\f', 0x1c, 0x1d, 0x1e, 0x85, 0x2028, 0x2029:
+			out = append(out, s[start:i])
+			if r == '\r' && i+1 < len(s) && s[i+1] == '\n' {
+				n = 2
+			}
+			start = i + n
+		}
+		i += n
+	}
+	if start < len(s) {
+		out = append(out, s[start:])
+	}
+	return out
+}
+
+// htmlInfo is libxml2's HTML 4 element table as its serializer reads it:
+// whether an element is inline (no line breaks around it) and void.
+var htmlInfo = func() map[string][2]bool {
+	m := map[string][2]bool{}
+	inline := "a abbr acronym applet b basefont bdo big br button cite code del dfn em embed font i iframe img input ins kbd label map object q s samp script select small span strike strong sub sup textarea tt u var"
+	block := "address area base blockquote body caption center col colgroup dd dir div dl dt fieldset form frame frameset h1 h2 h3 h4 h5 h6 head hr html isindex legend li link menu meta noframes noscript ol optgroup option p param pre style table tbody td tfoot th thead title tr ul"
+	void := map[string]bool{"area": true, "base": true, "basefont": true, "br": true, "col": true, "embed": true, "frame": true, "hr": true, "img": true, "input": true, "isindex": true, "link": true, "meta": true, "param": true}
+	for _, n := range strings.Fields(inline) {
+		m[n] = [2]bool{true, void[n]}
+	}
+	for _, n := range strings.Fields(block) {
+		m[n] = [2]bool{false, void[n]}
+	}
+	return m
+}()
+
+var booleanAttrs = map[string]bool{"checked": true, "compact": true, "declare": true, "defer": true, "disabled": true,
+	"ismap": true, "multiple": true, "nohref": true, "noresize": true, "noshade": true, "nowrap": true, "readonly": true, "selected": true}
+
+// lxmlPretty is lxml.html.tostring(lxml.html.fromstring(text),
+// pretty_print=True, encoding="unicode") for a document with a head: the
+// html element as libxml2's HTML serializer formats it.
+func lxmlPretty(text string) (string, error) {
+	if strings.TrimSpace(text) == "" {
+		return "", errEPUBRaises // lxml: "Document is empty"
+	}
+	doc, err := html.Parse(strings.NewReader(text))
+	if err != nil {
+		return "", errEPUBRaises
+	}
+	var root *html.Node
+	for c := doc.FirstChild; c != nil; c = c.NextSibling {
+		if c.Type == html.ElementNode {
+			root = c
+		}
+	}
+	if root == nil {
+		return "", errEPUBRaises
+	}
+	if !strings.Contains(strings.ToLower(text), "<tbody") {
+		unwrapTbody(root, 0)
+	}
+	var b bytes.Buffer
+	dumpHTML(&b, root, 0)
+	b.WriteString("\n")
+	return b.String(), nil
+}
+
+const maxHTMLDepth = 512
+
+// unwrapTbody removes the tbody elements the HTML5 parser adds to tables,
+// which libxml2's parser does not.
+func unwrapTbody(n *html.Node, depth int) {
+	if depth > maxHTMLDepth {
+		return
+	}
+	for c := n.FirstChild; c != nil; {
+		next := c.NextSibling
+		if c.Type == html.ElementNode && c.Data == "tbody" && n.Data == "table" {
+			for gc := c.FirstChild; gc != nil; {
+				gnext := gc.NextSibling
+				c.RemoveChild(gc)
+				n.InsertBefore(gc, c)
+				gc = gnext
+			}
+			n.RemoveChild(c)
+		} else {
+			unwrapTbody(c, depth+1)
+		}
+		c = next
+	}
+}
+
+func isTextLike(n *html.Node) bool { return n != nil && n.Type == html.TextNode }
+
+// dumpHTML is htmlNodeDumpFormatOutput with format on.
+func dumpHTML(b *bytes.Buffer, n *html.Node, depth int) {
+	if depth > maxHTMLDepth {
+		return
+	}
+	switch n.Type {
+	case html.TextNode:
+		if p := n.Parent; p != nil && (p.Data == "script" || p.Data == "style") {
+			b.WriteString(n.Data)
+			return
+		}
+		b.WriteString(strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", "\r", "&#13;").Replace(n.Data))
+		return
+	case html.CommentNode:
+		b.WriteString("<!--" + n.Data + "-->")
+		return
+	case html.ElementNode:
+	default:
+		return
+	}
+	info, known := htmlInfo[n.Data]
+	isInline, isVoid := info[0], info[1]
+	block := known && !isInline
+	parentP := n.Parent == nil || n.Parent.Type != html.ElementNode || strings.HasPrefix(n.Parent.Data, "p")
+	newlineAfter := func() {
+		if block && n.NextSibling != nil && !isTextLike(n.NextSibling) && !parentP {
+			b.WriteString("\n")
+		}
+	}
+	b.WriteString("<" + n.Data)
+	for _, a := range n.Attr {
+		name := a.Key
+		if a.Namespace != "" {
+			name = a.Namespace + ":" + a.Key
+		}
+		b.WriteString(" " + name)
+		if booleanAttrs[strings.ToLower(name)] {
+			continue
+		}
+		b.WriteString("=" + attrValue(n.Data, name, a.Val))
+	}
+	if known && isVoid {
+		b.WriteString(">")
+		newlineAfter()
+		return
+	}
+	if n.FirstChild == nil {
+		b.WriteString("></" + n.Data + ">")
+		newlineAfter()
+		return
+	}
+	b.WriteString(">")
+	several := n.FirstChild != n.LastChild
+	notP := !strings.HasPrefix(n.Data, "p")
+	if block && !isTextLike(n.FirstChild) && several && notP {
+		b.WriteString("\n")
+	}
+	for c := n.FirstChild; c != nil; c = c.NextSibling {
+		dumpHTML(b, c, depth+1)
+	}
+	if block && !isTextLike(n.LastChild) && several && notP {
+		b.WriteString("\n")
+	}
+	b.WriteString("</" + n.Data + ">")
+	newlineAfter()
+}
+
+// attrValue quotes an attribute as libxml2 does: URI attributes are
+// percent-escaped (xmlURIEscapeStr), others have &, <, > and " escaped.
+func attrValue(elem, name, v string) string {
+	lname := strings.ToLower(name)
+	if lname == "href" || lname == "action" || lname == "src" || (lname == "name" && elem == "a") {
+		v = strings.TrimLeft(v, " \t\n\r")
+		var e strings.Builder
+		for i := 0; i < len(v); i++ {
+			c := v[i]
+			if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+				strings.IndexByte("-_.!~*'()@/:=?;#%&,+<>", c) >= 0 {
+				e.WriteByte(c)
+				continue
+			}
+			fmt.Fprintf(&e, "%%%02X", c)
+		}
+		return quoted(e.String())
+	}
+	return quoted(strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(v))
+}
+
+// quoted is xmlBufWriteQuotedString: double quotes, or single quotes for
+// a value with a double quote, or &quot; when it has both kinds.
+func quoted(v string) string {
+	if !strings.Contains(v, `"`) {
+		return `"` + v + `"`
+	}
+	if !strings.Contains(v, "'") {
+		return "'" + v + "'"
+	}
+	return `"` + strings.ReplaceAll(v, `"`, "&quot;") + `"`
+}

@@ -1,0 +1,125 @@
+package media
+
+import (
+	"archive/zip"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// writeEPUB writes an EPUB laid out as txt2epub lays it out: every file at
+// the top of the archive.
+func writeEPUB(t *testing.T, dir, name string, files [][2]string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zw := zip.NewWriter(f)
+	for _, file := range files {
+		w, err := zw.Create(file[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Write([]byte(file[1])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func chapter(title string, paras ...string) string {
+	var b strings.Builder
+	b.WriteString("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<html xmlns=\"http://www.w3.org/1999/xhtml\">\n<head>\n<title>" + title + "</title>\n</head>\n<body>\n<h1>" + title + "</h1>\n")
+	for _, p := range paras {
+		b.WriteString("<p>" + p + "</p>\n")
+	}
+	b.WriteString("</body>\n</html>\n")
+	return b.String()
+}
+
+func book(id string, chapters ...string) [][2]string {
+	files := [][2]string{
+		{"mimetype", "application/epub+zip"},
+		{"content.opf", "<?xml version=\"1.0\"?>\n<package>\n<metadata>\n<dc:title>Pass Through</dc:title>\n<dc:identifier id=\"id\">" + id + "</dc:identifier>\n</metadata>\n</package>\n"},
+		{"toc.ncx", "<?xml version=\"1.0\"?>\n<ncx>\n<navMap>\n<navPoint id=\"" + id + "\">\n</navPoint>\n</navMap>\n</ncx>\n"},
+	}
+	for i, c := range chapters {
+		files = append(files, [2]string{"chapter" + string(rune('0'+i)) + ".html", c})
+	}
+	return files
+}
+
+func TestCompareEPUB(t *testing.T) {
+	dir := t.TempDir()
+	gold := writeEPUB(t, dir, "gold.epub", book("uuid-1",
+		chapter("One", "It begins.", "It goes on."), chapter("Two", "The end.")))
+	// Another identifier only: those lines are dropped before comparing.
+	same := writeEPUB(t, dir, "same.epub", book("uuid-2",
+		chapter("One", "It begins.", "It goes on."), chapter("Two", "The end.")))
+	edited := writeEPUB(t, dir, "edited.epub", book("uuid-3",
+		chapter("One", "It begins.", "It goes on and on."), chapter("Two", "The end.")))
+	nested := writeEPUB(t, dir, "nested.epub", [][2]string{{"OEBPS/ch1.html", chapter("One")}})
+	notZip := filepath.Join(dir, "not.epub")
+	if err := os.WriteFile(notZip, []byte("plain text"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name        string
+		result, exp any
+		want        float64
+	}{
+		{"same book", same, gold, 1},
+		// OSWorld's compare_epub gives 0.96875 on these files: the mean
+		// of 1, 1, 0.875 (the edited page, 7 of 8 lines alike) and 1.
+		{"one paragraph edited", edited, gold, 0.96875},
+		{"html in a folder raises", nested, gold, 0},
+		{"not a zip", notZip, gold, 0},
+		{"nil", nil, gold, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := metricCompareEPUB(tt.result, tt.exp, true, nil)
+			if err != nil || math.Abs(got-tt.want) > 1e-12 {
+				t.Errorf("compare_epub got %v, %v; want %v", got, err, tt.want)
+			}
+		})
+	}
+}
+
+// TestLibreOfficeEPUB: LibreOffice puts its pages under OEBPS/ as .xhtml,
+// where OSWorld's compare_epub finds nothing, so even a book compared with
+// itself scores 0.
+func TestLibreOfficeEPUB(t *testing.T) {
+	needTools(t, "soffice")
+	dir := t.TempDir()
+	txt := filepath.Join(dir, "novel.txt")
+	if err := os.WriteFile(txt, []byte("Chapter One\n\nIt begins.\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := execTimeout(2*60e9, "soffice", "-env:UserInstallation=file://"+dir+"/profile", "--headless",
+		"--convert-to", "epub", "--outdir", dir, txt)
+	if err != nil {
+		t.Fatalf("soffice: %v\n%s", err, out)
+	}
+	p := filepath.Join(dir, "novel.epub")
+	got, err := metricCompareEPUB(p, p, true, nil)
+	if err != nil || got != 0 {
+		t.Errorf("compare_epub of a LibreOffice EPUB with itself got %v, %v; want 0", got, err)
+	}
+}
+
+func TestPySplitLines(t *testing.T) {
+	got := pySplitLines("a\r\nb\rc\x0bd\u2028e\n\nf")
+	want := []string{"a", "b", "c", "d", "e", "", "f"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("pySplitLines got %q, want %q", got, want)
+	}
+}
