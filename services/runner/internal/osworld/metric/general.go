@@ -907,12 +907,14 @@ func metricFuzzyPlaceMath(result, expected any, _ bool, _ map[string]any) (float
 	return sum / 3, nil
 }
 
-// sqliteTimeout bounds run_sqlite3's query.
-const sqliteTimeout = 20 * time.Second
+// sqliteTimeout bounds run_sqlite3's query (a variable for the test).
+var sqliteTimeout = 20 * time.Second
 
 // metricRunSQLite3 runs rules["sql"] on the result database (read-only)
 // and returns the first column of the first row as a number; NULL, 0 and
-// an empty value score 0.
+// an empty value score 0. The number is OSWorld's score as is, so a query
+// that counts rows can score past 1: the published task's query is a 0/1
+// comparison.
 func metricRunSQLite3(result, expected any, _ bool, _ map[string]any) (float64, error) {
 	r, err := Rules(expected)
 	if err != nil {

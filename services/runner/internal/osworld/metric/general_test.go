@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // need fails the test when CI is set and a program is missing, and skips
@@ -340,6 +341,30 @@ func TestRunSQLite3(t *testing.T) {
 	got, _ := General()["run_sqlite3"].Fn(dbPath, rules("sql", "SELECT COUNT(*) FROM messages"), true, nil)
 	if got != 3 {
 		t.Errorf("after a DELETE through run_sqlite3, %v messages remain, want 3", got)
+	}
+}
+
+// TestRunSQLite3Ends: a query that would run forever is interrupted and
+// scores 0.
+func TestRunSQLite3Ends(t *testing.T) {
+	defer func(d time.Duration) { sqliteTimeout = d }(sqliteTimeout)
+	sqliteTimeout = 200 * time.Millisecond
+	dbPath := filepath.Join(t.TempDir(), "empty.sqlite")
+	db, err := sql.Open("sqlite", dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("CREATE TABLE t (x)"); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	start := time.Now()
+	got, err := General()["run_sqlite3"].Fn(dbPath, rules("sql", "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT COUNT(*) FROM c"), true, nil)
+	if err != nil || got != 0 {
+		t.Errorf("endless query = %v, %v; want 0", got, err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("endless query took %v", d)
 	}
 }
 
