@@ -13,6 +13,7 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -283,6 +284,58 @@ func (g *Client) Upload(ctx context.Context, path string, data []byte) error {
 	}
 	_, _, err = g.do(ctx, http.MethodPost, "/setup/upload", &buf, mw.FormDataContentType(), 600*time.Second, maxJSON)
 	return err
+}
+
+// UploadFile writes the local file src to path in the guest, as Upload
+// does, streaming it instead of holding it in memory. The body has a
+// Content-Length, as OSWorld's MultipartEncoder sends it: a chunked upload
+// is not something every guest server reads.
+func (g *Client) UploadFile(ctx context.Context, path string, src *os.File) error {
+	st, err := src.Stat()
+	if err != nil {
+		return fmt.Errorf("guest /setup/upload: %w", err)
+	}
+	var head, tail bytes.Buffer
+	mw := multipart.NewWriter(&head)
+	if err := mw.WriteField("file_path", path); err != nil {
+		return err
+	}
+	if _, err := mw.CreateFormFile("file_data", "file"); err != nil {
+		return err
+	}
+	// The closing boundary, written by a writer sharing the boundary.
+	end := multipart.NewWriter(&tail)
+	if err := end.SetBoundary(mw.Boundary()); err != nil {
+		return err
+	}
+	if err := end.Close(); err != nil {
+		return err
+	}
+	body := io.MultiReader(&head, io.NewSectionReader(src, 0, st.Size()), &tail)
+	ctx, cancel := context.WithTimeout(ctx, 600*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.base+"/setup/upload", body)
+	if err != nil {
+		return fmt.Errorf("guest /setup/upload: %w", err)
+	}
+	req.ContentLength = int64(head.Len()) + st.Size() + int64(tail.Len())
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	if g.token != "" {
+		req.Header.Set("Authorization", "Bearer "+g.token)
+	}
+	resp, err := g.hc.Do(req)
+	if err != nil {
+		if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return err
+		}
+		return fmt.Errorf("guest /setup/upload: %w: %v", env.ErrGuestUnreachable, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, maxJSON))
+	if resp.StatusCode/100 != 2 {
+		return &HTTPError{Path: "/setup/upload", Status: resp.StatusCode, Body: string(data)}
+	}
+	return nil
 }
 
 // File fetches a file from the guest (form POST /file). A missing file gives

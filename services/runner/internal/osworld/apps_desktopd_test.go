@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/guest"
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/dlcache"
 )
 
 // startDesktopd builds and runs the real guest server, desktopd, on its own
@@ -176,6 +177,17 @@ func TestGettersOnDesktopd(t *testing.T) {
 	}
 	if tree, ok := get(map[string]any{"type": "accessibility_tree"}).(string); !ok || !strings.HasPrefix(strings.TrimSpace(tree), "<") {
 		t.Errorf("accessibility_tree = %.200q, want XML", tree)
+	}
+	// A download step streams the stored file into the guest.
+	big := strings.Repeat("0123456789abcdef", 1<<16)
+	srv := newFileServer(t, map[string]string{"task.bin": big})
+	useDownloads(t, &dlcache.Cache{Dir: filepath.Join(t.TempDir(), "store")})
+	dl := fmt.Sprintf(`{"files": [{"url": %q, "path": %q}]}`, srv.URL+"/task.bin", filepath.Join(home, "Desktop", "task.bin"))
+	if err := s.Run(ctx, []Step{{Type: "download", Parameters: json.RawMessage(dl)}}); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(home, "Desktop", "task.bin")); err != nil || string(b) != big {
+		t.Errorf("the guest holds %d bytes (%v), want the %d downloaded", len(b), err, len(big))
 	}
 	rules := map[string]any{"relativeTime": map[string]any{"from": "tomorrow"}, "expected": map[string]any{"time": "{Year}-{Month0D}-{Day0D}"}}
 	got := get(map[string]any{"type": "rule_relativeTime", "rules": rules}).(map[string]any)["expected"].(map[string]any)["time"]

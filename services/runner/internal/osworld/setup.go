@@ -292,15 +292,43 @@ func stepDownload(ctx context.Context, s *Session, p map[string]any) error {
 		if err != nil {
 			return err
 		}
-		data, err := boundedread.ReadFile(src, s.maxDownload())
-		if err != nil {
+		if err := s.upload(ctx, dst, src); err != nil {
 			return fmt.Errorf("download %s: %w", u, err)
-		}
-		if err := s.Guest.Upload(ctx, dst, data); err != nil {
-			return err
 		}
 	}
 	return nil
+}
+
+// fileUploader is a guest client that streams an upload from a file.
+type fileUploader interface {
+	UploadFile(ctx context.Context, path string, src *os.File) error
+}
+
+// upload puts the local file src at dst in the guest, streamed when the
+// client can (a task's file may be a large video, and slots upload at
+// once).
+func (s *Session) upload(ctx context.Context, dst, src string) error {
+	up, ok := s.Guest.(fileUploader)
+	if !ok {
+		data, err := boundedread.ReadFile(src, s.maxDownload())
+		if err != nil {
+			return err
+		}
+		return s.Guest.Upload(ctx, dst, data)
+	}
+	f, err := boundedread.Open(src)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if st.Size() > s.maxDownload() {
+		return fmt.Errorf("%s: larger than %d bytes", src, s.maxDownload())
+	}
+	return up.UploadFile(ctx, dst, f)
 }
 
 func stepUploadFile(ctx context.Context, s *Session, p map[string]any) error {
