@@ -5,15 +5,34 @@
 # the static desktopd and a small init, imported with docker import. The
 # build is skipped when an image labelled with the same input hash exists.
 #
-#   deploy/guest/build-desktop-image.sh [image]      (run as root, from anywhere)
+#   deploy/guest/build-desktop-image.sh [image]          (run as root, from anywhere)
+#   deploy/guest/build-desktop-image.sh --full [image]
+#
+# --full builds rolloutmesh/desktop:full, the same base plus what OSWorld's
+# tasks drive (deploy/guest/full/packages: Chromium as google-chrome,
+# LibreOffice, GIMP, VLC with its HTTP interface, Thunderbird, nautilus,
+# fonts, sudo, python modules, gsettings) and deploy/guest/full/desktop-init.sh
+# as PID 1 in front of the small image's init.
 #
 # Environment: MIRROR (default: the first Debian mirror apt uses here),
-# SUITE (bookworm), FORCE=1 to rebuild anyway.
+# SECURITY_MIRROR (the security archive, for --full: Chromium's updates come
+# from there), SUITE (bookworm), FORCE=1 to rebuild anyway, and for --full
+# VSCODE_DEB=/path/to/code.deb to install VS Code (not in Debian) from a
+# local .deb.
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-image="${1:-rolloutmesh/desktop:dev}"
+full=0
+if [ "${1:-}" = --full ]; then
+	full=1
+	shift
+fi
+if [ "$full" = 1 ]; then
+	image="${1:-rolloutmesh/desktop:full}"
+else
+	image="${1:-rolloutmesh/desktop:dev}"
+fi
 suite="${SUITE:-bookworm}"
 packages="xvfb,openbox,xterm,mousepad,ffmpeg,python3,python-is-python3,dbus,dbus-x11,at-spi2-core,libatk-adaptor,fonts-dejavu-core,wmctrl,x11-utils,xdg-utils,ca-certificates,procps,util-linux"
 
@@ -23,8 +42,28 @@ if [ -z "${MIRROR:-}" ]; then
 	[ -n "$MIRROR" ] || MIRROR=http://deb.debian.org/debian
 fi
 
+full_packages=
+if [ "$full" = 1 ]; then
+	full_packages=$(sed -e 's/#.*//' "$here/full/packages" | tr -s ' \t\n' ' ' | sed -e 's/^ //' -e 's/ $//')
+	if [ -z "${SECURITY_MIRROR:-}" ]; then
+		SECURITY_MIRROR=$(grep -hoE '^URIs: *http[^ ]+/debian-security/?$' /etc/apt/sources.list.d/*.sources 2>/dev/null | head -n1 | sed 's/^URIs: *//')
+		[ -n "$SECURITY_MIRROR" ] || SECURITY_MIRROR=http://deb.debian.org/debian-security
+	fi
+	if [ -n "${VSCODE_DEB:-}" ] && [ ! -f "$VSCODE_DEB" ]; then
+		echo "VSCODE_DEB=$VSCODE_DEB: no such file" >&2
+		exit 1
+	fi
+fi
+
 work=$(mktemp -d /tmp/desktop-image.XXXXXX)
-cleanup() { rm -rf "$work"; }
+rootfs="$work/rootfs"
+cleanup() {
+	# apt's chroot needs /proc; never delete through a mount still in place.
+	if mountpoint -q "$rootfs/proc" 2>/dev/null; then
+		umount "$rootfs/proc" || { echo "cannot unmount $rootfs/proc; leaving $work" >&2; return; }
+	fi
+	rm -rf "$work"
+}
 trap cleanup EXIT
 
 # The static binary is part of the inputs: Go builds with -trimpath are
@@ -32,13 +71,79 @@ trap cleanup EXIT
 echo ">> building desktopd"
 (cd "$repo/guest/desktopd" && CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags='-s -w' -o "$work/desktopd" ./cmd/desktopd)
 
-hash=$( (cat "$work/desktopd" "$here/desktop-init.sh" "$0"; echo "$suite $packages") | sha256sum | cut -c1-32)
+if [ "$full" = 1 ]; then
+	hash=$( (cat "$work/desktopd" "$here/desktop-init.sh" "$0" "$here"/full/*; echo "$suite $packages $full_packages"
+		[ -z "${VSCODE_DEB:-}" ] || sha256sum <"$VSCODE_DEB") | sha256sum | cut -c1-32)
+else
+	hash=$( (cat "$work/desktopd" "$here/desktop-init.sh" "$0"; echo "$suite $packages") | sha256sum | cut -c1-32)
+fi
 if [ "${FORCE:-0}" != 1 ] && [ -n "$(docker images -q --filter "label=org.rolloutmesh.inputs=$hash" "$image")" ]; then
 	echo ">> $image is up to date (inputs $hash)"
 	exit 0
 fi
 
-rootfs="$work/rootfs"
+# install_full turns the small root file system into the full one.
+install_full() {
+	echo ">> installing the full desktop: $full_packages"
+	cat >"$rootfs/etc/apt/sources.list" <<-EOF
+		deb $MIRROR $suite main
+		deb $MIRROR $suite-updates main
+		deb $SECURITY_MIRROR $suite-security main
+	EOF
+	# No documentation, manuals or translations in the image (the desktop
+	# runs in C.UTF-8); dpkg skips them as it unpacks.
+	cat >"$rootfs/etc/dpkg/dpkg.cfg.d/rolloutmesh-nodoc" <<-EOF
+		path-exclude=/usr/share/doc/*
+		path-exclude=/usr/share/man/*
+		path-exclude=/usr/share/info/*
+		path-exclude=/usr/share/help/*
+		path-exclude=/usr/share/locale/*
+		path-exclude=/usr/share/gnome/help/*
+		path-exclude=/usr/share/omf/*
+	EOF
+	# Packages' maintainer scripts must not start services in the chroot.
+	printf '#!/bin/sh\nexit 101\n' >"$rootfs/usr/sbin/policy-rc.d"
+	chmod 0755 "$rootfs/usr/sbin/policy-rc.d"
+	mount -t proc proc "$rootfs/proc"
+	chroot "$rootfs" apt-get update
+	# The base came from the release; take its security updates too.
+	DEBIAN_FRONTEND=noninteractive chroot "$rootfs" apt-get upgrade -y
+	# shellcheck disable=SC2086
+	DEBIAN_FRONTEND=noninteractive chroot "$rootfs" apt-get install -y --no-install-recommends $full_packages
+	if [ -n "${VSCODE_DEB:-}" ]; then
+		cp "$VSCODE_DEB" "$rootfs/tmp/code.deb"
+		DEBIAN_FRONTEND=noninteractive chroot "$rootfs" apt-get install -y --no-install-recommends /tmp/code.deb
+		rm -f "$rootfs/tmp/code.deb"
+		# Electron needs the same sandbox fallback as Chromium.
+		install -m 0755 "$here/full/code" "$rootfs/usr/local/bin/code"
+	fi
+	chroot "$rootfs" apt-get clean
+	umount "$rootfs/proc"
+	rm -f "$rootfs/usr/sbin/policy-rc.d"
+
+	# Chromium as google-chrome (see full/google-chrome), also under the
+	# path and desktop file name of Google's package, which tasks copy.
+	ln "$rootfs/usr/lib/chromium/chromium" "$rootfs/usr/lib/chromium/chrome"
+	install -m 0755 "$here/full/google-chrome" "$rootfs/usr/local/bin/google-chrome"
+	ln -s /usr/local/bin/google-chrome "$rootfs/usr/bin/google-chrome-stable"
+	install -m 0644 "$here/full/google-chrome.desktop" "$rootfs/usr/share/applications/google-chrome.desktop"
+	chroot "$rootfs" update-desktop-database -q /usr/share/applications || true
+	# Not through /usr/lib/libreoffice/share/registry: that is an absolute
+	# link, which outside the chroot leads to the build host's /etc.
+	lo_version=$(chroot "$rootfs" dpkg-query -W -f '${Version}' libreoffice-core | sed -E 's/^[0-9]+://; s/^([0-9]+\.[0-9]+).*/\1/')
+	sed "s/@VERSION@/$lo_version/" "$here/full/libreoffice.xcd" >"$rootfs/etc/libreoffice/registry/rolloutmesh.xcd"
+	chmod 0644 "$rootfs/etc/libreoffice/registry/rolloutmesh.xcd"
+	install -d "$rootfs/home/user/.config/vlc"
+	install -m 0644 "$here/full/vlcrc" "$rootfs/home/user/.config/vlc/vlcrc"
+	# sudo -S with the password "password", OSWorld's {CLIENT_PASSWORD}.
+	chroot "$rootfs" /usr/sbin/usermod -aG sudo user
+	# OSWorld's Ubuntu lets "pip install" write to the system Python; the
+	# tasks' "pip install X" fail on Debian's marker otherwise.
+	rm -f "$rootfs"/usr/lib/python3.*/EXTERNALLY-MANAGED
+	mv "$rootfs/sbin/desktop-init" "$rootfs/sbin/desktop-init-base"
+	install -m 0755 "$here/full/desktop-init.sh" "$rootfs/sbin/desktop-init"
+}
+
 echo ">> debootstrap $suite from $MIRROR"
 debootstrap --variant=minbase --include="$packages" "$suite" "$rootfs" "$MIRROR"
 
@@ -47,6 +152,9 @@ install -m 0755 "$here/desktop-init.sh" "$rootfs/sbin/desktop-init"
 chroot "$rootfs" /usr/sbin/useradd --create-home --shell /bin/bash --uid 1000 user
 echo 'user:password' | chroot "$rootfs" /usr/sbin/chpasswd
 mkdir -p "$rootfs/home/user/Desktop"
+if [ "$full" = 1 ]; then
+	install_full
+fi
 chroot "$rootfs" chown -R user:user /home/user
 # The machine id D-Bus wants, and no leftovers from the build.
 chroot "$rootfs" dbus-uuidgen --ensure=/etc/machine-id || true
@@ -54,9 +162,14 @@ rm -rf "$rootfs/var/cache/apt/archives/"*.deb "$rootfs/var/lib/apt/lists/"* \
 	"$rootfs/usr/share/doc/"* "$rootfs/usr/share/man/"* "$rootfs/tmp/"*
 
 echo ">> docker import as $image"
+expose='EXPOSE 5000'
+if [ "$full" = 1 ]; then
+	# The CDP forward and VLC's HTTP interface (see full/desktop-init.sh).
+	expose='EXPOSE 5000 8080 9222'
+fi
 tar -C "$rootfs" --numeric-owner -c . | docker import \
 	--change 'CMD ["/sbin/desktop-init"]' \
-	--change 'EXPOSE 5000' \
+	--change "$expose" \
 	--change 'ENV LANG=C.UTF-8 SCREEN_WIDTH=1920 SCREEN_HEIGHT=1080' \
 	--change "LABEL org.rolloutmesh.inputs=$hash org.rolloutmesh.component=desktop-guest" \
 	- "$image"

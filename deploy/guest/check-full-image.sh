@@ -1,0 +1,160 @@
+#!/bin/sh
+# Smoke test of the full desktop guest image: starts a container the way
+# vmmanager's docker provider does (SCREEN_WIDTH/SCREEN_HEIGHT, a
+# DESKTOPD_TOKEN, the guest ports published on 127.0.0.1 with engine-chosen
+# host ports) and drives it only through desktopd's HTTP API and the
+# published ports, as the runner does:
+#
+#   - google-chrome --remote-debugging-port=1337, then CDP's /json/version
+#     on the container's 9222 and a browser process named "chrome";
+#   - an .xlsx made in the guest by LibreOffice, opened with
+#     libreoffice --calc, and its window in wmctrl -l;
+#   - VLC, then /requests/status.xml on 8080 with the password "password"
+#     (and 401 without it);
+#   - sudo -S with "password", gsettings over /run/user/1000/bus, the python
+#     modules and programs the tasks call, and a PNG /screenshot.
+#
+#   deploy/guest/check-full-image.sh [image]    (default rolloutmesh/desktop:full)
+#
+# It stops at the first failure with a message and a non-zero exit, and
+# always removes its container. Needs docker, curl and python3 on the host.
+# KEEP_SHOT=path keeps the last screenshot.
+set -eu
+
+image="${1:-rolloutmesh/desktop:full}"
+name="rolloutmesh-check-full-$$"
+token=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+work=$(mktemp -d /tmp/check-full-image.XXXXXX)
+
+fail() {
+	echo "FAIL: $*" >&2
+	[ ! -s "$work/diag" ] || sed 's/^/    /' "$work/diag" >&2
+	echo "--- last container log lines:" >&2
+	docker logs --tail 30 "$name" 2>&1 | sed 's/^/    /' >&2 || true
+	exit 1
+}
+ok() { echo "ok: $*"; }
+cleanup() {
+	docker rm -f "$name" >/dev/null 2>&1 || true
+	rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+for tool in docker curl python3; do
+	command -v "$tool" >/dev/null || { echo "FAIL: $tool is not installed" >&2; exit 1; }
+done
+docker image inspect "$image" >/dev/null 2>&1 ||
+	{ echo "FAIL: no image $image (build it: deploy/guest/build-desktop-image.sh --full $image)" >&2; exit 1; }
+
+docker run -d --name "$name" \
+	-e SCREEN_WIDTH=1920 -e SCREEN_HEIGHT=1080 -e DESKTOPD_TOKEN="$token" \
+	-p 127.0.0.1::5000 -p 127.0.0.1::9222 -p 127.0.0.1::8080 \
+	"$image" >/dev/null || fail "docker run $image"
+port() { docker port "$name" "$1/tcp" | head -n1 | sed 's/.*://'; }
+D="http://127.0.0.1:$(port 5000)"
+CDP="http://127.0.0.1:$(port 9222)"
+VLC="http://127.0.0.1:$(port 8080)"
+
+# api METHOD PATH [JSON]: desktopd's answer body on stdout; fails on non-2xx.
+api() {
+	if [ $# -ge 3 ]; then
+		curl -sS --max-time 150 -X "$1" -H "Authorization: Bearer $token" \
+			-H 'Content-Type: application/json' -d "$3" -o "$work/body" -w '%{http_code}' "$D$2" >"$work/code" 2>"$work/err" || true
+	else
+		curl -sS --max-time 150 -X "$1" -H "Authorization: Bearer $token" \
+			-o "$work/body" -w '%{http_code}' "$D$2" >"$work/code" 2>"$work/err" || true
+	fi
+	case "$(cat "$work/code")" in
+	2??) cat "$work/body" ;;
+	*) fail "$1 $2 answered $(cat "$work/code"): $(head -c 500 "$work/body" "$work/err")" ;;
+	esac
+}
+
+# run SHELL-COMMAND: its stdout, through POST /execute with shell=true;
+# fails when the command exits non-zero.
+run() {
+	body=$(python3 -c 'import json,sys; print(json.dumps({"command": sys.argv[1], "shell": True, "timeout": 100}))' "$1")
+	api POST /execute "$body" >"$work/exec.json"
+	python3 - "$work/exec.json" "$1" <<-'EOF' || return 1
+		import json, sys
+		r = json.load(open(sys.argv[1]))
+		if r.get("returncode") != 0:
+		    print("FAIL: %r exited %s: %s%s" % (sys.argv[2], r.get("returncode"), r.get("output", ""), r.get("error", "")), file=sys.stderr)
+		    sys.exit(1)
+		sys.stdout.write(r.get("output", ""))
+	EOF
+}
+
+# until_ok SECONDS WHAT CMD...: retries CMD every second until it succeeds.
+until_ok() {
+	limit=$1 what=$2
+	shift 2
+	i=0
+	until "$@" >/dev/null 2>&1; do
+		i=$((i + 1))
+		[ "$i" -lt "$limit" ] || fail "$what (gave up after ${limit}s)"
+		sleep 1
+	done
+}
+
+healthy() { curl -sf --max-time 5 -H "Authorization: Bearer $token" "$D/healthz"; }
+until_ok 120 "desktopd /healthz never became ready" healthy
+ok "desktopd ready at $D"
+
+# --- Chrome over CDP -------------------------------------------------------
+api POST /setup/launch '{"command": ["google-chrome", "--remote-debugging-port=1337"], "shell": false}' >/dev/null
+cdp() { curl -sf --max-time 5 "$CDP/json/version" >"$work/version.json" && grep -q '"Browser"' "$work/version.json"; }
+until_ok 90 "no CDP answer at $CDP/json/version (container port 9222)" cdp
+ok "CDP at $CDP: $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["Browser"])' "$work/version.json")"
+run 'pgrep -x chrome' >/dev/null || fail "no process named chrome: the tasks' pkill chrome would miss it"
+ok "the browser process is named chrome"
+run 'test -f ~/.config/google-chrome/Local\ State || sleep 3; test -d ~/.config/google-chrome/Default' >/dev/null ||
+	fail "the profile is not in ~/.config/google-chrome, where OSWorld's getters read it"
+ok "profile in ~/.config/google-chrome"
+
+# --- LibreOffice Calc ------------------------------------------------------
+run 'printf "name,qty\nalpha,1\nbeta,2\n" >~/check_sheet.csv && cd ~ && libreoffice --headless --convert-to xlsx --outdir ~ ~/check_sheet.csv && test -s ~/check_sheet.xlsx' >/dev/null ||
+	fail "LibreOffice could not make an .xlsx"
+ok "LibreOffice made ~/check_sheet.xlsx"
+api POST /setup/launch '{"command": ["libreoffice", "--calc", "/home/user/check_sheet.xlsx"], "shell": false}' >/dev/null
+calc() { run 'wmctrl -l' >"$work/diag" && grep -q 'check_sheet.xlsx - LibreOffice Calc' "$work/diag"; }
+until_ok 90 "no window 'check_sheet.xlsx - LibreOffice Calc' in wmctrl -l" calc
+rm -f "$work/diag"
+ok "Calc window: $(run 'wmctrl -l' | grep 'LibreOffice Calc' | head -n1 | cut -d' ' -f5-)"
+
+# --- VLC's HTTP interface --------------------------------------------------
+api POST /setup/launch '{"command": "VLC_VERBOSE=-1 vlc --no-audio --no-video-title-show", "shell": true}' >/dev/null
+vlc() { curl -sf --max-time 5 -u :password "$VLC/requests/status.xml" >"$work/status.xml" && grep -q '<state>' "$work/status.xml"; }
+until_ok 60 "no status.xml at $VLC with the password \"password\"" vlc
+ok "VLC status.xml: state $(sed -n 's:.*<state>\(.*\)</state>.*:\1:p' "$work/status.xml")"
+code=$(curl -s --max-time 5 -o /dev/null -w '%{http_code}' "$VLC/requests/status.xml")
+[ "$code" = 401 ] || fail "status.xml without the password answered $code, want 401"
+ok "status.xml without the password is 401"
+
+# --- the rest the tasks' commands rely on ----------------------------------
+[ "$(run 'echo password | sudo -S -p "" id -u')" = 0 ] || fail "sudo -S with the password does not give root"
+ok "sudo -S with password"
+got=$(run "export DBUS_SESSION_BUS_ADDRESS='unix:path=/run/user/1000/bus'
+gsettings set org.gnome.desktop.session idle-delay 123 && dconf read /org/gnome/desktop/session/idle-delay")
+# 123 is not the default (300): reading it back in another process shows
+# dconf stored it, not GSettings' in-memory fallback.
+[ "$got" = "uint32 123" ] || fail "gsettings over /run/user/1000/bus stored '$got', want 'uint32 123'"
+ok "gsettings over /run/user/1000/bus"
+run 'gsettings get org.gnome.shell favorite-apps && gsettings get org.gnome.settings-daemon.plugins.power idle-dim' >/dev/null ||
+	fail "the GNOME schemas the os tasks read are missing"
+ok "GNOME schemas"
+run 'python -c "import Xlib, tkinter, PIL, numpy, pyperclip, lxml"' >/dev/null || fail "python modules missing"
+ok "python modules"
+for prog in gimp thunderbird nautilus gnome-terminal socat xdotool wmctrl curl zip unzip jq git xsel; do
+	run "command -v $prog" >/dev/null || fail "$prog is not installed"
+done
+ok "programs on PATH"
+run 'fc-list | grep -q Carlito && fc-list | grep -q "Liberation Sans" && fc-list | grep -q "Noto Sans"' >/dev/null || fail "fonts missing"
+ok "fonts"
+
+api GET /screenshot >"$work/shot.png"
+[ "$(head -c 8 "$work/shot.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] || fail "/screenshot is not a PNG"
+[ -z "${KEEP_SHOT:-}" ] || cp "$work/shot.png" "$KEEP_SHOT"
+ok "screenshot ($(wc -c <"$work/shot.png") bytes)"
+echo "PASS: $image"
