@@ -5,7 +5,15 @@
 //
 // desktopd runs in its own process group so that it outlives a crashed
 // vmmanager; the next vmmanager re-adopts it by pid (checked against its
-// command line) or destroys it as a stray.
+// command line or, with GuestHome, its environment) or destroys it as a
+// stray.
+//
+// With GuestHome (root only), each desktopd runs in a mount namespace of its
+// own in which the VM's home directory is bind-mounted on GuestHome, for
+// example /home/user: OSWorld's tasks name /home/user/... outright, and
+// every VM then finds its own files there. The mount is private to the
+// namespace, which the kernel drops with its last process, so nothing is
+// left mounted on the host.
 package process
 
 import (
@@ -40,9 +48,19 @@ type Options struct {
 	ScreenHeight int
 	// Dir holds one directory per VM (home, log); it should be private to
 	// this pool, e.g. <data-dir>/vms/<pool>.
-	Dir    string
-	Logger *zap.Logger
+	Dir string
+	// GuestHome, when set, is the absolute path at which each VM sees its
+	// own home (desktopd's --home and HOME), through a bind mount in a
+	// private mount namespace; it needs root. Empty: the VM's home is its
+	// directory under Dir.
+	GuestHome string
+	Logger    *zap.Logger
 }
+
+// envVMHome names, in desktopd's environment, the VM home directory behind
+// GuestHome: with a private home desktopd's command line shows only
+// GuestHome, and adoption and the stray sweep must still tell VMs apart.
+const envVMHome = "ROLLOUTMESH_VM_HOME"
 
 // Provider runs desktopd processes.
 type Provider struct {
@@ -102,6 +120,17 @@ func New(o Options) (*Provider, error) {
 		return nil, fmt.Errorf("vm dir: %w", err)
 	}
 	o.Dir = dir
+	if o.GuestHome != "" {
+		if !filepath.IsAbs(o.GuestHome) || filepath.Clean(o.GuestHome) == "/" {
+			return nil, fmt.Errorf("guest home %q: want an absolute path other than /", o.GuestHome)
+		}
+		o.GuestHome = filepath.Clean(o.GuestHome)
+		// Only root may make mount namespaces and bind mounts; say so now
+		// rather than at every boot.
+		if os.Geteuid() != 0 {
+			return nil, fmt.Errorf("guest home %s: a private mount namespace needs root (euid %d)", o.GuestHome, os.Geteuid())
+		}
+	}
 	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create vm dir: %w", err)
 	}
@@ -205,7 +234,11 @@ func (p *Provider) boot(ctx context.Context, id string, inst pool.Instance) (poo
 	} else if err := os.MkdirAll(home, 0o700); err != nil {
 		return inst, fmt.Errorf("create home: %w", err)
 	}
-	args := []string{"--addr", strings.TrimPrefix(inst.Endpoint, "http://"), "--home", home}
+	guestHome := home
+	if p.o.GuestHome != "" {
+		guestHome = p.o.GuestHome
+	}
+	args := []string{"--addr", strings.TrimPrefix(inst.Endpoint, "http://"), "--home", guestHome}
 	if p.o.Config.NoDisplay {
 		args = append(args, "--display", "none")
 	} else {
@@ -219,8 +252,16 @@ func (p *Provider) boot(ctx context.Context, id string, inst pool.Instance) (poo
 	}
 	defer logf.Close()
 	cmd := exec.Command(p.desktopd, args...)
+	if p.o.GuestHome != "" {
+		if cmd, err = p.privateHomeCommand(home, args); err != nil {
+			return inst, err
+		}
+	}
 	cmd.Dir = home
-	cmd.Env = append(os.Environ(), "HOME="+home)
+	cmd.Env = append(os.Environ(), "HOME="+guestHome)
+	if p.o.GuestHome != "" {
+		cmd.Env = append(cmd.Env, envVMHome+"="+home)
+	}
 	// The token goes in the environment, never in argv: any local user
 	// reads argv in ps, the environment only desktopd's user and root.
 	// An inherited DESKTOPD_TOKEN is overridden (the last entry wins), so a
@@ -229,7 +270,10 @@ func (p *Provider) boot(ctx context.Context, id string, inst pool.Instance) (poo
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Own process group: survives a vmmanager crash for re-adoption, and
 	// can be signalled as a whole.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setpgid = true
 	if err := cmd.Start(); err != nil {
 		return inst, fmt.Errorf("start desktopd: %w", err)
 	}
@@ -258,6 +302,65 @@ func (p *Provider) boot(ctx context.Context, id string, inst pool.Instance) (poo
 		return inst, fmt.Errorf("%v (log: %s)", err, tail(logPath))
 	}
 	return inst, nil
+}
+
+// privateHomeCommand starts desktopd in a new mount namespace after
+// bind-mounting the VM's home on GuestHome there. Go makes the namespace
+// (CLONE_NEWNS) and marks every mount in it private before the exec, so the
+// bind mount never propagates to the host; a shell does the mount, because
+// it must happen in the child, between the unshare and desktopd's exec. The
+// shell execs desktopd, so the pid stays desktopd's.
+func (p *Provider) privateHomeCommand(home string, args []string) (*exec.Cmd, error) {
+	// The mount point must exist; on a host without it, an empty
+	// directory is all that is left outside the namespace.
+	if err := os.MkdirAll(p.o.GuestHome, 0o755); err != nil {
+		return nil, fmt.Errorf("create guest home mount point: %w", err)
+	}
+	mountBin, err := exec.LookPath("mount")
+	if err != nil {
+		return nil, fmt.Errorf("guest home needs mount(8): %w", err)
+	}
+	// cd after the mount: the directory the child started in is the one
+	// under the mount point, and PWD must name GuestHome, as pwd shows it.
+	script := `"$0" --bind -- "$1" "$2" && cd "$2" && shift 2 && exec "$@"`
+	shArgs := append([]string{"-c", script, mountBin, home, p.o.GuestHome, p.desktopd}, args...)
+	cmd := exec.Command("/bin/sh", shArgs...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
+	return cmd, nil
+}
+
+// vmHomeOf returns the VM home directory desktopd pid serves: its --home
+// argument, or, behind a private GuestHome, the home named in its
+// environment. Children inherit that environment, so only a process whose
+// command is desktopd itself counts.
+func (p *Provider) vmHomeOf(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return ""
+	}
+	args := strings.Split(string(b), "\x00")
+	home := ""
+	for i := 0; i+1 < len(args); i++ {
+		if args[i] == "--home" {
+			home = args[i+1]
+		}
+	}
+	if p.o.GuestHome == "" || home != p.o.GuestHome {
+		return home
+	}
+	if len(args) == 0 || filepath.Base(args[0]) != filepath.Base(p.desktopd) {
+		return ""
+	}
+	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if err != nil {
+		return ""
+	}
+	for _, kv := range strings.Split(string(env), "\x00") {
+		if v, ok := strings.CutPrefix(kv, envVMHome+"="); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 // tail returns the end of a log file for error messages.
@@ -404,7 +507,7 @@ func (p *Provider) Adopt(ctx context.Context, id string, inst pool.Instance) err
 	if pid <= 0 || !processAlive(pid) {
 		return fmt.Errorf("desktopd pid %d is gone", pid)
 	}
-	if !strings.Contains(cmdline(pid), p.home(id)) {
+	if p.vmHomeOf(pid) != p.home(id) {
 		return fmt.Errorf("pid %d is no longer this vm's desktopd", pid)
 	}
 	if err := p.guest.Probe(ctx, inst.Endpoint, "/healthz", p.o.Config.GuestToken); err != nil {
@@ -440,13 +543,11 @@ func (p *Provider) Sweep(ctx context.Context, known map[string]bool) error {
 		}
 		args := strings.Split(string(b), "\x00")
 		id, display := "", ""
+		if home := p.vmHomeOf(pid); strings.HasPrefix(home, prefix) {
+			id = strings.SplitN(strings.TrimPrefix(home, prefix), string(filepath.Separator), 2)[0]
+		}
 		for i := 0; i+1 < len(args); i++ {
-			switch args[i] {
-			case "--home":
-				if strings.HasPrefix(args[i+1], prefix) {
-					id = strings.SplitN(strings.TrimPrefix(args[i+1], prefix), string(filepath.Separator), 2)[0]
-				}
-			case "--display":
+			if args[i] == "--display" {
 				display = strings.TrimPrefix(args[i+1], ":")
 			}
 		}
