@@ -50,6 +50,7 @@ var (
 		"active_tab_html_parse":         getActiveTabHTMLParse,
 		"pdf_from_url":                  getPDFFromURL,
 		"info_from_website":             getInfoFromWebsite,
+		"chrome_appearance_mode_ui":     getAppearanceModeUI,
 	}
 )
 
@@ -1006,4 +1007,46 @@ func getInfoFromWebsite(ctx context.Context, s *Session, cfg map[string]any) (an
 		return backups, nil
 	}
 	return out, nil
+}
+
+// getAppearanceModeUI is chrome_appearance_mode_ui: the mode the settings
+// page shows, or, when Chrome or the page cannot tell, the one in
+// Preferences.
+func getAppearanceModeUI(ctx context.Context, s *Session, _ map[string]any) (any, error) {
+	c, err := connectChrome(ctx, s, 5*time.Second)
+	if err == nil {
+		mode, err := c.AppearanceMode(ctx)
+		c.Close()
+		if err == nil && mode != "" {
+			return mode, nil
+		}
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	return colorSchemeFromFile(ctx, s)
+}
+
+// colorSchemeFromFile reads the mode from Preferences up to five times a
+// second apart, as OSWorld does because Chrome writes the file a moment
+// after the settings change: light ends the wait, and the last mode read
+// (system if none) is the answer.
+func colorSchemeFromFile(ctx context.Context, s *Session) (any, error) {
+	final := "system"
+	for i := 0; i < 5; i++ {
+		data, err := profileFile(ctx, s, chrome.PreferencesFile)
+		if err != nil {
+			return nil, err
+		}
+		if mode, ok := chrome.ColorScheme(data); ok {
+			if mode == "light" {
+				return mode, nil
+			}
+			final = mode
+		}
+		if err := s.sleep(ctx, time.Second); err != nil {
+			return nil, err
+		}
+	}
+	return final, nil
 }

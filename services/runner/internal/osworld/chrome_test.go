@@ -284,6 +284,10 @@ func TestChromeTabsStepsGettersMetrics(t *testing.T) {
 		t.Errorf("info_from_website without the element = %#v, %v; want the backups", got, err)
 	}
 
+	if mode, err := s.get(ctx, map[string]any{"type": "chrome_appearance_mode_ui"}); err != nil || mode != "light" {
+		t.Errorf("chrome_appearance_mode_ui of a fresh profile = %v, %v; want light (the classic theme)", mode, err)
+	}
+
 	pdf, err := s.get(ctx, map[string]any{"type": "pdf_from_url", "path": srv.URL + "/cart/", "dest": "cart.pdf"})
 	if err != nil {
 		t.Fatal(err)
@@ -337,8 +341,13 @@ func TestChromeTabsStepsGettersMetrics(t *testing.T) {
 }
 
 func TestChromeProfileGetters(t *testing.T) {
-	g := &chromeGuest{home: t.TempDir()}
-	s := &Session{Guest: g, TaskID: "chrome-test", CacheDir: t.TempDir()}
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed.Close() // no Chrome answers here
+	g := &chromeGuest{home: t.TempDir(), addr: closed.Addr().String()}
+	s := &Session{Guest: g, TaskID: "chrome-test", CacheDir: t.TempDir(), Sleep: func(context.Context, time.Duration) error { return nil }}
 	ctx := context.Background()
 	get := func(cfg map[string]any) any {
 		t.Helper()
@@ -384,6 +393,11 @@ func TestChromeProfileGetters(t *testing.T) {
 		if score, details := evalTask(t, s, tt.evaluator); score != 1 {
 			t.Errorf("%s: score %v, details %v", tt.name, score, details)
 		}
+	}
+	// Without Chrome, the appearance comes from Preferences.
+	write("Preferences", `{"browser": {"theme": {"color_scheme2": 2}}}`)
+	if mode := get(map[string]any{"type": "chrome_appearance_mode_ui"}); mode != "dark" {
+		t.Errorf("chrome_appearance_mode_ui from Preferences = %v, want dark", mode)
 	}
 	// A corrupt History database is None, which scores 0.
 	if score, _ := evalTask(t, s, `{"func": "check_history_deleted", "result": {"type": "history", "dest": "h.sqlite"}, "expected": {"type": "rule", "rules": {"type": "keywords", "keywords": ["x"]}}}`); score != 0 {

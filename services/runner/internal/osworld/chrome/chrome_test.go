@@ -347,3 +347,24 @@ func TestQueryRowsBadInput(t *testing.T) {
 		}
 	}
 }
+
+func TestAppearanceMode(t *testing.T) {
+	b := StartChromium(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := Connect(ctx, Config{Addr: b.Addr, Ready: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	mode, err := c.AppearanceMode(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A fresh Linux profile has the classic theme (system_theme 0), which
+	// OSWorld reads as light.
+	if mode != "light" && mode != "system" {
+		t.Errorf("AppearanceMode of a fresh profile = %q", mode)
+	}
+	t.Logf("fresh profile: %q", mode)
+}

@@ -220,3 +220,61 @@ func (c *Client) PDF(ctx context.Context, u string) ([]byte, error) {
 	}
 	return res.Data, nil
 }
+
+// appearanceProbe reads the appearance prefs as the settings page sees
+// them (chrome.settingsPrivate exists only on chrome://settings) and
+// answers "light", "dark" or "system" with the precedence OSWorld's probe
+// has: any sign of light, then of dark, then system; null without prefs.
+const appearanceProbe = `new Promise((resolve) => {
+  const sp = window.chrome && chrome.settingsPrivate;
+  if (!sp) { resolve(null); return; }
+  sp.getAllPrefs((prefs) => {
+    const seen = new Set();
+    const low = (v) => String(v).toLowerCase();
+    for (const p of prefs || []) {
+      const v = p.value;
+      if (p.key === 'browser.theme.color_scheme' || p.key === 'browser.theme.color_scheme2') {
+        if (v === 1 || low(v) === '1' || low(v) === 'light') seen.add('light');
+        if (v === 2 || low(v) === '2' || low(v) === 'dark') seen.add('dark');
+        if (v === 0 || ['0', 'system', 'default', 'device'].includes(low(v))) seen.add('system');
+      } else if (p.key === 'extensions.theme.system_theme') {
+        if (v === 0 || v === '0' || v === false) seen.add('light');
+        if (v === 1 || v === '1' || v === true) seen.add('dark');
+      }
+    }
+    for (const m of ['light', 'dark', 'system']) if (seen.has(m)) { resolve(m); return; }
+    resolve(null);
+  });
+})`
+
+// AppearanceMode opens chrome://settings/appearance in a new tab (left
+// open, as OSWorld's getter leaves it), lets it settle 2.5 s, and reads the
+// mode; "" when the page shows none, for the caller's file fallback.
+func (c *Client) AppearanceMode(ctx context.Context) (string, error) {
+	id, err := c.NewTab(ctx)
+	if err != nil {
+		return "", err
+	}
+	if err := c.Navigate(ctx, id, "chrome://settings/appearance", 30*time.Second); err != nil {
+		return "", err
+	}
+	t := time.NewTimer(2500 * time.Millisecond)
+	select {
+	case <-ctx.Done():
+		t.Stop()
+		return "", ctx.Err()
+	case <-t.C:
+	}
+	ectx, cancel := context.WithTimeout(ctx, infoTimeout)
+	defer cancel()
+	tctx, done := c.attach(ectx, id)
+	defer done()
+	mode, err := chromedp.Run(tctx, chromedp.Evaluate[*string](appearanceProbe, chromedp.EvalAwaitPromise))
+	if err != nil {
+		return "", fmt.Errorf("chrome: read the appearance settings: %w", err)
+	}
+	if mode == nil {
+		return "", nil
+	}
+	return *mode, nil
+}

@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	_ "modernc.org/sqlite" // the SQLite driver for History and Cookies
@@ -397,4 +399,66 @@ func AddHistory(ctx context.Context, base string, items []HistoryItem, now time.
 
 func sortedKeys(m map[string]any) []string {
 	return slices.Sorted(maps.Keys(m))
+}
+
+// colorSchemes maps Chrome's browser.theme.color_scheme(2) values.
+var colorSchemes = map[string]string{
+	"system": "system", "default": "system", "0": "system",
+	"light": "light", "1": "light",
+	"dark": "dark", "2": "dark",
+}
+
+// ColorScheme is the file side of OSWorld's appearance getter
+// (get_chrome_color_scheme): browser.theme.color_scheme2 (or the older
+// color_scheme) as "system", "light" or "dark", except that an
+// extensions.theme.system_theme of 0 or false reads as "light" (OSWorld's
+// reading of the Linux classic theme); "system" when unset. ok is false when
+// the file cannot be read.
+func ColorScheme(prefs []byte) (mode string, ok bool) {
+	m, ok := parsePrefs(prefs)
+	if !ok {
+		return "", false
+	}
+	theme := map[string]any{}
+	if b, present := m["browser"]; present {
+		bo, isObj := b.(map[string]any)
+		if !isObj {
+			return "", false
+		}
+		if t, present := bo["theme"]; present {
+			if theme, isObj = t.(map[string]any); !isObj {
+				return "", false
+			}
+		}
+	}
+	raw, present := theme["color_scheme2"]
+	if !present {
+		raw = theme["color_scheme"]
+	}
+	switch v := raw.(type) {
+	case string:
+		mode = colorSchemes[strings.ToLower(strings.TrimSpace(v))]
+	case float64:
+		mode = colorSchemes[strconv.Itoa(int(v))]
+	}
+	if st, present := get(m, "extensions", "theme", "system_theme"); present {
+		switch v := st.(type) {
+		case float64:
+			if v == 0 {
+				return "light", true
+			}
+		case bool:
+			if !v {
+				return "light", true
+			}
+		case string:
+			if v == "0" {
+				return "light", true
+			}
+		}
+	}
+	if mode == "" {
+		mode = "system"
+	}
+	return mode, true
 }

@@ -73,3 +73,27 @@ func TestBookmarks(t *testing.T) {
 		t.Error("Bookmarks(corrupt) = nil error")
 	}
 }
+
+func TestColorScheme(t *testing.T) {
+	tests := []struct {
+		prefs string
+		want  string
+		ok    bool
+	}{
+		{`{"browser": {"theme": {"color_scheme2": 2}}}`, "dark", true},
+		{`{"browser": {"theme": {"color_scheme": 1}}}`, "light", true},
+		{`{"browser": {"theme": {"color_scheme2": 0, "color_scheme": 2}}}`, "system", true},
+		{`{"browser": {"theme": {"color_scheme2": "Dark "}}}`, "dark", true},
+		{`{"browser": {"theme": {"color_scheme2": 2}}, "extensions": {"theme": {"system_theme": 0}}}`, "light", true},
+		{`{"extensions": {"theme": {"system_theme": 1}}}`, "system", true},
+		{`{}`, "system", true},
+		{`{"browser": []}`, "", false},
+		{`not json`, "", false},
+	}
+	for _, tt := range tests {
+		got, ok := ColorScheme([]byte(tt.prefs))
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("ColorScheme(%s) = %q, %v; want %q, %v", tt.prefs, got, ok, tt.want, tt.ok)
+		}
+	}
+}
