@@ -299,38 +299,6 @@ func stepDownload(ctx context.Context, s *Session, p map[string]any) error {
 	return nil
 }
 
-// fileUploader is a guest client that streams an upload from a file.
-type fileUploader interface {
-	UploadFile(ctx context.Context, path string, src *os.File) error
-}
-
-// upload puts the local file src at dst in the guest, streamed when the
-// client can (a task's file may be a large video, and slots upload at
-// once).
-func (s *Session) upload(ctx context.Context, dst, src string) error {
-	up, ok := s.Guest.(fileUploader)
-	if !ok {
-		data, err := boundedread.ReadFile(src, s.maxDownload())
-		if err != nil {
-			return err
-		}
-		return s.Guest.Upload(ctx, dst, data)
-	}
-	f, err := boundedread.Open(src)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	if st.Size() > s.maxDownload() {
-		return fmt.Errorf("%s: larger than %d bytes", src, s.maxDownload())
-	}
-	return up.UploadFile(ctx, dst, f)
-}
-
 func stepUploadFile(ctx context.Context, s *Session, p map[string]any) error {
 	files, err := fileList(p)
 	if err != nil {
@@ -366,26 +334,6 @@ func safeBase(u string) string {
 		}
 		return r
 	}, b)
-}
-
-// source returns a local file holding u's content: the download store's
-// copy of an http(s) URL, or, for a file:// URL or a plain path (a local
-// mirror), that file once checked to be a regular file.
-func (s *Session) source(ctx context.Context, u string) (string, error) {
-	if isHTTP(u) {
-		c, err := s.downloads()
-		if err != nil {
-			return "", fmt.Errorf("download %s: %w", u, err)
-		}
-		return c.Get(ctx, u)
-	}
-	p := strings.TrimPrefix(u, "file://")
-	f, err := boundedread.Open(p)
-	if err != nil {
-		return "", fmt.Errorf("download %s: %w", u, err)
-	}
-	f.Close()
-	return p, nil
 }
 
 // fetch puts u's content at local unless local exists, as OSWorld's
