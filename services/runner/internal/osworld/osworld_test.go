@@ -55,7 +55,7 @@ func TestUnsupported(t *testing.T) {
 	}{
 		{in: `{"instruction":"x","evaluator":{"func":"exact_match","result":{"type":"vm_command_line"},"expected":{"type":"rule"}}}`},
 		{in: `{"instruction":"x","config":[{"type":"googledrive"}],"evaluator":{"func":"infeasible"}}`, wantKind: "step", wantName: "googledrive"},
-		{in: `{"instruction":"x","evaluator":{"func":"compare_pptx_files","result":{"type":"vm_file"}}}`, wantKind: "metric", wantName: "compare_pptx_files"},
+		{in: `{"instruction":"x","evaluator":{"func":"no_such_metric","result":{"type":"vm_file"}}}`, wantKind: "metric", wantName: "no_such_metric"},
 		{in: `{"instruction":"x","evaluator":{"func":"exact_match","result":{"type":"active_tab_html_parse"}}}`, wantKind: "getter", wantName: "active_tab_html_parse"},
 		{in: `{"instruction":"x","evaluator":{"func":"infeasible","postconfig":[{"type":"chrome_open_tabs"}]}}`, wantKind: "step", wantName: "chrome_open_tabs"},
 	}
@@ -179,14 +179,14 @@ func TestCloudFileCaches(t *testing.T) {
 }
 
 func TestEvaluateUnsupportedIsNamed(t *testing.T) {
-	task, err := ParseTask([]byte(`{"instruction":"x","evaluator":{"func":"compare_docx_files","result":{"type":"rule","rules":1}}}`))
+	task, err := ParseTask([]byte(`{"instruction":"x","evaluator":{"func":"no_such_metric","result":{"type":"rule","rules":1}}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = (&Session{}).Evaluate(context.Background(), task, env.EvalInput{})
 	u, ok := env.AsUnsupported(err)
-	if !ok || u.Reason() != "unsupported_metric:compare_docx_files" {
-		t.Errorf("Evaluate error = %v, want unsupported metric compare_docx_files", err)
+	if !ok || u.Reason() != "unsupported_metric:no_such_metric" {
+		t.Errorf("Evaluate error = %v, want unsupported metric no_such_metric", err)
 	}
 }
 
