@@ -330,12 +330,15 @@ type HistoryItem struct {
 	Ago time.Duration
 }
 
-// chromeEpoch is Chrome's time origin: timestamps count microseconds since
-// 1601-01-01 UTC.
-var chromeEpoch = time.Date(1601, 1, 1, 0, 0, 0, 0, time.UTC)
+// chromeEpochUnix is Chrome's time origin, 1601-01-01 UTC, in Unix
+// seconds: Chrome's timestamps count microseconds since then.
+const chromeEpochUnix = -11644473600
 
-// ChromeTime is t in Chrome's timestamp format.
-func ChromeTime(t time.Time) int64 { return t.Sub(chromeEpoch).Microseconds() }
+// ChromeTime is t in Chrome's timestamp format. The span since 1601 is
+// longer than a time.Duration holds, so it is counted in seconds first.
+func ChromeTime(t time.Time) int64 {
+	return (t.Unix()-chromeEpochUnix)*1e6 + int64(t.Nanosecond()/1e3)
+}
 
 // typedLinkTransition is the visits.transition OSWorld writes: 805306368,
 // a link transition with the chain start and end qualifiers.

@@ -1,8 +1,14 @@
 package chrome
 
 import (
+	"bytes"
+	"context"
+	"database/sql"
+	"os"
+	"path/filepath"
 	"reflect"
 	"testing"
+	"time"
 )
 
 func TestPreferenceReaders(t *testing.T) {
@@ -95,5 +101,72 @@ func TestColorScheme(t *testing.T) {
 		if got != tt.want || ok != tt.ok {
 			t.Errorf("ColorScheme(%s) = %q, %v; want %q, %v", tt.prefs, got, ok, tt.want, tt.ok)
 		}
+	}
+}
+
+// chromeHistorySchema is the urls and visits tables of Chrome's History
+// database (as Chrome 120+ creates them), for tests that run without a
+// browser.
+const chromeHistorySchema = `
+CREATE TABLE meta(key LONGVARCHAR NOT NULL UNIQUE PRIMARY KEY, value LONGVARCHAR);
+CREATE TABLE urls(id INTEGER PRIMARY KEY AUTOINCREMENT,url LONGVARCHAR,title LONGVARCHAR,visit_count INTEGER DEFAULT 0 NOT NULL,typed_count INTEGER DEFAULT 0 NOT NULL,last_visit_time INTEGER NOT NULL,hidden INTEGER DEFAULT 0 NOT NULL);
+CREATE TABLE visits(id INTEGER PRIMARY KEY AUTOINCREMENT,url INTEGER NOT NULL,visit_time INTEGER NOT NULL,from_visit INTEGER,external_referrer_url TEXT,transition INTEGER DEFAULT 0 NOT NULL,segment_id INTEGER,visit_duration INTEGER DEFAULT 0 NOT NULL,incremented_omnibox_typed_score BOOLEAN DEFAULT FALSE NOT NULL,opener_visit INTEGER,originator_cache_guid TEXT,originator_visit_id INTEGER,originator_from_visit INTEGER,originator_opener_visit INTEGER,is_known_to_sync BOOLEAN DEFAULT FALSE NOT NULL,consider_for_ntp_most_visited BOOLEAN DEFAULT FALSE NOT NULL,visited_link_id INTEGER DEFAULT 0 NOT NULL,app_id TEXT);
+INSERT INTO meta VALUES ('version', '67');
+`
+
+// chromeCookiesSchema is the cookies table of Chrome's Cookies database.
+const chromeCookiesSchema = `
+CREATE TABLE cookies(creation_utc INTEGER NOT NULL,host_key TEXT NOT NULL,top_frame_site_key TEXT NOT NULL,name TEXT NOT NULL,value TEXT NOT NULL,encrypted_value BLOB NOT NULL,path TEXT NOT NULL,expires_utc INTEGER NOT NULL,is_secure INTEGER NOT NULL,is_httponly INTEGER NOT NULL,last_access_utc INTEGER NOT NULL,has_expires INTEGER NOT NULL,is_persistent INTEGER NOT NULL,priority INTEGER NOT NULL,samesite INTEGER NOT NULL,source_scheme INTEGER NOT NULL,source_port INTEGER NOT NULL,last_update_utc INTEGER NOT NULL,source_type INTEGER NOT NULL,has_cross_site_ancestor INTEGER NOT NULL);
+INSERT INTO cookies VALUES (13350000000000000,'.amazon.com','','session-id','',X'78','/',13390000000000000,1,0,13350000000000000,1,1,1,-1,2,443,13350000000000000,0,1);
+`
+
+func makeDB(t *testing.T, schema string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "db")
+	db, err := sql.Open("sqlite", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(schema); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestProfileDatabasesWithoutBrowser(t *testing.T) {
+	ctx := context.Background()
+	cookies, err := QueryRows(ctx, makeDB(t, chromeCookiesSchema), CookiesQuery)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cookies) != 1 || cookies[0].([]any)[1] != ".amazon.com" || !bytes.Equal(cookies[0].([]any)[5].([]byte), []byte("x")) {
+		t.Errorf("cookies = %#v", cookies)
+	}
+
+	hist := makeDB(t, chromeHistorySchema)
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("CET", 3600))
+	data, err := AddHistory(ctx, hist, []HistoryItem{{URL: "https://www.youtube.com/", Title: "YouTube", Ago: 90 * time.Second}}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "History")
+	if err := os.WriteFile(out, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := QueryRows(ctx, out, HistoryQuery)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Python's naive datetime.now() is local wall-clock time: 03:02:35 in
+	// CET counts as 03:02:35 after 1601-01-01 00:00; CPython computes
+	// int((datetime(2026,1,2,3,2,35) - datetime(1601,1,1)).total_seconds() * 1000000)
+	// = 13411796555000000.
+	want := []any{[]any{"https://www.youtube.com/", "YouTube", int64(13411796555000000)}}
+	if !reflect.DeepEqual(rows, want) {
+		t.Errorf("History rows = %#v, want %#v", rows, want)
+	}
+	if _, err := AddHistory(ctx, makeDB(t, "CREATE TABLE other(x);"), []HistoryItem{{URL: "u"}}, now); err == nil {
+		t.Error("AddHistory into a database without urls = nil error")
 	}
 }
