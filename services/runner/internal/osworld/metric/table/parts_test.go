@@ -1,7 +1,9 @@
 package table
 
 import (
+	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/xuri/excelize/v2"
@@ -188,6 +190,58 @@ func TestChartsAndPivots(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := score(t, tt.result, tt.expected, tt.opts); got != tt.want {
 				t.Errorf("compare_table = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// pilot is a FODS document with the sales table on Sheet1 and a
+// LibreOffice data pilot (pivot table) of it on Sheet2; fields maps a
+// source column to its orientation (row, column, page, data).
+func pilot(fields ...[2]string) string {
+	var fs []string
+	for _, f := range fields {
+		switch f[1] {
+		case "data":
+			fs = append(fs, fmt.Sprintf(`<table:data-pilot-field table:source-field-name="%s" table:orientation="data" table:function="sum"/>`, f[0]))
+		default:
+			fs = append(fs, fmt.Sprintf(`<table:data-pilot-field table:source-field-name="%s" table:orientation="%s"><table:data-pilot-level/></table:data-pilot-field>`, f[0], f[1]))
+		}
+	}
+	fs = append(fs, `<table:data-pilot-field table:source-field-name="" table:is-data-layout-field="true" table:orientation="column"><table:data-pilot-level/></table:data-pilot-field>`)
+	data := tbl("Sheet1",
+		row(str("Region"), str("Product"), str("Sales"), str("Status")),
+		row(str("East"), str("Pen"), num("10"), str("Pass")),
+		row(str("West"), str("Pen"), num("20"), str("Fail")),
+		row(str("East"), str("Ink"), num("30"), str("Held")))
+	return fods("", data, tbl("Sheet2", row(empty())),
+		`<table:data-pilot-tables><table:data-pilot-table table:name="DataPilot1" table:target-range-address="Sheet2.A1:Sheet2.E9" table:buttons="Sheet2.A1">
+<table:source-cell-range table:cell-range-address="Sheet1.A1:Sheet1.D4"/>`+strings.Join(fs, "")+`</table:data-pilot-table></table:data-pilot-tables>`)
+}
+
+func TestLibreOfficePivot(t *testing.T) {
+	files := convert(t, "xlsx", map[string]string{
+		"gold.fods":    pilot([2]string{"Region", "row"}, [2]string{"Product", "column"}, [2]string{"Sales", "data"}),
+		"same.fods":    pilot([2]string{"Region", "row"}, [2]string{"Product", "column"}, [2]string{"Sales", "data"}),
+		"swapped.fods": pilot([2]string{"Product", "row"}, [2]string{"Region", "column"}, [2]string{"Sales", "data"}),
+		"filter.fods":  pilot([2]string{"Region", "row"}, [2]string{"Product", "column"}, [2]string{"Status", "page"}, [2]string{"Sales", "data"}),
+		"filter2.fods": pilot([2]string{"Region", "row"}, [2]string{"Product", "column"}, [2]string{"Status", "page"}, [2]string{"Sales", "data"}),
+	})
+	pivotRule := rules(map[string]any{"type": "pivot_table", "sheet_idx0": "RNSheet2", "sheet_idx1": "ENSheet2",
+		"pivot_props": []any{"col_fields", "filter", "row_fields", "data_fields"}})
+	tests := []struct {
+		name, result, expected string
+		want                   float64
+	}{
+		{"same pivot", "same", "gold", 1},
+		{"rows and columns swapped", "swapped", "gold", 0},
+		{"extra filter", "filter", "gold", 0},
+		{"same filter", "filter2", "filter", 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := score(t, files[tt.result], files[tt.expected], pivotRule); got != tt.want {
+				t.Errorf("pivot_table = %v, want %v", got, tt.want)
 			}
 		})
 	}
