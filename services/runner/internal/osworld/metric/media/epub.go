@@ -41,6 +41,11 @@ func epubLines(path string) ([][]string, error) {
 	if !ok {
 		return nil, errEPUBRaises
 	}
+	return epubLinesFrom(path, data)
+}
+
+// epubLinesFrom is epubLines on the archive's bytes.
+func epubLinesFrom(path, data string) ([][]string, error) {
 	zr, err := zip.NewReader(strings.NewReader(data), int64(len(data)))
 	if err != nil {
 		return nil, nil

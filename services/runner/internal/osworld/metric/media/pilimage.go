@@ -84,7 +84,7 @@ func decodeImage(data []byte) (img *pimg, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("decode image header: %w", err)
 	}
-	if cfg.Width <= 0 || cfg.Height <= 0 || int64(cfg.Width)*int64(cfg.Height) > maxPixels {
+	if cfg.Width <= 0 || cfg.Height <= 0 || cfg.Width > maxPixels || cfg.Height > maxPixels || cfg.Width*cfg.Height > maxPixels {
 		return nil, fmt.Errorf("image of %dx%d pixels is out of bounds", cfg.Width, cfg.Height)
 	}
 	// Third-party decoders have panicked on crafted input before: a

@@ -80,14 +80,20 @@ func readPPM(r *bufio.Reader) (*pimg, error) {
 	}
 	w, err1 := strconv.Atoi(fields[1])
 	h, err2 := strconv.Atoi(fields[2])
-	if err1 != nil || err2 != nil || w <= 0 || h <= 0 || int64(w)*int64(h) > maxPixels {
+	if err1 != nil || err2 != nil || w <= 0 || h <= 0 || w > maxPixels || h > maxPixels || w*h > maxPixels {
 		return nil, errBadPPM
 	}
-	img := newImg("RGB", w, h)
-	if _, err := io.ReadFull(r, img.pix); err != nil {
+	// Read before allocating the whole frame: a truncated stream must not
+	// cost the memory its header claims.
+	n := int64(w) * int64(h) * 3
+	pix, err := io.ReadAll(io.LimitReader(r, n))
+	if err != nil {
 		return nil, err
 	}
-	return img, nil
+	if int64(len(pix)) != n {
+		return nil, io.ErrUnexpectedEOF
+	}
+	return &pimg{mode: "RGB", w: w, h: h, pix: pix}, nil
 }
 
 // ppmToken reads a header token and the one whitespace byte after it.
