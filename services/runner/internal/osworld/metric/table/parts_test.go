@@ -246,3 +246,61 @@ func TestLibreOfficePivot(t *testing.T) {
 		})
 	}
 }
+
+// chartDoc is a FODS document with a LibreOffice chart of the sales of
+// Sheet1: class is "bar", "line" or "pie"; horizontal bars with
+// vertical=true (LibreOffice's name for it).
+func chartDoc(class string, vertical bool, title, values string) string {
+	obj := fmt.Sprintf(`<table:table-cell><draw:frame draw:z-index="0" svg:width="8cm" svg:height="6cm" svg:x="0cm" svg:y="0cm"><draw:object>
+<office:document office:version="1.2" office:mimetype="application/vnd.oasis.opendocument.chart">
+<office:automatic-styles><style:style style:name="pa" style:family="chart"><style:chart-properties chart:vertical="%t"/></style:style></office:automatic-styles>
+<office:body><office:chart><chart:chart chart:class="chart:%s" svg:width="8cm" svg:height="6cm">
+<chart:title><text:p>%s</text:p></chart:title><chart:legend chart:legend-position="end"/>
+<chart:plot-area chart:style-name="pa" table:cell-range-address="Sheet1.A1:Sheet1.B3" chart:data-source-has-labels="both">
+<chart:axis chart:dimension="x" chart:name="primary-x"><chart:categories table:cell-range-address="Sheet1.A2:Sheet1.A3"/></chart:axis>
+<chart:axis chart:dimension="y" chart:name="primary-y"/>
+<chart:series chart:values-cell-range-address="%s" chart:label-cell-address="Sheet1.B1" chart:class="chart:%s"/>
+</chart:plot-area></chart:chart></office:chart></office:body></office:document></draw:object></draw:frame></table:table-cell>`,
+		vertical, class, title, values, class)
+	doc := fods("", tbl("Sheet1",
+		row(str("Region"), str("Sales"), obj),
+		row(str("East"), num("10")),
+		row(str("West"), num("20"))))
+	return strings.Replace(doc, "<office:document ", `<office:document xmlns:draw="urn:oasis:names:tc:opendocument:xmlns:drawing:1.0"
+ xmlns:svg="urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0"
+ xmlns:chart="urn:oasis:names:tc:opendocument:xmlns:chart:1.0" `, 1)
+}
+
+func TestLibreOfficeChart(t *testing.T) {
+	const vals = "Sheet1.B2:Sheet1.B3"
+	files := convert(t, "xlsx", map[string]string{
+		"gold.fods":       chartDoc("bar", false, "Sales", vals),
+		"same.fods":       chartDoc("bar", false, "Sales", vals),
+		"horizontal.fods": chartDoc("bar", true, "Sales", vals),
+		"line.fods":       chartDoc("line", false, "Sales", vals),
+		"retitled.fods":   chartDoc("bar", false, "Totals", vals),
+		"shorter.fods":    chartDoc("bar", false, "Sales", "Sheet1.B2:Sheet1.B2"),
+	})
+	chartRule := func(props ...any) map[string]any {
+		return rules(map[string]any{"type": "chart", "sheet_idx0": 0.0, "sheet_idx1": "EI0", "chart_props": props})
+	}
+	tests := []struct {
+		name, result, expected string
+		opts                   map[string]any
+		want                   float64
+	}{
+		{"same", "same", "gold", chartRule("type", "title", "legend"), 1},
+		{"column against bar", "horizontal", "gold", chartRule("type", "direction"), 0},
+		{"type only", "horizontal", "gold", chartRule("type"), 1},
+		{"line", "line", "gold", chartRule("type"), 0},
+		{"title", "retitled", "gold", chartRule("type", "title"), 0},
+		{"series", "shorter", "gold", chartRule("type"), 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := score(t, files[tt.result], files[tt.expected], tt.opts); got != tt.want {
+				t.Errorf("chart = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
