@@ -65,6 +65,32 @@ func TestPILParity(t *testing.T) {
 	}
 }
 
+// TestPILOpenParity checks the modes PIL gives other PNG layouts and GIF,
+// and their conversions and LANCZOS resize, against Pillow 9.4.
+func TestPILOpenParity(t *testing.T) {
+	type ops struct {
+		mode               string
+		trans              bool
+		l, rgb, rgba, lanc string
+	}
+	tests := map[string]ops{
+		"rgbtrns.png": {"RGB", true, "b77a11645aae", "b153d08bdbfd", "0f006ff36e83", "4efa365bda59"},
+		"la16.png":    {"RGBA", false, "d266bda268f3", "b8150443a3b7", "793c82b4487b", "ed77987033d2"},
+		"p4.png":      {"P", true, "a60c1dccf7fe", "d8dab8806955", "801d1577a8dc", "a76473c908bc"},
+		"src.gif":     {"P", false, "a308d100101f", "83d7f3ab819b", "72507dff676c", "5314bf705617"},
+	}
+	for name, want := range tests {
+		img := mustOpen(t, name)
+		l, _ := img.convert("L")
+		rgb, _ := img.convert("RGB")
+		rgba, _ := img.convert("RGBA")
+		got := ops{img.mode, hasTransparency(img), digest(l), digest(rgb), digest(rgba), digest(img.resize(41, 23, lanczos))}
+		if got != want {
+			t.Errorf("%s:\ngot  %+v\nwant %+v", name, got, want)
+		}
+	}
+}
+
 // TestSSIMParity checks ssim against skimage's structural_similarity on the
 // same arrays (win_size 7; channel_axis=2 for RGB).
 func TestSSIMParity(t *testing.T) {

@@ -207,9 +207,22 @@ func fromGo(m image.Image, format string) *pimg {
 	i := 0
 	for y := b.Min.Y; y < b.Max.Y; y++ {
 		for x := b.Min.X; x < b.Max.X; x++ {
-			c := color.NRGBA64Model.Convert(m.At(x, y)).(color.NRGBA64)
-			img.pix[i], img.pix[i+1], img.pix[i+2], img.pix[i+3] = uint8(c.R>>8), uint8(c.G>>8), uint8(c.B>>8), uint8(c.A>>8)
-			opaque = opaque && c.A == 0xffff
+			// Straight (non-premultiplied) samples are copied as they are:
+			// PIL keeps the colour of a fully transparent pixel.
+			var r, g, bl, a uint8
+			switch t := m.(type) {
+			case *image.NRGBA:
+				c := t.NRGBAAt(x, y)
+				r, g, bl, a = c.R, c.G, c.B, c.A
+			case *image.NRGBA64:
+				c := t.NRGBA64At(x, y)
+				r, g, bl, a = uint8(c.R>>8), uint8(c.G>>8), uint8(c.B>>8), uint8(c.A>>8)
+			default:
+				c := color.NRGBA64Model.Convert(m.At(x, y)).(color.NRGBA64)
+				r, g, bl, a = uint8(c.R>>8), uint8(c.G>>8), uint8(c.B>>8), uint8(c.A>>8)
+			}
+			img.pix[i], img.pix[i+1], img.pix[i+2], img.pix[i+3] = r, g, bl, a
+			opaque = opaque && a == 255
 			i += 4
 		}
 	}
@@ -239,9 +252,10 @@ func applyPNGMode(img *pimg, m image.Image, data []byte) {
 			}
 			if depth == 16 {
 				l.mode = "I;16"
-				for i := range l.pix {
-					c := color.NRGBA64Model.Convert(m.At(m.Bounds().Min.X+i%img.w, m.Bounds().Min.Y+i/img.w)).(color.NRGBA64)
-					l.pix[i] = uint8(min(c.R, 255))
+				if t, ok := m.(*image.NRGBA64); ok {
+					for i := range l.pix {
+						l.pix[i] = uint8(min(t.NRGBA64At(t.Rect.Min.X+i%img.w, t.Rect.Min.Y+i/img.w).R, 255))
+					}
 				}
 			}
 			*img = *l
@@ -274,6 +288,10 @@ func applyPNGMode(img *pimg, m image.Image, data []byte) {
 	case 3:
 		img.hasTrans = trns != nil
 	case 4: // gray + alpha
+		if depth == 16 {
+			// PIL opens 16-bit gray+alpha as RGBA.
+			break
+		}
 		la := newImg("LA", img.w, img.h)
 		for i := 0; i < img.w*img.h; i++ {
 			la.pix[2*i], la.pix[2*i+1] = img.pix[4*i], img.pix[4*i+3]
