@@ -28,29 +28,30 @@ var (
 		"update_browse_history": stepUpdateBrowseHistory,
 	}
 	chromeGetters = map[string]getterFunc{
-		"bookmarks":                     getBookmarks,
-		"cookie_data":                   getProfileRows(chrome.CookiesFile, chrome.CookiesQuery),
-		"history":                       getProfileRows(chrome.HistoryFile, chrome.HistoryQuery),
-		"profile_name":                  getPreference(chrome.ProfileName),
-		"default_search_engine":         getPreference(chrome.DefaultSearchEngine),
-		"chrome_font_size":              getPreference(chrome.FontSize),
-		"enable_do_not_track":           getPreference(chrome.DoNotTrack),
-		"enable_safe_browsing":          getPreference(chrome.SafeBrowsing),
-		"new_startup_page":              getPreference(chrome.NewStartupPage),
-		"data_delete_automacally":       getPreference(chrome.DataDeleteAutomatically),
-		"find_unpacked_extension_path":  getPreference(chrome.UnpackedExtensionPaths),
-		"find_installed_extension_name": getPreference(chrome.InstalledExtensionNames),
-		"open_tabs_info":                getOpenTabsInfo,
-		"page_info":                     getPageInfo,
-		"active_url_from_accessTree":    getActiveURL,
-		"active_tab_info":               getActiveTabInfo,
-		"active_tab_url_parse":          getActiveTabURLParse,
-		"url_dashPart":                  getURLDashPart,
-		"url_path_parse":                getURLPathParse,
-		"active_tab_html_parse":         getActiveTabHTMLParse,
-		"pdf_from_url":                  getPDFFromURL,
-		"info_from_website":             getInfoFromWebsite,
-		"chrome_appearance_mode_ui":     getAppearanceModeUI,
+		"bookmarks":                               getBookmarks,
+		"cookie_data":                             getProfileRows(chrome.CookiesFile, chrome.CookiesQuery),
+		"history":                                 getProfileRows(chrome.HistoryFile, chrome.HistoryQuery),
+		"profile_name":                            getPreference(chrome.ProfileName),
+		"default_search_engine":                   getPreference(chrome.DefaultSearchEngine),
+		"chrome_font_size":                        getPreference(chrome.FontSize),
+		"enable_do_not_track":                     getPreference(chrome.DoNotTrack),
+		"enable_safe_browsing":                    getPreference(chrome.SafeBrowsing),
+		"new_startup_page":                        getPreference(chrome.NewStartupPage),
+		"data_delete_automacally":                 getPreference(chrome.DataDeleteAutomatically),
+		"find_unpacked_extension_path":            getPreference(chrome.UnpackedExtensionPaths),
+		"find_installed_extension_name":           getPreference(chrome.InstalledExtensionNames),
+		"open_tabs_info":                          getOpenTabsInfo,
+		"page_info":                               getPageInfo,
+		"active_url_from_accessTree":              getActiveURL,
+		"active_tab_info":                         getActiveTabInfo,
+		"active_tab_url_parse":                    getActiveTabURLParse,
+		"url_dashPart":                            getURLDashPart,
+		"url_path_parse":                          getURLPathParse,
+		"active_tab_html_parse":                   getActiveTabHTMLParse,
+		"pdf_from_url":                            getPDFFromURL,
+		"info_from_website":                       getInfoFromWebsite,
+		"chrome_appearance_mode_ui":               getAppearanceModeUI,
+		"gotoRecreationPage_and_get_html_content": getRecreationPage,
 	}
 )
 
@@ -1049,4 +1050,48 @@ func colorSchemeFromFile(ctx context.Context, s *Session) (any, error) {
 		}
 	}
 	return final, nil
+}
+
+// getRecreationPage is gotoRecreationPage_and_get_html_content: the
+// scripted recreation.gov visit, three attempts 5 s apart, then OSWorld's
+// failure object (which no result matches).
+func getRecreationPage(ctx context.Context, s *Session, cfg map[string]any) (any, error) {
+	order, hasOrder := cfg["order"]
+	r := chrome.Recreation{Class: str(cfg, "class"), HasOrder: hasOrder, Sleep: s.sleep}
+	switch o := order.(type) {
+	case string:
+		r.Order = o
+	case float64:
+		r.Order = strconv.FormatFloat(o, 'f', -1, 64)
+	}
+	var last error
+	for attempt := 0; attempt < 3; attempt++ {
+		if attempt > 0 {
+			if err := s.sleep(ctx, 5*time.Second); err != nil {
+				return nil, err
+			}
+		}
+		res, err := func() (map[string]any, error) {
+			c, err := connectOrLaunch(ctx, s)
+			if err != nil {
+				return nil, err
+			}
+			defer c.Close()
+			return c.RunRecreation(ctx, r)
+		}()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if err == nil {
+			if str(cfg, "selector") != "class" {
+				res["expected"] = map[string]any{}
+			}
+			return res, nil
+		}
+		last = err
+	}
+	return map[string]any{"expected": map[string]any{
+		"error":         "__EVALUATION_FAILED__",
+		"error_message": fmt.Sprintf("Failed after 3 attempts: %v", last),
+	}}, nil
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -26,7 +27,7 @@ type Browser struct {
 
 // StartChromium starts Debian's chromium headless with a fresh profile and
 // a DevTools port, or fails (CI set) or skips the test when there is none.
-func StartChromium(t *testing.T) *Browser {
+func StartChromium(t *testing.T, extra ...string) *Browser {
 	t.Helper()
 	bin := ""
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
@@ -45,8 +46,8 @@ func StartChromium(t *testing.T) *Browser {
 	args := []string{
 		"--headless=new", "--disable-gpu", "--no-first-run", "--no-default-browser-check",
 		"--user-data-dir=" + profile, "--remote-debugging-port=0", "--remote-debugging-address=127.0.0.1",
-		"about:blank",
 	}
+	args = append(append(args, extra...), "about:blank")
 	if os.Geteuid() == 0 {
 		args = append(args, "--no-sandbox")
 	}
@@ -367,4 +368,54 @@ func TestAppearanceMode(t *testing.T) {
 		t.Errorf("AppearanceMode of a fresh profile = %q", mode)
 	}
 	t.Logf("fresh profile: %q", mode)
+}
+
+// TestRecreation runs the recreation.gov script against a stand-in site:
+// Chromium resolves recreation.gov to a loopback server (https fails
+// there, so the script falls back to http as OSWorld's does).
+func TestRecreation(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		switch r.URL.Path {
+		case "/":
+			fmt.Fprint(w, `<!DOCTYPE html><html><body><input id="hero-search-input">
+<button class="nav-search-button" onclick="location.href='/search?q=' + encodeURIComponent(document.getElementById('hero-search-input').value)">Search</button></body></html>`)
+		case "/search":
+			if r.URL.Query().Get("q") == "Diamond" {
+				fmt.Fprint(w, `<!DOCTYPE html><html><body><a class="search-result-highlight--success" href="/camping/1" target="_blank">Diamond Lake</a></body></html>`)
+				return
+			}
+			fmt.Fprint(w, `<!DOCTYPE html><html><body>no results</body></html>`)
+		case "/camping/1":
+			fmt.Fprint(w, `<!DOCTYPE html><html><body>
+<button class="next-available" onclick="document.querySelectorAll('.camp-sortable-column-header')[2].textContent = ' Next: Jun 1 '">Next available</button>
+<div class="camp-sortable-column-header">Site</div><div class="camp-sortable-column-header">Loop</div><div class="camp-sortable-column-header">none</div></body></html>`)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	port := srv.URL[strings.LastIndexByte(srv.URL, ':')+1:]
+	b := StartChromium(t, "--host-resolver-rules=MAP www.recreation.gov 127.0.0.1:"+port+", MAP recreation.gov 127.0.0.1:"+port)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := Connect(ctx, Config{Addr: b.Addr, Ready: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fast := func(context.Context, time.Duration) error { return nil }
+	for _, tt := range []struct {
+		order string
+		want  string
+	}{{"2", "Next: Jun 1"}, {"-1", "Next: Jun 1"}, {"7", "__EVALUATION_FAILED__"}} {
+		got, err := c.RunRecreation(ctx, Recreation{Class: "camp-sortable-column-header", Order: tt.order, HasOrder: true, Sleep: fast})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]any{"expected": map[string]any{"camp-sortable-column-header": tt.want}}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("order %s: got %v, want %v", tt.order, got, want)
+		}
+	}
 }
