@@ -167,6 +167,14 @@ func TestLeasesWithRealVMManager(t *testing.T) {
 		if l.Renewals == 0 {
 			t.Errorf("lease %s never renewed", l.LeaseId)
 		}
+		// The lease says what it is for: the rollout and task from the
+		// acquire, the step from the runner's heartbeats at renewal.
+		if lb := l.Labels; lb["rollout"] != ro.RolloutId || (lb["task"] != "t0" && lb["task"] != "t1") {
+			t.Errorf("lease %s labels %v, want rollout %s and task t0 or t1", l.LeaseId, lb, ro.RolloutId)
+		}
+		if l.Holder != next && (l.Labels["step"] == "" || l.Labels["phase"] != "acting") {
+			t.Errorf("running episode's lease %s labels %v, want its step and phase acting", l.LeaseId, l.Labels)
+		}
 	}
 	// The runner dies: its leases are released and its episodes requeued;
 	// the queued episode keeps the VM leased for it.

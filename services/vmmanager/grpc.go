@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -48,6 +49,7 @@ var errorCodes = []struct {
 	{pool.ErrNoVM, codes.DeadlineExceeded},
 	{pool.ErrClosed, codes.Unavailable},
 	{pool.ErrUnsupported, codes.FailedPrecondition},
+	{pool.ErrTooManyLabels, codes.InvalidArgument},
 }
 
 func (s *Service) toStatus(method string, err error) error {
@@ -95,6 +97,9 @@ func (s *Service) ValidateRequest(fullMethod string, req any) error {
 		if len(r.GetHolder()) > maxHolderBytes {
 			return daemon.InvalidField("holder", "at most %d bytes", maxHolderBytes)
 		}
+		if err := checkLabels(r.GetLabels()); err != nil {
+			return err
+		}
 		if ec := r.GetEnvConfig(); ec != nil {
 			if len(ec.GetSnapshot()) > maxIDBytes {
 				return daemon.InvalidField("env_config.snapshot", "at most %d bytes", maxIDBytes)
@@ -110,6 +115,9 @@ func (s *Service) ValidateRequest(fullMethod string, req any) error {
 		}
 	case *rolloutmeshv1.RenewLeaseRequest:
 		if err := checkLeaseRef(r.GetLeaseId(), r.GetToken()); err != nil {
+			return err
+		}
+		if err := checkLabels(r.GetLabels()); err != nil {
 			return err
 		}
 		if r.Ttl != nil {
@@ -212,7 +220,7 @@ func (s *Service) AcquireLease(ctx context.Context, r *rolloutmeshv1.AcquireLeas
 	if r.Ttl != nil {
 		ttl = r.Ttl.AsDuration()
 	}
-	req := pool.AcquireRequest{Holder: r.GetHolder(), TTL: ttl, Wait: r.GetWaitTimeout().AsDuration()}
+	req := pool.AcquireRequest{Holder: r.GetHolder(), Labels: r.GetLabels(), TTL: ttl, Wait: r.GetWaitTimeout().AsDuration()}
 	if ec := r.GetEnvConfig(); ec != nil {
 		req.Env = pool.EnvOverrides{Snapshot: ec.GetSnapshot(), Proxy: ec.GetProxy(), FixedIP: ec.GetFixedIp(), Extra: ec.GetExtra()}
 	}
@@ -236,7 +244,7 @@ func (s *Service) RenewLease(ctx context.Context, r *rolloutmeshv1.RenewLeaseReq
 	if r.Ttl != nil {
 		ttl = r.Ttl.AsDuration()
 	}
-	lv, err := p.Renew(r.GetLeaseId(), r.GetToken(), ttl)
+	lv, err := p.RenewLabels(r.GetLeaseId(), r.GetToken(), ttl, r.GetLabels())
 	if err != nil {
 		return nil, s.toStatus(m, err)
 	}
@@ -438,6 +446,7 @@ func leaseToProto(l pool.LeaseView) *rolloutmeshv1.Lease {
 		LeaseId: l.ID, VmId: l.VMID, Pool: l.Pool, Endpoint: l.Endpoint, Ports: l.Ports,
 		ExpireTime: ts(l.ExpireTime), Ttl: durationpb.New(l.TTL), Holder: l.Holder, AcquireTime: ts(l.AcquireTime),
 		ScreenWidth: int32(l.ScreenWidth), ScreenHeight: int32(l.ScreenHeight), OsType: l.OSType, Renewals: l.Renewals,
+		Labels: l.Labels,
 	}
 }
 
@@ -448,4 +457,36 @@ func vmToProto(v pool.VMView) *rolloutmeshv1.VM {
 		LastError: strings.TrimSpace(v.LastError), LeasesServed: v.LeasesServed, Resets: v.Resets,
 		ProviderRef: v.Ref, Ports: v.Ports,
 	}
+}
+
+// maxLabelValueBytes bounds a lease label's value.
+const maxLabelValueBytes = 256
+
+// checkLabels checks lease labels: they are shown to people and stored with
+// the lease, so their number, keys and sizes are bounded.
+func checkLabels(labels map[string]string) error {
+	if len(labels) > pool.MaxLabels {
+		return daemon.InvalidField("labels", "at most %d, got %d", pool.MaxLabels, len(labels))
+	}
+	for k, v := range labels {
+		if !labelKey(k) {
+			return daemon.InvalidField("labels", "key %.70q must be 1-63 characters of a-z, 0-9, '_', '.', '-'", k)
+		}
+		if len(v) > maxLabelValueBytes || !utf8.ValidString(v) {
+			return daemon.InvalidField("labels", "value of %s must be at most %d bytes of UTF-8", k, maxLabelValueBytes)
+		}
+	}
+	return nil
+}
+
+func labelKey(k string) bool {
+	if k == "" || len(k) > 63 {
+		return false
+	}
+	for _, c := range k {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	return true
 }

@@ -132,6 +132,22 @@ func TestRequestValidation(t *testing.T) {
 			_, err := c.AcquireLease(ctx, &rolloutmeshv1.AcquireLeaseRequest{Pool: "one", Holder: strings.Repeat("h", 300)})
 			return err
 		}, codes.InvalidArgument, "holder"},
+		{"label key with capitals", func() error {
+			_, err := c.AcquireLease(ctx, &rolloutmeshv1.AcquireLeaseRequest{Pool: "one", Labels: map[string]string{"Rollout": "r"}})
+			return err
+		}, codes.InvalidArgument, "labels"},
+		{"label value too long", func() error {
+			_, err := c.AcquireLease(ctx, &rolloutmeshv1.AcquireLeaseRequest{Pool: "one", Labels: map[string]string{"task": strings.Repeat("t", 300)}})
+			return err
+		}, codes.InvalidArgument, "labels"},
+		{"renew with too many labels", func() error {
+			many := map[string]string{}
+			for i := range 17 {
+				many[fmt.Sprintf("k%d", i)] = "v"
+			}
+			_, err := c.RenewLease(ctx, &rolloutmeshv1.RenewLeaseRequest{LeaseId: "lease-x", Token: "x", Labels: many})
+			return err
+		}, codes.InvalidArgument, "labels"},
 		{"unknown pool", func() error {
 			_, err := c.AcquireLease(ctx, &rolloutmeshv1.AcquireLeaseRequest{Pool: "two"})
 			return err

@@ -173,9 +173,11 @@ func cmdLeases(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	rows := make([][]string, 0, len(resp.GetLeases()))
 	for _, l := range resp.GetLeases() {
-		rows = append(rows, []string{l.GetLeaseId(), l.GetPool(), l.GetVmId(), orDash(l.GetHolder()), l.GetEndpoint(), ago(l.GetAcquireTime()), until(l.GetExpireTime())})
+		lb := l.GetLabels()
+		rows = append(rows, []string{l.GetLeaseId(), l.GetPool(), l.GetVmId(), orDash(lb["rollout"]), orDash(lb["task"]),
+			orDash(l.GetHolder()), progress(lb), ago(l.GetAcquireTime()), until(l.GetExpireTime()), endpoints(l)})
 	}
-	return table(stdout, "LEASE\tPOOL\tVM\tHOLDER\tENDPOINT\tHELD\tEXPIRES IN", rows)
+	return table(stdout, "LEASE\tPOOL\tVM\tROLLOUT\tTASK\tEPISODE\tSTEP\tRUNNING\tEXPIRES IN\tENDPOINTS", rows)
 }
 
 func cmdVMs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -346,4 +348,34 @@ func cmdCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	fmt.Fprintf(stdout, "\n%d tasks in both, %d improved, %d regressed\n", resp.GetCommonTasks(), resp.GetImproved(), resp.GetRegressed())
 	return nil
+}
+
+// progress is the episode's step and phase as its runner last reported
+// them (the coordinator sets them at lease renewal).
+func progress(labels map[string]string) string {
+	step, phase := labels["step"], labels["phase"]
+	switch {
+	case step == "" && phase == "":
+		return "-"
+	case phase == "":
+		return step
+	case step == "":
+		return phase
+	}
+	return step + " (" + phase + ")"
+}
+
+// endpoints lists the guest's server and its other services (Chrome's
+// DevTools, VLC, VNC) in name order.
+func endpoints(l *pb.Lease) string {
+	out := []string{l.GetEndpoint()}
+	names := make([]string, 0, len(l.GetPorts()))
+	for n := range l.GetPorts() {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		out = append(out, n+"="+l.GetPorts()[n])
+	}
+	return strings.Join(out, " ")
 }

@@ -108,7 +108,11 @@ type AcquireLeaseRequest struct {
 	// Who holds the lease (e.g. an episode id), shown in List answers.
 	Holder string `protobuf:"bytes,4,opt,name=holder,proto3" json:"holder,omitempty"`
 	// Task overrides (snapshot, proxy, fixed_ip) applied before hand-off.
-	EnvConfig     *EnvConfig `protobuf:"bytes,5,opt,name=env_config,json=envConfig,proto3" json:"env_config,omitempty"`
+	EnvConfig *EnvConfig `protobuf:"bytes,5,opt,name=env_config,json=envConfig,proto3" json:"env_config,omitempty"`
+	// Labels shown with the lease for people (the coordinator sets rollout,
+	// task and episode). At most 16; keys 1-63 of [a-z0-9_.-], values at most
+	// 256 bytes of UTF-8.
+	Labels        map[string]string `protobuf:"bytes,6,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -178,6 +182,13 @@ func (x *AcquireLeaseRequest) GetEnvConfig() *EnvConfig {
 	return nil
 }
 
+func (x *AcquireLeaseRequest) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
 // Lease is a time-limited exclusive hold on one VM.
 type Lease struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -214,7 +225,9 @@ type Lease struct {
 	// AcquireLease's answer.
 	GuestToken string `protobuf:"bytes,15,opt,name=guest_token,json=guestToken,proto3" json:"guest_token,omitempty"`
 	// How many times the lease was renewed.
-	Renewals      int64 `protobuf:"varint,16,opt,name=renewals,proto3" json:"renewals,omitempty"`
+	Renewals int64 `protobuf:"varint,16,opt,name=renewals,proto3" json:"renewals,omitempty"`
+	// Labels given at acquire and updated at renewal.
+	Labels        map[string]string `protobuf:"bytes,17,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -361,6 +374,13 @@ func (x *Lease) GetRenewals() int64 {
 	return 0
 }
 
+func (x *Lease) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
 // RenewLeaseRequest extends a lease.
 type RenewLeaseRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -369,7 +389,10 @@ type RenewLeaseRequest struct {
 	// Lease token. Required.
 	Token string `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`
 	// New TTL; unset keeps the lease's TTL.
-	Ttl           *durationpb.Duration `protobuf:"bytes,3,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	Ttl *durationpb.Duration `protobuf:"bytes,3,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	// Labels to set on the lease (the coordinator reports the episode's step
+	// and phase); an empty value removes a label. Same limits as at acquire.
+	Labels        map[string]string `protobuf:"bytes,4,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -421,6 +444,13 @@ func (x *RenewLeaseRequest) GetToken() string {
 func (x *RenewLeaseRequest) GetTtl() *durationpb.Duration {
 	if x != nil {
 		return x.Ttl
+	}
+	return nil
+}
+
+func (x *RenewLeaseRequest) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
 	}
 	return nil
 }
@@ -1364,14 +1394,18 @@ var File_rolloutmesh_v1_vmmanager_proto protoreflect.FileDescriptor
 
 const file_rolloutmesh_v1_vmmanager_proto_rawDesc = "" +
 	"\n" +
-	"\x1erolloutmesh/v1/vmmanager.proto\x12\x0erolloutmesh.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1brolloutmesh/v1/common.proto\"\xe6\x01\n" +
+	"\x1erolloutmesh/v1/vmmanager.proto\x12\x0erolloutmesh.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1brolloutmesh/v1/common.proto\"\xea\x02\n" +
 	"\x13AcquireLeaseRequest\x12\x12\n" +
 	"\x04pool\x18\x01 \x01(\tR\x04pool\x12<\n" +
 	"\fwait_timeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\vwaitTimeout\x12+\n" +
 	"\x03ttl\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12\x16\n" +
 	"\x06holder\x18\x04 \x01(\tR\x06holder\x128\n" +
 	"\n" +
-	"env_config\x18\x05 \x01(\v2\x19.rolloutmesh.v1.EnvConfigR\tenvConfig\"\xf7\x04\n" +
+	"env_config\x18\x05 \x01(\v2\x19.rolloutmesh.v1.EnvConfigR\tenvConfig\x12G\n" +
+	"\x06labels\x18\x06 \x03(\v2/.rolloutmesh.v1.AcquireLeaseRequest.LabelsEntryR\x06labels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xed\x05\n" +
 	"\x05Lease\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\tR\aleaseId\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\tR\x05token\x12\x13\n" +
@@ -1391,15 +1425,23 @@ const file_rolloutmesh_v1_vmmanager_proto_rawDesc = "" +
 	"\x0fclient_password\x18\x0e \x01(\tR\x0eclientPassword\x12\x1f\n" +
 	"\vguest_token\x18\x0f \x01(\tR\n" +
 	"guestToken\x12\x1a\n" +
-	"\brenewals\x18\x10 \x01(\x03R\brenewals\x1a8\n" +
+	"\brenewals\x18\x10 \x01(\x03R\brenewals\x129\n" +
+	"\x06labels\x18\x11 \x03(\v2!.rolloutmesh.v1.Lease.LabelsEntryR\x06labels\x1a8\n" +
 	"\n" +
 	"PortsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"q\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf3\x01\n" +
 	"\x11RenewLeaseRequest\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\tR\aleaseId\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\tR\x05token\x12+\n" +
-	"\x03ttl\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\"k\n" +
+	"\x03ttl\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12E\n" +
+	"\x06labels\x18\x04 \x03(\v2-.rolloutmesh.v1.RenewLeaseRequest.LabelsEntryR\x06labels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"k\n" +
 	"\x13ReleaseLeaseRequest\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\tR\aleaseId\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\tR\x05token\x12\x19\n" +
@@ -1506,7 +1548,7 @@ func file_rolloutmesh_v1_vmmanager_proto_rawDescGZIP() []byte {
 }
 
 var file_rolloutmesh_v1_vmmanager_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_rolloutmesh_v1_vmmanager_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_rolloutmesh_v1_vmmanager_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_rolloutmesh_v1_vmmanager_proto_goTypes = []any{
 	(VMState)(0),                  // 0: rolloutmesh.v1.VMState
 	(*AcquireLeaseRequest)(nil),   // 1: rolloutmesh.v1.AcquireLeaseRequest
@@ -1527,57 +1569,63 @@ var file_rolloutmesh_v1_vmmanager_proto_goTypes = []any{
 	(*WatchPoolResponse)(nil),     // 16: rolloutmesh.v1.WatchPoolResponse
 	(*ForceReleaseRequest)(nil),   // 17: rolloutmesh.v1.ForceReleaseRequest
 	(*ForceReleaseResponse)(nil),  // 18: rolloutmesh.v1.ForceReleaseResponse
-	nil,                           // 19: rolloutmesh.v1.Lease.PortsEntry
-	nil,                           // 20: rolloutmesh.v1.VM.PortsEntry
-	nil,                           // 21: rolloutmesh.v1.Pool.VmsByStateEntry
-	(*durationpb.Duration)(nil),   // 22: google.protobuf.Duration
-	(*EnvConfig)(nil),             // 23: rolloutmesh.v1.EnvConfig
-	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
+	nil,                           // 19: rolloutmesh.v1.AcquireLeaseRequest.LabelsEntry
+	nil,                           // 20: rolloutmesh.v1.Lease.PortsEntry
+	nil,                           // 21: rolloutmesh.v1.Lease.LabelsEntry
+	nil,                           // 22: rolloutmesh.v1.RenewLeaseRequest.LabelsEntry
+	nil,                           // 23: rolloutmesh.v1.VM.PortsEntry
+	nil,                           // 24: rolloutmesh.v1.Pool.VmsByStateEntry
+	(*durationpb.Duration)(nil),   // 25: google.protobuf.Duration
+	(*EnvConfig)(nil),             // 26: rolloutmesh.v1.EnvConfig
+	(*timestamppb.Timestamp)(nil), // 27: google.protobuf.Timestamp
 }
 var file_rolloutmesh_v1_vmmanager_proto_depIdxs = []int32{
-	22, // 0: rolloutmesh.v1.AcquireLeaseRequest.wait_timeout:type_name -> google.protobuf.Duration
-	22, // 1: rolloutmesh.v1.AcquireLeaseRequest.ttl:type_name -> google.protobuf.Duration
-	23, // 2: rolloutmesh.v1.AcquireLeaseRequest.env_config:type_name -> rolloutmesh.v1.EnvConfig
-	19, // 3: rolloutmesh.v1.Lease.ports:type_name -> rolloutmesh.v1.Lease.PortsEntry
-	24, // 4: rolloutmesh.v1.Lease.expire_time:type_name -> google.protobuf.Timestamp
-	22, // 5: rolloutmesh.v1.Lease.ttl:type_name -> google.protobuf.Duration
-	24, // 6: rolloutmesh.v1.Lease.acquire_time:type_name -> google.protobuf.Timestamp
-	22, // 7: rolloutmesh.v1.RenewLeaseRequest.ttl:type_name -> google.protobuf.Duration
-	2,  // 8: rolloutmesh.v1.ListLeasesResponse.leases:type_name -> rolloutmesh.v1.Lease
-	0,  // 9: rolloutmesh.v1.VM.state:type_name -> rolloutmesh.v1.VMState
-	24, // 10: rolloutmesh.v1.VM.create_time:type_name -> google.protobuf.Timestamp
-	24, // 11: rolloutmesh.v1.VM.state_time:type_name -> google.protobuf.Timestamp
-	20, // 12: rolloutmesh.v1.VM.ports:type_name -> rolloutmesh.v1.VM.PortsEntry
-	0,  // 13: rolloutmesh.v1.ListVMsRequest.state:type_name -> rolloutmesh.v1.VMState
-	9,  // 14: rolloutmesh.v1.ListVMsResponse.vms:type_name -> rolloutmesh.v1.VM
-	21, // 15: rolloutmesh.v1.Pool.vms_by_state:type_name -> rolloutmesh.v1.Pool.VmsByStateEntry
-	13, // 16: rolloutmesh.v1.ListPoolsResponse.pools:type_name -> rolloutmesh.v1.Pool
-	24, // 17: rolloutmesh.v1.WatchPoolResponse.time:type_name -> google.protobuf.Timestamp
-	9,  // 18: rolloutmesh.v1.WatchPoolResponse.vm:type_name -> rolloutmesh.v1.VM
-	0,  // 19: rolloutmesh.v1.WatchPoolResponse.previous_state:type_name -> rolloutmesh.v1.VMState
-	1,  // 20: rolloutmesh.v1.VMManager.AcquireLease:input_type -> rolloutmesh.v1.AcquireLeaseRequest
-	3,  // 21: rolloutmesh.v1.VMManager.RenewLease:input_type -> rolloutmesh.v1.RenewLeaseRequest
-	4,  // 22: rolloutmesh.v1.VMManager.ReleaseLease:input_type -> rolloutmesh.v1.ReleaseLeaseRequest
-	6,  // 23: rolloutmesh.v1.VMManager.GetLease:input_type -> rolloutmesh.v1.GetLeaseRequest
-	7,  // 24: rolloutmesh.v1.VMManager.ListLeases:input_type -> rolloutmesh.v1.ListLeasesRequest
-	10, // 25: rolloutmesh.v1.VMManager.ListVMs:input_type -> rolloutmesh.v1.ListVMsRequest
-	12, // 26: rolloutmesh.v1.VMManager.ListPools:input_type -> rolloutmesh.v1.ListPoolsRequest
-	15, // 27: rolloutmesh.v1.VMManager.WatchPool:input_type -> rolloutmesh.v1.WatchPoolRequest
-	17, // 28: rolloutmesh.v1.VMManager.ForceRelease:input_type -> rolloutmesh.v1.ForceReleaseRequest
-	2,  // 29: rolloutmesh.v1.VMManager.AcquireLease:output_type -> rolloutmesh.v1.Lease
-	2,  // 30: rolloutmesh.v1.VMManager.RenewLease:output_type -> rolloutmesh.v1.Lease
-	5,  // 31: rolloutmesh.v1.VMManager.ReleaseLease:output_type -> rolloutmesh.v1.ReleaseLeaseResponse
-	2,  // 32: rolloutmesh.v1.VMManager.GetLease:output_type -> rolloutmesh.v1.Lease
-	8,  // 33: rolloutmesh.v1.VMManager.ListLeases:output_type -> rolloutmesh.v1.ListLeasesResponse
-	11, // 34: rolloutmesh.v1.VMManager.ListVMs:output_type -> rolloutmesh.v1.ListVMsResponse
-	14, // 35: rolloutmesh.v1.VMManager.ListPools:output_type -> rolloutmesh.v1.ListPoolsResponse
-	16, // 36: rolloutmesh.v1.VMManager.WatchPool:output_type -> rolloutmesh.v1.WatchPoolResponse
-	18, // 37: rolloutmesh.v1.VMManager.ForceRelease:output_type -> rolloutmesh.v1.ForceReleaseResponse
-	29, // [29:38] is the sub-list for method output_type
-	20, // [20:29] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	25, // 0: rolloutmesh.v1.AcquireLeaseRequest.wait_timeout:type_name -> google.protobuf.Duration
+	25, // 1: rolloutmesh.v1.AcquireLeaseRequest.ttl:type_name -> google.protobuf.Duration
+	26, // 2: rolloutmesh.v1.AcquireLeaseRequest.env_config:type_name -> rolloutmesh.v1.EnvConfig
+	19, // 3: rolloutmesh.v1.AcquireLeaseRequest.labels:type_name -> rolloutmesh.v1.AcquireLeaseRequest.LabelsEntry
+	20, // 4: rolloutmesh.v1.Lease.ports:type_name -> rolloutmesh.v1.Lease.PortsEntry
+	27, // 5: rolloutmesh.v1.Lease.expire_time:type_name -> google.protobuf.Timestamp
+	25, // 6: rolloutmesh.v1.Lease.ttl:type_name -> google.protobuf.Duration
+	27, // 7: rolloutmesh.v1.Lease.acquire_time:type_name -> google.protobuf.Timestamp
+	21, // 8: rolloutmesh.v1.Lease.labels:type_name -> rolloutmesh.v1.Lease.LabelsEntry
+	25, // 9: rolloutmesh.v1.RenewLeaseRequest.ttl:type_name -> google.protobuf.Duration
+	22, // 10: rolloutmesh.v1.RenewLeaseRequest.labels:type_name -> rolloutmesh.v1.RenewLeaseRequest.LabelsEntry
+	2,  // 11: rolloutmesh.v1.ListLeasesResponse.leases:type_name -> rolloutmesh.v1.Lease
+	0,  // 12: rolloutmesh.v1.VM.state:type_name -> rolloutmesh.v1.VMState
+	27, // 13: rolloutmesh.v1.VM.create_time:type_name -> google.protobuf.Timestamp
+	27, // 14: rolloutmesh.v1.VM.state_time:type_name -> google.protobuf.Timestamp
+	23, // 15: rolloutmesh.v1.VM.ports:type_name -> rolloutmesh.v1.VM.PortsEntry
+	0,  // 16: rolloutmesh.v1.ListVMsRequest.state:type_name -> rolloutmesh.v1.VMState
+	9,  // 17: rolloutmesh.v1.ListVMsResponse.vms:type_name -> rolloutmesh.v1.VM
+	24, // 18: rolloutmesh.v1.Pool.vms_by_state:type_name -> rolloutmesh.v1.Pool.VmsByStateEntry
+	13, // 19: rolloutmesh.v1.ListPoolsResponse.pools:type_name -> rolloutmesh.v1.Pool
+	27, // 20: rolloutmesh.v1.WatchPoolResponse.time:type_name -> google.protobuf.Timestamp
+	9,  // 21: rolloutmesh.v1.WatchPoolResponse.vm:type_name -> rolloutmesh.v1.VM
+	0,  // 22: rolloutmesh.v1.WatchPoolResponse.previous_state:type_name -> rolloutmesh.v1.VMState
+	1,  // 23: rolloutmesh.v1.VMManager.AcquireLease:input_type -> rolloutmesh.v1.AcquireLeaseRequest
+	3,  // 24: rolloutmesh.v1.VMManager.RenewLease:input_type -> rolloutmesh.v1.RenewLeaseRequest
+	4,  // 25: rolloutmesh.v1.VMManager.ReleaseLease:input_type -> rolloutmesh.v1.ReleaseLeaseRequest
+	6,  // 26: rolloutmesh.v1.VMManager.GetLease:input_type -> rolloutmesh.v1.GetLeaseRequest
+	7,  // 27: rolloutmesh.v1.VMManager.ListLeases:input_type -> rolloutmesh.v1.ListLeasesRequest
+	10, // 28: rolloutmesh.v1.VMManager.ListVMs:input_type -> rolloutmesh.v1.ListVMsRequest
+	12, // 29: rolloutmesh.v1.VMManager.ListPools:input_type -> rolloutmesh.v1.ListPoolsRequest
+	15, // 30: rolloutmesh.v1.VMManager.WatchPool:input_type -> rolloutmesh.v1.WatchPoolRequest
+	17, // 31: rolloutmesh.v1.VMManager.ForceRelease:input_type -> rolloutmesh.v1.ForceReleaseRequest
+	2,  // 32: rolloutmesh.v1.VMManager.AcquireLease:output_type -> rolloutmesh.v1.Lease
+	2,  // 33: rolloutmesh.v1.VMManager.RenewLease:output_type -> rolloutmesh.v1.Lease
+	5,  // 34: rolloutmesh.v1.VMManager.ReleaseLease:output_type -> rolloutmesh.v1.ReleaseLeaseResponse
+	2,  // 35: rolloutmesh.v1.VMManager.GetLease:output_type -> rolloutmesh.v1.Lease
+	8,  // 36: rolloutmesh.v1.VMManager.ListLeases:output_type -> rolloutmesh.v1.ListLeasesResponse
+	11, // 37: rolloutmesh.v1.VMManager.ListVMs:output_type -> rolloutmesh.v1.ListVMsResponse
+	14, // 38: rolloutmesh.v1.VMManager.ListPools:output_type -> rolloutmesh.v1.ListPoolsResponse
+	16, // 39: rolloutmesh.v1.VMManager.WatchPool:output_type -> rolloutmesh.v1.WatchPoolResponse
+	18, // 40: rolloutmesh.v1.VMManager.ForceRelease:output_type -> rolloutmesh.v1.ForceReleaseResponse
+	32, // [32:41] is the sub-list for method output_type
+	23, // [23:32] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_rolloutmesh_v1_vmmanager_proto_init() }
@@ -1594,7 +1642,7 @@ func file_rolloutmesh_v1_vmmanager_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rolloutmesh_v1_vmmanager_proto_rawDesc), len(file_rolloutmesh_v1_vmmanager_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   21,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

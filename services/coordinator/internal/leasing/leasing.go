@@ -61,9 +61,10 @@ func New(c vmClient, cfg Config) *Manager {
 // TTL is the lease time to live the manager asks for.
 func (m *Manager) TTL() time.Duration { return m.cfg.TTL }
 
-// Acquire leases a VM of pool for holder, waiting up to the configured wait.
-// The returned lease carries its token; callers must not log it.
-func (m *Manager) Acquire(ctx context.Context, pool, holder string, ec *pb.EnvConfig) (*pb.Lease, error) {
+// Acquire leases a VM of pool for holder, waiting up to the configured wait;
+// labels are shown with the lease (rollout, task). The returned lease
+// carries its token; callers must not log it.
+func (m *Manager) Acquire(ctx context.Context, pool, holder string, labels map[string]string, ec *pb.EnvConfig) (*pb.Lease, error) {
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.Wait+m.cfg.CallTimeout)
 	defer cancel()
 	l, err := m.c.AcquireLease(ctx, &pb.AcquireLeaseRequest{
@@ -71,6 +72,7 @@ func (m *Manager) Acquire(ctx context.Context, pool, holder string, ec *pb.EnvCo
 		WaitTimeout: durationpb.New(m.cfg.Wait),
 		Ttl:         durationpb.New(m.cfg.TTL),
 		Holder:      holder,
+		Labels:      labels,
 		EnvConfig:   ec,
 	})
 	if err != nil {
@@ -79,11 +81,12 @@ func (m *Manager) Acquire(ctx context.Context, pool, holder string, ec *pb.EnvCo
 	return l, nil
 }
 
-// Renew extends a lease by its TTL.
-func (m *Manager) Renew(ctx context.Context, leaseID, token string) error {
+// Renew extends a lease by its TTL and sets labels on it (the episode's
+// progress; nil sets none).
+func (m *Manager) Renew(ctx context.Context, leaseID, token string, labels map[string]string) error {
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.CallTimeout)
 	defer cancel()
-	if _, err := m.c.RenewLease(ctx, &pb.RenewLeaseRequest{LeaseId: leaseID, Token: token}); err != nil {
+	if _, err := m.c.RenewLease(ctx, &pb.RenewLeaseRequest{LeaseId: leaseID, Token: token, Labels: labels}); err != nil {
 		return fmt.Errorf("renew lease %s: %w", leaseID, err)
 	}
 	return nil

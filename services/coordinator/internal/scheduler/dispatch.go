@@ -118,12 +118,13 @@ func (e *Engine) leaseAheadLocked(now time.Time) {
 
 func (e *Engine) acquireAheadAsync(ep *episode, attempt int32) {
 	pool := ep.g.r.spec.VmPool
+	labels := ep.leaseLabels()
 	ec := mergeEnv(ep.g.r.spec.EnvConfig, ep.g.task().EnvConfig)
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
 		t0 := time.Now()
-		l, err := e.leases.Acquire(e.bg, pool, ep.id, ec)
+		l, err := e.leases.Acquire(e.bg, pool, ep.id, labels, ec)
 		e.m.leaseWait.Observe(time.Since(t0).Seconds())
 		e.mu.Lock()
 		defer e.mu.Unlock()
@@ -321,13 +322,14 @@ func mergeEnv(base, over *pb.EnvConfig) *pb.EnvConfig {
 // acquireAsync leases a VM for an episode whose runner slot is reserved.
 func (e *Engine) acquireAsync(ep *episode, rn *Runner, attempt int32) {
 	pool := ep.g.r.spec.VmPool
+	labels := ep.leaseLabels()
 	ec := mergeEnv(ep.g.r.spec.EnvConfig, ep.g.task().EnvConfig)
 	id := ep.id
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
 		t0 := time.Now()
-		l, err := e.leases.Acquire(e.bg, pool, id, ec)
+		l, err := e.leases.Acquire(e.bg, pool, id, labels, ec)
 		e.m.leaseWait.Observe(time.Since(t0).Seconds())
 		e.mu.Lock()
 		defer e.mu.Unlock()
@@ -663,10 +665,16 @@ func (e *Engine) Credit(rn *Runner, free int32) {
 	e.poke()
 }
 
-// Heartbeat records that a runner is alive.
+// Heartbeat records that a runner is alive, and the progress of its
+// episodes, which the next lease renewal shows on their VMs' leases.
 func (e *Engine) Heartbeat(rn *Runner, hb *pb.Heartbeat) {
 	e.mu.Lock()
 	rn.lastSeen = e.clock.Now()
+	for _, p := range hb.GetEpisodes() {
+		if ep := rn.running[p.GetEpisodeId()]; ep != nil {
+			ep.steps, ep.stepPhase = p.GetSteps(), truncate(p.GetPhase(), maxPhaseBytes)
+		}
+	}
 	e.mu.Unlock()
 }
 
@@ -836,8 +844,9 @@ func (e *Engine) disconnectLocked(rn *Runner, why string, adopt bool) {
 // returns expired batches and pokes the dispatcher.
 func (e *Engine) Sweep() {
 	type renewal struct {
-		ep    *episode
-		lease *pb.Lease
+		ep     *episode
+		lease  *pb.Lease
+		labels map[string]string
 	}
 	var renew []renewal
 	e.mu.Lock()
@@ -860,7 +869,7 @@ func (e *Engine) Sweep() {
 			}
 			if ep.lease != nil && e.leases != nil && now.Sub(ep.renewedAt) >= e.leases.TTL()/3 {
 				ep.renewedAt = now
-				renew = append(renew, renewal{ep, ep.lease})
+				renew = append(renew, renewal{ep, ep.lease, ep.progressLabels()})
 			}
 		}
 	}
@@ -874,7 +883,7 @@ func (e *Engine) Sweep() {
 			e.failAttemptLocked(ep, pb.EpisodeStatus_EPISODE_STATUS_FAILED, &pb.Episode{FailureReason: "runner_lost", Error: "runner did not come back"})
 		case ep.lease != nil && e.leases != nil && now.Sub(ep.renewedAt) >= e.leases.TTL()/3:
 			ep.renewedAt = now
-			renew = append(renew, renewal{ep, ep.lease})
+			renew = append(renew, renewal{ep, ep.lease, ep.progressLabels()})
 		}
 	}
 	for _, r := range e.order {
@@ -885,22 +894,22 @@ func (e *Engine) Sweep() {
 		for _, ep := range r.queue {
 			if ep.lease != nil && now.Sub(ep.renewedAt) >= e.leases.TTL()/3 {
 				ep.renewedAt = now
-				renew = append(renew, renewal{ep, ep.lease})
+				renew = append(renew, renewal{ep, ep.lease, nil})
 			}
 		}
 	}
 	e.mu.Unlock()
 	for _, x := range renew {
-		e.renewAsync(x.ep, x.lease)
+		e.renewAsync(x.ep, x.lease, x.labels)
 	}
 	e.poke()
 }
 
-func (e *Engine) renewAsync(ep *episode, l *pb.Lease) {
+func (e *Engine) renewAsync(ep *episode, l *pb.Lease, labels map[string]string) {
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
-		err := e.leases.Renew(e.bg, l.LeaseId, l.Token)
+		err := e.leases.Renew(e.bg, l.LeaseId, l.Token, labels)
 		if err == nil {
 			return
 		}

@@ -76,8 +76,8 @@ var RealClock Clock = realClock{}
 // leaser is what the scheduler needs from vmmanager (implemented by
 // leasing.Manager).
 type leaser interface {
-	Acquire(ctx context.Context, pool, holder string, ec *pb.EnvConfig) (*pb.Lease, error)
-	Renew(ctx context.Context, leaseID, token string) error
+	Acquire(ctx context.Context, pool, holder string, labels map[string]string, ec *pb.EnvConfig) (*pb.Lease, error)
+	Renew(ctx context.Context, leaseID, token string, labels map[string]string) error
 	Release(ctx context.Context, leaseID, token string) error
 	TTL() time.Duration
 	// Pools lists the pools, for StartRollout's check that VM episodes can

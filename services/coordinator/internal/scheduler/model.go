@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/proto"
 
@@ -200,6 +201,47 @@ type episode struct {
 
 	modelVersion int64
 	result       *pb.Episode
+
+	// steps and stepPhase are the runner's last heartbeat about the
+	// episode, shown on its VM's lease.
+	steps     int32
+	stepPhase string
+}
+
+// maxPhaseBytes bounds the phase a runner reports; lease label values are
+// bounded too.
+const maxPhaseBytes = 32
+
+// maxLabelValue is vmmanager's bound on a lease label's value.
+const maxLabelValue = 256
+
+// leaseLabels are the labels of the episode's VM lease: what a person
+// looking at `rollout leases` wants to know (the holder is the episode).
+func (ep *episode) leaseLabels() map[string]string {
+	l := map[string]string{"rollout": ep.g.r.id, "attempt": strconv.Itoa(int(ep.attempt))}
+	if id := ep.g.task().GetId(); id != "" {
+		l["task"] = truncate(id, maxLabelValue)
+	}
+	return l
+}
+
+// progressLabels are set at lease renewal: the step the episode is at.
+func (ep *episode) progressLabels() map[string]string {
+	if ep.stepPhase == "" && ep.steps == 0 {
+		return nil
+	}
+	return map[string]string{"step": strconv.Itoa(int(ep.steps)), "phase": ep.stepPhase}
+}
+
+// truncate cuts s to at most n bytes on a rune boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 func (ep *episode) envMode() string {

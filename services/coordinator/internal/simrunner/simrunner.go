@@ -122,12 +122,22 @@ func (r *Runner) heartbeat(ctx context.Context) {
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()
+	beats := int32(0)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if r.send(&pb.WorkRequest{Msg: &pb.WorkRequest_Heartbeat{Heartbeat: &pb.Heartbeat{}}}) != nil {
+			// Like a real runner, say how far each running episode is: one
+			// step per heartbeat.
+			beats++
+			hb := &pb.Heartbeat{}
+			r.mu.Lock()
+			for id := range r.inflight {
+				hb.Episodes = append(hb.Episodes, &pb.EpisodeProgress{EpisodeId: id, Steps: beats, Phase: "acting"})
+			}
+			r.mu.Unlock()
+			if r.send(&pb.WorkRequest{Msg: &pb.WorkRequest_Heartbeat{Heartbeat: hb}}) != nil {
 				return
 			}
 		}

@@ -275,7 +275,7 @@ func validatePool(k string, p *Pool) error {
 		return bad(k+".screen_height", "must be between 64 and 4320, got %d", p.ScreenHeight)
 	}
 	if p.OSType == "" {
-		p.OSType = "Ubuntu"
+		p.OSType = defaultOSType(p)
 	}
 	if p.CPUs < 0 || p.CPUs > 256 {
 		return bad(k+".cpus", "must be between 0 and 256, got %d", p.CPUs)
@@ -520,4 +520,17 @@ func validateStatic(k string, s *Static, n int) error {
 		return bad(k+".health_path", "must start with /, got %q", s.HealthPath)
 	}
 	return nil
+}
+
+// defaultOSType is the guest OS a pool reports when its config names none:
+// rolloutmesh's own guests (process VMs, the desktopd images) are Debian;
+// OSWorld's images and the VMs of the hypervisor providers are Ubuntu.
+func defaultOSType(p *Pool) string {
+	switch {
+	case p.Provider == ProviderProcess:
+		return "Debian"
+	case p.Provider == ProviderDocker && (p.Docker == nil || p.Docker.Flavor == "" || p.Docker.Flavor == "desktopd"):
+		return "Debian"
+	}
+	return "Ubuntu"
 }

@@ -71,9 +71,12 @@ func TestParseDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := pools[0]
-	if p.ScreenWidth != 1920 || p.ScreenHeight != 1080 || p.OSType != "Ubuntu" || p.Process.BasePort != 5100 ||
+	if p.ScreenWidth != 1920 || p.ScreenHeight != 1080 || p.OSType != "Debian" || p.Process.BasePort != 5100 ||
 		p.Process.Host != "127.0.0.1" || time.Duration(p.HealthInterval) != 15*time.Second {
 		t.Errorf("process defaults = %+v %+v", p, *p.Process)
+	}
+	if pools[1].OSType != "Ubuntu" {
+		t.Errorf("OSWorld image pool os_type = %q, want Ubuntu", pools[1].OSType)
 	}
 	d := pools[1].Docker
 	if d.Image != "happysixd/osworld-docker" || d.DiskSize != "32G" || d.KVM != "auto" {

@@ -37,7 +37,11 @@ var (
 	ErrBadToken      = errors.New("wrong lease token")
 	ErrClosed        = errors.New("pool is shutting down")
 	ErrUnsupported   = errors.New("not supported by this pool's provider")
+	ErrTooManyLabels = fmt.Errorf("a lease has at most %d labels", MaxLabels)
 )
+
+// MaxLabels bounds a lease's labels, those set at renewal included.
+const MaxLabels = 16
 
 // State is a VM's lifecycle state.
 type State int
@@ -96,12 +100,14 @@ type lease struct {
 	acquire   time.Time
 	expire    time.Time
 	renewals  int64
+	labels    map[string]string
 	timer     clock.Timer
 }
 
 type waiter struct {
 	ticket   uint64
 	holder   string
+	labels   map[string]string
 	ttl      time.Duration
 	elem     *list.Element
 	ch       chan Grant // capacity 1: the dispatcher never blocks
@@ -138,6 +144,7 @@ type LeaseView struct {
 	ScreenHeight int
 	OSType       string
 	Renewals     int64
+	Labels       map[string]string
 }
 
 // VMView is a VM as shown to people.
@@ -257,6 +264,8 @@ func hashToken(tok string) []byte {
 // AcquireRequest asks for a lease.
 type AcquireRequest struct {
 	Holder string
+	// Labels are shown with the lease (rollout, task, episode, step).
+	Labels map[string]string
 	TTL    time.Duration
 	// Wait bounds the wait for a free VM; 0 means do not wait. ctx bounds it too.
 	Wait time.Duration
@@ -313,7 +322,7 @@ func (p *Pool) acquire(ctx context.Context, req AcquireRequest) (Grant, error) {
 	// A newcomer may take a ready VM only when nobody is queued ahead of it.
 	if p.waiters.Len() == 0 {
 		if v := p.pickReadyLocked(); v != nil {
-			g, err := p.grantLocked(v, req.Holder, req.TTL, 0)
+			g, err := p.grantLocked(v, req.Holder, copyMap(req.Labels), req.TTL, 0)
 			p.mu.Unlock()
 			return g, err
 		}
@@ -323,7 +332,7 @@ func (p *Pool) acquire(ctx context.Context, req AcquireRequest) (Grant, error) {
 		return Grant{}, ErrNoVM
 	}
 	p.nextTicket++
-	w := &waiter{ticket: p.nextTicket, holder: req.Holder, ttl: req.TTL, ch: make(chan Grant, 1), enqueued: time.Now()}
+	w := &waiter{ticket: p.nextTicket, holder: req.Holder, labels: copyMap(req.Labels), ttl: req.TTL, ch: make(chan Grant, 1), enqueued: time.Now()}
 	w.elem = p.waiters.PushBack(w)
 	p.mu.Unlock()
 
@@ -375,12 +384,12 @@ func (p *Pool) pickReadyLocked() *vm {
 	return best
 }
 
-func (p *Pool) grantLocked(v *vm, holder string, ttl time.Duration, ticket uint64) (Grant, error) {
+func (p *Pool) grantLocked(v *vm, holder string, labels map[string]string, ttl time.Duration, ticket uint64) (Grant, error) {
 	now := p.clk.Now()
 	tok := newID("", 24)
 	l := &lease{
 		id: newID("lease-", 8), tokenHash: hashToken(tok), vmID: v.id, holder: holder,
-		ttl: ttl, acquire: now, expire: now.Add(ttl),
+		ttl: ttl, acquire: now, expire: now.Add(ttl), labels: labels,
 	}
 	prev := *v
 	v.state, v.stateTime, v.leaseID, v.holder = StateLeased, now, l.id, holder
@@ -408,7 +417,7 @@ func (p *Pool) dispatchLocked() {
 			return
 		}
 		w := p.waiters.Front().Value.(*waiter)
-		g, err := p.grantLocked(v, w.holder, w.ttl, w.ticket)
+		g, err := p.grantLocked(v, w.holder, w.labels, w.ttl, w.ticket)
 		if err != nil {
 			// The store failed: leave the waiter queued; it times out or
 			// the next state change tries again.
@@ -450,6 +459,12 @@ func (p *Pool) expire(id string) {
 
 // Renew extends a lease by ttl (0 keeps its TTL).
 func (p *Pool) Renew(id, token string, ttl time.Duration) (LeaseView, error) {
+	return p.RenewLabels(id, token, ttl, nil)
+}
+
+// RenewLabels renews like Renew and sets labels on the lease (an empty
+// value removes one).
+func (p *Pool) RenewLabels(id, token string, ttl time.Duration, labels map[string]string) (LeaseView, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -465,6 +480,14 @@ func (p *Pool) Renew(id, token string, ttl time.Duration) (LeaseView, error) {
 	}
 	l.expire = p.clk.Now().Add(l.ttl)
 	l.renewals++
+	if len(labels) > 0 {
+		merged := mergeLabels(l.labels, labels)
+		if len(merged) > MaxLabels {
+			*l = prev
+			return LeaseView{}, ErrTooManyLabels
+		}
+		l.labels = merged
+	}
 	if err := p.store.SaveLease(p.leaseRecord(l), p.vmRecord(p.vms[l.vmID])); err != nil {
 		*l = prev
 		return LeaseView{}, fmt.Errorf("persist renewal: %w", err)
@@ -923,7 +946,7 @@ func (p *Pool) Restore(ctx context.Context, vms []store.VM, leases []store.Lease
 		switch {
 		case hasLease && now.Before(lr.ExpireTime):
 			l := &lease{id: lr.ID, tokenHash: lr.TokenHash, vmID: r.ID, holder: lr.Holder, ttl: lr.TTL,
-				acquire: lr.AcquireTime, expire: lr.ExpireTime, renewals: lr.Renewals}
+				acquire: lr.AcquireTime, expire: lr.ExpireTime, renewals: lr.Renewals, labels: lr.Labels}
 			v.state, v.leaseID, v.holder = StateLeased, l.id, l.holder
 			p.leases[l.id] = l
 			p.armLocked(l)
@@ -990,7 +1013,7 @@ func (p *Pool) vmRecord(v *vm) store.VM {
 func (p *Pool) leaseRecord(l *lease) store.Lease {
 	return store.Lease{
 		ID: l.id, Pool: p.spec.Name, VMID: l.vmID, TokenHash: l.tokenHash, Holder: l.holder,
-		TTL: l.ttl, AcquireTime: l.acquire, ExpireTime: l.expire, Renewals: l.renewals,
+		TTL: l.ttl, AcquireTime: l.acquire, ExpireTime: l.expire, Renewals: l.renewals, Labels: l.labels,
 	}
 }
 
@@ -1000,8 +1023,25 @@ func (p *Pool) leaseViewLocked(l *lease) LeaseView {
 		ID: l.id, VMID: l.vmID, Pool: p.spec.Name, Endpoint: v.inst.Endpoint, Ports: copyMap(v.inst.Ports),
 		ExpireTime: l.expire, TTL: l.ttl, Holder: l.holder, AcquireTime: l.acquire,
 		ScreenWidth: p.spec.ScreenWidth, ScreenHeight: p.spec.ScreenHeight, OSType: p.spec.OSType,
-		Renewals: l.renewals,
+		Renewals: l.renewals, Labels: copyMap(l.labels),
 	}
+}
+
+// mergeLabels returns base with set applied: a new value replaces, an empty
+// one removes. base is not modified (views and records share it).
+func mergeLabels(base, set map[string]string) map[string]string {
+	out := make(map[string]string, len(base)+len(set))
+	for k, v := range base {
+		out[k] = v
+	}
+	for k, v := range set {
+		if v == "" {
+			delete(out, k)
+		} else {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 func copyMap(m map[string]string) map[string]string {

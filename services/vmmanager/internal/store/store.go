@@ -46,6 +46,7 @@ type Lease struct {
 	AcquireTime time.Time
 	ExpireTime  time.Time
 	Renewals    int64
+	Labels      map[string]string
 }
 
 // Store is a SQLite database of VMs and leases.
@@ -67,7 +68,7 @@ CREATE TABLE IF NOT EXISTS vms (
 CREATE TABLE IF NOT EXISTS leases (
   id TEXT PRIMARY KEY, pool TEXT NOT NULL, vm_id TEXT NOT NULL, token_hash BLOB NOT NULL,
   holder TEXT NOT NULL, ttl_ns INTEGER NOT NULL, acquire_time INTEGER NOT NULL,
-  expire_time INTEGER NOT NULL, renewals INTEGER NOT NULL);
+  expire_time INTEGER NOT NULL, renewals INTEGER NOT NULL, labels TEXT NOT NULL DEFAULT '{}');
 `
 
 // Open opens (creating if needed) dir/vmmanager.db.
@@ -93,6 +94,10 @@ func Open(ctx context.Context, dir string) (*Store, error) {
 	if _, err := db.ExecContext(ctx, schema); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("create schema: %w", err)
+	}
+	if err := addLabelsColumn(ctx, db); err != nil {
+		db.Close()
+		return nil, err
 	}
 	st, err := prepare(ctx, db)
 	if err != nil {
@@ -182,8 +187,8 @@ func fromNS(v int64) time.Time {
 const (
 	putVMSQL = `INSERT OR REPLACE INTO vms(id,pool,provider,state,ref,endpoint,ports,data,create_time,state_time,last_error,leases_served,resets)
 		VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)`
-	putLeaseSQL = `INSERT OR REPLACE INTO leases(id,pool,vm_id,token_hash,holder,ttl_ns,acquire_time,expire_time,renewals)
-		VALUES(?,?,?,?,?,?,?,?,?)`
+	putLeaseSQL = `INSERT OR REPLACE INTO leases(id,pool,vm_id,token_hash,holder,ttl_ns,acquire_time,expire_time,renewals,labels)
+		VALUES(?,?,?,?,?,?,?,?,?,?)`
 	delLeaseSQL = `DELETE FROM leases WHERE id=?`
 )
 
@@ -236,8 +241,12 @@ func (s *Store) putVM(e execer, v VM) error {
 }
 
 func (s *Store) putLease(e execer, l Lease) error {
-	_, err := e(s.st.putLease,
-		l.ID, l.Pool, l.VMID, l.TokenHash, l.Holder, int64(l.TTL), ns(l.AcquireTime), ns(l.ExpireTime), l.Renewals)
+	labels, err := json.Marshal(l.Labels)
+	if err != nil {
+		return fmt.Errorf("encode labels of lease %s: %w", l.ID, err)
+	}
+	_, err = e(s.st.putLease,
+		l.ID, l.Pool, l.VMID, l.TokenHash, l.Holder, int64(l.TTL), ns(l.AcquireTime), ns(l.ExpireTime), l.Renewals, string(labels))
 	if err != nil {
 		return fmt.Errorf("write lease %s: %w", l.ID, err)
 	}
@@ -325,7 +334,7 @@ func (s *Store) VMs(ctx context.Context, pool string) ([]VM, error) {
 
 // Leases returns every stored lease of a pool.
 func (s *Store) Leases(ctx context.Context, pool string) ([]Lease, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT id,pool,vm_id,token_hash,holder,ttl_ns,acquire_time,expire_time,renewals
+	rows, err := s.db.QueryContext(ctx, `SELECT id,pool,vm_id,token_hash,holder,ttl_ns,acquire_time,expire_time,renewals,labels
 		FROM leases WHERE pool=? ORDER BY acquire_time`, pool)
 	if err != nil {
 		return nil, fmt.Errorf("query leases: %w", err)
@@ -335,9 +344,13 @@ func (s *Store) Leases(ctx context.Context, pool string) ([]Lease, error) {
 	for rows.Next() {
 		var l Lease
 		var ttl, at, et int64
-		if err := rows.Scan(&l.ID, &l.Pool, &l.VMID, &l.TokenHash, &l.Holder, &ttl, &at, &et, &l.Renewals); err != nil {
+		var labels string
+		if err := rows.Scan(&l.ID, &l.Pool, &l.VMID, &l.TokenHash, &l.Holder, &ttl, &at, &et, &l.Renewals, &labels); err != nil {
 			return nil, fmt.Errorf("scan lease: %w", err)
 		}
+		// Labels are for people: a row whose labels do not decode still
+		// restores its lease.
+		_ = json.Unmarshal([]byte(labels), &l.Labels)
 		l.TTL, l.AcquireTime, l.ExpireTime = time.Duration(ttl), fromNS(at), fromNS(et)
 		out = append(out, l)
 	}
@@ -361,4 +374,20 @@ func (s *Store) Pools(ctx context.Context) ([]string, error) {
 		out = append(out, p)
 	}
 	return out, rows.Err()
+}
+
+// addLabelsColumn brings a database made before leases had labels up to
+// the schema: CREATE TABLE IF NOT EXISTS leaves an existing table alone.
+func addLabelsColumn(ctx context.Context, db *sql.DB) error {
+	var n int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('leases') WHERE name='labels'`).Scan(&n); err != nil {
+		return fmt.Errorf("read lease columns: %w", err)
+	}
+	if n > 0 {
+		return nil
+	}
+	if _, err := db.ExecContext(ctx, `ALTER TABLE leases ADD COLUMN labels TEXT NOT NULL DEFAULT '{}'`); err != nil {
+		return fmt.Errorf("add labels to leases: %w", err)
+	}
+	return nil
 }

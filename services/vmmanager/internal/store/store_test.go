@@ -3,6 +3,8 @@ package store
 import (
 	"bytes"
 	"context"
+	"database/sql"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -63,5 +65,41 @@ func TestRoundTrip(t *testing.T) {
 	}
 	if vms, _ := s.VMs(ctx, "p"); len(vms) != 0 {
 		t.Errorf("vms after DeleteVM = %v, want none", vms)
+	}
+}
+
+// TestAddsLabelsToOldDatabase: a database made before leases had labels
+// gains the column on open, and its leases read back with none.
+func TestAddsLabelsToOldDatabase(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "vmmanager.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`CREATE TABLE leases (
+  id TEXT PRIMARY KEY, pool TEXT NOT NULL, vm_id TEXT NOT NULL, token_hash BLOB NOT NULL,
+  holder TEXT NOT NULL, ttl_ns INTEGER NOT NULL, acquire_time INTEGER NOT NULL,
+  expire_time INTEGER NOT NULL, renewals INTEGER NOT NULL);
+INSERT INTO leases VALUES('lease-1','p','p-1',x'01','ep',60000000000,1,2,0);`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	s, err := Open(ctx, dir)
+	if err != nil {
+		t.Fatalf("open a database without lease labels: %v", err)
+	}
+	defer s.Close()
+	leases, err := s.Leases(ctx, "p")
+	if err != nil || len(leases) != 1 || len(leases[0].Labels) != 0 {
+		t.Fatalf("Leases = %+v, %v; want the old lease without labels", leases, err)
+	}
+	l := leases[0]
+	l.Labels = map[string]string{"task": "t-1"}
+	if err := s.SaveLease(l, VM{ID: "p-1", Pool: "p", Provider: "process", State: "leased"}); err != nil {
+		t.Fatal(err)
+	}
+	if leases, _ = s.Leases(ctx, "p"); len(leases) != 1 || leases[0].Labels["task"] != "t-1" {
+		t.Errorf("labels after save = %+v, want task=t-1", leases)
 	}
 }
