@@ -3,6 +3,7 @@ package table
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -300,6 +301,48 @@ func TestLibreOfficeChart(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := score(t, files[tt.result], files[tt.expected], tt.opts); got != tt.want {
 				t.Errorf("chart = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// LibreOffice's headless conversion drops view settings (panes, zoom),
+// so freeze and zoom are tested on excelize-written workbooks only.
+
+func TestLibreOfficeHiddenRows(t *testing.T) {
+	sheet := func(hidden ...int) string {
+		var rs []string
+		for i := 1; i <= 6; i++ {
+			r := row(str(fmt.Sprint("r", i)), num(fmt.Sprint(i)))
+			if slices.Contains(hidden, i) {
+				r = strings.Replace(r, "<table:table-row>", `<table:table-row table:visibility="collapse">`, 1)
+			}
+			rs = append(rs, r)
+		}
+		return fods("", tbl("Sheet1", rs...))
+	}
+	files := convert(t, "xlsx", map[string]string{
+		"hidden.fods":    sheet(3, 5),
+		"hidden2.fods":   sheet(3, 5),
+		"hiddenOne.fods": sheet(3),
+	})
+	rowRule := rules(map[string]any{"type": "row_props", "sheet_idx0": 0.0, "sheet_idx1": "EI0", "props": []any{"hidden"}})
+	tests := []struct {
+		name, result, expected string
+		opts                   map[string]any
+		want                   float64
+	}{
+		{"same hidden rows", "hidden2", "hidden", rowRule, 1},
+		{"other hidden rows", "hiddenOne", "hidden", rowRule, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var exp any
+			if tt.expected != "" {
+				exp = files[tt.expected]
+			}
+			if got := score(t, files[tt.result], exp, tt.opts); got != tt.want {
+				t.Errorf("compare_table = %v, want %v", got, tt.want)
 			}
 		})
 	}
