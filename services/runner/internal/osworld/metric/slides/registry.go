@@ -1,0 +1,145 @@
+package slides
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/rolloutmesh/rolloutmesh/serverkit/boundedread"
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric"
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric/slides/pptx"
+)
+
+// nsOOR is the namespace of LibreOffice's registry attributes (oor:path,
+// oor:name) in registrymodifications.xcu.
+const nsOOR = "http://openoffice.org/2001/registry"
+
+// readXML parses a local XML file named by a getter result; ok is false
+// when there is no such file or it does not parse (each caller decides
+// what Python does then).
+func readXML(v any) (*pptx.Element, bool) {
+	p, ok := v.(string)
+	if !ok || p == "" {
+		return nil, false
+	}
+	b, err := boundedread.ReadFile(p, metric.MaxFile)
+	if err != nil {
+		return nil, false
+	}
+	root, err := pptx.ParseXML(b)
+	return root, err == nil
+}
+
+// registryItems returns the xcu's item elements at oor:path path, in
+// document order.
+func registryItems(root *pptx.Element, path string) []*pptx.Element {
+	var out []*pptx.Element
+	for _, it := range root.Descendants("", "item") {
+		if p, _ := it.Attr(nsOOR, "path"); p == path {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+// metricPresenterConsoleDisabled is check_presenter_console_disable: the
+// first EnablePresenterScreen setting under Impress/Misc/Start is false.
+func metricPresenterConsoleDisabled(result, _ any, _ bool, _ map[string]any) (float64, error) {
+	root, ok := readXML(result)
+	if !ok {
+		return 0, nil
+	}
+	for _, it := range registryItems(root, "/org.openoffice.Office.Impress/Misc/Start") {
+		for _, prop := range it.ChildrenNamed("", "prop") {
+			if n, _ := prop.Attr(nsOOR, "name"); n != "EnablePresenterScreen" {
+				continue
+			}
+			v := prop.Child("", "value")
+			if v == nil || v.Text == nil {
+				return 0, nil // Python's AttributeError, caught
+			}
+			return metric.Bool(strings.ToLower(*v.Text) == "false"), nil
+		}
+	}
+	return 0, nil
+}
+
+// metricAutoSaveTime is check_auto_saving_time: AutoSaveTimeIntervall
+// under Common/Save/Document equals rules["minutes"]. As in slides.py, a
+// later matching item overrides an earlier one.
+func metricAutoSaveTime(result, expected any, _ bool, _ map[string]any) (float64, error) {
+	r, err := metric.Rules(expected)
+	if err != nil {
+		return 0, err
+	}
+	minutes, ok := r["minutes"].(float64)
+	if !ok {
+		return 0, fmt.Errorf("check_auto_saving_time: minutes must be a number")
+	}
+	root, ok := readXML(result)
+	if !ok {
+		return 0, nil
+	}
+	var found *string
+	for _, it := range registryItems(root, "/org.openoffice.Office.Common/Save/Document") {
+		for _, prop := range it.Descendants("", "prop") {
+			if n, _ := prop.Attr(nsOOR, "name"); n != "AutoSaveTimeIntervall" {
+				continue
+			}
+			v := prop.Find("", "value")
+			if v == nil || v.Text == nil {
+				return 0, nil // None.text or int(None) raises
+			}
+			found = v.Text
+			break
+		}
+	}
+	if found == nil {
+		return 0, nil
+	}
+	s := strings.TrimSpace(*found)
+	n, err := strconv.ParseInt(strings.TrimPrefix(s, "+"), 10, 64)
+	if err != nil {
+		return 0, nil // int() raises ValueError
+	}
+	return metric.Bool(float64(n) == minutes), nil
+}
+
+// metricLeftPanel is check_left_panel: the accessibility tree (an XML
+// string) has a document-frame named "Slides View", which is the slide
+// pane.
+func metricLeftPanel(result, _ any, _ bool, _ map[string]any) (float64, error) {
+	s, ok := result.(string)
+	if !ok {
+		return 0, nil
+	}
+	root, err := pptx.ParseXML([]byte(s))
+	if err != nil {
+		return 0, nil
+	}
+	frames := root.Descendants("", "document-frame")
+	if root.Is("", "document-frame") {
+		frames = append(frames, root)
+	}
+	for _, f := range frames {
+		if n, _ := f.Attr("", "name"); n == "Slides View" {
+			return 1, nil
+		}
+	}
+	return 0, nil
+}
+
+// Metrics returns the metrics of this package.
+func Metrics() metric.Table {
+	return metric.Table{
+		"compare_pptx_files":                         {Fn: metricComparePptx, Options: compareOptionKeys()},
+		"check_slide_orientation_Portrait":           {Fn: metricPortrait},
+		"check_presenter_console_disable":            {Fn: metricPresenterConsoleDisabled},
+		"check_page_number_colors":                   {Fn: metricPageNumberColors},
+		"check_left_panel":                           {Fn: metricLeftPanel},
+		"check_auto_saving_time":                     {Fn: metricAutoSaveTime},
+		"check_image_stretch_and_center":             {Fn: metricImageStretch},
+		"check_transition":                           {Fn: metricTransition},
+		"evaluate_presentation_fill_to_rgb_distance": {Fn: metricFillDistance},
+	}
+}
