@@ -36,6 +36,11 @@ func (b *cappedBuffer) Write(p []byte) (int, error) {
 
 // runTool runs name with args under toolTimeout and returns its stdout.
 func runTool(ctx context.Context, name string, args ...string) ([]byte, error) {
+	return runToolInput(ctx, nil, name, args...)
+}
+
+// runToolInput is runTool with stdin.
+func runToolInput(ctx context.Context, stdin []byte, name string, args ...string) ([]byte, error) {
 	path, err := exec.LookPath(name)
 	if err != nil {
 		return nil, fmt.Errorf("%s is not installed: %w", name, err)
@@ -46,6 +51,9 @@ func runTool(ctx context.Context, name string, args ...string) ([]byte, error) {
 	out := &cappedBuffer{max: maxToolOutput}
 	errOut := &cappedBuffer{max: 64 << 10}
 	cmd.Stdout, cmd.Stderr = out, errOut
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
 	cmd.WaitDelay = time.Second
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("%s: %w: %s", name, err, bytes.TrimSpace(errOut.Bytes()))
