@@ -6,9 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/url"
 	"os"
-	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -129,10 +127,9 @@ func str(p map[string]any, k string) string {
 	return s
 }
 
-func boolean(p map[string]any, k string) bool {
-	b, _ := p[k].(bool)
-	return b
-}
+// boolean is Python's truth value of parameter k: task files write
+// "shell": "true" as often as true, and OSWorld passes either on as is.
+func boolean(p map[string]any, k string) bool { return truthy(p[k]) }
 
 // replacePlaceholders fills OSWorld's {CLIENT_PASSWORD}, {SCREEN_WIDTH}...
 func (s *Session) replacePlaceholders(v string) string {
@@ -230,7 +227,11 @@ func stepLaunch(ctx context.Context, s *Session, p map[string]any) error {
 		return err
 	}
 	if c, ok := cmd.(string); ok && !boolean(p, "shell") {
-		cmd = strings.Split(c, " ") // OSWorld splits on spaces
+		// OSWorld splits a string of several words on whitespace, and
+		// passes one word on as it is.
+		if f := strings.Fields(c); len(f) > 1 {
+			cmd = f
+		}
 	}
 	return s.Guest.Launch(ctx, cmd, boolean(p, "shell"))
 }
@@ -318,22 +319,6 @@ func stepUploadFile(ctx context.Context, s *Session, p map[string]any) error {
 		}
 	}
 	return nil
-}
-
-func safeBase(u string) string {
-	if pu, err := url.Parse(u); err == nil {
-		u = pu.Path
-	}
-	b := path.Base(u)
-	if b == "." || b == "/" || b == "" {
-		return "file"
-	}
-	return strings.Map(func(r rune) rune {
-		if r == '/' || r == '\\' || r == 0 {
-			return '_'
-		}
-		return r
-	}, b)
 }
 
 // fetch puts u's content at local unless local exists, as OSWorld's

@@ -1,0 +1,22 @@
+package osworld
+
+import "testing"
+
+// TestBooleanIsPythonTruth: task files write "shell": "true" (a string)
+// as often as true, and OSWorld's Python takes either as true; treating
+// the string as false split shell commands such as `echo pw | sudo -S ...`
+// into plain arguments.
+func TestBooleanIsPythonTruth(t *testing.T) {
+	tests := []struct {
+		v    any
+		want bool
+	}{
+		{nil, false}, {false, false}, {true, true}, {"true", true}, {"false", true}, {"", false},
+		{0.0, false}, {1.0, true}, {[]any{}, false}, {[]any{"x"}, true},
+	}
+	for _, tt := range tests {
+		if got := boolean(map[string]any{"shell": tt.v}, "shell"); got != tt.want {
+			t.Errorf("boolean(shell=%#v) = %v, want %v", tt.v, got, tt.want)
+		}
+	}
+}
