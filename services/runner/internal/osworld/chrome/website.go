@@ -21,8 +21,12 @@ type WebsiteInfo struct {
 	Attribute string
 }
 
-// selectorTimeout is Playwright's wait_for_selector timeout in the getter.
-const selectorTimeout = 10 * time.Second
+// selectorTimeout is Playwright's wait_for_selector timeout in the getter;
+// websiteTimeout is Playwright's default, which its page loads keep.
+const (
+	selectorTimeout = 10 * time.Second
+	websiteTimeout  = 30 * time.Second
+)
 
 // WebsiteInfos is info_from_website's extraction: u in a new tab of the
 // default context (left open, as OSWorld leaves it), each info read from
@@ -34,7 +38,7 @@ func (c *Client) WebsiteInfos(ctx context.Context, u string, infos []WebsiteInfo
 	if err != nil {
 		return nil, err
 	}
-	if err := c.Navigate(ctx, id, u, PageTimeout); err != nil {
+	if err := c.Navigate(ctx, id, u, websiteTimeout); err != nil {
 		return nil, err
 	}
 	out := []any{}
@@ -44,7 +48,7 @@ func (c *Client) WebsiteInfos(ctx context.Context, u string, infos []WebsiteInfo
 			return nil, err
 		}
 		if p.URL != u {
-			if err := c.Navigate(ctx, id, u, PageTimeout); err != nil {
+			if err := c.Navigate(ctx, id, u, websiteTimeout); err != nil {
 				return nil, err
 			}
 		}
@@ -71,7 +75,7 @@ func (c *Client) WebsiteInfos(ctx context.Context, u string, infos []WebsiteInfo
 		for i, sel := range sels {
 			wait := selectorTimeout
 			if i == len(sels)-1 && in.Action == "click_and_attribute" {
-				wait = 30 * time.Second // Playwright's default: the getter sets none here
+				wait = websiteTimeout // the getter sets no timeout for this one
 			}
 			if err := c.waitSelector(ctx, id, sel, wait); err != nil {
 				return nil, err
