@@ -245,3 +245,34 @@ func TestStyleAndPrintAndFuzzy(t *testing.T) {
 		})
 	}
 }
+
+// OSWorld reads the result with openpyxl, which cannot open ODS: an ODS
+// result scores 0 even with the same data. A list of paths (a multi-file
+// getter) is scored by its first path, the one OSWorld's getters give.
+func TestResultForms(t *testing.T) {
+	doc := fods("", tbl("Sheet1", row(str("a"), str("b")), row(num("1"), num("2"))))
+	xlsx := convert(t, "xlsx", map[string]string{"book.fods": doc})["book"]
+	ods := convert(t, "ods", map[string]string{"book.fods": doc})["book"]
+	data := rules(map[string]any{"type": "sheet_data", "sheet_idx0": 0.0, "sheet_idx1": "EI0"})
+	tests := []struct {
+		name   string
+		result any
+		want   float64
+	}{
+		{"xlsx", xlsx, 1},
+		{"ods", ods, 0},
+		{"list of paths", []any{xlsx, ods}, 1},
+		{"list starting with a missing file", []any{nil, xlsx}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := compareTable(tt.result, xlsx, true, data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tt.want {
+				t.Errorf("compare_table(%v) = %v, want %v", tt.result, got, tt.want)
+			}
+		})
+	}
+}
