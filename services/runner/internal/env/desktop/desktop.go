@@ -50,6 +50,8 @@ type Env struct {
 	sess *osworld.Session
 	// actionsAPI is nil until probed, then whether /v1/actions exists.
 	actionsAPI *bool
+	// episodeDir is the episode's own cache folder, removed at Close.
+	episodeDir string
 }
 
 // New returns a desktop environment on the guest.
@@ -96,12 +98,23 @@ func (e *Env) Reset(ctx context.Context, t env.Task) (env.Observation, error) {
 	if id == "" {
 		id = t.ID
 	}
+	if err := osworld.CheckOffline(task); err != nil {
+		return env.Observation{}, env.EnvError(err)
+	}
 	cache := ""
 	if e.cfg.CacheDir != "" {
-		cache = filepath.Join(e.cfg.CacheDir, safeName(id))
-		if err := os.MkdirAll(cache, 0o755); err != nil {
+		// Each episode gets its own folder under the task's: the episodes
+		// of a GRPO group run the same task at once, and one's vm_file
+		// result must not replace another's before it is scored.
+		taskDir := filepath.Join(e.cfg.CacheDir, safeName(id))
+		if err := os.MkdirAll(taskDir, 0o755); err != nil {
 			return env.Observation{}, err
 		}
+		var err error
+		if cache, err = os.MkdirTemp(taskDir, "episode-"); err != nil {
+			return env.Observation{}, err
+		}
+		e.episodeDir = cache
 	}
 	e.sess = &osworld.Session{
 		Guest:          e.g,
@@ -282,7 +295,14 @@ func (e *Env) StartRecording(ctx context.Context) error { return e.g.StartRecord
 func (e *Env) EndRecording(ctx context.Context) ([]byte, error) { return e.g.EndRecording(ctx) }
 
 // Close releases nothing: the guest belongs to its lease.
-func (e *Env) Close(context.Context) error { return nil }
+func (e *Env) Close(context.Context) error {
+	if e.episodeDir == "" {
+		return nil
+	}
+	dir := e.episodeDir
+	e.episodeDir = ""
+	return os.RemoveAll(dir)
+}
 
 var (
 	pressLT    = regexp.MustCompile(`pyautogui\.press\(["'](?:<|\\u003c)["']\)`)
