@@ -356,6 +356,7 @@ func (x *executor) run(ctx context.Context, a *rmv1.Assignment, progress func(st
 	if l := a.GetLease(); l != nil {
 		spec.Guest = l.GetEndpoint()
 		spec.GuestToken = l.GetGuestToken()
+		spec.GuestPorts = l.GetPorts()
 		spec.ClientPassword = l.GetClientPassword()
 		if l.GetScreenWidth() > 0 {
 			spec.Screen = action.Screen{Width: int(l.GetScreenWidth()), Height: int(l.GetScreenHeight())}

@@ -77,6 +77,9 @@ type Spec struct {
 	// episodes without a VM.
 	Guest      string
 	GuestToken string
+	// GuestPorts are the VM's other services by name ("chrome" for
+	// Chrome's DevTools), as the lease gives them.
+	GuestPorts map[string]string
 	// ClientPassword from the lease.
 	ClientPassword string
 	Screen         action.Screen
@@ -253,6 +256,7 @@ func newEnvironment(s Spec, o Options, d Deps) (agent.Environment, error) {
 		if g, err = guest.New(s.Guest, s.GuestToken); err != nil {
 			return nil, err
 		}
+		g.Ports = s.GuestPorts
 		if o.GuestRetryWait > 0 {
 			g.RetryWait = o.GuestRetryWait
 		}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"mime/multipart"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -38,6 +39,29 @@ type Client struct {
 	Retries int
 	// RetryWait is the pause between tries (OSWorld: 5s).
 	RetryWait time.Duration
+	// Ports are the VM's other services by name, as its lease gives them
+	// ("chrome": Chrome's DevTools as host:port).
+	Ports map[string]string
+}
+
+// ChromeAddr is the VM's Chrome DevTools endpoint as ip:port, or "" when
+// the lease names none. A host name is resolved: Chrome answers DevTools
+// requests only for an IP or localhost in the Host header, and compose
+// names a VM by its container name.
+func (g *Client) ChromeAddr() string {
+	addr := g.Ports["chrome"]
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return ""
+	}
+	if net.ParseIP(host) != nil || host == "localhost" {
+		return addr
+	}
+	ips, err := net.LookupIP(host)
+	if err != nil || len(ips) == 0 {
+		return addr
+	}
+	return net.JoinHostPort(ips[0].String(), port)
 }
 
 // New returns a client for the guest server at base (http://host:port).
