@@ -239,9 +239,13 @@ func cosineDistance(u, v []float64) float64 {
 
 type cell struct{ i, j int }
 
-// fastDTW is the fastdtw package's fastdtw(x, y, radius=1, dist): the
-// path found on halved sequences, widened by the radius, projected to full
-// resolution and searched there.
+// fastDTW is the fastdtw package's fastdtw(x, y, radius=1, dist) in its
+// pure-Python form, the one pip installs: the package ships only an sdist
+// whose C++ extension needs numpy at build time, which pip's isolated build
+// lacks, so setup.py falls back to fastdtw.py. (The compiled module breaks
+// ties and bounds its window differently, and its distances differ on long
+// sequences.) The path found on halved sequences is widened by the radius,
+// projected to full resolution and searched there.
 func fastDTW(x, y [][]float64, radius int, dist func(a, b []float64) float64) (float64, []cell) {
 	if len(x) < radius+2 || len(y) < radius+2 {
 		return dtw(x, y, nil, dist)
