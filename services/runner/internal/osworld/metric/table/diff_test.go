@@ -110,7 +110,20 @@ func TestDifferentialAgainstOSWorld(t *testing.T) {
 		base[i] = make([]string, cols)
 		for j := range base[i] {
 			if i == 0 {
-				base[i][j] = str([]string{"Name", "Value", "When", "Flag", "Note"}[j])
+				// Headers: names, sometimes a repeated name, a number, a
+				// date or nothing (pandas' "Unnamed: j").
+				switch rng.Intn(6) {
+				case 0:
+					base[i][j] = str("Name")
+				case 1:
+					base[i][j] = num([]string{"2019", "1.5", "1"}[rng.Intn(3)])
+				case 2:
+					base[i][j] = empty()
+				case 3:
+					base[i][j] = date("2020-01-02")
+				default:
+					base[i][j] = str([]string{"Name", "Value", "When", "Flag", "Note"}[j])
+				}
 				continue
 			}
 			base[i][j] = randomCell(rng, kinds[j])
@@ -129,6 +142,13 @@ func TestDifferentialAgainstOSWorld(t *testing.T) {
 		var rs []string
 		for _, r := range grid {
 			rs = append(rs, row(r...))
+		}
+		// Blank rows before the header and after the data.
+		if d%5 == 1 {
+			rs = append([]string{row(empty())}, rs...)
+		}
+		if d%3 == 2 {
+			rs = append(rs, row(empty(), empty()), row(empty()))
 		}
 		src[fmt.Sprintf("d%02d.fods", d)] = fods(style, tbl("Sheet1", rs...))
 	}
