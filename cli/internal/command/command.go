@@ -37,6 +37,7 @@ func subcommands() map[string]subcommand {
 		"run":      {"run a rollout of a task file on the embedded mesh (run_parallel_rollout.py)", cmdRun},
 		"up":       {"run the all-in-one mesh as a daemon on the standard ports", cmdUp},
 		"tasks":    {"check a task set: which tasks this build can run and score (tasks check)", cmdTasks},
+		"cache":    {"fill the download cache of OSWorld task files (cache fetch, cache import)", cmdCache},
 	}
 }
 

@@ -25,6 +25,8 @@ type meshFlags struct {
 	taskRoots                              stringList
 	fakeScript, logLevel                   string
 	ragCorpus, webDocs, webSearchURL       string
+	cacheDir                               string
+	offline                                bool
 	client                                 clientFlags
 }
 
@@ -47,6 +49,8 @@ func (f *meshFlags) register(fs *flag.FlagSet, tokenUsage, taskRootUsage string)
 	fs.StringVar(&f.ragCorpus, "rag-corpus", "", "corpus of rag tasks: a directory of .txt/.md files or a JSONL of {id,title,text}")
 	fs.StringVar(&f.webDocs, "web-docs", "", "local collection of web tasks: JSONL of {url,title,text}")
 	fs.StringVar(&f.webSearchURL, "web-search-url", "", "HTTP search endpoint of web tasks (GET ?q=, JSON [{title,url,snippet}])")
+	fs.StringVar(&f.cacheDir, "cache-dir", "", "OSWorld task files and the download cache (<cache-dir>/downloads, filled by `rollout cache`); default <data-dir>/runner/cache")
+	fs.BoolVar(&f.offline, "offline", false, "fail OSWorld tasks whose files are not in the download cache, naming the URL, instead of downloading them")
 	f.client.register(fs, tokenUsage)
 }
 

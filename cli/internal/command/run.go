@@ -279,6 +279,7 @@ func (f *meshFlags) options(near string) mesh.Options {
 	opts := mesh.Options{
 		DataDir: f.dataDir, TaskRoots: f.taskRoots, RunnerSlots: f.numRollouts, Model: f.model,
 		RAGCorpus: f.ragCorpus, WebDocs: f.webDocs, WebSearchURL: f.webSearchURL,
+		CacheDir: f.cacheDir, Offline: f.offline,
 	}
 	if f.baseURL != "" {
 		opts.Backends = []modelgateway.BackendConfig{{

@@ -113,6 +113,10 @@ type Options struct {
 	// RAGCorpus, WebDocs and WebSearchURL are the runner's data for rag
 	// and web tasks (its --rag-corpus, --web-docs, --web-search-url).
 	RAGCorpus, WebDocs, WebSearchURL string
+	// CacheDir is the runner's cache of OSWorld task files (its
+	// --cache-dir; default <DataDir>/runner/cache), Offline its --offline.
+	CacheDir string
+	Offline  bool
 	// AuthToken, when set, is required on every gRPC call to the services
 	// and on the OpenAI-compatible front, and the services send it to each
 	// other.
@@ -211,7 +215,8 @@ func Start(ctx context.Context, o Options) (_ *Mesh, err error) {
 		return runner.New(ctx, runner.Config{
 			Coordinator: m.addrs[Coordinator], Gateway: m.addrs[ModelGateway], Storage: m.addrs[Storage],
 			Slots: o.RunnerSlots, RunnerID: "embedded", Address: env.GRPCAddr, AuthToken: o.AuthToken,
-			CacheDir:  filepath.Join(o.DataDir, Runner, "cache"),
+			CacheDir:  CacheDir(o.DataDir, o.CacheDir),
+			Offline:   o.Offline,
 			RAGCorpus: o.RAGCorpus, WebDocs: o.WebDocs, WebSearchURL: o.WebSearchURL,
 		}, env)
 	}); err != nil {
@@ -291,4 +296,14 @@ func (m *Mesh) Close() error {
 		}
 	})
 	return errors.Join(errs...)
+}
+
+// CacheDir is the runner's cache directory of an embedded mesh: cacheDir
+// when given, else runner/cache under dataDir (where `rollout cache` puts
+// its files for `rollout run` to find).
+func CacheDir(dataDir, cacheDir string) string {
+	if cacheDir != "" {
+		return cacheDir
+	}
+	return filepath.Join(dataDir, Runner, "cache")
 }
