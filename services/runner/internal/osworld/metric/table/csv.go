@@ -93,10 +93,8 @@ func compareCSV(result, expected any, _ bool, opts map[string]any) (float64, err
 		}
 	}
 	got, err := safeReadLines(rp)
-	if errors.Is(err, errNoFile) {
-		return 0, nil
-	}
 	if err != nil {
+		// Missing or unreadable: OSWorld catches both and scores 0.
 		return 0, nil
 	}
 	var files []string

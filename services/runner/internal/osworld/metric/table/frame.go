@@ -188,6 +188,9 @@ func parseISODate(s string) (pyVal, error) {
 	return pyVal{}, fmt.Errorf("xlsx: date %q", s)
 }
 
+// isBlank is pandas' `== ""` test: an empty cell or an empty string.
+func isBlank(v pyVal) bool { return v.k == kEmpty || v.k == kStr && v.s == "" }
+
 // pandasCell is pandas' _convert_cell: None is "", an error NaN, an
 // integral number an int.
 func pandasCell(v pyVal) pyVal {
@@ -237,7 +240,7 @@ func (wb *workbook) readFrame(name string) (*frame, error) {
 			}
 			row[c.col-1] = pandasCell(v)
 		}
-		for len(row) > 0 && row[len(row)-1].k == kEmpty {
+		for len(row) > 0 && isBlank(row[len(row)-1]) {
 			row = row[:len(row)-1]
 		}
 		if len(row) > 0 {
@@ -278,7 +281,7 @@ func (wb *workbook) readFrame(name string) (*frame, error) {
 func headerLabels(row []pyVal) []pyVal {
 	labels := make([]pyVal, len(row))
 	for i, v := range row {
-		if v.k == kEmpty {
+		if isBlank(v) {
 			labels[i] = pyVal{k: kStr, s: fmt.Sprintf("Unnamed: %d", i)}
 			continue
 		}

@@ -384,7 +384,9 @@ func normaliseFuzzy(a, b string, rl map[string]any) (string, string, error) {
 			if !ok1 || !ok2 {
 				return "", "", fmt.Errorf("normalization pair: %w", errPython)
 			}
-			a, b = pyReplace(a, from, to), pyReplace(b, from, to)
+			// strings.ReplaceAll inserts around every rune for an empty
+			// pattern, as str.replace does.
+			a, b = strings.ReplaceAll(a, from, to), strings.ReplaceAll(b, from, to)
 		}
 	}
 	if t, ok := rl["trim_leadings"].(string); ok {
@@ -403,18 +405,10 @@ func normaliseFuzzy(a, b string, rl map[string]any) (string, string, error) {
 		a, b = strings.Map(drop, a), strings.Map(drop, b)
 	}
 	if ic, _ := rl["ignore_case"].(bool); ic {
-		a, b = pyLower(a), pyLower(b)
+		a, b = strings.ToLower(a), strings.ToLower(b)
 	}
 	return a, b, nil
 }
-
-// pyReplace is str.replace: an empty pattern inserts between characters.
-func pyReplace(s, from, to string) string {
-	return strings.ReplaceAll(s, from, to)
-}
-
-// pyLower is str.lower.
-func pyLower(s string) string { return strings.ToLower(s) }
 
 // checkCell checks one cell's value and style properties. Python catches
 // every exception of this rule and scores the whole metric 0.
