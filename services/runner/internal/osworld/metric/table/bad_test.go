@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/xuri/excelize/v2"
@@ -90,6 +91,8 @@ func TestBadResultsScoreZero(t *testing.T) {
 			"xl/worksheets/sheet1.xml": `<worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"><sheetData>` + body + `</sheetData></worksheet>`}, nil)
 	}
 	bomb := deflated(t, 8<<20)
+	fifo := filepath.Join(dir, "fifo.xlsx")
+	must(t, syscall.Mkfifo(fifo, 0o644))
 	tests := []struct {
 		name   string
 		result any
@@ -97,6 +100,7 @@ func TestBadResultsScoreZero(t *testing.T) {
 		{"no result", nil},
 		{"missing file", filepath.Join(dir, "absent.xlsx")},
 		{"directory", dir},
+		{"fifo", fifo},
 		{"not a zip", write("text.xlsx", []byte("Region,Sales\nEast,10\n"))},
 		{"truncated", write("truncated.xlsx", goodBytes[:len(goodBytes)/2])},
 		{"empty zip", write("empty.xlsx", zipWith(t, nil, nil))},

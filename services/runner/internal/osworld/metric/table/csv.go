@@ -25,8 +25,16 @@ var errNoFile = errors.New("file not found")
 // (a BOM dropped) or else as Latin-1, which decodes anything, split
 // with str.splitlines.
 func safeReadLines(p string) ([]string, error) {
-	if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
+	st, err := os.Stat(p)
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil, errNoFile
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		// Opening a FIFO would block.
+		return nil, fmt.Errorf("csv: %s is not a regular file", p)
 	}
 	b, err := boundedread.ReadFile(p, metric.MaxFile)
 	if err != nil {

@@ -44,18 +44,19 @@ type xlsxZip struct {
 }
 
 func openZip(p string) (*xlsxZip, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
+	// Stat before opening: opening a FIFO would block.
+	st, err := os.Stat(p)
 	if err != nil {
 		return nil, err
 	}
 	if !st.Mode().IsRegular() || st.Size() > maxBookFile {
 		return nil, fmt.Errorf("xlsx: %s is not a regular file under %d bytes", p, maxBookFile)
 	}
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, maxBookFile))
 	if err != nil {
 		return nil, err
