@@ -347,3 +347,46 @@ func TestLibreOfficeHiddenRows(t *testing.T) {
 		})
 	}
 }
+
+// validated is a FODS document whose Sheet1 column D, rows 2 to 1+rows,
+// carries a LibreOffice list validation of items.
+func validated(rows int, items ...string) string {
+	quoted := make([]string, len(items))
+	for i, it := range items {
+		quoted[i] = "&quot;" + it + "&quot;"
+	}
+	val := `<table:content-validations><table:content-validation table:name="val1" table:condition="of:cell-content-is-in-list(` +
+		strings.Join(quoted, ";") + `)" table:allow-empty-cell="true" table:base-cell-address="Sheet1.D2"/></table:content-validations>`
+	head := row(str("Id"), str("Name"), str("Mark"), str("Result"))
+	body := fmt.Sprintf(`<table:table-row table:number-rows-repeated="%d">%s%s%s<table:table-cell table:content-validation-name="val1"/></table:table-row>`,
+		rows, empty(), empty(), empty())
+	return fods("", val+tbl("Sheet1", head, body))
+}
+
+func TestLibreOfficeValidation(t *testing.T) {
+	files := convert(t, "xlsx", map[string]string{
+		"good.fods":  validated(28, "Pass", "Fail", "Held"),
+		"short.fods": validated(10, "Pass", "Fail", "Held"),
+		"items.fods": validated(28, "Pass", "Fail"),
+	})
+	dvRule := rules(map[string]any{"type": "data_validation", "sheet_idx": 0.0, "dv_props": []any{map[string]any{
+		"ranges":   map[string]any{"method": "spreadsheet_range", "ref": []any{"D2:D29", "D1:D1048576"}},
+		"type":     map[string]any{"method": "eq", "ref": "list"},
+		"formula1": map[string]any{"method": "str_set_eq", "ref": []any{"Pass", "Fail", "Held"}},
+	}}})
+	tests := []struct {
+		name, result string
+		want         float64
+	}{
+		{"list on D2:D29", "good", 1},
+		{"list on D2:D11", "short", 0},
+		{"other items", "items", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := score(t, files[tt.result], nil, dvRule); got != tt.want {
+				t.Errorf("data_validation = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
