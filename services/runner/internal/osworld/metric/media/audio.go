@@ -16,8 +16,10 @@ import (
 // MFCCs, each coefficient scaled by its peak, fastdtw with cosine distance,
 // exp(-distance/path length). Here ffmpeg decodes, averages the channels
 // with equal gains (librosa's to_mono) and resamples with libsoxr at 20
-// bits (soxr_hq); the MFCC pipeline is librosa 0.10's defaults computed in
-// float64 where librosa uses float32, so scores agree to a few decimals.
+// bits (soxr_hq). From the samples on, the MFCCs and scores match librosa
+// 0.10 and fastdtw to about 1e-8 (librosa computes in float32); decoders
+// and the resampler's filter edges may differ slightly from soundfile's
+// and python-soxr's.
 
 const (
 	audioRate = 22050
