@@ -133,6 +133,10 @@ func TestCheckCell(t *testing.T) {
 		// catches: the colour reads as None.
 		{"font without colour", check("RNSheet2", "B2", map[string]any{"font_color": rule("eq", nil)}), 1},
 		{"regex", check("RNSheet2", "B2", map[string]any{"value": rule("re.I", "^PLA")}), 1},
+		{"font size", check("RNSheet2", "A2", map[string]any{"font_size": rule("eq", 10.0), "font_italic": rule("eq", false)}), 1},
+		{"font name", check("RNSheet2", "A2", map[string]any{"font_name": rule("re", "^[A-Z]"), "font_underline": rule("eq", nil)}), 1},
+		{"number format of text is None", check("RNSheet2", "A2", map[string]any{"number_format": rule("eq", nil)}), 1},
+		{"number format of a number", check(0.0, "B2", map[string]any{"number_format": rule("eq", "General")}), 1},
 		// Ordering None raises in Python; the metric scores 0.
 		{"ordering None", check(0.0, "Z9", map[string]any{"value": rule("lt", 3.0)}), 0},
 		{"missing sheet", check("RNNope", "A1", map[string]any{"value": rule("eq", nil)}), 0},
