@@ -65,6 +65,9 @@ cleanup() {
 	rm -rf "$work"
 }
 trap cleanup EXIT
+# A signal would otherwise end the shell without the EXIT trap, leaving
+# /proc mounted in the root file system.
+trap 'exit 130' INT TERM
 
 # The static binary is part of the inputs: Go builds with -trimpath are
 # reproducible, so the same source gives the same hash.
@@ -135,6 +138,10 @@ install_full() {
 	chmod 0644 "$rootfs/etc/libreoffice/registry/rolloutmesh.xcd"
 	install -d "$rootfs/home/user/.config/vlc"
 	install -m 0644 "$here/full/vlcrc" "$rootfs/home/user/.config/vlc/vlcrc"
+	install -d "$rootfs/etc/gtk-2.0"
+	install -m 0644 "$here/full/gtkrc" "$rootfs/etc/gtk-2.0/gtkrc"
+	install -m 0644 "$here/full/90_rolloutmesh.gschema.override" "$rootfs/usr/share/glib-2.0/schemas/"
+	chroot "$rootfs" glib-compile-schemas /usr/share/glib-2.0/schemas
 	# sudo -S with the password "password", OSWorld's {CLIENT_PASSWORD}.
 	chroot "$rootfs" /usr/sbin/usermod -aG sudo user
 	# OSWorld's Ubuntu lets "pip install" write to the system Python; the

@@ -6,7 +6,8 @@
 # published ports, as the runner does:
 #
 #   - google-chrome --remote-debugging-port=1337, then CDP's /json/version
-#     on the container's 9222 and a browser process named "chrome";
+#     on the container's 9222, a browser process named "chrome" and the
+#     address bar in the accessibility tree;
 #   - an .xlsx made in the guest by LibreOffice, opened with
 #     libreoffice --calc, and its window in wmctrl -l;
 #   - VLC, then /requests/status.xml on 8080 with the password "password"
@@ -112,6 +113,18 @@ ok "the browser process is named chrome"
 run 'test -f ~/.config/google-chrome/Local\ State || sleep 3; test -d ~/.config/google-chrome/Default' >/dev/null ||
 	fail "the profile is not in ~/.config/google-chrome, where OSWorld's getters read it"
 ok "profile in ~/.config/google-chrome"
+# OSWorld reads the active URL from the address bar in the accessibility
+# tree; Chromium builds its tree only when AT-SPI says accessibility is on.
+a11y() {
+	curl -sf --max-time 60 -H "Authorization: Bearer $token" "$D/accessibility" >"$work/a11y.json" &&
+		python3 - "$work/a11y.json" <<-'EOF'
+			import json, sys
+			at = json.load(open(sys.argv[1]))["AT"]
+			sys.exit(0 if '<application name="Chromium"' in at and 'name="Address and search bar"' in at else 1)
+		EOF
+}
+until_ok 60 "Chromium's address bar is not in /accessibility" a11y
+ok "Chromium's address bar in the accessibility tree"
 
 # --- LibreOffice Calc ------------------------------------------------------
 run 'printf "name,qty\nalpha,1\nbeta,2\n" >~/check_sheet.csv && cd ~ && libreoffice --headless --convert-to xlsx --outdir ~ ~/check_sheet.csv && test -s ~/check_sheet.xlsx' >/dev/null ||
@@ -146,7 +159,7 @@ run 'gsettings get org.gnome.shell favorite-apps && gsettings get org.gnome.sett
 ok "GNOME schemas"
 run 'python -c "import Xlib, tkinter, PIL, numpy, pyperclip, lxml"' >/dev/null || fail "python modules missing"
 ok "python modules"
-for prog in gimp thunderbird nautilus gnome-terminal socat xdotool wmctrl curl zip unzip jq git xsel; do
+for prog in gimp thunderbird nautilus gnome-terminal socat xdotool wmctrl curl zip unzip jq git xsel pip gsettings gio; do
 	run "command -v $prog" >/dev/null || fail "$prog is not installed"
 done
 ok "programs on PATH"
