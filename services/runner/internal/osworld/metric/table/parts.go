@@ -346,6 +346,8 @@ type pivotXML struct {
 		FirstHeaderRow string `xml:"firstHeaderRow,attr"`
 		FirstDataRow   string `xml:"firstDataRow,attr"`
 		FirstDataCol   string `xml:"firstDataCol,attr"`
+		RowPageCount   string `xml:"rowPageCount,attr"`
+		ColPageCount   string `xml:"colPageCount,attr"`
 	} `xml:"location"`
 	Fields []struct {
 		Items []struct {
@@ -548,7 +550,7 @@ func pivotInfo(pt *pivotXML, pc *pivotCacheXML, props []string) (string, string,
 	}
 	if has("location") {
 		l := pt.Location
-		add("location", strings.Join([]string{l.Ref, l.FirstHeaderRow, l.FirstDataRow, l.FirstDataCol}, ","))
+		add("location", strings.Join([]string{l.Ref, l.FirstHeaderRow, l.FirstDataRow, l.FirstDataCol, l.RowPageCount, l.ColPageCount}, ","))
 	}
 	if has("filter") || has("selection") {
 		var fields []string

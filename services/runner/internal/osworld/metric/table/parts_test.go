@@ -230,18 +230,24 @@ func TestLibreOfficePivot(t *testing.T) {
 	})
 	pivotRule := rules(map[string]any{"type": "pivot_table", "sheet_idx0": "RNSheet2", "sheet_idx1": "ENSheet2",
 		"pivot_props": []any{"col_fields", "filter", "row_fields", "data_fields"}})
+	allProps := rules(map[string]any{"type": "pivot_table", "sheet_idx0": "RNSheet2", "sheet_idx1": "ENSheet2",
+		"pivot_props": []any{"name", "show_total", "show_empty_row", "show_empty_col", "show_headers", "location",
+			"selection", "ordered", "row_fields", "col_fields", "data_fields", "data_fields_name"}})
 	tests := []struct {
 		name, result, expected string
+		opts                   map[string]any
 		want                   float64
 	}{
-		{"same pivot", "same", "gold", 1},
-		{"rows and columns swapped", "swapped", "gold", 0},
-		{"extra filter", "filter", "gold", 0},
-		{"same filter", "filter2", "filter", 1},
+		{"same pivot", "same", "gold", pivotRule, 1},
+		{"rows and columns swapped", "swapped", "gold", pivotRule, 0},
+		{"extra filter", "filter", "gold", pivotRule, 0},
+		{"same filter", "filter2", "filter", pivotRule, 1},
+		{"every property", "same", "gold", allProps, 1},
+		{"every property, other layout", "filter", "gold", allProps, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := score(t, files[tt.result], files[tt.expected], pivotRule); got != tt.want {
+			if got := score(t, files[tt.result], files[tt.expected], tt.opts); got != tt.want {
 				t.Errorf("pivot_table = %v, want %v", got, tt.want)
 			}
 		})
