@@ -369,6 +369,9 @@ func metricCompareAudios(result, expected any, _ bool, _ map[string]any) (float6
 	if p1 == "" || p2 == "" {
 		return 0, nil
 	}
+	if err := requireTools("compare_audios", "ffmpeg", "ffprobe"); err != nil {
+		return 0, err
+	}
 	ctx := context.Background()
 	y1, err1 := loadAudio(ctx, p1)
 	y2, err2 := loadAudio(ctx, p2)

@@ -141,6 +141,11 @@ func metricComparePDFs(result, expected any, _ bool, _ map[string]any) (float64,
 	if len(res) == 0 {
 		return 0, fmt.Errorf("compare_pdfs: no expected PDF")
 	}
+	if err := requireTools("compare_pdfs", "pdftotext"); err != nil {
+		if requireTools("compare_pdfs", "mutool") != nil {
+			return 0, err
+		}
+	}
 	ctx := context.Background()
 	score := 0.0
 	for i := 0; i < min(len(got), len(res)); i++ {
@@ -211,6 +216,9 @@ func metricPDFPages(result, expected any, _ bool, _ map[string]any) (float64, er
 	if !ok {
 		return 0, nil
 	}
+	if err := requireTools("check_pdf_pages", "pdfinfo"); err != nil {
+		return 0, err
+	}
 	n, err := pdfPages(context.Background(), p)
 	if err != nil {
 		return 0, nil
@@ -279,6 +287,9 @@ func metricComparePDFImages(result, expected any, _ bool, _ map[string]any) (flo
 	p2, _ := expected.(string)
 	if p1 == "" || p2 == "" {
 		return 0, nil
+	}
+	if err := requireTools("compare_pdf_images", "pdfimages"); err != nil {
+		return 0, err
 	}
 	ctx := context.Background()
 	im1, err := pdfImages(ctx, p1)

@@ -34,6 +34,18 @@ func (b *cappedBuffer) Write(p []byte) (int, error) {
 	return b.Buffer.Write(p)
 }
 
+// requireTools fails when a program a metric runs is not installed: the
+// metric cannot judge then, and scoring would be wrong (two unreadable
+// videos, for one, count as equal).
+func requireTools(metricName string, names ...string) error {
+	for _, n := range names {
+		if _, err := exec.LookPath(n); err != nil {
+			return fmt.Errorf("%s needs %s, which is not installed", metricName, n)
+		}
+	}
+	return nil
+}
+
 // runTool runs name with args under toolTimeout and returns its stdout.
 func runTool(ctx context.Context, name string, args ...string) ([]byte, error) {
 	return runToolInput(ctx, nil, name, args...)

@@ -45,3 +45,18 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(code)
 }
+
+// TestMissingTools: without its programs a metric errs instead of scoring
+// (two videos that cannot be read would otherwise count as equal).
+func TestMissingTools(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	for _, name := range []string{"compare_videos", "compare_audios", "compare_pdfs", "check_pdf_pages", "compare_pdf_images"} {
+		exp := any(fixture("src.png"))
+		if name == "check_pdf_pages" {
+			exp = map[string]any{"relation": "eq", "ref_value": 1.0}
+		}
+		if _, err := Metrics()[name].Fn(fixture("src.png"), exp, true, nil); err == nil {
+			t.Errorf("%s without its programs: no error", name)
+		}
+	}
+}

@@ -34,7 +34,7 @@ func openFrames(ctx context.Context, path string) *frameReader {
 		return &frameReader{done: true}
 	}
 	out, wait, err := startTool(ctx, "ffmpeg", "-nostdin", "-v", "error", "-i", path,
-		"-map", "0:v:0", "-fps_mode", "passthrough", "-frames:v", strconv.Itoa(videoMaxFrames),
+		"-map", "0:v:0", "-vsync", "passthrough", "-frames:v", strconv.Itoa(videoMaxFrames),
 		"-f", "image2pipe", "-c:v", "ppm", "-")
 	if err != nil {
 		return &frameReader{done: true}
@@ -126,6 +126,9 @@ func metricCompareVideos(result, expected any, _ bool, _ map[string]any) (float6
 	p2, ok2 := expected.(string)
 	if !ok1 || !ok2 {
 		return 0, nil
+	}
+	if err := requireTools("compare_videos", "ffmpeg"); err != nil {
+		return 0, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
