@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // compare_audios in vlc.py: librosa.load (22050 Hz mono, soxr_hq), 20
@@ -49,8 +50,10 @@ func loadAudio(ctx context.Context, path string) ([]float32, error) {
 	for i := range gains {
 		gains[i] = fmt.Sprintf("%.17g*c%d", 1/float64(channels), i)
 	}
-	filter := "pan=mono|c0=" + strings.Join(gains, "+") +
-		",aresample=" + strconv.Itoa(audioRate) + ":resampler=soxr:precision=20"
+	filter := "pan=mono|c0=" + strings.Join(gains, "+") + ",aresample=" + strconv.Itoa(audioRate)
+	if hasSoxr(ctx) {
+		filter += ":resampler=soxr:precision=20"
+	}
 	out, wait, err := startTool(ctx, "ffmpeg", "-nostdin", "-v", "error", "-i", path,
 		"-map", "0:a:0", "-af", filter, "-f", "f32le", "-acodec", "pcm_f32le", "-")
 	if err != nil {
@@ -70,6 +73,23 @@ func loadAudio(ctx context.Context, path string) ([]float32, error) {
 		y[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
 	}
 	return y, nil
+}
+
+var (
+	soxrOnce sync.Once
+	soxrOK   bool
+)
+
+// hasSoxr reports whether ffmpeg was built with libsoxr; without it the
+// audio is resampled with swresample's default filter, which differs from
+// soxr_hq only near the band edge.
+func hasSoxr(ctx context.Context) bool {
+	soxrOnce.Do(func() {
+		_, err := runTool(ctx, "ffmpeg", "-nostdin", "-v", "error", "-f", "lavfi", "-i", "anullsrc=r=44100:cl=mono",
+			"-t", "0.01", "-af", "aresample=22050:resampler=soxr", "-f", "null", "-")
+		soxrOK = err == nil
+	})
+	return soxrOK
 }
 
 // hzToMel and melToHz are librosa's Slaney mel scale.
