@@ -29,7 +29,8 @@ var ErrTooLarge = errors.New("over the size cap")
 // Package is an open OPC package (the zip under a pptx).
 type Package struct {
 	files  map[string]*zip.File
-	budget int64
+	budget int64 // bytes still to inflate
+	elems  int   // elements still to parse
 	parts  map[string]*Element
 	rels   map[string][]Rel
 }
@@ -58,7 +59,7 @@ func ReadPackage(data []byte) (*Package, error) {
 	if len(zr.File) > maxEntries {
 		return nil, fmt.Errorf("open pptx zip: more than %d entries", maxEntries)
 	}
-	pk := &Package{files: map[string]*zip.File{}, budget: MaxExpanded, parts: map[string]*Element{}, rels: map[string][]Rel{}}
+	pk := &Package{files: map[string]*zip.File{}, budget: MaxExpanded, elems: maxPackageElements, parts: map[string]*Element{}, rels: map[string][]Rel{}}
 	for _, f := range zr.File {
 		if _, dup := pk.files[f.Name]; !dup {
 			pk.files[f.Name] = f
@@ -108,10 +109,11 @@ func (pk *Package) XML(name string) (*Element, error) {
 	if err != nil {
 		return nil, err
 	}
-	e, err := ParseXML(b)
+	e, n, err := parseXML(b, min(maxElements, pk.elems))
 	if err != nil {
 		return nil, fmt.Errorf("pptx: part %q: %w", name, err)
 	}
+	pk.elems -= n
 	pk.parts[name] = e
 	return e, nil
 }

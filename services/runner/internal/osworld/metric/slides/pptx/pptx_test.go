@@ -358,3 +358,21 @@ func walk(shapes []*Shape) {
 		walk(sh.Children())
 	}
 }
+
+func TestParseXMLLimits(t *testing.T) {
+	doc := []byte("<r>" + strings.Repeat("<e/>", 20) + "</r>")
+	if _, n, err := parseXML(doc, 21); err != nil || n != 21 {
+		t.Errorf("parseXML(21 elements, limit 21) = %d, %v; want 21, nil", n, err)
+	}
+	if _, _, err := parseXML(doc, 20); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("parseXML(21 elements, limit 20): err = %v; want ErrTooLarge", err)
+	}
+	root, err := ParseXML([]byte(`<a><t></t><t/><t> x </t><b>1<c/>2</b></a>`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := root.ChildrenNamed("", "t")
+	if ts[0].Text != nil || ts[1].Text != nil || ts[2].TextOr("") != " x " || root.Child("", "b").TextOr("") != "1" {
+		t.Errorf("texts = %v %v %q %q; want ElementTree's None, None, \" x \", \"1\"", ts[0].Text, ts[1].Text, ts[2].TextOr(""), root.Child("", "b").TextOr(""))
+	}
+}

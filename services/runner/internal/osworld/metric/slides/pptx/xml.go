@@ -16,12 +16,14 @@ const (
 	nsRel = "http://schemas.openxmlformats.org/package/2006/relationships"
 )
 
-// Limits of one parsed document. libxml2 (under python-pptx) refuses
-// documents nested deeper than 256 elements; the element cap keeps a small
-// but dense part from costing gigabytes as a tree.
+// Limits of parsed documents. libxml2 (under python-pptx) refuses
+// documents nested deeper than 256 elements; the element caps (per
+// document, and for all the parts of a package) keep dense parts from
+// costing gigabytes as trees.
 const (
-	maxDepth    = 256
-	maxElements = 1 << 21
+	maxDepth           = 256
+	maxElements        = 1 << 21
+	maxPackageElements = 1 << 22
 )
 
 // Element is one XML element as ElementTree sees it: the namespace URI
@@ -37,6 +39,13 @@ type Element struct {
 
 // ParseXML parses a document into an Element tree.
 func ParseXML(data []byte) (*Element, error) {
+	root, _, err := parseXML(data, maxElements)
+	return root, err
+}
+
+// parseXML parses a document of at most limit elements and returns the
+// number of elements.
+func parseXML(data []byte, limit int) (*Element, int, error) {
 	d := xml.NewDecoder(bytes.NewReader(data))
 	var (
 		root  *Element
@@ -49,16 +58,16 @@ func ParseXML(data []byte) (*Element, error) {
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("parse xml: %w", err)
+			return nil, 0, fmt.Errorf("parse xml: %w", err)
 		}
 		switch t := tok.(type) {
 		case xml.StartElement:
 			n++
-			if n > maxElements {
-				return nil, fmt.Errorf("parse xml: more than %d elements", maxElements)
+			if n > limit {
+				return nil, 0, fmt.Errorf("parse xml: more than %d elements: %w", limit, ErrTooLarge)
 			}
 			if len(stack) >= maxDepth {
-				return nil, fmt.Errorf("parse xml: nested deeper than %d", maxDepth)
+				return nil, 0, fmt.Errorf("parse xml: nested deeper than %d", maxDepth)
 			}
 			e := &Element{Space: t.Name.Space, Local: t.Name.Local}
 			for _, a := range t.Attr {
@@ -69,7 +78,7 @@ func ParseXML(data []byte) (*Element, error) {
 			}
 			if len(stack) == 0 {
 				if root != nil {
-					return nil, fmt.Errorf("parse xml: more than one root element")
+					return nil, 0, fmt.Errorf("parse xml: more than one root element")
 				}
 				root = e
 			} else {
@@ -94,9 +103,9 @@ func ParseXML(data []byte) (*Element, error) {
 		}
 	}
 	if root == nil {
-		return nil, fmt.Errorf("parse xml: no root element")
+		return nil, 0, fmt.Errorf("parse xml: no root element")
 	}
-	return root, nil
+	return root, n, nil
 }
 
 // Is reports whether e is the element space:local.
