@@ -28,6 +28,9 @@ var allRules = rules(
 	map[string]any{"type": "style", "sheet_idx0": 0.0, "sheet_idx1": "EI0", "props": []any{"bgcolor", "font_bold"}},
 	map[string]any{"type": "chart", "sheet_idx0": 0.0, "sheet_idx1": "EI0", "chart_props": []any{"type"}},
 	map[string]any{"type": "pivot_table", "sheet_idx0": 0.0, "sheet_idx1": "EI0", "pivot_props": []any{"row_fields"}},
+	map[string]any{"type": "col_props", "sheet_idx0": 0.0, "sheet_idx1": "EI0", "props": []any{"width"}},
+	map[string]any{"type": "filter", "sheet_idx0": 0.0, "sheet_idx1": "EI0"},
+	map[string]any{"type": "sparkline", "sheet_idx0": 0.0, "sheet_idx1": "EI0"},
 )
 
 // zipWith writes a zip of the given parts; a part named in raw is stored

@@ -396,3 +396,94 @@ func TestLibreOfficeValidation(t *testing.T) {
 		})
 	}
 }
+
+func TestColumnsFiltersSparklines(t *testing.T) {
+	widths := func(w float64, hide bool) func(f *excelize.File) {
+		return func(f *excelize.File) {
+			must(t, f.SetColWidth("Sheet1", "B", "C", w))
+			must(t, f.SetColVisible("Sheet1", "D", !hide))
+		}
+	}
+	filter := func(ref string, opts ...excelize.AutoFilterOptions) func(f *excelize.File) {
+		return func(f *excelize.File) { must(t, f.AutoFilter("Sheet1", ref, opts)) }
+	}
+	spark := func(loc, rng string) func(f *excelize.File) {
+		return func(f *excelize.File) {
+			must(t, f.AddSparkline("Sheet1", &excelize.SparklineOptions{Location: []string{loc}, Range: []string{rng}}))
+		}
+	}
+	files := map[string]string{
+		"narrow":      book(t, "narrow", widths(20, true)),
+		"narrow2":     book(t, "narrow2", widths(20, true)),
+		"wide":        book(t, "wide", widths(30, true)),
+		"shown":       book(t, "shown", widths(20, false)),
+		"filtered":    book(t, "filtered", filter("A1:D5", excelize.AutoFilterOptions{Column: "C", Expression: "x > 15"})),
+		"filtered2":   book(t, "filtered2", filter("A1:D5", excelize.AutoFilterOptions{Column: "C", Expression: "x > 15"})),
+		"otherFilter": book(t, "otherFilter", filter("A1:D5", excelize.AutoFilterOptions{Column: "C", Expression: "x > 25"})),
+		"bareFilter":  book(t, "bareFilter", filter("A1:D5")),
+		"spark":       book(t, "spark", spark("E2", "Sheet1!C2:C5")),
+		"spark2":      book(t, "spark2", spark("E2", "Sheet1!C2:C5")),
+		"otherSpark":  book(t, "otherSpark", spark("E2", "Sheet1!C2:C4")),
+		"plain":       book(t, "plain", nil),
+	}
+	rule := func(typ string, extra map[string]any) map[string]any {
+		r := map[string]any{"type": typ, "sheet_idx0": 0.0, "sheet_idx1": "EI0"}
+		for k, v := range extra {
+			r[k] = v
+		}
+		return rules(r)
+	}
+	cols := rule("col_props", map[string]any{"props": []any{"width", "hidden", "min", "max", "auto_size"}})
+	tests := []struct {
+		name, result, expected string
+		opts                   map[string]any
+		want                   float64
+	}{
+		{"same columns", "narrow2", "narrow", cols, 1},
+		{"other width", "wide", "narrow", cols, 0},
+		{"width not asked", "wide", "narrow", rule("col_props", map[string]any{"props": []any{"hidden"}}), 1},
+		{"shown column", "shown", "narrow", cols, 0},
+		{"same filter", "filtered2", "filtered", rule("filter", nil), 1},
+		{"other criterion", "otherFilter", "filtered", rule("filter", nil), 0},
+		{"no criterion", "bareFilter", "filtered", rule("filter", nil), 0},
+		{"no filter", "plain", "filtered", rule("filter", nil), 0},
+		{"no filters", "plain", "plain", rule("filter", nil), 1},
+		{"same sparkline", "spark2", "spark", rule("sparkline", nil), 1},
+		{"other sparkline", "otherSpark", "spark", rule("sparkline", nil), 0},
+		{"no sparkline", "plain", "spark", rule("sparkline", nil), 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := score(t, files[tt.result], files[tt.expected], tt.opts); got != tt.want {
+				t.Errorf("compare_table = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestLibreOfficeAutoFilter(t *testing.T) {
+	doc := func(filtered bool) string {
+		data := tbl("Sheet1",
+			row(str("Region"), str("Sales")), row(str("East"), num("10")), row(str("West"), num("20")))
+		if !filtered {
+			return fods("", data)
+		}
+		return fods("", data, `<table:database-ranges><table:database-range table:name="__Anonymous_Sheet_DB__0" table:target-range-address="Sheet1.A1:Sheet1.B3" table:display-filter-buttons="true"/></table:database-ranges>`)
+	}
+	files := convert(t, "xlsx", map[string]string{"on.fods": doc(true), "on2.fods": doc(true), "off.fods": doc(false)})
+	filterRule := rules(map[string]any{"type": "filter", "sheet_idx0": 0.0, "sheet_idx1": "EI0"})
+	tests := []struct {
+		name, result, expected string
+		want                   float64
+	}{
+		{"same autofilter", "on2", "on", 1},
+		{"no autofilter", "off", "on", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := score(t, files[tt.result], files[tt.expected], filterRule); got != tt.want {
+				t.Errorf("filter = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

@@ -9,14 +9,15 @@
 //     header, NA, dtype inference, DataFrame.round and DataFrame.equals
 //     (frame.go);
 //   - openpyxl.load_workbook (check_cell styles, style, freeze, zoom,
-//     data_validation, row_props, chart, pivot_table) is the same XML
-//     reader keeping what openpyxl exposes: cell styles from styles.xml,
-//     merged cells, sheet views, validations, charts from the drawing
-//     parts and pivot tables from their definitions (sheet.go, styles.go,
-//     chart.go, pivot.go);
-//   - OSWorld's own read_cell_value (sheet_fuzzy, check_cell values),
-//     which looks a cell up in xl/worksheets/sheet{sheetId}.xml
-//     (cell.go).
+//     data_validation, row_props, col_props, filter, chart, pivot_table)
+//     is the same XML reader keeping what openpyxl exposes: cell styles
+//     from styles.xml, merged cells, sheet views, validations, dimensions,
+//     the autofilter, charts from the drawing parts and pivot tables from
+//     their definitions (sheet.go, styles.go, cell.go, parts.go,
+//     extras.go);
+//   - OSWorld's own XML lookups, read_cell_value (sheet_fuzzy, check_cell
+//     values) and load_sparklines (sparkline), which take a sheet's part
+//     to be xl/worksheets/sheet{sheetId}.xml (cell.go, extras.go).
 //
 // The reader is this package's own (archive/zip and encoding/xml, with
 // every part's size and the total decompressed size bounded) because the
@@ -25,6 +26,12 @@
 // that LibreOffice cannot make (pivot tables, charts, panes, validations).
 // CSV files (sheet_print, compare_csv) are read as text the way OSWorld's
 // _safe_read_file does.
+//
+// Where OSWorld's Python raises (a font without a colour in a style rule,
+// an unknown sheet index), its run has no score: compare_table scores 0.
+// A style rule over a sheet with conditional formatting is an error, not
+// a score: OSWorld evaluates those formulas with the `formulas` package,
+// which this package does not reimplement.
 package table
 
 import (
@@ -219,6 +226,12 @@ func (c *tableCtx) check(r map[string]any) (bool, error) {
 		return c.chart(r)
 	case "pivot_table":
 		return c.pivot(r)
+	case "col_props":
+		return c.colProps(r)
+	case "filter":
+		return c.filter(r)
+	case "sparkline":
+		return c.sparkline(r)
 	}
 	return false, fmt.Errorf("sheet check %q is not implemented", typ)
 }
