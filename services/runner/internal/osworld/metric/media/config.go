@@ -1,7 +1,7 @@
 package media
 
 import (
-	"fmt"
+	"reflect"
 	"math"
 	"strconv"
 	"strings"
@@ -203,7 +203,7 @@ func metricVLCFullscreen(result, expected any, _ bool, _ map[string]any) (float6
 	for _, k := range []string{"width", "height"} {
 		va, okA := a[k]
 		vb, okB := b[k]
-		if !okA || !okB || fmt.Sprint(va) != fmt.Sprint(vb) {
+		if !okA || !okB || !reflect.DeepEqual(va, vb) {
 			return 0, nil
 		}
 	}
