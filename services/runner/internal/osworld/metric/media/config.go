@@ -1,8 +1,8 @@
 package media
 
 import (
-	"reflect"
 	"math"
+	"reflect"
 	"strconv"
 	"strings"
 	"unicode"
