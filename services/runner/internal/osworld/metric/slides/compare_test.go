@@ -113,6 +113,16 @@ func TestComparePptxBadInput(t *testing.T) {
 			}
 			return d
 		}), 0},
+		// python-pptx parses every slide, layout and master part when it
+		// opens the package, but not the theme.
+		{"corrupt unused layout", rezip(t, base, replaceIn("ppt/slideLayouts/slideLayout12.xml", "</p:sldLayout>", "")), 0},
+		{"corrupt theme", rezip(t, base, func(n string, d []byte) []byte {
+			if n == "ppt/theme/theme1.xml" {
+				return d[:50]
+			}
+			return d
+		}), 1},
+		{"slide without its content type", rezip(t, base, replaceIn("[Content_Types].xml", `PartName="/ppt/slides/slide2.xml"`, `PartName="/ppt/slides/slideX.xml"`)), 0},
 		{"same file rezipped", rezip(t, base, func(_ string, d []byte) []byte { return d }), 1},
 		{"upper-case colour", rezip(t, base, replaceIn(slide, `val="ff0000"`, `val="FF0000"`)), 1},
 	}

@@ -32,6 +32,7 @@ type Package struct {
 	budget int64 // bytes still to inflate
 	elems  int   // elements still to parse
 	parts  map[string]*Element
+	types  map[string]string // content types of the loaded parts
 	rels   map[string][]Rel
 }
 

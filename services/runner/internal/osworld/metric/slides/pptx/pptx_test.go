@@ -19,6 +19,18 @@ const (
 	relT   = "http://schemas.openxmlformats.org/officeDocument/2006/relationships/"
 )
 
+const ctPML = "application/vnd.openxmlformats-officedocument.presentationml."
+
+const contentTypes = decl + `<Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">` +
+	`<Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships+xml"/>` +
+	`<Default Extension="xml" ContentType="application/xml"/><Default Extension="png" ContentType="image/png"/>` +
+	`<Override PartName="/ppt/presentation.xml" ContentType="` + ctPML + `presentation.main+xml"/>` +
+	`<Override PartName="/ppt/slides/slide1.xml" ContentType="` + ctPML + `slide+xml"/>` +
+	`<Override PartName="/ppt/slideLayouts/slideLayout1.xml" ContentType="` + ctPML + `slideLayout+xml"/>` +
+	`<Override PartName="/ppt/slideMasters/slideMaster1.xml" ContentType="` + ctPML + `slideMaster+xml"/>` +
+	`<Override PartName="/ppt/notesSlides/notesSlide1.xml" ContentType="` + ctPML + `notesSlide+xml"/>` +
+	`</Types>`
+
 func rels(pairs ...string) string {
 	var b strings.Builder
 	b.WriteString(decl + `<Relationships ` + relsNS + `>`)
@@ -48,7 +60,7 @@ func placeholder(typ, idx, pos, text string) string {
 // its layout's and master's.
 func minimal(slideShapes, layoutShapes, masterShapes string, extra map[string]string) []byte {
 	files := map[string]string{
-		"[Content_Types].xml":                          decl + `<Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types"/>`,
+		"[Content_Types].xml":                          contentTypes,
 		"_rels/.rels":                                  rels("rId1", "officeDocument", "ppt/presentation.xml"),
 		"ppt/presentation.xml":                         decl + `<p:presentation ` + nsDecl + `><p:sldMasterIdLst><p:sldMasterId id="2147483648" r:id="rId1"/></p:sldMasterIdLst><p:sldIdLst><p:sldId id="256" r:id="rId2"/></p:sldIdLst><p:sldSz cx="9144000" cy="6858000"/></p:presentation>`,
 		"ppt/_rels/presentation.xml.rels":              rels("rId1", "slideMaster", "slideMasters/slideMaster1.xml", "rId2", "slide", "slides/slide1.xml"),
@@ -279,6 +291,7 @@ func bomb(t *testing.T, n int, claimed uint64) []byte {
 	var b bytes.Buffer
 	zw := zip.NewWriter(&b)
 	for name, content := range map[string]string{
+		"[Content_Types].xml":             contentTypes,
 		"_rels/.rels":                     rels("rId1", "officeDocument", "ppt/presentation.xml"),
 		"ppt/presentation.xml":            decl + `<p:presentation ` + nsDecl + `><p:sldIdLst><p:sldId id="256" r:id="rId2"/></p:sldIdLst></p:presentation>`,
 		"ppt/_rels/presentation.xml.rels": rels("rId2", "slide", "slides/slide1.xml"),

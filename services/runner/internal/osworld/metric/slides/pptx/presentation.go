@@ -72,12 +72,18 @@ func Read(data []byte) (*Presentation, error) {
 }
 
 func load(pk *Package) (*Presentation, error) {
+	if err := pk.checkLoadable(); err != nil {
+		return nil, err
+	}
 	part, ok, err := pk.RelatedByType("", "officeDocument")
 	if err != nil {
 		return nil, err
 	}
 	if !ok {
 		return nil, errors.New("pptx: no main document relationship")
+	}
+	if !strings.HasSuffix(pk.types[part], ".main+xml") {
+		return nil, fmt.Errorf("pptx: main part %q is not a presentation (%q)", part, pk.types[part])
 	}
 	root, err := pk.XML(part)
 	if err != nil {
@@ -128,6 +134,9 @@ type Slide struct {
 }
 
 func (p *Presentation) loadSlide(part string) (*Slide, error) {
+	if err := p.Pkg.checkType(part, "presentationml.slide+xml"); err != nil {
+		return nil, err
+	}
 	root, err := p.Pkg.XML(part)
 	if err != nil {
 		return nil, err
