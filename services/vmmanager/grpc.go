@@ -50,6 +50,7 @@ var errorCodes = []struct {
 	{pool.ErrClosed, codes.Unavailable},
 	{pool.ErrUnsupported, codes.FailedPrecondition},
 	{pool.ErrTooManyLabels, codes.InvalidArgument},
+	{pool.ErrPoolBroken, codes.FailedPrecondition},
 }
 
 func (s *Service) toStatus(method string, err error) error {

@@ -38,7 +38,15 @@ var (
 	ErrClosed        = errors.New("pool is shutting down")
 	ErrUnsupported   = errors.New("not supported by this pool's provider")
 	ErrTooManyLabels = fmt.Errorf("a lease has at most %d labels", MaxLabels)
+	ErrPoolBroken    = errors.New("the pool cannot start VMs")
 )
+
+// BrokenAfter is how many boots in a row must fail, with no VM up, before
+// the pool refuses leases instead of keeping acquirers waiting for a VM
+// that cannot come (a missing image, a provider that cannot run). It keeps
+// booting with backoff meanwhile, and takes leases again after a boot
+// succeeds.
+const BrokenAfter = 5
 
 // MaxLabels bounds a lease's labels, those set at renewal included.
 const MaxLabels = 16
@@ -203,6 +211,7 @@ type Pool struct {
 	started     time.Time
 	busyDone    time.Duration
 	failStreak  int
+	lastBootErr string
 	healthTimer clock.Timer
 }
 
@@ -318,6 +327,10 @@ func (p *Pool) acquire(ctx context.Context, req AcquireRequest) (Grant, error) {
 	if p.closed || p.isDraining() {
 		p.mu.Unlock()
 		return Grant{}, ErrClosed
+	}
+	if err := p.brokenLocked(); err != nil {
+		p.mu.Unlock()
+		return Grant{}, err
 	}
 	// A newcomer may take a ready VM only when nobody is queued ahead of it.
 	if p.waiters.Len() == 0 {
@@ -652,6 +665,7 @@ func (p *Pool) quarantineLocked(v *vm, what string, err error) {
 	}
 	if what == "boot" {
 		p.failStreak++
+		p.lastBootErr = err.Error()
 	}
 	p.setStateLocked(v, StateQuarantined, what+" failed")
 	id, inst := v.id, v.inst
@@ -706,6 +720,20 @@ func (p *Pool) ensureLocked() {
 		p.goProvision(v.id, p.backoffLocked())
 	}
 	p.updateGaugesLocked()
+}
+
+// brokenLocked is ErrPoolBroken, with the last boot error, when the last
+// BrokenAfter boots failed and no VM is up.
+func (p *Pool) brokenLocked() error {
+	if p.failStreak < BrokenAfter {
+		return nil
+	}
+	for _, v := range p.vms {
+		if v.state == StateReady || v.state == StateLeased || v.state == StateResetting {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: pool %s: the last %d boots failed, the last with: %s", ErrPoolBroken, p.spec.Name, p.failStreak, p.lastBootErr)
 }
 
 // backoffLocked spaces out boots after consecutive boot failures, so a

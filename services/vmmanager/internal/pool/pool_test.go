@@ -31,6 +31,7 @@ type memProvider struct {
 	failReset  map[string]bool
 	failCheck  map[string]bool
 	resetGate  chan struct{} // when set, Reset waits for a value
+	failCreate error         // when set, every Create fails with it
 }
 
 func newMem() *memProvider {
@@ -40,6 +41,9 @@ func newMem() *memProvider {
 func (m *memProvider) Create(ctx context.Context, id string) (Instance, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.failCreate != nil {
+		return Instance{}, m.failCreate
+	}
 	m.created++
 	m.live[id] = true
 	return Instance{Ref: "mem-" + id, Endpoint: "http://" + id, Data: map[string]string{}}, nil
