@@ -49,7 +49,9 @@ func (c *tableCtx) loadStyles(idx any, props []string) (map[string]any, error) {
 		return nil, err
 	}
 	out := map[string]any{}
-	if sh == nil || len(sh.cells) == 0 && len(sh.merged) == 0 {
+	if sh == nil || len(sh.cells) == 0 {
+		// openpyxl's iter_cols yields nothing on a sheet without cells,
+		// merged ranges or not.
 		return out, nil
 	}
 	if sh.condFmts > 0 && len(props) > 0 {

@@ -93,12 +93,15 @@ func compareTable(result, expected any, hasExpected bool, opts map[string]any) (
 		return 0, nil
 	}
 	rwb, err := openWorkbook(rp)
-	if err != nil {
+	if err != nil || rwb.loadAll() != nil {
 		return 0, nil
 	}
 	ctx := &tableCtx{result: rwb, resultPath: rp, resultNames: rwb.sheetNames()}
 	if ep, ok := firstPath(expected); hasExpected && expected != nil && ok {
 		ewb, err := openWorkbook(ep)
+		if err == nil {
+			err = ewb.loadAll()
+		}
 		if err != nil {
 			return 0, fmt.Errorf("compare_table: expected workbook %s: %w", ep, err)
 		}

@@ -426,3 +426,27 @@ func (wb *workbook) activeSheet() (*sheet, error) {
 	}
 	return wb.sheet(wb.activeName)
 }
+
+// loadAll parses every worksheet, as openpyxl.load_workbook does before
+// any rule runs: a sheet it cannot read fails the whole workbook.
+func (wb *workbook) loadAll() error {
+	for _, ref := range wb.sheets {
+		s, err := wb.sheet(ref.name)
+		if err != nil {
+			return err
+		}
+		n := len(wb.styles.CellXfs)
+		for _, c := range s.cells {
+			if n > 0 && c.style >= n {
+				return fmt.Errorf("sheet %q: cell %s uses style %d of %d", ref.name, c.ref, c.style, n)
+			}
+			// The values openpyxl converts while loading.
+			if !c.formula {
+				if _, err := wb.readOnlyValue(c); err != nil {
+					return fmt.Errorf("sheet %q: cell %s: %w", ref.name, c.ref, err)
+				}
+			}
+		}
+	}
+	return nil
+}
