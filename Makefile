@@ -100,6 +100,9 @@ test-python: build ## Test the Python client and the example training loop again
 # 1.26's fuzz coordinator that fails the run with "context deadline exceeded"
 # at the deadline though no input failed (golang/go#75804, fixed in Go 1.27).
 FUZZTIME ?= 200000x
+# The file-format readers (zip packages, images, EPUB) cost a millisecond or
+# more per input: a smaller count keeps `make fuzz` within minutes.
+FUZZTIME_FILES ?= 20000x
 # Fuzz targets, package and target name pairs: the parsers and encoders, then
 # every service's request handling (requests built from fuzz input, sent over
 # an in-process gRPC connection through the real interceptor chain), the
@@ -127,13 +130,25 @@ FUZZ_TARGETS := services/runner/internal/actionspace/computer13:FuzzParse \
 	services/modelgateway:FuzzGRPC \
 	services/modelgateway:FuzzHTTPFront \
 	services/storage:FuzzStorageRequests \
-	guest/desktopd/internal/api:FuzzAPI
+	guest/desktopd/internal/api:FuzzAPI \
+	services/runner/internal/osworld/metric:FuzzParsePrefs \
+	services/runner/internal/osworld/metric:FuzzParseFilters \
+	services/runner/internal/osworld/metric/media:FuzzReadVLCConfig \
+	services/runner/internal/osworld/metric/media:FuzzVLCStatus \
+	services/runner/internal/osworld/metric/media:FuzzMP3Tags \
+	services/runner/internal/osworld/metric/media:FuzzReadPPM \
+	services/runner/internal/osworld/metric/media:FuzzDecodeImage:$(FUZZTIME_FILES) \
+	services/runner/internal/osworld/metric/media:FuzzEPUB:$(FUZZTIME_FILES) \
+	services/runner/internal/osworld/metric/slides/pptx:FuzzReadPresentation:$(FUZZTIME_FILES) \
+	services/runner/internal/osworld/metric/table:FuzzCompareTable:$(FUZZTIME_FILES) \
+	services/runner/internal/osworld/metric/docs/docx:FuzzReadDocument:$(FUZZTIME_FILES)
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target (parsers and every service's request handling) for FUZZTIME executions (default 200000x) each
 	@set -e; for t in $(FUZZ_TARGETS); do \
-		pkg=$${t%%:*}; fn=$${t##*:}; echo "fuzz $$pkg $$fn ($(FUZZTIME))"; \
-		$(GO) test ./$$pkg -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME); \
+		pkg=$${t%%:*}; rest=$${t#*:}; fn=$${rest%%:*}; n=$(FUZZTIME); \
+		case $$rest in *:*) n=$${rest#*:};; esac; echo "fuzz $$pkg $$fn ($$n)"; \
+		$(GO) test ./$$pkg -run '^$$' -fuzz "^$$fn$$" -fuzztime $$n; \
 	done
 
 .PHONY: smoke
@@ -181,6 +196,14 @@ bench-gateway: ## Gateway added latency vs fakellm direct vs nginx; sticky vs ro
 .PHONY: bench-storage
 bench-storage: ## AppendSteps steps/s and MB/s; ListEpisodes/GetStats latency at scale
 	cd services/storage && $(GO) run ./cmd/benchstorage
+
+.PHONY: bench-osworld-eval
+bench-osworld-eval: ## OSWorld metric evaluation time (compare_table, pptx, docx, pdfs, images) on files of realistic size
+	cd services/runner && $(GO) run ./cmd/benchosworldeval
+
+.PHONY: bench-osworld-setup
+bench-osworld-setup: guest-image-full ## OSWorld task setup time on the full guest (Calc, Chrome tabs, VLC), cold and warm download cache
+	cd services/runner && $(GO) run ./cmd/benchosworldsetup
 
 .PHONY: bench-coordinator
 bench-coordinator: ## Episodes/min through the mesh with 1,024 simulated VMs
