@@ -163,7 +163,10 @@ func metricPageNumberColors(result, expected any, _ bool, _ map[string]any) (flo
 	if err != nil {
 		return 0, err
 	}
-	color, _ := r["color"].(string)
+	color, ok := r["color"].(string)
+	if !ok {
+		return 0, fmt.Errorf("check_page_number_colors: color must be a string")
+	}
 	path, ok := result.(string)
 	if !ok || path == "" {
 		return 0, nil

@@ -128,18 +128,3 @@ func metricLeftPanel(result, _ any, _ bool, _ map[string]any) (float64, error) {
 	}
 	return 0, nil
 }
-
-// Metrics returns the metrics of this package.
-func Metrics() metric.Table {
-	return metric.Table{
-		"compare_pptx_files":                         {Fn: metricComparePptx, Options: compareOptionKeys()},
-		"check_slide_orientation_Portrait":           {Fn: metricPortrait},
-		"check_presenter_console_disable":            {Fn: metricPresenterConsoleDisabled},
-		"check_page_number_colors":                   {Fn: metricPageNumberColors},
-		"check_left_panel":                           {Fn: metricLeftPanel},
-		"check_auto_saving_time":                     {Fn: metricAutoSaveTime},
-		"check_image_stretch_and_center":             {Fn: metricImageStretch},
-		"check_transition":                           {Fn: metricTransition},
-		"evaluate_presentation_fill_to_rgb_distance": {Fn: metricFillDistance},
-	}
-}
