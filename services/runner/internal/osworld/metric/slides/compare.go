@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"unicode"
 
@@ -11,7 +12,7 @@ import (
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric/slides/pptx"
 )
 
-// compareOptions are compare_pptx_files' options with slides.py's
+// compareDefaults are compare_pptx_files' boolean options with slides.py's
 // defaults.
 var compareDefaults = map[string]bool{
 	"examine_number_of_slides":      true,
@@ -51,6 +52,7 @@ func compareOptionKeys() []string {
 	for k := range compareDefaults {
 		keys = append(keys, k)
 	}
+	slices.Sort(keys)
 	return keys
 }
 
