@@ -180,6 +180,18 @@ func (v cellView) styleOf(name string) (any, error) {
 		return f.Pattern.FgColor.rgb(), nil
 	case "merge":
 		return v.merged, nil
+	case "hyperlink":
+		// `cell.hyperlink or ""`: openpyxl binds each <hyperlink> to the
+		// cells of its range.
+		if none {
+			return nil, nil
+		}
+		for _, l := range v.s.links {
+			if l.rng.contains(v.c.row, v.c.col) {
+				return hyperlinkObj{coord: colLetter(v.c.col) + strconv.Itoa(v.c.row), attrs: l.attrs}, nil
+			}
+		}
+		return "", nil
 	}
 	return nil, fmt.Errorf("style %q: %w", name, errPython)
 }
@@ -417,6 +429,9 @@ func ruleEq(a, b any) bool {
 	case nonRGB:
 		_, ok := b.(nonRGB)
 		return ok
+	case hyperlinkObj:
+		y, ok := b.(hyperlinkObj)
+		return ok && x == y
 	case []any:
 		y, ok := b.([]any)
 		if !ok || len(x) != len(y) {

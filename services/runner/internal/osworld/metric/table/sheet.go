@@ -5,6 +5,7 @@ import (
 	"encoding/xml"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 )
 
@@ -48,9 +49,16 @@ type sheet struct {
 	dvs      []dataValidation
 	condFmts int
 	drawing  string // relationship id of <drawing>
+	links    []link // <hyperlink> elements
 
 	byPos map[[2]int]int // (row, col) → last index in cells
 	byRef map[string]int // r attribute → first index in cells
+}
+
+// link is a <hyperlink>: its range and its other attributes.
+type link struct {
+	rng   cellRange
+	attrs string
 }
 
 // parseSheet reads a worksheet part in one streaming pass.
@@ -251,6 +259,23 @@ func parseSheet(b []byte) (*sheet, error) {
 				}
 			case "conditionalFormatting":
 				s.condFmts++
+			case "hyperlink":
+				var l link
+				var attrs []string
+				for _, a := range t.Attr {
+					if a.Name.Local == "ref" && a.Name.Space == "" {
+						r, err := parseRange(a.Value)
+						if err != nil {
+							return nil, err
+						}
+						l.rng = r
+						continue
+					}
+					attrs = append(attrs, a.Name.Local+"="+a.Value)
+				}
+				slices.Sort(attrs)
+				l.attrs = strings.Join(attrs, "\x00")
+				s.links = append(s.links, l)
 			case "drawing":
 				for _, a := range t.Attr {
 					if a.Name.Local == "id" {

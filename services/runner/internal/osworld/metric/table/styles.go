@@ -15,6 +15,10 @@ type nonRGB struct{}
 
 func (nonRGB) String() string { return "Values must be of type <class 'str'>" }
 
+// hyperlinkObj is openpyxl's Hyperlink object of one cell: equal to no
+// string, and to another only with the same attributes.
+type hyperlinkObj struct{ coord, attrs string }
+
 // xmlColor is a CT_Color element.
 type xmlColor struct {
 	RGB     *string `xml:"rgb,attr"`

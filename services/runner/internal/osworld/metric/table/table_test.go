@@ -5,6 +5,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/xuri/excelize/v2"
 )
 
 // FODS cell and row builders.
@@ -276,6 +278,38 @@ func TestResultForms(t *testing.T) {
 			}
 			if got != tt.want {
 				t.Errorf("compare_table(%v) = %v, want %v", tt.result, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestHyperlinkProperty(t *testing.T) {
+	linked := book(t, "linked", func(f *excelize.File) {
+		must(t, f.SetCellHyperLink("Sheet1", "A2", "https://example.com/", "External"))
+	})
+	check := func(coord string, ref any) map[string]any {
+		return rules(map[string]any{"type": "check_cell", "sheet_idx": 0.0, "coordinate": coord,
+			"props": map[string]any{"hyperlink": map[string]any{"method": "eq", "ref": ref}}})
+	}
+	tests := []struct {
+		name string
+		opts map[string]any
+		want float64
+	}{
+		// openpyxl gives a Hyperlink object, which equals no string.
+		{"linked cell", check("A2", "https://example.com/"), 0},
+		{"plain cell", check("A3", ""), 1},
+		{"empty cell", check("H9", nil), 1},
+		{"same links", rules(map[string]any{"type": "style", "sheet_idx0": 0.0, "sheet_idx1": "EI0", "props": []any{"hyperlink"}}), 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var exp any
+			if tt.name == "same links" {
+				exp = linked
+			}
+			if got := score(t, linked, exp, tt.opts); got != tt.want {
+				t.Errorf("compare_table = %v, want %v", got, tt.want)
 			}
 		})
 	}
