@@ -93,11 +93,12 @@ func (wb *workbook) sheetPart(part string) (*sheet, error) {
 // cellView is one openpyxl cell of a fully loaded (not data-only)
 // workbook: what _read_cell_style looks at.
 type cellView struct {
-	wb      *workbook
-	s       *sheet
-	c       xmlCell
-	present bool
-	merged  bool
+	wb       *workbook
+	s        *sheet
+	c        xmlCell
+	row, col int
+	present  bool
+	merged   bool
 }
 
 func (wb *workbook) cellView(s *sheet, row, col int) cellView {
@@ -107,7 +108,7 @@ func (wb *workbook) cellView(s *sheet, row, col int) cellView {
 // cellViewMerged is cellView with the MergedCell test done by the caller.
 func (wb *workbook) cellViewMerged(s *sheet, row, col int, merged bool) cellView {
 	c, ok := s.cellAt(row, col)
-	v := cellView{wb: wb, s: s, c: c, present: ok, merged: merged}
+	v := cellView{wb: wb, s: s, c: c, row: row, col: col, present: ok, merged: merged}
 	if v.merged {
 		// openpyxl replaces the cell by a MergedCell: no value, zero style.
 		v.present = false
@@ -118,6 +119,11 @@ func (wb *workbook) cellViewMerged(s *sheet, row, col int, merged bool) cellView
 
 // valueIsNone is `cell.value is None` with formulas kept as text.
 func (v cellView) valueIsNone() bool {
+	if v.linked() {
+		// openpyxl's hyperlink setter gives an empty cell the link's
+		// target as its value.
+		return false
+	}
 	if !v.present {
 		return true
 	}
@@ -129,6 +135,20 @@ func (v cellView) valueIsNone() bool {
 		return false
 	}
 	return !c.hasV || c.v == ""
+}
+
+// linked tells whether a <hyperlink> covers the cell; openpyxl does not
+// give MergedCells a link.
+func (v cellView) linked() bool {
+	if v.merged {
+		return false
+	}
+	for _, l := range v.s.links {
+		if l.rng.contains(v.row, v.col) {
+			return true
+		}
+	}
+	return false
 }
 
 // isNumeric is `cell.data_type == "n"`: a plain number, not a date.
@@ -187,8 +207,8 @@ func (v cellView) styleOf(name string) (any, error) {
 			return nil, nil
 		}
 		for _, l := range v.s.links {
-			if l.rng.contains(v.c.row, v.c.col) {
-				return hyperlinkObj{coord: colLetter(v.c.col) + strconv.Itoa(v.c.row), attrs: l.attrs}, nil
+			if !v.merged && l.rng.contains(v.row, v.col) {
+				return hyperlinkObj{coord: colLetter(v.col) + strconv.Itoa(v.row), attrs: l.attrs}, nil
 			}
 		}
 		return "", nil

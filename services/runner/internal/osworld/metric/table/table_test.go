@@ -286,6 +286,7 @@ func TestResultForms(t *testing.T) {
 func TestHyperlinkProperty(t *testing.T) {
 	linked := book(t, "linked", func(f *excelize.File) {
 		must(t, f.SetCellHyperLink("Sheet1", "A2", "https://example.com/", "External"))
+		must(t, f.SetCellHyperLink("Sheet1", "G7", "https://example.org/", "External"))
 	})
 	check := func(coord string, ref any) map[string]any {
 		return rules(map[string]any{"type": "check_cell", "sheet_idx": 0.0, "coordinate": coord,
@@ -300,6 +301,8 @@ func TestHyperlinkProperty(t *testing.T) {
 		{"linked cell", check("A2", "https://example.com/"), 0},
 		{"plain cell", check("A3", ""), 1},
 		{"empty cell", check("H9", nil), 1},
+		// openpyxl gives an empty linked cell the link as its value.
+		{"empty linked cell", check("G7", nil), 0},
 		{"same links", rules(map[string]any{"type": "style", "sheet_idx0": 0.0, "sheet_idx1": "EI0", "props": []any{"hyperlink"}}), 1},
 	}
 	for _, tt := range tests {
