@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/xml"
 	"fmt"
+	"io"
 	"math/bits"
 	"os"
 	"os/exec"
@@ -13,7 +15,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
+	"github.com/rolloutmesh/rolloutmesh/serverkit/boundedread"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric"
 )
 
@@ -31,12 +35,10 @@ func pdfText(ctx context.Context, path string) (string, error) {
 	}
 	var text string
 	if _, err := exec.LookPath("mutool"); err == nil {
-		out, err := runTool(ctx, "mutool", "draw", "-q", "-F", "txt",
-			"-O", "preserve-whitespace,preserve-ligatures,mediabox-clip=yes", "-o", "-", path)
+		text, err = mutoolText(ctx, path)
 		if err != nil {
 			return "", err
 		}
-		text = pyMuPDFText(string(out))
 	} else {
 		out, err := runTool(ctx, "pdftotext", "-q", "-raw", "-enc", "UTF-8", path, "-")
 		if err != nil {
@@ -47,11 +49,83 @@ func pdfText(ctx context.Context, path string) (string, error) {
 	return strings.TrimFunc(strings.ToValidUTF8(text, "\uFFFD"), pyIsSpace), nil
 }
 
+// mutoolOptions are PyMuPDF's TEXTFLAGS_TEXT for get_text("text"), as
+// mutool convert's text options (the mediabox clip is its default).
+const mutoolOptions = "preserve-whitespace,preserve-ligatures"
+
+// mutoolText is PyMuPDF's text for all pages, rebuilt from MuPDF's
+// structured text (every character as the text device keeps it): each
+// line's characters, then a newline unless the line ends with one. A
+// document whose structured text passes the output cap falls back to
+// mutool's plain text writer.
+func mutoolText(ctx context.Context, path string) (string, error) {
+	dir, err := os.MkdirTemp("", "mutool")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(dir)
+	// mutool convert writes only to a named file.
+	out := filepath.Join(dir, "out.xml")
+	if _, err := runTool(ctx, "mutool", "convert", "-F", "stext", "-O", mutoolOptions, "-o", out, path); err != nil {
+		return "", err
+	}
+	data, err := boundedread.ReadFile(out, maxToolOutput)
+	if err == nil {
+		return stextToText(data)
+	}
+	txt := filepath.Join(dir, "out.txt")
+	if _, err := runTool(ctx, "mutool", "convert", "-F", "text", "-O", mutoolOptions, "-o", txt, path); err != nil {
+		return "", err
+	}
+	plain, err := boundedread.ReadFile(txt, maxToolOutput)
+	if err != nil {
+		return "", err
+	}
+	return pyMuPDFText(string(plain)), nil
+}
+
+// stextToText walks mutool's stext XML.
+func stextToText(data []byte) (string, error) {
+	d := xml.NewDecoder(bytes.NewReader(data))
+	d.Strict = false
+	var b strings.Builder
+	var last rune
+	for {
+		tok, err := d.Token()
+		if err == io.EOF {
+			return b.String(), nil
+		}
+		if err != nil {
+			return "", fmt.Errorf("mutool stext: %w", err)
+		}
+		switch t := tok.(type) {
+		case xml.StartElement:
+			switch t.Name.Local {
+			case "line":
+				last = 0
+			case "char":
+				for _, a := range t.Attr {
+					if a.Name.Local == "c" {
+						b.WriteString(a.Value)
+						if r, _ := utf8.DecodeLastRuneInString(a.Value); a.Value != "" {
+							last = r
+						}
+					}
+				}
+			}
+		case xml.EndElement:
+			if t.Name.Local == "line" && last != 0 && last != '\n' {
+				b.WriteByte('\n')
+			}
+		}
+	}
+}
+
 var newlineRuns = regexp.MustCompile(`\n+`)
 
 // pyMuPDFText turns mutool's text output into PyMuPDF's get_text() for
-// all pages: mutool ends each block with an extra newline and each page
-// with a form feed line, which PyMuPDF does not print.
+// all pages: mutool ends each block with an extra newline (and mutool draw
+// each page with a form feed line), which PyMuPDF does not print.
 func pyMuPDFText(out string) string {
 	var b strings.Builder
 	for i, page := range strings.Split(out, "\f") {
