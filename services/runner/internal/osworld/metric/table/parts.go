@@ -54,10 +54,10 @@ func (c *tableCtx) loadStyles(idx any, props []string) (map[string]any, error) {
 		// merged ranges or not.
 		return out, nil
 	}
-	if sh.condFmts > 0 && len(props) > 0 {
-		// OSWorld evaluates conditional formats with the `formulas`
+	if cfChangesStyles(sh, props) {
+		// OSWorld evaluates these conditional formats with the `formulas`
 		// package; without that engine the score would be a guess.
-		return nil, errors.New("style rule over conditional formatting is not supported")
+		return nil, errors.New("style rule over formula-based conditional formatting is not supported")
 	}
 	mr, mc := sh.maxRowCol()
 	if mr*mc > maxStyleCells {
@@ -103,6 +103,22 @@ func (c *tableCtx) loadStyles(idx any, props []string) (map[string]any, error) {
 		}
 	}
 	return out, nil
+}
+
+// cfEvaluated are the cfRule types load_xlsx_styles evaluates; it skips
+// every other type (color scales, data bars, top 10, ...) without effect.
+var cfEvaluated = []string{"expression", "containsText", "notContainsText", "endsWith", "beginsWith",
+	"containsErrors", "notContainsErrors", "cellIs"}
+
+// cfChangesStyles tells whether conditional formats could change the
+// listed properties: only evaluated rules do, and not merge or hyperlink,
+// which _read_cell_style reads from the cell whatever the format.
+func cfChangesStyles(sh *sheet, props []string) bool {
+	evaluated := slices.ContainsFunc(sh.cfTypes, func(t string) bool { return slices.Contains(cfEvaluated, t) })
+	if !evaluated {
+		return false
+	}
+	return slices.ContainsFunc(props, func(p string) bool { return p != "merge" && p != "hyperlink" })
 }
 
 // chartXML is the part of a chartSpace that load_charts reads.

@@ -487,3 +487,31 @@ func TestLibreOfficeAutoFilter(t *testing.T) {
 		})
 	}
 }
+
+func TestStyleWithConditionalFormats(t *testing.T) {
+	scale := book(t, "scale", func(f *excelize.File) {
+		must(t, f.SetConditionalFormat("Sheet1", "C2:C5", []excelize.ConditionalFormatOptions{
+			{Type: "2_color_scale", Criteria: "=", MinType: "min", MaxType: "max", MinColor: "#F8696B", MaxColor: "#63BE7B"}}))
+	})
+	cellIs := book(t, "cellIs", func(f *excelize.File) {
+		red, err := f.NewConditionalStyle(&excelize.Style{Fill: excelize.Fill{Type: "pattern", Color: []string{"#FF0000"}, Pattern: 1}})
+		must(t, err)
+		must(t, f.SetConditionalFormat("Sheet1", "C2:C5", []excelize.ConditionalFormatOptions{
+			{Type: "cell", Criteria: ">", Format: &red, Value: "15"}}))
+	})
+	style := func(props ...any) map[string]any {
+		return rules(map[string]any{"type": "style", "sheet_idx0": 0.0, "sheet_idx1": "EI0", "props": props})
+	}
+	// A color scale is a type OSWorld skips: the style rule is exact.
+	if got := score(t, scale, scale, style("bgcolor", "font_bold")); got != 1 {
+		t.Errorf("style over a color scale = %v, want 1", got)
+	}
+	// A formula-based format needs OSWorld's formula engine: an error.
+	if _, err := compareTable(cellIs, cellIs, true, style("bgcolor")); err == nil {
+		t.Errorf("style over a cellIs format: want an error")
+	}
+	// Merged-cell and hyperlink properties do not depend on the formats.
+	if got := score(t, cellIs, cellIs, style("merge")); got != 1 {
+		t.Errorf("merge over a cellIs format = %v, want 1", got)
+	}
+}

@@ -48,8 +48,9 @@ type sheet struct {
 	rowAttrs map[int]map[string]string // rows whose <row> has attributes past r and spans
 	dvs      []dataValidation
 	condFmts int
-	drawing  string // relationship id of <drawing>
-	links    []link // <hyperlink> elements
+	cfTypes  []string // type of every <cfRule>
+	drawing  string   // relationship id of <drawing>
+	links    []link   // <hyperlink> elements
 
 	byPos map[[2]int]int // (row, col) → last index in cells
 	byRef map[string]int // r attribute → first index in cells
@@ -259,6 +260,12 @@ func parseSheet(b []byte) (*sheet, error) {
 				}
 			case "conditionalFormatting":
 				s.condFmts++
+			case "cfRule":
+				for _, a := range t.Attr {
+					if a.Name.Local == "type" && a.Name.Space == "" {
+						s.cfTypes = append(s.cfTypes, a.Value)
+					}
+				}
 			case "hyperlink":
 				var l link
 				var attrs []string
