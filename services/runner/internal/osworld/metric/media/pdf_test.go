@@ -204,3 +204,13 @@ func TestPyMuPDFText(t *testing.T) {
 		t.Errorf("pyMuPDFText got %q, want %q", got, want)
 	}
 }
+
+func TestStextToText(t *testing.T) {
+	xml := `<?xml version="1.0"?><document><page id="page1"><block><line><font>` +
+		`<char c="a"/><char c="&#xa0;"/><char c="&lt;"/></font></line><line><char c="b"/><char c="&#xa;"/></line>` +
+		`<line></line></block><image/></page><page><block><line><char c="c"/></line></block></page></document>`
+	got, err := stextToText([]byte(xml))
+	if want := "a\u00a0<\nb\nc\n"; err != nil || got != want {
+		t.Errorf("stextToText got %q, %v; want %q", got, err, want)
+	}
+}
