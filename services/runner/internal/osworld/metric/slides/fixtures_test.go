@@ -159,6 +159,7 @@ var (
 	fixturesOnce sync.Once
 	fixturesDir  string
 	fixturesErr  error
+	fixturesOut  []byte // soffice's output, when it failed
 )
 
 // needProgram fails in CI and skips elsewhere when name is missing.
@@ -193,14 +194,10 @@ func fixture(t *testing.T, name string) string {
 		// default one would take the job over, or refuse it.
 		profile := "-env:UserInstallation=file://" + filepath.Join(fixturesDir, "profile")
 		cmd := exec.Command("soffice", append([]string{profile, "--headless", "--convert-to", "pptx", "--outdir", fixturesDir}, args...)...)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			fixturesErr = err
-			fixturesDir = string(out)
-		}
+		fixturesOut, fixturesErr = cmd.CombinedOutput()
 	})
 	if fixturesErr != nil {
-		t.Fatalf("soffice: %v: %s", fixturesErr, fixturesDir)
+		t.Fatalf("soffice: %v: %s", fixturesErr, fixturesOut)
 	}
 	p := filepath.Join(fixturesDir, name+".pptx")
 	if _, err := os.Stat(p); err != nil {
@@ -211,7 +208,7 @@ func fixture(t *testing.T, name string) string {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if fixturesDir != "" && fixturesErr == nil {
+	if fixturesDir != "" {
 		os.RemoveAll(fixturesDir)
 	}
 	os.Exit(code)
