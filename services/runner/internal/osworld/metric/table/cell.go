@@ -131,7 +131,7 @@ func (v cellView) valueIsNone() bool {
 	if c.formula {
 		return false
 	}
-	if c.typ == "inlineStr" {
+	if c.typ == "inlineStr" && c.hasIs {
 		return false
 	}
 	return !c.hasV || c.v == ""

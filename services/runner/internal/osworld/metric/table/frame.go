@@ -22,10 +22,10 @@ const (
 	kFloat
 	kBool
 	kStr
-	kDate  // datetime.datetime, in milliseconds from 1899-12-30
-	kTime  // datetime.time, in milliseconds from midnight
-	kDelta // datetime.timedelta, in microseconds
-	kBigInt
+	kDate   // datetime.datetime, in milliseconds from 1899-12-30
+	kTime   // datetime.time, in milliseconds from midnight
+	kDelta  // datetime.timedelta, in microseconds
+	kBigInt // a Python int past int64: its float value, and its digits in s
 )
 
 // pyVal is one Python value of a cell.
@@ -69,6 +69,9 @@ func (wb *workbook) readOnlyValue(c xmlCell) (pyVal, error) {
 	case "inlineStr":
 		if c.hasV && c.v != "" {
 			return pyVal{k: kStr, s: c.v}, nil
+		}
+		if !c.hasIs {
+			return pyVal{k: kEmpty}, nil
 		}
 		return pyVal{k: kStr, s: c.inline}, nil
 	}

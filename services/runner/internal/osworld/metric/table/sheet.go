@@ -18,6 +18,7 @@ type xmlCell struct {
 	hasV     bool
 	inline   string // text of <is>, as openpyxl reads it
 	inlineT  bool   // <is> has a direct <t> child, as xmltodict needs
+	hasIs    bool
 	formula  bool
 	fText    string
 	style    int
@@ -169,6 +170,7 @@ func parseSheet(b []byte) (*sheet, error) {
 				}
 			case "is":
 				if cur != nil {
+					cur.hasIs = true
 					inIs = true
 					isDepth = depth
 					text.Reset()
