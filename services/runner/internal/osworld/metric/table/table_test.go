@@ -74,6 +74,12 @@ func TestSheetData(t *testing.T) {
 		{"formula value", "formula", "expected", data(0.0, "EI0"), 1},
 		{"NA string is NaN", "na", "naempty", data(0.0, "EI0"), 1},
 		{"missing sheet", "tiny", "expected", data("RNSheet2", "ENSheet2"), 0},
+		{"same sheet names", "same", "expected", rules(map[string]any{"type": "sheet_name"}), 1},
+		{"fewer sheets", "tiny", "expected", rules(map[string]any{"type": "sheet_name"}), 0},
+		{"negative index", "same", "expected", data(-1.0, "EI1"), 1},
+		{"all rules must hold", "tiny", "expected", rules(
+			map[string]any{"type": "sheet_data", "sheet_idx0": 0.0, "sheet_idx1": "EI0"},
+			map[string]any{"type": "sheet_name"}), 0},
 		{"index out of range", "tiny", "expected", data(5.0, "EI0"), 0},
 	}
 	for _, tt := range tests {
