@@ -137,6 +137,7 @@ FUZZ_TARGETS := services/runner/internal/actionspace/computer13:FuzzParse \
 	services/runner/internal/osworld/metric/media:FuzzVLCStatus \
 	services/runner/internal/osworld/metric/media:FuzzMP3Tags \
 	services/runner/internal/osworld/metric/media:FuzzReadPPM \
+	services/runner/internal/osworld/metric/media:FuzzLxmlPretty \
 	services/runner/internal/osworld/metric/media:FuzzDecodeImage:$(FUZZTIME_FILES) \
 	services/runner/internal/osworld/metric/media:FuzzEPUB:$(FUZZTIME_FILES) \
 	services/runner/internal/osworld/metric/slides/pptx:FuzzReadPresentation:$(FUZZTIME_FILES) \

@@ -23,6 +23,9 @@ pkgs=(
 	# images, Chromium answers the DevTools protocol, VLC its HTTP interface
 	libreoffice-core-nogui libreoffice-calc-nogui libreoffice-writer-nogui libreoffice-impress-nogui
 	tesseract-ocr tesseract-ocr-eng chromium vlc-bin vlc-plugin-base poppler-utils
+	# PDF text as PyMuPDF extracts it (mutool) and JPEG pixels as PIL
+	# decodes them (djpeg, libjpeg-turbo): the metrics use them when present
+	mupdf-tools libjpeg-turbo-progs
 	# the desktop guest image
 	debootstrap
 	# the compose deployment
