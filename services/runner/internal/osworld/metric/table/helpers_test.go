@@ -147,3 +147,21 @@ func oracle(t *testing.T, fn string, result, expected any, opts map[string]any, 
 		t.Errorf("%s = %v, OSWorld's code gives %v (%s)", fn, got, want, res.Error)
 	}
 }
+
+// exportCSV has LibreOffice write each sheet's printed values beside the
+// workbook as "<name>-<sheet>.csv", the way OSWorld's sheet_print tasks
+// do in their postconfig.
+func exportCSV(t *testing.T, book string) {
+	t.Helper()
+	soffice := needProgram(t, "soffice")
+	dir := filepath.Dir(book)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	profile := "file://" + filepath.Join(t.TempDir(), "profile")
+	cmd := exec.CommandContext(ctx, soffice, "-env:UserInstallation="+profile, "--headless", "--convert-to",
+		"csv:Text - txt - csv (StarCalc):44,34,UTF-8,,,,false,true,true,false,false,-1", "--outdir", dir, book)
+	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("soffice csv export: %v\n%s", err, out)
+	}
+}

@@ -323,3 +323,41 @@ func TestHyperlinkProperty(t *testing.T) {
 		})
 	}
 }
+
+func TestSheetPrintOfLibreOfficeExports(t *testing.T) {
+	// Two decimals as shown: the printed values differ where the stored
+	// ones do not.
+	twoDecimals := `<number:number-style style:name="N2"><number:number number:decimal-places="2" number:min-decimal-places="2" number:min-integer-digits="1"/></number:number-style>
+<style:style style:name="two" style:family="table-cell" style:data-style-name="N2"/>`
+	sheet := func(style string) string {
+		cell := func(v string) string {
+			if style == "" {
+				return num(v)
+			}
+			return styled(style, num(v))
+		}
+		return fods(twoDecimals, tbl("Sheet1", row(str("Item"), str("Price")), row(str("a"), cell("1.5")), row(str("b"), cell("2"))))
+	}
+	files := convert(t, "xlsx", map[string]string{"gold.fods": sheet("two"), "same.fods": sheet("two"), "plain.fods": sheet("")})
+	for _, f := range files {
+		exportCSV(t, f)
+	}
+	print := rules(map[string]any{"type": "sheet_print", "sheet_idx0": "RNSheet1", "sheet_idx1": "ENSheet1"})
+	data := rules(map[string]any{"type": "sheet_data", "sheet_idx0": "RNSheet1", "sheet_idx1": "ENSheet1"})
+	tests := []struct {
+		name, result string
+		opts         map[string]any
+		want         float64
+	}{
+		{"same printed values", "same", print, 1},
+		{"other printed values", "plain", print, 0},
+		{"same stored values", "plain", data, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := score(t, files[tt.result], files["gold"], tt.opts); got != tt.want {
+				t.Errorf("compare_table = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
