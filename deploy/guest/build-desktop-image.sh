@@ -122,6 +122,9 @@ install_full() {
 	fi
 	chroot "$rootfs" apt-get clean
 	umount "$rootfs/proc"
+	# Translations debootstrap unpacked before the dpkg excludes were in
+	# place (locale.alias is glibc's, not a translation).
+	find "$rootfs/usr/share/locale" -mindepth 1 -maxdepth 1 -type d -exec rm -rf {} +
 	rm -f "$rootfs/usr/sbin/policy-rc.d"
 
 	# Chromium as google-chrome (see full/google-chrome), also under the
@@ -136,7 +139,13 @@ install_full() {
 	lo_version=$(chroot "$rootfs" dpkg-query -W -f '${Version}' libreoffice-core | sed -E 's/^[0-9]+://; s/^([0-9]+\.[0-9]+).*/\1/')
 	sed "s/@VERSION@/$lo_version/" "$here/full/libreoffice.xcd" >"$rootfs/etc/libreoffice/registry/rolloutmesh.xcd"
 	chmod 0644 "$rootfs/etc/libreoffice/registry/rolloutmesh.xcd"
+	# The home of OSWorld's Ubuntu user: tasks open nautilus on ~/Music and
+	# save into ~/Documents or ~/Downloads without creating them.
+	for d in Documents Downloads Music Pictures Public Templates Videos; do
+		install -d "$rootfs/home/user/$d"
+	done
 	install -d "$rootfs/home/user/.config/vlc"
+	install -m 0644 "$here/full/user-dirs.dirs" "$rootfs/home/user/.config/user-dirs.dirs"
 	install -m 0644 "$here/full/vlcrc" "$rootfs/home/user/.config/vlc/vlcrc"
 	install -d "$rootfs/etc/gtk-2.0"
 	install -m 0644 "$here/full/gtkrc" "$rootfs/etc/gtk-2.0/gtkrc"

@@ -12,6 +12,7 @@
 #     libreoffice --calc, and its window in wmctrl -l;
 #   - VLC, then /requests/status.xml on 8080 with the password "password"
 #     (and 401 without it);
+#   - /setup/open_file of a .docx and an .mp4 opening in Writer and VLC;
 #   - sudo -S with "password", gsettings over /run/user/1000/bus, the python
 #     modules and programs the tasks call, and a PNG /screenshot.
 #
@@ -145,6 +146,18 @@ code=$(curl -s --max-time 5 -o /dev/null -w '%{http_code}' "$VLC/requests/status
 [ "$code" = 401 ] || fail "status.xml without the password answered $code, want 401"
 ok "status.xml without the password is 401"
 
+# --- /setup/open_file: xdg-open picks the application by file type ----------
+run 'cd ~ && printf "hello\n" >check_doc.txt && libreoffice --headless --convert-to docx check_doc.txt && ffmpeg -loglevel error -f lavfi -i testsrc=d=2 -pix_fmt yuv420p check_clip.mp4' >/dev/null ||
+	fail "could not make the .docx and .mp4 to open"
+for pair in "check_doc.docx:libreoffice-writer" "check_clip.mp4:vlc.vlc"; do
+	file=${pair%%:*} class=${pair#*:}
+	api POST /setup/open_file "{\"path\": \"/home/user/$file\", \"timeout\": 90}" >/dev/null
+	run 'wmctrl -lx' >"$work/diag"
+	grep "$file" "$work/diag" | grep -q "$class" || fail "open_file $file: no $class window shows it"
+	ok "open_file $file: $(grep "$file" "$work/diag" | head -n1 | awk '{print $3}')"
+done
+rm -f "$work/diag"
+
 # --- the rest the tasks' commands rely on ----------------------------------
 [ "$(run 'echo password | sudo -S -p "" id -u')" = 0 ] || fail "sudo -S with the password does not give root"
 ok "sudo -S with password"
@@ -154,9 +167,9 @@ gsettings set org.gnome.desktop.session idle-delay 123 && dconf read /org/gnome/
 # dconf stored it, not GSettings' in-memory fallback.
 [ "$got" = "uint32 123" ] || fail "gsettings over /run/user/1000/bus stored '$got', want 'uint32 123'"
 ok "gsettings over /run/user/1000/bus"
-run 'gsettings get org.gnome.shell favorite-apps && gsettings get org.gnome.settings-daemon.plugins.power idle-dim' >/dev/null ||
-	fail "the GNOME schemas the os tasks read are missing"
-ok "GNOME schemas"
+run 'gsettings get org.gnome.shell favorite-apps && gsettings get org.gnome.settings-daemon.plugins.power idle-dim && test -d ~/Documents && test -d ~/Music' >/dev/null ||
+	fail "the GNOME schemas or the XDG user directories the os tasks use are missing"
+ok "GNOME schemas, XDG user directories"
 run 'python -c "import Xlib, tkinter, PIL, numpy, pyperclip, lxml"' >/dev/null || fail "python modules missing"
 ok "python modules"
 for prog in gimp thunderbird nautilus gnome-terminal socat xdotool wmctrl curl zip unzip jq git xsel pip gsettings gio; do
