@@ -138,3 +138,50 @@ func TestComparePptxBadInput(t *testing.T) {
 		t.Errorf("compare_pptx_files with a missing expected file: err = %v, want an expected pptx error", err)
 	}
 }
+
+// The options published tasks use to check one slide's positions; wants
+// are slides.py's on the same files (result first, then the reference).
+func TestComparePositionOptions(t *testing.T) {
+	title := map[string]any{"examine_shape": false, "examine_title_bottom_position": true}
+	table := map[string]any{"examine_shape": false, "examine_table_bottom_position": true}
+	right := map[string]any{"examine_shape": false, "examine_right_position": true}
+	top := map[string]any{"examine_shape": false, "examine_top_position": true}
+	size := map[string]any{"examine_shape": false, "examine_image_size": true, "approximately_tolerance": 0.01}
+	height := map[string]any{"examine_shape": false, "examine_modify_height": true}
+	shift := map[string]any{"examine_shape": false, "examine_shape_for_shift_size": true}
+	tests := []struct {
+		result string
+		opts   map[string]any
+		want   float64
+	}{
+		{"layout", title, 0}, // the title must have moved down
+		{"layouttitledown", title, 1},
+		{"layouttitledown", nil, 0},
+		{"layout", table, 0},
+		{"layouttabledown", table, 1},
+		{"layouttabledown", nil, 1}, // examine_shape skips shapes without text
+		{"layout", right, 0},
+		{"layoutpicright", right, 1},
+		{"layoutpicright", shift, 0},
+		{"layout", top, 0},
+		{"layoutpicup", top, 1},
+		{"layoutpicup", title, 0},
+		{"layout", size, 1},
+		{"layoutpictaller", size, 0},
+		{"layoutpicright", size, 1}, // a picture's size, not its place
+		{"layout", height, 1},
+		{"layoutpictaller", height, 0},
+		{"layouttabledown", height, 1}, // only the height of shapes without text
+		{"layouttitledown", height, 0},
+		{"layout", shift, 1},
+	}
+	expected := fixture(t, "layout")
+	for _, tt := range tests {
+		t.Run(tt.result, func(t *testing.T) {
+			got, err := metricComparePptx(fixture(t, tt.result), expected, true, tt.opts)
+			if err != nil || got != tt.want {
+				t.Errorf("compare_pptx_files(%s, layout, %v) = %v, %v; want %v", tt.result, tt.opts, got, err, tt.want)
+			}
+		})
+	}
+}

@@ -100,6 +100,23 @@ func deck(repl ...string) string {
 	return s
 }
 
+// layoutDeck has a title on slide 1, a picture on slide 2 and a table on
+// slide 3, for the options that look at one slide's positions.
+func layoutDeck(pic []byte, repl ...string) string {
+	s := fodp(
+		page{body: textBox("2cm", "2cm", "20cm", "3cm", "<text:p>Product Comparison</text:p>")},
+		page{body: picture("2cm", "8cm", "6cm", "4cm", pic) + textBox("2cm", "2cm", "10cm", "2cm", "<text:p>caption</text:p>")},
+		page{body: strings.Replace(tableA, `svg:x="2cm" svg:y="8cm"`, `svg:x="3cm" svg:y="2cm"`, 1)},
+	)
+	for i := 0; i+1 < len(repl); i += 2 {
+		if !strings.Contains(s, repl[i]) {
+			panic("layoutDeck: no " + repl[i])
+		}
+		s = strings.Replace(s, repl[i], repl[i+1], 1)
+	}
+	return s
+}
+
 // pngData returns a small PNG of one colour.
 func pngData(c color.RGBA) []byte {
 	img := image.NewRGBA(image.Rect(0, 0, 8, 6))
@@ -128,28 +145,34 @@ func sources() map[string]string {
 		return fodp(page{body: picture(x, y, w, h, red) + textBox("1cm", "1cm", "5cm", "2cm", "<text:p>caption</text:p>")})
 	}
 	return map[string]string{
-		"base":        deck(),
-		"text":        deck("Hello", "Hallo"),
-		"color":       deck(`"TR">world`, `"TG">world`),
-		"bold":        deck(`"TR">world`, `"TRB">world`),
-		"italic":      deck(`"TR">world`, `"TRI">world`),
-		"underline":   deck(`"TR">world`, `"TRU">world`),
-		"strike":      deck(`"TR">world`, `"TRK">world`),
-		"size":        deck(`"TR">world`, `"TRS">world`),
-		"font":        deck(`"TR">world`, `"TRF">world`),
-		"align":       deck(`<text:p>Hello`, `<text:p text:style-name="PC">Hello`),
-		"moved":       deck(`svg:x="2cm" svg:y="2cm" svg:width="12cm" svg:height="3cm"`, `svg:x="5cm" svg:y="2cm" svg:width="12cm" svg:height="3cm"`),
-		"notes":       deck("note one", "note two"),
-		"background":  deck(`<draw:page draw:name="page1"`, `<draw:page draw:name="page1" draw:style-name="dpred"`),
-		"oneslide":    fodp(page{body: textBox("2cm", "2cm", "12cm", "3cm", `<text:p>Hello <text:span text:style-name="TR">world</text:span></text:p>`) + tableA, notes: "note one"}),
-		"tablebold":   deck(`<text:p>A</text:p>`, `<text:p><text:span text:style-name="TB">A</text:span></text:p>`),
-		"tabletext":   deck(`<text:p>D</text:p>`, `<text:p>E</text:p>`),
-		"bulletlevel": deck(bulletsA, bulletsB),
-		"transition":  fodp(page{style: "dpdissolve", body: textBox("2cm", "2cm", "12cm", "3cm", "<text:p>fade</text:p>")}),
-		"redbg":       fodp(page{style: "dpred", body: ""}, page{style: "dpred", body: ""}),
-		"bluebg":      fodp(page{style: "dpblue", body: ""}, page{style: "dpred", body: ""}),
-		"picorig":     onePic("4cm", "4cm", "8cm", "6cm"),
-		"picfull":     onePic("0cm", "0cm", "28cm", "15.75cm"),
+		"layout":          layoutDeck(red),
+		"layouttitledown": layoutDeck(red, `svg:x="2cm" svg:y="2cm" svg:width="20cm"`, `svg:x="2cm" svg:y="11cm" svg:width="20cm"`),
+		"layoutpicright":  layoutDeck(red, `svg:x="2cm" svg:y="8cm" svg:width="6cm"`, `svg:x="14cm" svg:y="8cm" svg:width="6cm"`),
+		"layoutpicup":     layoutDeck(red, `svg:x="2cm" svg:y="8cm" svg:width="6cm"`, `svg:x="2cm" svg:y="3cm" svg:width="6cm"`),
+		"layoutpictaller": layoutDeck(red, `svg:width="6cm" svg:height="4cm"`, `svg:width="6cm" svg:height="6cm"`),
+		"layouttabledown": layoutDeck(red, `svg:x="3cm" svg:y="2cm"`, `svg:x="3cm" svg:y="11cm"`),
+		"base":            deck(),
+		"text":            deck("Hello", "Hallo"),
+		"color":           deck(`"TR">world`, `"TG">world`),
+		"bold":            deck(`"TR">world`, `"TRB">world`),
+		"italic":          deck(`"TR">world`, `"TRI">world`),
+		"underline":       deck(`"TR">world`, `"TRU">world`),
+		"strike":          deck(`"TR">world`, `"TRK">world`),
+		"size":            deck(`"TR">world`, `"TRS">world`),
+		"font":            deck(`"TR">world`, `"TRF">world`),
+		"align":           deck(`<text:p>Hello`, `<text:p text:style-name="PC">Hello`),
+		"moved":           deck(`svg:x="2cm" svg:y="2cm" svg:width="12cm" svg:height="3cm"`, `svg:x="5cm" svg:y="2cm" svg:width="12cm" svg:height="3cm"`),
+		"notes":           deck("note one", "note two"),
+		"background":      deck(`<draw:page draw:name="page1"`, `<draw:page draw:name="page1" draw:style-name="dpred"`),
+		"oneslide":        fodp(page{body: textBox("2cm", "2cm", "12cm", "3cm", `<text:p>Hello <text:span text:style-name="TR">world</text:span></text:p>`) + tableA, notes: "note one"}),
+		"tablebold":       deck(`<text:p>A</text:p>`, `<text:p><text:span text:style-name="TB">A</text:span></text:p>`),
+		"tabletext":       deck(`<text:p>D</text:p>`, `<text:p>E</text:p>`),
+		"bulletlevel":     deck(bulletsA, bulletsB),
+		"transition":      fodp(page{style: "dpdissolve", body: textBox("2cm", "2cm", "12cm", "3cm", "<text:p>fade</text:p>")}),
+		"redbg":           fodp(page{style: "dpred", body: ""}, page{style: "dpred", body: ""}),
+		"bluebg":          fodp(page{style: "dpblue", body: ""}, page{style: "dpred", body: ""}),
+		"picorig":         onePic("4cm", "4cm", "8cm", "6cm"),
+		"picfull":         onePic("0cm", "0cm", "28cm", "15.75cm"),
 		"picother": fodp(page{body: picture("0cm", "0cm", "28cm", "15.75cm", green) +
 			textBox("1cm", "1cm", "5cm", "2cm", "<text:p>caption</text:p>")}),
 	}
