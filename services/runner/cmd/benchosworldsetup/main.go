@@ -167,6 +167,7 @@ func run(ctx context.Context, o options) error {
 	fmt.Println("uploads into the guest, launches, chrome_open_tabs); ready: from the first step until the application")
 	fmt.Println("is ready (calc: its window in wmctrl -l; chrome: DevTools list the three tabs; vlc: status.xml says playing).")
 	fmt.Println("fetched: files the HTTP server sent to the download cache per run (cold: every download; warm: none).")
+	fmt.Println("The chrome task downloads nothing, so its cold and warm rows differ by noise only.")
 	fmt.Println("The tasks, modelled on published ones:")
 	for _, t := range ts {
 		fmt.Printf("  %-36s %s\n", t.name, t.modelOn)
