@@ -16,6 +16,7 @@ import (
 var (
 	appSteps   = map[string]stepFunc{}
 	appGetters = map[string]getterFunc{
+		"content_from_vm_file":      getContentFromVMFile,
 		"vm_command_error":          getVMCommandError,
 		"vm_terminal_output":        getVMTerminalOutput,
 		"list_directory":            getListDirectory,
