@@ -7,7 +7,10 @@
 // scripted model of examples/osworld/policy.jsonl answering DONE. Each task's
 // setup leaves the state its evaluator asks for, so every episode must score
 // 1: a lower score means a setup step, getter or metric misbehaved on the
-// real application.
+// real application. Beside each task the test runs a variant whose expected
+// side is wrong (another file, another URL, another value: wrongVariants),
+// which must score 0, so that a 1 cannot come from a getter or metric that
+// passes whatever the guest holds.
 //
 // The task files name their files on http://rolloutmesh-files.invalid:8000;
 // the test serves examples/osworld/files on the docker bridge's gateway
@@ -28,6 +31,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"net"
@@ -36,6 +40,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -49,8 +54,8 @@ const (
 	// from somewhere unexpected.
 	filesPlaceholder = "http://rolloutmesh-files.invalid:8000"
 	defaultImage     = "rolloutmesh/desktop:full"
-	// runTimeout bounds the rollout itself; the 9 episodes take about a
-	// minute and a half on 2 cores.
+	// runTimeout bounds the rollout itself; its 18 episodes (9 tasks and
+	// their wrong variants) take about two and a half minutes on 2 cores.
 	runTimeout = 9 * time.Minute
 )
 
@@ -90,6 +95,7 @@ func TestOSWorldFull(t *testing.T) {
 	}
 	tree := filepath.Join(work, "tree")
 	copyTree(t, src, tree, filesPlaceholder, srv.url)
+	wrong := addWrongVariants(t, tree, filesPlaceholder, srv.url)
 
 	bin := filepath.Join(work, "rollout")
 	build := exec.Command("go", "build", "-o", bin, "./cli/cmd/rollout")
@@ -127,18 +133,25 @@ func TestOSWorldFull(t *testing.T) {
 	}
 
 	got := readRollout(t, outDir)
-	for _, key := range want {
+	check := func(key string, reward float64) {
+		t.Helper()
 		e, ok := got[key]
 		switch {
 		case !ok:
 			t.Errorf("%s: no episode in rollout.jsonl", key)
-		case e.Status != "EPISODE_STATUS_DONE" || e.Reward != 1:
-			t.Errorf("%s (episode %s): status %s, reward %v; want EPISODE_STATUS_DONE, 1", key, e.EpisodeID, e.Status, e.Reward)
+		case e.Status != "EPISODE_STATUS_DONE" || e.Reward != reward:
+			t.Errorf("%s (episode %s): status %s, reward %v; want EPISODE_STATUS_DONE, %v", key, e.EpisodeID, e.Status, e.Reward, reward)
 		}
 		delete(got, key)
 	}
+	for _, key := range want {
+		check(key, 1)
+	}
+	for _, key := range wrong {
+		check(key, 0)
+	}
 	for key := range got {
-		t.Errorf("%s: episode of a task test_all.json does not list", key)
+		t.Errorf("%s: episode of a task the test did not write", key)
 	}
 
 	// The runner never fetches the Chrome pages itself: only Chrome in the
@@ -295,6 +308,133 @@ func copyTree(t *testing.T, src, dst, placeholder, url string) {
 	if err != nil {
 		t.Fatalf("copy %s: %v", src, err)
 	}
+}
+
+// edit sets the JSON value at path (object keys and list indices joined by
+// dots) in a task.
+type edit struct {
+	path  string
+	value any
+}
+
+// wrongVariants makes each domain's task expect what its setup does not
+// leave: its variant must score 0. Files under files/wrong/ are the task's
+// own with one value changed, made by the same applications.
+var wrongVariants = map[string][]edit{
+	// The closed tab is expected open.
+	"chrome": {{"evaluator.expected.0.rules.urls", []any{
+		filesPlaceholder + "/chrome/harbour.html",
+		filesPlaceholder + "/chrome/lighthouse.html",
+		filesPlaceholder + "/chrome/ferry.html",
+	}}},
+	// Another test picture (rgbtestsrc for testsrc).
+	"gimp":                {{"evaluator.expected.0.path", filesPlaceholder + "/wrong/logo.png"}},
+	"libreoffice_calc":    {{"evaluator.expected.path", filesPlaceholder + "/wrong/sales.xlsx"}},
+	"libreoffice_impress": {{"evaluator.expected.path", filesPlaceholder + "/wrong/deck.pptx"}},
+	"libreoffice_writer":  {{"evaluator.expected.0.path", filesPlaceholder + "/wrong/report.docx"}},
+	"multi_apps":          {{"evaluator.expected.0.path", filesPlaceholder + "/wrong/sales.xlsx"}},
+	"os":                  {{"evaluator.expected.0.rules.expected", "1.5\n"}},
+	"thunderbird": {{"evaluator.expected.rules.1.selectors", []any{
+		"application[name=Thunderbird] push-button[name=Nonexistent]",
+	}}},
+	"vlc": {{"evaluator.expected.rules.file_name", "other.mp4"}},
+}
+
+// addWrongVariants writes, beside each task of the tree's index, its
+// wrongVariants copy with the id <id>-wrong, adds it to the index, and
+// returns the variants' domain/id keys.
+func addWrongVariants(t *testing.T, tree, placeholder, url string) []string {
+	t.Helper()
+	index := filepath.Join(tree, "test_all.json")
+	data, err := os.ReadFile(index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var idx map[string][]string
+	if err := json.Unmarshal(data, &idx); err != nil {
+		t.Fatalf("%s: %v", index, err)
+	}
+	var keys []string
+	for d, ids := range idx {
+		edits, ok := wrongVariants[d]
+		if !ok {
+			t.Fatalf("domain %s has no wrong variant: add one to wrongVariants", d)
+		}
+		for _, id := range ids {
+			p := filepath.Join(tree, "examples", d, id+".json")
+			raw, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var task map[string]any
+			if err := json.Unmarshal(raw, &task); err != nil {
+				t.Fatalf("%s: %v", p, err)
+			}
+			for _, e := range edits {
+				if err := setPath(task, strings.Split(e.path, "."), e.value); err != nil {
+					t.Fatalf("%s/%s: wrong variant: %s: %v", d, id, e.path, err)
+				}
+			}
+			wid := id + "-wrong"
+			task["id"] = wid
+			task["instruction"] = task["instruction"].(string) + " (wrong variant)"
+			out, err := json.MarshalIndent(task, "", "  ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = []byte(strings.ReplaceAll(string(out), placeholder, url))
+			if err := os.WriteFile(filepath.Join(tree, "examples", d, wid+".json"), out, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			idx[d] = append(idx[d], wid)
+			keys = append(keys, d+"/"+wid)
+		}
+	}
+	out, err := json.MarshalIndent(idx, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(index, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// setPath replaces the value at path inside v, whose containers are
+// decoded JSON.
+func setPath(v any, path []string, value any) error {
+	for i, k := range path {
+		last := i == len(path)-1
+		switch c := v.(type) {
+		case map[string]any:
+			// The key must exist even when it is the last: a typo in a
+			// path would otherwise add a field nothing reads, and the
+			// variant would score 1.
+			next, ok := c[k]
+			if !ok {
+				return fmt.Errorf("no key %q", k)
+			}
+			if last {
+				c[k] = value
+				return nil
+			}
+			v = next
+		case []any:
+			n, err := strconv.Atoi(k)
+			if err != nil || n < 0 || n >= len(c) {
+				return fmt.Errorf("no index %q in a list of %d", k, len(c))
+			}
+			if last {
+				c[n] = value
+				return nil
+			}
+			v = c[n]
+		default:
+			return fmt.Errorf("%q: not an object or a list", k)
+		}
+	}
+	return errors.New("empty path")
 }
 
 // readRollout reads the one rollout.jsonl under dir, keyed by domain/task.
