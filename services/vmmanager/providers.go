@@ -37,6 +37,7 @@ func buildProvider(ctx context.Context, key string, spec PoolSpec, env providerE
 		pc.Desktopd = bin
 		p, err := process.New(process.Options{
 			Config: pc, ScreenWidth: spec.ScreenWidth, ScreenHeight: spec.ScreenHeight, Dir: env.dir, Logger: log,
+			GuestHome: pc.GuestHome,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("config: %s.process: %v", key, err)

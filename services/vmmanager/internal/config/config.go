@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
@@ -113,6 +114,11 @@ type Process struct {
 	// GuestTokenFile holds GuestToken, so that the token need not be in
 	// this config file.
 	GuestTokenFile string `yaml:"guest_token_file"`
+	// GuestHome, when set (an absolute path, e.g. /home/user), is where
+	// each VM sees its own home directory: desktopd runs in a private mount
+	// namespace with the VM's home bind-mounted there, so OSWorld tasks'
+	// absolute paths work unchanged. Needs root.
+	GuestHome string `yaml:"guest_home"`
 }
 
 // Docker configures the docker provider.
@@ -448,6 +454,9 @@ func validateProcess(k string, p *Process) error {
 	}
 	if p.BaseDisplay < 1 || p.BaseDisplay > 60000 {
 		return bad(k+".base_display", "must be between 1 and 60000, got %d", p.BaseDisplay)
+	}
+	if p.GuestHome != "" && (!filepath.IsAbs(p.GuestHome) || filepath.Clean(p.GuestHome) == "/") {
+		return bad(k+".guest_home", "must be an absolute path other than /, got %q", p.GuestHome)
 	}
 	return nil
 }

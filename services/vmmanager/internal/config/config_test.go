@@ -24,6 +24,7 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 		{"wrong section", "pools:\n  - name: a\n    provider: process\n    size: 1\n    docker: {}\n", "pools[0].docker: section given but provider is \"process\""},
 		{"duplicate", "pools:\n  - name: a\n    provider: process\n    size: 1\n  - name: a\n    provider: process\n    size: 1\n", "pools[1].name: duplicate"},
 		{"bad duration", "pools:\n  - name: a\n    provider: process\n    size: 1\n    boot_timeout: soon\n", "is not a duration"},
+		{"relative guest home", "pools:\n  - name: a\n    provider: process\n    size: 1\n    process:\n      guest_home: home/user\n", "pools[0].process.guest_home: must be an absolute path"},
 		{"bad screen", "pools:\n  - name: a\n    provider: process\n    size: 1\n    screen_width: 10\n", "pools[0].screen_width"},
 		{"static count", "pools:\n  - name: a\n    provider: static\n    size: 2\n    static:\n      endpoints: [http://h:5000]\n", "pools[0].static.endpoints: needs one endpoint per VM"},
 		{"static url", "pools:\n  - name: a\n    provider: static\n    size: 1\n    static:\n      endpoints: [h:5000]\n", "pools[0].static.endpoints[0]: must be an http(s) URL"},
