@@ -107,15 +107,7 @@ func optStr(v *string) string {
 func (c *tableCtx) colProps(r map[string]any) (bool, error) {
 	props := metric.Strings(r["props"])
 	load := func(idx any) (map[string]string, error) {
-		s, err := c.parseIdx(idx)
-		if err != nil {
-			return nil, err
-		}
-		wb, err := s.book()
-		if err != nil {
-			return nil, err
-		}
-		sh, err := wb.sheet(s.name)
+		wb, sh, err := c.sheetAt(idx)
 		if err != nil || sh == nil {
 			return map[string]string{}, err
 		}
@@ -144,11 +136,7 @@ func (c *tableCtx) colProps(r map[string]any) (bool, error) {
 		}
 		return out, nil
 	}
-	a, err := load(r["sheet_idx0"])
-	if err != nil {
-		return false, err
-	}
-	b, err := load(r["sheet_idx1"])
+	a, b, err := bothSides(r, load)
 	if err != nil {
 		return false, err
 	}
@@ -194,15 +182,7 @@ func colProp(col colXML, name string, min int) (string, error) {
 // filter compares load_filters of both sheets.
 func (c *tableCtx) filter(r map[string]any) (bool, error) {
 	load := func(idx any) (string, error) {
-		s, err := c.parseIdx(idx)
-		if err != nil {
-			return "", err
-		}
-		wb, err := s.book()
-		if err != nil {
-			return "", err
-		}
-		sh, err := wb.sheet(s.name)
+		wb, sh, err := c.sheetAt(idx)
 		if err != nil || sh == nil {
 			return "{}", err
 		}
@@ -212,11 +192,7 @@ func (c *tableCtx) filter(r map[string]any) (bool, error) {
 		}
 		return renderFilter(x), nil
 	}
-	a, err := load(r["sheet_idx0"])
-	if err != nil {
-		return false, err
-	}
-	b, err := load(r["sheet_idx1"])
+	a, b, err := bothSides(r, load)
 	if err != nil {
 		return false, err
 	}
@@ -300,11 +276,7 @@ func (c *tableCtx) sparkline(r map[string]any) (bool, error) {
 		}
 		return out, nil
 	}
-	a, err := load(r["sheet_idx0"])
-	if err != nil {
-		return false, err
-	}
-	b, err := load(r["sheet_idx1"])
+	a, b, err := bothSides(r, load)
 	if err != nil {
 		return false, err
 	}

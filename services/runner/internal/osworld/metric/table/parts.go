@@ -15,11 +15,7 @@ import (
 // of every cell from A1 to the last one.
 func (c *tableCtx) style(r map[string]any) (bool, error) {
 	props := metric.Strings(r["props"])
-	a, err := c.loadStyles(r["sheet_idx0"], props)
-	if err != nil {
-		return false, err
-	}
-	b, err := c.loadStyles(r["sheet_idx1"], props)
+	a, b, err := bothSides(r, func(idx any) (map[string]any, error) { return c.loadStyles(idx, props) })
 	if err != nil {
 		return false, err
 	}
@@ -36,15 +32,7 @@ func (c *tableCtx) style(r map[string]any) (bool, error) {
 }
 
 func (c *tableCtx) loadStyles(idx any, props []string) (map[string]any, error) {
-	s, err := c.parseIdx(idx)
-	if err != nil {
-		return nil, err
-	}
-	wb, err := s.book()
-	if err != nil {
-		return nil, err
-	}
-	sh, err := wb.sheet(s.name)
+	wb, sh, err := c.sheetAt(idx)
 	if err != nil {
 		return nil, err
 	}
@@ -170,37 +158,17 @@ var chartTypes = []string{"areaChart", "area3DChart", "lineChart", "line3DChart"
 // chart compares load_charts of both sheets.
 func (c *tableCtx) chart(r map[string]any) (bool, error) {
 	props := metric.Strings(r["chart_props"])
-	a, err := c.loadCharts(r["sheet_idx0"], props)
+	a, b, err := bothSides(r, func(idx any) (map[string]string, error) { return c.loadCharts(idx, props) })
 	if err != nil {
 		return false, err
 	}
-	b, err := c.loadCharts(r["sheet_idx1"], props)
-	if err != nil {
-		return false, err
-	}
-	if len(a) != len(b) {
-		return false, nil
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false, nil
-		}
-	}
-	return true, nil
+	return mapsEqual(a, b), nil
 }
 
 // loadCharts is load_charts: for each chart of the sheet, keyed by its
 // series' references, the requested properties rendered as one string.
 func (c *tableCtx) loadCharts(idx any, props []string) (map[string]string, error) {
-	s, err := c.parseIdx(idx)
-	if err != nil {
-		return nil, err
-	}
-	wb, err := s.book()
-	if err != nil {
-		return nil, err
-	}
-	sh, err := wb.sheet(s.name)
+	wb, sh, err := c.sheetAt(idx)
 	if err != nil {
 		return nil, err
 	}
@@ -408,38 +376,18 @@ const (
 // pivot compares load_pivot_tables of both sheets.
 func (c *tableCtx) pivot(r map[string]any) (bool, error) {
 	props := metric.Strings(r["pivot_props"])
-	a, err := c.loadPivots(r["sheet_idx0"], props)
+	a, b, err := bothSides(r, func(idx any) (map[string]string, error) { return c.loadPivots(idx, props) })
 	if err != nil {
 		return false, err
 	}
-	b, err := c.loadPivots(r["sheet_idx1"], props)
-	if err != nil {
-		return false, err
-	}
-	if len(a) != len(b) {
-		return false, nil
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false, nil
-		}
-	}
-	return true, nil
+	return mapsEqual(a, b), nil
 }
 
 // loadPivots is load_pivot_tables: per pivot table, keyed by its source
 // range trimmed of unused leading and trailing fields, the requested
 // properties rendered as one string.
 func (c *tableCtx) loadPivots(idx any, props []string) (map[string]string, error) {
-	s, err := c.parseIdx(idx)
-	if err != nil {
-		return nil, err
-	}
-	wb, err := s.book()
-	if err != nil {
-		return nil, err
-	}
-	sh, err := wb.sheet(s.name)
+	wb, sh, err := c.sheetAt(idx)
 	if err != nil {
 		return nil, err
 	}

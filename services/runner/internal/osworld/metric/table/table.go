@@ -480,6 +480,34 @@ func (c *tableCtx) checkCell(r map[string]any) (bool, error) {
 	return pass, nil
 }
 
+// sheetAt resolves a sheet index to its workbook and openpyxl sheet;
+// the sheet is nil when the book has no sheet of that name.
+func (c *tableCtx) sheetAt(idx any) (*workbook, *sheet, error) {
+	s, err := c.parseIdx(idx)
+	if err != nil {
+		return nil, nil, err
+	}
+	wb, err := s.book()
+	if err != nil {
+		return nil, nil, err
+	}
+	sh, err := wb.sheet(s.name)
+	if err != nil {
+		return nil, nil, err
+	}
+	return wb, sh, nil
+}
+
+// bothSides loads the two sheets a comparing rule names, sheet_idx0
+// first: Python stops at the first side that raises.
+func bothSides[T any](r map[string]any, load func(idx any) (T, error)) (a, b T, err error) {
+	if a, err = load(r["sheet_idx0"]); err != nil {
+		return a, b, err
+	}
+	b, err = load(r["sheet_idx1"])
+	return a, b, err
+}
+
 // openpyxlSheet loads the side's worksheet; nil, nil when there is none.
 func openpyxlSheet(s side) (*sheet, error) {
 	wb, err := s.book()
@@ -626,11 +654,7 @@ func (dv dataValidation) attr(name string) any {
 func (c *tableCtx) rowProps(r map[string]any) (bool, error) {
 	props := metric.Strings(r["props"])
 	load := func(idx any) (map[int]map[string]any, error) {
-		s, err := c.parseIdx(idx)
-		if err != nil {
-			return nil, err
-		}
-		sh, err := openpyxlSheet(s)
+		_, sh, err := c.sheetAt(idx)
 		if err != nil {
 			return nil, err
 		}
@@ -651,11 +675,7 @@ func (c *tableCtx) rowProps(r map[string]any) (bool, error) {
 		}
 		return out, nil
 	}
-	a, err := load(r["sheet_idx0"])
-	if err != nil {
-		return false, err
-	}
-	b, err := load(r["sheet_idx1"])
+	a, b, err := bothSides(r, load)
 	if err != nil {
 		return false, err
 	}
