@@ -1,6 +1,15 @@
 package main
 
 import (
+	"archive/zip"
+	"context"
+	"fmt"
+	"image/png"
+	"io"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -53,6 +62,109 @@ func TestEvalTasks(t *testing.T) {
 		}
 		if _, _, unsupported := task.Unsupported(); unsupported {
 			t.Errorf("evalTask(%s) needs something the runner lacks: %v", name, task.Missing())
+		}
+	}
+}
+
+func needProgram(t *testing.T, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		if _, err := exec.LookPath(name); err != nil {
+			if os.Getenv("CI") != "" {
+				t.Fatalf("%s is required under CI: %v", name, err)
+			}
+			t.Skipf("%s not installed: %v", name, err)
+		}
+	}
+}
+
+// TestFixtures makes the files with the real applications and checks they
+// have the sizes the benchmark claims, and that the matching pair holds
+// the same content and the differing pair does not.
+func TestFixtures(t *testing.T) {
+	needProgram(t, "soffice", "chromium", "pdfinfo")
+	dir := t.TempDir()
+	fx, err := makeFixtures(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zipPart := func(path, name string) string {
+		t.Helper()
+		zr, err := zip.OpenReader(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer zr.Close()
+		f, err := zr.Open(name)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		defer f.Close()
+		b, err := io.ReadAll(io.LimitReader(f, 64<<20))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	countParts := func(path string, re *regexp.Regexp) int {
+		t.Helper()
+		zr, err := zip.OpenReader(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer zr.Close()
+		n := 0
+		for _, f := range zr.File {
+			if re.MatchString(f.Name) {
+				n++
+			}
+		}
+		return n
+	}
+
+	sheet := zipPart(fx.sheet.result, "xl/worksheets/sheet1.xml")
+	if got := strings.Count(sheet, "<row "); got != sheetRows+1 {
+		t.Errorf("sheet rows = %d, want %d (header and data)", got, sheetRows+1)
+	}
+	if zipPart(fx.sheet.same, "xl/worksheets/sheet1.xml") != sheet {
+		t.Error("the matching sheet's data differs from the result's")
+	}
+	if zipPart(fx.sheet.differ, "xl/worksheets/sheet1.xml") == sheet {
+		t.Error("the differing sheet's data is the result's")
+	}
+
+	slide := regexp.MustCompile(`^ppt/slides/slide\d+\.xml$`)
+	if got := countParts(fx.deck.result, slide); got != deckPages {
+		t.Errorf("deck slides = %d, want %d", got, deckPages)
+	}
+	last := fmt.Sprintf("ppt/slides/slide%d.xml", deckPages)
+	if zipPart(fx.deck.differ, last) == zipPart(fx.deck.result, last) {
+		t.Error("the differing deck's last slide is the result's")
+	}
+
+	for _, p := range []string{fx.pdf.result, fx.pdf.differ} {
+		out, err := exec.Command("pdfinfo", p).Output()
+		if err != nil {
+			t.Fatalf("pdfinfo %s: %v", p, err)
+		}
+		if !regexp.MustCompile(fmt.Sprintf(`(?m)^Pages:\s+%d$`, docPages)).Match(out) {
+			t.Errorf("%s: want %d pages, pdfinfo says\n%s", p, docPages, out)
+		}
+	}
+	if doc := zipPart(fx.doc.result, "word/document.xml"); !strings.Contains(doc, fmt.Sprintf("Section %d:", docPages)) ||
+		strings.Contains(doc, "Amended") || !strings.Contains(zipPart(fx.doc.differ, "word/document.xml"), "Amended") {
+		t.Error("the documents do not hold the sections and the one amended paragraph they should")
+	}
+
+	for _, p := range []string{fx.shot.result, fx.shot.same, fx.shot.differ} {
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := png.DecodeConfig(f)
+		f.Close()
+		if err != nil || cfg.Width != shotW || cfg.Height != shotH {
+			t.Errorf("%s: %dx%d (%v), want %dx%d", p, cfg.Width, cfg.Height, err, shotW, shotH)
 		}
 	}
 }
