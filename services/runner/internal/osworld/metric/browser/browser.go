@@ -88,6 +88,16 @@ func ruleType(r map[string]any) (string, error) {
 	return t, nil
 }
 
+// typedRule reads the rules object and its type.
+func typedRule(expected any) (map[string]any, string, error) {
+	r, err := metric.Rules(expected)
+	if err != nil {
+		return nil, "", err
+	}
+	t, err := ruleType(r)
+	return r, t, err
+}
+
 // search is Python's bool(re.search(pattern, s)).
 func search(pattern, s string) (bool, error) {
 	re, err := pyre.Compile(pattern)
@@ -155,11 +165,7 @@ func metricURLPatternMatch(result, expected any, _ bool, _ map[string]any) (floa
 // expectedURLRule reads a rule of type "url" and its "url"; ok is false for
 // another type, which OSWorld logs and scores 0.
 func expectedURLRule(expected any) (string, bool, error) {
-	r, err := metric.Rules(expected)
-	if err != nil {
-		return "", false, err
-	}
-	t, err := ruleType(r)
+	r, t, err := typedRule(expected)
 	if err != nil || t != "url" {
 		return "", false, err
 	}
@@ -523,59 +529,37 @@ func rowColumn(rows any, i int) ([]string, error) {
 // metricCookieDeleted is is_cookie_deleted: no cookie's host_key (column 1
 // of the cookies table) matches a rule domain under compare_urls.
 func metricCookieDeleted(result, expected any, _ bool, _ map[string]any) (float64, error) {
-	r, err := metric.Rules(expected)
-	if err != nil {
-		return 0, err
-	}
-	t, err := ruleType(r)
-	if err != nil {
-		return 0, err
-	}
-	if t != "domains" {
-		return 0, fmt.Errorf("cookie rule type %q is not supported", t)
-	}
-	if result == nil {
-		// The getter could not read the Cookies database.
-		return 0, nil
-	}
-	hosts, err := rowColumn(result, 1)
-	if err != nil {
-		return 0, err
-	}
-	for _, d := range metric.Strings(r["domains"]) {
-		for _, h := range hosts {
-			if CompareURLs(d, h) {
-				return 0, nil
-			}
-		}
-	}
-	return 1, nil
+	return noRowMatches(result, expected, "domains", 1, func(domain, host string) bool { return CompareURLs(domain, host) })
 }
 
 // metricHistoryDeleted is check_history_deleted: no history URL (column 0)
 // contains a rule keyword.
 func metricHistoryDeleted(result, expected any, _ bool, _ map[string]any) (float64, error) {
-	r, err := metric.Rules(expected)
+	return noRowMatches(result, expected, "keywords", 0, func(keyword, url string) bool { return strings.Contains(url, keyword) })
+}
+
+// noRowMatches scores the deletion checks over SQLite rows: the rule's
+// type is typ and lists words under the same key, and no word may match
+// column col of any row. A nil result means the getter could not read
+// the database.
+func noRowMatches(result, expected any, typ string, col int, match func(word, cell string) bool) (float64, error) {
+	r, t, err := typedRule(expected)
 	if err != nil {
 		return 0, err
 	}
-	t, err := ruleType(r)
-	if err != nil {
-		return 0, err
-	}
-	if t != "keywords" {
-		return 0, fmt.Errorf("history rule type %q is not supported", t)
+	if t != typ {
+		return 0, fmt.Errorf("deletion rule type %q is not supported (want %q)", t, typ)
 	}
 	if result == nil {
 		return 0, nil
 	}
-	urls, err := rowColumn(result, 0)
+	cells, err := rowColumn(result, col)
 	if err != nil {
 		return 0, err
 	}
-	for _, k := range metric.Strings(r["keywords"]) {
-		for _, u := range urls {
-			if strings.Contains(u, k) {
+	for _, w := range metric.Strings(r[typ]) {
+		for _, c := range cells {
+			if match(w, c) {
 				return 0, nil
 			}
 		}
@@ -611,11 +595,7 @@ func shortcutContents(v any) ([]string, error) {
 // the expected Name= (type name) or Exec= (type exec) line, exactly or with
 // one containing the other.
 func metricShortcutOnDesktop(result, expected any, _ bool, _ map[string]any) (float64, error) {
-	r, err := metric.Rules(expected)
-	if err != nil {
-		return 0, err
-	}
-	t, err := ruleType(r)
+	r, t, err := typedRule(expected)
 	if err != nil {
 		return 0, err
 	}
