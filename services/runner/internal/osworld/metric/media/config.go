@@ -32,6 +32,17 @@ func readUTF8(v any) (string, bool) {
 	return text, true
 }
 
+// rulesAndText reads the rules and the config file's text; ok is false
+// when the file is missing, unreadable or not UTF-8, which OSWorld scores 0.
+func rulesAndText(result, expected any) (rule map[string]any, text string, ok bool, err error) {
+	rule, err = metric.Rules(expected)
+	if err != nil {
+		return nil, "", false, err
+	}
+	text, ok = readUTF8(result)
+	return rule, text, ok, nil
+}
+
 // pyStr is Python's str() of a rule value that JSON gave as a number, the
 // way OSWorld turns an int rule into the string it compares.
 func pyStr(v any) (string, bool) {
@@ -70,13 +81,9 @@ func lastValue(text, key, def string) string {
 // of key (default def) equals str(rules[ruleKey]).
 func vlcValueMetric(key, ruleKey, def string) metric.Func {
 	return func(result, expected any, _ bool, _ map[string]any) (float64, error) {
-		rule, err := metric.Rules(expected)
-		if err != nil {
+		rule, text, ok, err := rulesAndText(result, expected)
+		if err != nil || !ok {
 			return 0, err
-		}
-		text, ok := readUTF8(result)
-		if !ok {
-			return 0, nil
 		}
 		want, ok := pyStr(rule[ruleKey])
 		if !ok {
@@ -90,13 +97,9 @@ func vlcValueMetric(key, ruleKey, def string) metric.Func {
 // last global-key-play-pause= line has a value, "0" when it is empty or
 // absent, compared with str(rules["expected_global_key_play_pause"]).
 func metricGlobalKeyPlayPause(result, expected any, _ bool, _ map[string]any) (float64, error) {
-	rule, err := metric.Rules(expected)
-	if err != nil {
+	rule, text, ok, err := rulesAndText(result, expected)
+	if err != nil || !ok {
 		return 0, err
-	}
-	text, ok := readUTF8(result)
-	if !ok {
-		return 0, nil
 	}
 	want, ok := pyStr(rule["expected_global_key_play_pause"])
 	if !ok {
@@ -113,13 +116,9 @@ func metricGlobalKeyPlayPause(result, expected any, _ bool, _ map[string]any) (f
 // uncommented line containing input-record-path decides, by its value
 // after the last '='.
 func metricVLCRecordingsFolder(result, expected any, _ bool, _ map[string]any) (float64, error) {
-	rule, err := metric.Rules(expected)
-	if err != nil {
+	rule, text, ok, err := rulesAndText(result, expected)
+	if err != nil || !ok {
 		return 0, err
-	}
-	text, ok := readUTF8(result)
-	if !ok {
-		return 0, nil
 	}
 	want, ok := rule["recording_file_path"].(string)
 	if !ok {
@@ -145,13 +144,9 @@ const defaultSliderColours = "153;210;153;20;210;20;255;199;15;245;39;29"
 // the value with rules["expected_qt_slider_colours"]; type "blackish"
 // needs every complete RGB triple below 100 in each component.
 func metricQtSliderColours(result, expected any, _ bool, _ map[string]any) (float64, error) {
-	rule, err := metric.Rules(expected)
-	if err != nil {
+	rule, text, ok, err := rulesAndText(result, expected)
+	if err != nil || !ok {
 		return 0, err
-	}
-	text, ok := readUTF8(result)
-	if !ok {
-		return 0, nil
 	}
 	v := lastValue(text, "qt-slider-colours", defaultSliderColours)
 	switch rule["type"] {
@@ -216,13 +211,9 @@ func metricVLCFullscreen(result, expected any, _ bool, _ map[string]any) (float6
 // rules["value"]. A blank line of spaces before a match raises in OSWorld
 // (it indexes an empty list) and scores 0.
 func metricGIMPConfigStatus(result, expected any, _ bool, _ map[string]any) (float64, error) {
-	rule, err := metric.Rules(expected)
-	if err != nil {
+	rule, text, ok, err := rulesAndText(result, expected)
+	if err != nil || !ok {
 		return 0, err
-	}
-	text, ok := readUTF8(result)
-	if !ok {
-		return 0, nil
 	}
 	text = strings.ReplaceAll(strings.ReplaceAll(text, "\r\n", "\n"), "\r", "\n")
 	value, _ := rule["value"].(string)
@@ -310,13 +301,9 @@ func pyBasename(p string) string {
 // "playing" and the first non-empty meta entry names the expected file
 // (rules type file_name) or URL (type url).
 func metricVLCPlaying(result, expected any, _ bool, _ map[string]any) (float64, error) {
-	rule, err := metric.Rules(expected)
-	if err != nil {
+	rule, text, ok, err := rulesAndText(result, expected)
+	if err != nil || !ok {
 		return 0, err
-	}
-	text, ok := readUTF8(result)
-	if !ok {
-		return 0, nil
 	}
 	root, err := parseXML(text)
 	if err != nil {
