@@ -382,22 +382,33 @@ func collapseBlanks(s string) string {
 	return b.String()
 }
 
+// readTextPair reads the result and expected files as Python text. ok is
+// false when the result is missing or not UTF-8 (scored 0); an expected
+// file that is missing or unreadable is an error, since Python raises.
+func readTextPair(result, expected any) (a, b string, ok bool, err error) {
+	a, ok, err = ReadPyText(result)
+	if errors.Is(err, errUndecodable) || !ok {
+		return "", "", false, nil
+	}
+	if err != nil {
+		return "", "", false, err
+	}
+	b, ok, err = ReadPyText(expected)
+	if err != nil {
+		return "", "", false, err
+	}
+	if !ok {
+		return "", "", false, fmt.Errorf("expected file %v missing", expected)
+	}
+	return a, b, true, nil
+}
+
 // metricCompareTextFile compares two text files (options ignore_blanks,
 // ignore_case).
 func metricCompareTextFile(result, expected any, _ bool, opts map[string]any) (float64, error) {
-	a, ok, err := ReadPyText(result)
-	if errors.Is(err, errUndecodable) || !ok {
-		return 0, nil
-	}
-	if err != nil {
+	a, b, ok, err := readTextPair(result, expected)
+	if err != nil || !ok {
 		return 0, err
-	}
-	b, ok, err := ReadPyText(expected)
-	if err != nil {
-		return 0, err
-	}
-	if !ok {
-		return 0, fmt.Errorf("expected file %v missing", expected)
 	}
 	if ib, _ := opts["ignore_blanks"].(bool); ib {
 		a, b = collapseBlanks(a), collapseBlanks(b)
@@ -483,10 +494,17 @@ func metricCheckList(result, expected any, _ bool, _ map[string]any) (float64, e
 }
 
 // metricCheckCSV reads a CSV file as csv.DictReader does (the first row
-// names the fields) and needs, for each rules["expect"] record, a row
-// holding its key/value pairs, and no row holding any rules["unexpect"]
-// record's.
+// names the fields) and scores it with expectRecords.
 func metricCheckCSV(result, expected any, _ bool, _ map[string]any) (float64, error) {
+	return expectRecords(result, expected, dictRows)
+}
+
+// expectRecords is the check that check_csv and check_thunderbird_filter
+// share: for each rules["expect"] record some row of the file (as parse
+// reads it) holds its key/value pairs, and no row holds any
+// rules["unexpect"] record's. A missing, undecodable or unparsable file
+// scores 0.
+func expectRecords(result, expected any, parse func(text string) ([]map[string]any, error)) (float64, error) {
 	r, err := Rules(expected)
 	if err != nil {
 		return 0, err
@@ -508,7 +526,7 @@ func metricCheckCSV(result, expected any, _ bool, _ map[string]any) (float64, er
 	if err != nil {
 		return 0, err
 	}
-	rows, err := dictRows(text)
+	rows, err := parse(text)
 	if err != nil {
 		return 0, nil
 	}
@@ -795,19 +813,9 @@ func metricFileContains(result, expected any, _ bool, _ map[string]any) (float64
 // metricDiffTextFile is difflib's SequenceMatcher ratio between the two
 // files' lines: a fraction.
 func metricDiffTextFile(result, expected any, _ bool, _ map[string]any) (float64, error) {
-	a, ok, err := ReadPyText(result)
-	if errors.Is(err, errUndecodable) || !ok {
-		return 0, nil
-	}
-	if err != nil {
+	a, b, ok, err := readTextPair(result, expected)
+	if err != nil || !ok {
 		return 0, err
-	}
-	b, ok, err := ReadPyText(expected)
-	if err != nil {
-		return 0, err
-	}
-	if !ok {
-		return 0, fmt.Errorf("diff_text_file: expected file %v missing", expected)
 	}
 	ratio, ok := SequenceRatio(pySplitLines(a), pySplitLines(b))
 	if !ok {

@@ -165,47 +165,11 @@ func pySlice(s string, start, end int) string {
 	return string(rs[start:e])
 }
 
-// metricThunderbirdFilter needs, for each rules["expect"] record, a filter
-// holding its key/value pairs, and no filter holding any
-// rules["unexpect"] record's.
+// metricThunderbirdFilter scores msgFilterRules.dat with expectRecords:
+// each rules["expect"] record is held by some filter, no
+// rules["unexpect"] record by any.
 func metricThunderbirdFilter(result, expected any, _ bool, _ map[string]any) (float64, error) {
-	r, err := Rules(expected)
-	if err != nil {
-		return 0, err
-	}
-	records := func(k string) []map[string]any {
-		var out []map[string]any
-		l, _ := pyList(r[k])
-		for _, e := range l {
-			m, _ := pyDict(e)
-			out = append(out, m)
-		}
-		return out
-	}
-	exp, unexp := records("expect"), records("unexpect")
-	text, ok, err := ReadPyText(result)
-	if errors.Is(err, errUndecodable) || !ok {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	filters, err := ParseFilters(text)
-	if err != nil {
-		return 0, nil
-	}
-	seen := make([]bool, len(exp))
-	for _, f := range filters {
-		for i, e := range exp {
-			seen[i] = seen[i] || MatchRecord(e, f)
-		}
-		for _, u := range unexp {
-			if MatchRecord(u, f) {
-				return 0, nil
-			}
-		}
-	}
-	return Bool(!slices.Contains(seen, false)), nil
+	return expectRecords(result, expected, ParseFilters)
 }
 
 // metricThunderbirdFolder is check_thunderbird_folder, kept as OSWorld
