@@ -337,7 +337,7 @@ var wrongVariants = map[string][]edit{
 	"thunderbird": {{"evaluator.expected.rules.1.selectors", []any{
 		"application[name=Thunderbird] push-button[name=Nonexistent]",
 	}}},
-	"vlc": {{"evaluator.expected.rules.file_name", "other.mp4"}},
+	"vlc": {{"evaluator.expected.0.rules.file_name", "other.mp4"}},
 }
 
 // addWrongVariants writes, beside each task of the tree's index, its
