@@ -377,7 +377,7 @@ func addWrongVariants(t *testing.T, tree, placeholder, url string) []string {
 			}
 			wid := id + "-wrong"
 			task["id"] = wid
-			task["instruction"] = task["instruction"].(string) + " (wrong variant)"
+			task["instruction"] = fmt.Sprint(task["instruction"]) + " (wrong variant)"
 			out, err := json.MarshalIndent(task, "", "  ")
 			if err != nil {
 				t.Fatal(err)
