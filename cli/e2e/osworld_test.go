@@ -87,7 +87,6 @@ func TestOSWorldFull(t *testing.T) {
 
 	work := t.TempDir()
 	if os.Getenv("OSWORLD_KEEP") == "1" {
-		var err error
 		if work, err = os.MkdirTemp("", "osworld-e2e-"); err != nil {
 			t.Fatal(err)
 		}
