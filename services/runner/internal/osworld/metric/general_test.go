@@ -2,6 +2,7 @@ package metric
 
 import (
 	"database/sql"
+	"errors"
 	"math"
 	"os"
 	"os/exec"
@@ -130,6 +131,11 @@ func TestPythonOperators(t *testing.T) {
 	}
 }
 
+// pyEqualAll is a library object whose == holds against anything.
+type pyEqualAll struct{}
+
+func (pyEqualAll) PyEqual(any) bool { return true }
+
 func TestMatchValueToRule(t *testing.T) {
 	tests := []struct {
 		value   any
@@ -151,6 +157,21 @@ func TestMatchValueToRule(t *testing.T) {
 		{`"a,b"`, rules("method", "str_set_eq", "ref", []any{"b", "a"}), true, false},
 		{1.0, rules("method", "re", "ref", "1"), false, true},
 		{1.0, rules("method", "nope", "ref", 1.0), false, true},
+		// Python's `and` never looks at the right bound once the left one
+		// fails, so an unorderable right bound is False, not a raise.
+		{3.0, rules("method", "range.te", "ref", []any{5.0, "x"}), false, false},
+		{3.0, rules("method", "range.tx", "ref", []any{5.0, 9.0}), false, false},
+		{6.0, rules("method", "range.tx", "ref", []any{5.0, 9.0}), false, true},
+		{6.0, rules("method", "range.te", "ref", []any{5.0, "x"}), false, true},
+		// list(ref): a non-string never equals a string, and a string ref
+		// is its characters.
+		{"a,b", rules("method", "str_list_eq", "ref", []any{"a", "b"}), true, false},
+		{"a", rules("method", "str_list_eq", "ref", []any{"a", 1.0}), false, false},
+		{"a,b", rules("method", "str_set_eq", "ref", "ba"), true, false},
+		{"a", rules("method", "str_set_eq", "ref", 1.0), false, true},
+		{"1_000", rules("method", "approx:0.1", "ref", 1000.0), true, false},
+		{pyEqualAll{}, rules("method", "eq", "ref", "anything"), true, false},
+		{"anything", rules("method", "ne", "ref", []any{pyEqualAll{}}), true, false},
 	}
 	for _, tt := range tests {
 		got, err := MatchValueToRule(tt.value, tt.rule)
@@ -392,4 +413,23 @@ func TestFuzzyPlaceMath(t *testing.T) {
 		{"not a docx", "fuzzy_place_math", src, rules("expected", answers), nil, 0, false},
 		{"missing", "fuzzy_place_math", filepath.Join(dir, "none.docx"), rules("expected", answers), nil, 0, false},
 	})
+}
+
+func TestMatchValueToRuleRaises(t *testing.T) {
+	tests := []struct {
+		rule   map[string]any
+		raises bool
+	}{
+		{rules("method", "lt", "ref", 1.0), true},
+		{rules("method", "nope", "ref", 1.0), true},
+		{rules("ref", 1.0), true},
+		// An unbalanced pattern is the regex engine's error, not a score.
+		{rules("method", "re", "ref", "("), false},
+	}
+	for _, tt := range tests {
+		_, err := MatchValueToRule("1", tt.rule)
+		if err == nil || errors.Is(err, ErrPyRaises) != tt.raises {
+			t.Errorf("MatchValueToRule(\"1\", %v) error = %v; want one that raises: %v", tt.rule, err, tt.raises)
+		}
+	}
 }

@@ -92,6 +92,12 @@ func PyEqual(a, b any) bool {
 	if a == nil || b == nil {
 		return a == nil && b == nil
 	}
+	if x, ok := a.(PyEqualer); ok {
+		return x.PyEqual(b)
+	}
+	if y, ok := b.(PyEqualer); ok {
+		return y.PyEqual(a)
+	}
 	if x, ok := pyNumber(a); ok {
 		y, ok := pyNumber(b)
 		return ok && x == y
@@ -458,15 +464,30 @@ func pySplitLines(s string) []string {
 	return out
 }
 
+// ErrPyRaises marks an error of MatchValueToRule that stands for the
+// Python function raising (a KeyError, TypeError, NotImplementedError...),
+// as opposed to a pattern this package's regex engine cannot run.
+// OSWorld's callers differ in what a raise scores, so they tell them apart.
+var ErrPyRaises = errors.New("the Python function raises here")
+
+// PyEqualer is a value with its own Python ==, as a library's objects
+// have (openpyxl's colours and hyperlinks): PyEqual asks it on whichever
+// side it stands.
+type PyEqualer interface {
+	PyEqual(other any) bool
+}
+
 // MatchValueToRule is OSWorld's _match_value_to_rule (metrics/utils.py):
 // rule {"method", "ref"} where method is "re" with optional flags
 // ("re.S", "re.I.M"), one of eq ne le lt ge gt, "approx:THRESHOLD",
-// "range.XY" with X, Y in {e, t}, or "str_list_eq"/"str_set_eq". An
-// error stands for the Python function raising.
+// "range.XY" with X, Y in {e, t}, or "str_list_eq"/"str_set_eq". The
+// spreadsheet_range method works on openpyxl's cell ranges and is left
+// to the table family. An error wrapping ErrPyRaises stands for the Python
+// function raising; any other error is a pattern that could not be run.
 func MatchValueToRule(value any, rule map[string]any) (bool, error) {
 	method, ok := rule["method"].(string)
 	if !ok {
-		return false, fmt.Errorf("rule without a method")
+		return false, fmt.Errorf("rule without a method: %w", ErrPyRaises)
 	}
 	ref := rule["ref"]
 	switch {
@@ -475,18 +496,18 @@ func MatchValueToRule(value any, rule map[string]any) (bool, error) {
 		for _, f := range strings.Split(method, ".")[1:] {
 			fl, ok := reFlags[f]
 			if !ok {
-				return false, fmt.Errorf("unknown re flag %q", f)
+				return false, fmt.Errorf("unknown re flag %q: %w", f, ErrPyRaises)
 			}
 			flags = append(flags, fl)
 		}
 		p, ok1 := ref.(string)
 		s, ok2 := value.(string)
 		if !ok1 || !ok2 {
-			return false, fmt.Errorf("re.search on %T: %w", value, errPyType)
+			return false, fmt.Errorf("re.search on %T: %w: %w", value, ErrPyRaises, errPyType)
 		}
 		re, err := pyre.Compile(p, flags...)
 		if err != nil {
-			return false, err
+			return false, fmt.Errorf("pattern %q: %w", p, err)
 		}
 		m, err := re.Search(s)
 		return m != nil, err
@@ -497,14 +518,14 @@ func MatchValueToRule(value any, rule map[string]any) (bool, error) {
 	case method == "le", method == "lt", method == "ge", method == "gt":
 		c, err := pyCompare(value, ref)
 		if err != nil {
-			return false, err
+			return false, fmt.Errorf("%s: %w: %w", method, ErrPyRaises, err)
 		}
 		return map[string]bool{"le": c <= 0, "lt": c < 0, "ge": c >= 0, "gt": c > 0}[method], nil
 	case strings.HasPrefix(method, "approx"):
 		_, th, ok := strings.Cut(method, ":")
 		threshold, err := pyFloat(th)
 		if !ok || err != nil {
-			return false, fmt.Errorf("approx method %q without a threshold", method)
+			return false, fmt.Errorf("approx method %q without a threshold: %w", method, ErrPyRaises)
 		}
 		// float(value) first: a value that is no number is False before
 		// the ref is looked at.
@@ -521,37 +542,57 @@ func MatchValueToRule(value any, rule map[string]any) (bool, error) {
 		}
 		r, ok := pyNumber(ref)
 		if !ok {
-			return false, fmt.Errorf("approx ref %T: %w", ref, errPyType)
+			return false, fmt.Errorf("approx ref %T: %w: %w", ref, ErrPyRaises, errPyType)
 		}
 		return math.Abs(f-r) <= threshold, nil
 	case strings.HasPrefix(method, "range.") && len(method) >= 8:
+		// `l<X>(ref[0], value) and l<Y>(value, ref[1])`: the right side is
+		// not looked at once the left one is False.
+		side := func(op byte, a, b any) (bool, error) {
+			if op != 'e' && op != 't' {
+				return false, fmt.Errorf("range method %q: %w", method, ErrPyRaises)
+			}
+			c, err := pyCompare(a, b)
+			if err != nil {
+				return false, fmt.Errorf("%s: %w: %w", method, ErrPyRaises, err)
+			}
+			return c < 0 || (op == 'e' && c == 0), nil
+		}
 		lims, ok := pyList(ref)
 		if !ok || len(lims) < 2 {
-			return false, fmt.Errorf("range ref must be a pair")
+			return false, fmt.Errorf("range ref must be a pair: %w", ErrPyRaises)
 		}
-		lc, err := pyCompare(lims[0], value)
-		if err != nil {
+		if l, err := side(method[6], lims[0], value); err != nil || !l {
 			return false, err
 		}
-		left := map[byte]bool{'e': lc <= 0, 't': lc < 0}
-		rc, err := pyCompare(value, lims[1])
-		if err != nil {
-			return false, err
-		}
-		right := map[byte]bool{'e': rc <= 0, 't': rc < 0}
-		l, lok := left[method[6]]
-		r, rok := right[method[7]]
-		if !lok || !rok {
-			return false, fmt.Errorf("range method %q", method)
-		}
-		return l && r, nil
+		return side(method[7], value, lims[1])
 	case method == "str_list_eq", method == "str_set_eq":
 		s, ok := value.(string)
 		if !ok {
-			return false, fmt.Errorf("%s on %T: %w", method, value, errPyType)
+			return false, fmt.Errorf("%s on %T: %w: %w", method, value, ErrPyRaises, errPyType)
 		}
 		got := strings.Split(strings.Trim(s, `"'`), ",")
-		want := Strings(ref)
+		var want []string
+		switch r := ref.(type) {
+		case string:
+			// list(str) is the string's characters.
+			for _, c := range r {
+				want = append(want, string(c))
+			}
+		default:
+			refs, ok := pyList(ref)
+			if !ok {
+				return false, fmt.Errorf("%s ref %T: %w: %w", method, ref, ErrPyRaises, errPyType)
+			}
+			for _, e := range refs {
+				es, ok := e.(string)
+				if !ok {
+					// A non-string never equals one of the value's strings.
+					return false, nil
+				}
+				want = append(want, es)
+			}
+		}
 		if method == "str_list_eq" {
 			return slices.Equal(got, want), nil
 		}
@@ -559,7 +600,7 @@ func MatchValueToRule(value any, rule map[string]any) (bool, error) {
 		slices.Sort(want)
 		return slices.Equal(slices.Compact(got), slices.Compact(want)), nil
 	}
-	return false, fmt.Errorf("rule method %q is not supported", method)
+	return false, fmt.Errorf("rule method %q is not supported: %w", method, ErrPyRaises)
 }
 
 // reFlags are the names `re.<FLAG>` methods use.

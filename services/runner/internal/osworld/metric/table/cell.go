@@ -3,12 +3,11 @@ package table
 import (
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
 
-	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric/pyre"
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric"
 )
 
 // errPython stands for a Python exception inside OSWorld's metric: the
@@ -274,69 +273,14 @@ func boolElem(v *valAttr) bool {
 	return xmlBool(*v.Val, true)
 }
 
-// matchRule is OSWorld's _match_value_to_rule; an error is Python raising.
+// matchRule is OSWorld's _match_value_to_rule: metric.MatchValueToRule
+// with openpyxl's spreadsheet_range method added. A raise of the shared
+// matcher is errPython; a pattern the regex engine cannot run stays an
+// error.
 func matchRule(value any, rule map[string]any) (bool, error) {
-	method, ok := rule["method"].(string)
-	if !ok {
-		return false, fmt.Errorf("rule without a method: %w", errPython)
-	}
-	ref := rule["ref"]
-	switch {
-	case strings.HasPrefix(method, "re"):
-		var flags []pyre.Flag
-		for _, f := range strings.Split(method, ".")[1:] {
-			fl, ok := reFlags[f]
-			if !ok {
-				return false, fmt.Errorf("re flag %q: %w", f, errPython)
-			}
-			flags = append(flags, fl)
-		}
-		p, ok1 := ref.(string)
-		s, ok2 := value.(string)
-		if !ok1 || !ok2 {
-			return false, fmt.Errorf("re.search on a %T: %w", value, errPython)
-		}
-		re, err := pyre.Compile(p, flags...)
-		if err != nil {
-			return false, fmt.Errorf("pattern %q: %w", p, err)
-		}
-		m, err := re.Search(s)
-		return m != nil, err
-	case method == "eq":
-		return ruleEq(value, ref), nil
-	case method == "ne":
-		return !ruleEq(value, ref), nil
-	case method == "le", method == "lt", method == "ge", method == "gt":
-		c, err := ruleCmp(value, ref)
-		if err != nil {
-			return false, err
-		}
-		return map[string]bool{"le": c <= 0, "lt": c < 0, "ge": c >= 0, "gt": c > 0}[method], nil
-	case strings.HasPrefix(method, "approx"):
-		_, th, _ := strings.Cut(method, ":")
-		threshold, err := strconv.ParseFloat(strings.TrimSpace(th), 64)
-		if err != nil {
-			return false, fmt.Errorf("approx threshold %q: %w", th, errPython)
-		}
-		r, ok := ruleNumber(ref)
-		if !ok {
-			return false, fmt.Errorf("approx ref %T: %w", ref, errPython)
-		}
-		var f float64
-		switch x := value.(type) {
-		case string:
-			if f, err = strconv.ParseFloat(strings.TrimSpace(x), 64); err != nil {
-				return false, nil
-			}
-		default:
-			if f, ok = ruleNumber(x); !ok {
-				return false, nil
-			}
-		}
-		return math.Abs(f-r) <= threshold, nil
-	case method == "spreadsheet_range":
-		got, ok := value.([]cellRange)
-		lims, ok2 := ref.([]any)
+	if m, _ := rule["method"].(string); m == "spreadsheet_range" {
+		got, ok := value.(multiRange)
+		lims, ok2 := rule["ref"].([]any)
 		if !ok || !ok2 || len(lims) < 2 {
 			return false, fmt.Errorf("spreadsheet_range on %T: %w", value, errPython)
 		}
@@ -345,58 +289,13 @@ func matchRule(value any, rule map[string]any) (bool, error) {
 		if err1 != nil || err2 != nil {
 			return false, fmt.Errorf("spreadsheet_range ref: %w", errPython)
 		}
-		return rangesWithin(sub, got) && rangesWithin(got, super), nil
-	case strings.HasPrefix(method, "range.") && len(method) >= 8:
-		lims, ok := ref.([]any)
-		if !ok || len(lims) < 2 {
-			return false, fmt.Errorf("range ref: %w", errPython)
-		}
-		lc, err := ruleCmp(lims[0], value)
-		if err != nil {
-			return false, err
-		}
-		rc, err := ruleCmp(value, lims[1])
-		if err != nil {
-			return false, err
-		}
-		cmp := func(op byte, c int) (bool, error) {
-			switch op {
-			case 'e':
-				return c <= 0, nil
-			case 't':
-				return c < 0, nil
-			}
-			return false, fmt.Errorf("range method %q: %w", method, errPython)
-		}
-		l, err := cmp(method[6], lc)
-		if err != nil {
-			return false, err
-		}
-		r, err := cmp(method[7], rc)
-		return l && r, err
-	case method == "str_list_eq", method == "str_set_eq":
-		s, ok := value.(string)
-		if !ok {
-			return false, fmt.Errorf("%s on %T: %w", method, value, errPython)
-		}
-		got := strings.Split(strings.Trim(s, `"'`), ",")
-		var want []string
-		refs, _ := ref.([]any)
-		for _, r := range refs {
-			rs, ok := r.(string)
-			if !ok {
-				return false, nil
-			}
-			want = append(want, rs)
-		}
-		if method == "str_list_eq" {
-			return slices.Equal(got, want), nil
-		}
-		slices.Sort(got)
-		slices.Sort(want)
-		return slices.Equal(slices.Compact(got), slices.Compact(want)), nil
+		return rangesWithin(sub, got.ranges) && rangesWithin(got.ranges, super), nil
 	}
-	return false, fmt.Errorf("rule method %q: %w", method, errPython)
+	ok, err := metric.MatchValueToRule(value, rule)
+	if errors.Is(err, metric.ErrPyRaises) {
+		return false, fmt.Errorf("%w: %w", errPython, err)
+	}
+	return ok, err
 }
 
 // rangesWithin is OSWorld's _multicellrange_containsby: every range of
@@ -408,85 +307,6 @@ func rangesWithin(sub, super []cellRange) bool {
 		}
 	}
 	return true
-}
-
-var reFlags = map[string]pyre.Flag{
-	"I": pyre.IgnoreCase, "IGNORECASE": pyre.IgnoreCase,
-	"M": pyre.Multiline, "MULTILINE": pyre.Multiline,
-	"S": pyre.DotAll, "DOTALL": pyre.DotAll,
-	"X": pyre.Verbose, "VERBOSE": pyre.Verbose,
-	"U": 0, "UNICODE": 0,
-}
-
-func ruleNumber(v any) (float64, bool) {
-	switch x := v.(type) {
-	case float64:
-		return x, true
-	case bool:
-		if x {
-			return 1, true
-		}
-		return 0, true
-	case int:
-		return float64(x), true
-	}
-	return 0, false
-}
-
-// ruleEq is Python's == between a cell property and a JSON value.
-func ruleEq(a, b any) bool {
-	if a == nil || b == nil {
-		return a == nil && b == nil
-	}
-	if x, ok := ruleNumber(a); ok {
-		y, ok := ruleNumber(b)
-		return ok && x == y
-	}
-	switch x := a.(type) {
-	case string:
-		y, ok := b.(string)
-		return ok && x == y
-	case nonRGB:
-		_, ok := b.(nonRGB)
-		return ok
-	case hyperlinkObj:
-		y, ok := b.(hyperlinkObj)
-		return ok && x == y
-	case []any:
-		y, ok := b.([]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for i := range x {
-			if !ruleEq(x[i], y[i]) {
-				return false
-			}
-		}
-		return true
-	}
-	return false
-}
-
-// ruleCmp orders numbers with numbers and strings with strings; anything
-// else is Python's TypeError.
-func ruleCmp(a, b any) (int, error) {
-	if x, ok := ruleNumber(a); ok {
-		if y, ok := ruleNumber(b); ok {
-			switch {
-			case x < y:
-				return -1, nil
-			case x > y:
-				return 1, nil
-			}
-			return 0, nil
-		}
-	}
-	x, ok1 := a.(string)
-	y, ok2 := b.(string)
-	if ok1 && ok2 {
-		return strings.Compare(x, y), nil
-	}
-	return 0, fmt.Errorf("ordering %T and %T: %w", a, b, errPython)
 }
 
 // pyStr is str(cell.value) for a fully loaded workbook, "" for None (as

@@ -24,7 +24,7 @@ func (c *tableCtx) style(r map[string]any) (bool, error) {
 	}
 	for k, va := range a {
 		vb, ok := b[k]
-		if !ok || !ruleEq(va, vb) {
+		if !ok || !metric.PyEqual(va, vb) {
 			return false, nil
 		}
 	}

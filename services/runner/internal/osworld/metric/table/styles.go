@@ -15,9 +15,27 @@ type nonRGB struct{}
 
 func (nonRGB) String() string { return "Values must be of type <class 'str'>" }
 
+// PyEqual holds between any two such values, whatever colours they stand
+// for: both are the same descriptor object in openpyxl.
+func (nonRGB) PyEqual(other any) bool {
+	_, ok := other.(nonRGB)
+	return ok
+}
+
 // hyperlinkObj is openpyxl's Hyperlink object of one cell: equal to no
 // string, and to another only with the same attributes.
 type hyperlinkObj struct{ coord, attrs string }
+
+func (h hyperlinkObj) PyEqual(other any) bool {
+	o, ok := other.(hyperlinkObj)
+	return ok && h == o
+}
+
+// multiRange is openpyxl's MultiCellRange (a data validation's ranges) as
+// a rule value: no Python list, and equal to no value a rule can hold.
+type multiRange struct{ ranges []cellRange }
+
+func (multiRange) PyEqual(any) bool { return false }
 
 // xmlColor is a CT_Color element.
 type xmlColor struct {

@@ -629,7 +629,7 @@ func (c *tableCtx) dataValidation(r map[string]any) (bool, error) {
 func (dv dataValidation) attr(name string) any {
 	switch name {
 	case "ranges", "sqref":
-		return dv.sqref
+		return multiRange{dv.sqref}
 	case "formula1":
 		return dv.formula1
 	case "formula2":
@@ -688,7 +688,7 @@ func (c *tableCtx) rowProps(r map[string]any) (bool, error) {
 			return false, nil
 		}
 		for k, v := range ia {
-			if !ruleEq(v, ib[k]) {
+			if !metric.PyEqual(v, ib[k]) {
 				return false, nil
 			}
 		}
