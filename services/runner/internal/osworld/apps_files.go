@@ -4,34 +4,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-)
 
-// truthy is Python's truth value of a JSON value: task files write
-// "multi": "true" as often as true, and OSWorld only tests
-// config.get("multi", False).
-func truthy(v any) bool {
-	switch x := v.(type) {
-	case nil:
-		return false
-	case bool:
-		return x
-	case float64:
-		return x != 0
-	case string:
-		return x != ""
-	case []any:
-		return len(x) > 0
-	case map[string]any:
-		return len(x) > 0
-	}
-	return true
-}
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric"
+)
 
 // pathDests reads the path and dest of a file getter (vm_file,
 // cloud_file): single strings, or lists when multi is truthy, paired as
 // Python's zip pairs them (the shorter list decides).
 func pathDests(cfg map[string]any) (paths, dests []string, err error) {
-	if !truthy(cfg["multi"]) {
+	if !metric.Truthy(cfg["multi"]) {
 		p, d := str(cfg, "path"), str(cfg, "dest")
 		if p == "" || d == "" {
 			return nil, nil, fmt.Errorf("path and dest are required strings")

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric"
 )
 
 // getVMCommandError is vm_command_error: the stderr of a command run in
@@ -14,7 +16,7 @@ func getVMCommandError(ctx context.Context, s *Session, cfg map[string]any) (any
 	if !ok {
 		return nil, fmt.Errorf("vm_command_error: command is required")
 	}
-	res, err := s.Guest.Execute(ctx, cmd, truthy(cfg["shell"]), false)
+	res, err := s.Guest.Execute(ctx, cmd, metric.Truthy(cfg["shell"]), false)
 	if refused(err) {
 		return nil, nil
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rolloutmesh/rolloutmesh/serverkit/boundedread"
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric"
 
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/env"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/guest"
@@ -129,7 +130,7 @@ func str(p map[string]any, k string) string {
 
 // boolean is Python's truth value of parameter k: task files write
 // "shell": "true" as often as true, and OSWorld passes either on as is.
-func boolean(p map[string]any, k string) bool { return truthy(p[k]) }
+func boolean(p map[string]any, k string) bool { return metric.Truthy(p[k]) }
 
 // replacePlaceholders fills OSWorld's {CLIENT_PASSWORD}, {SCREEN_WIDTH}...
 func (s *Session) replacePlaceholders(v string) string {

@@ -17,6 +17,7 @@ import (
 	_ "modernc.org/sqlite" // the SQLite driver for History and Cookies
 
 	"github.com/rolloutmesh/rolloutmesh/serverkit/boundedread"
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric"
 )
 
 // Profile files, relative to the profile directory.
@@ -63,25 +64,6 @@ func get(m map[string]any, keys ...string) (any, bool) {
 		}
 	}
 	return v, true
-}
-
-// truthy is Python's bool(v) for JSON values.
-func truthy(v any) bool {
-	switch x := v.(type) {
-	case nil:
-		return false
-	case bool:
-		return x
-	case float64:
-		return x != 0
-	case string:
-		return x != ""
-	case []any:
-		return len(x) > 0
-	case map[string]any:
-		return len(x) > 0
-	}
-	return true
 }
 
 func pyBool(b bool) string {
@@ -135,7 +117,7 @@ func DoNotTrack(prefs []byte) any {
 	if !ok {
 		return "false"
 	}
-	return pyBool(truthy(m["enable_do_not_track"]))
+	return pyBool(metric.Truthy(m["enable_do_not_track"]))
 }
 
 // SafeBrowsing is get_enable_safe_browsing: "true" when safebrowsing
@@ -153,7 +135,7 @@ func SafeBrowsing(prefs []byte) any {
 	if !isObj {
 		return "false" // .get on a non-dict raises; OSWorld answers "false"
 	}
-	return pyBool(truthy(o["enhanced"]) || truthy(o["enabled"]))
+	return pyBool(metric.Truthy(o["enhanced"]) || metric.Truthy(o["enabled"]))
 }
 
 // NewStartupPage is get_new_startup_page: "true" without a session key,

@@ -101,7 +101,7 @@ func metricAccessibilityTree(result, expected any, _ bool, opts map[string]any) 
 			for _, e := range elems {
 				t, has := elementText(e)
 				switch {
-				case pyTruthy(exact):
+				case Truthy(exact):
 					if has && PyEqual(text, t) || !has && text == nil {
 						score = max(score, 1)
 					}

@@ -289,10 +289,10 @@ func metricDirectJSON(result, expected any, _ bool, _ map[string]any) (float64, 
 		return 0, nil
 	}
 	inResult := r["expect_in_result"]
-	if !pyTruthy(inResult) {
+	if !Truthy(inResult) {
 		// OSWorld looks for ignore_list_order among the expected keys (not
 		// in the rules, where one task puts it): keep that.
-		sortLists := pyTruthy(exp["ignore_list_order"])
+		sortLists := Truthy(exp["ignore_list_order"])
 		for k, ev := range exp {
 			rv := res[k]
 			if sortLists {
@@ -342,8 +342,10 @@ func metricDirectJSON(result, expected any, _ bool, _ map[string]any) (float64, 
 	return 1, nil
 }
 
-// pyTruthy is Python's bool(v) for JSON-like values.
-func pyTruthy(v any) bool {
+// Truthy is Python's bool(v) for JSON-like values and getter results:
+// task files write "multi": "true" as often as true, and OSWorld only
+// tests the value's truth.
+func Truthy(v any) bool {
 	if v == nil {
 		return false
 	}

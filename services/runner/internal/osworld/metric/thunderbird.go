@@ -184,7 +184,7 @@ func metricThunderbirdFilter(result, expected any, _ bool, _ map[string]any) (fl
 func metricThunderbirdFolder(result, expected any, _ bool, opts map[string]any) (float64, error) {
 	removeDup := true
 	if v, ok := opts["remove_duplicate"]; ok {
-		removeDup = pyTruthy(v)
+		removeDup = Truthy(v)
 	}
 	preds, golds := []any{result}, []any{expected}
 	if l, ok := pyList(expected); ok {

@@ -114,7 +114,7 @@ func metricCompareConfig(result, expected any, _ bool, opts map[string]any) (flo
 	if err != nil {
 		return 0, err
 	}
-	if !pyTruthy(r["expected"]) {
+	if !Truthy(r["expected"]) {
 		return 0, nil
 	}
 	want, ok := r["expected"].(string)
@@ -127,7 +127,7 @@ func metricCompareConfig(result, expected any, _ bool, opts map[string]any) (flo
 	}
 	containment := true
 	if v, ok := opts["containment_ok"]; ok {
-		containment = pyTruthy(v)
+		containment = Truthy(v)
 	}
 	var gj, wj any
 	bothJSON := json.Unmarshal([]byte(got), &gj) == nil && json.Unmarshal([]byte(want), &wj) == nil

@@ -41,35 +41,6 @@ func Metrics() metric.Table {
 	}
 }
 
-// truthy is Python's bool(v) for JSON-like values.
-func truthy(v any) bool {
-	switch x := v.(type) {
-	case nil:
-		return false
-	case bool:
-		return x
-	case float64:
-		return x != 0
-	case int:
-		return x != 0
-	case int64:
-		return x != 0
-	case string:
-		return x != ""
-	case []any:
-		return len(x) > 0
-	case map[string]any:
-		return len(x) > 0
-	case []map[string]any:
-		return len(x) > 0
-	case map[string]string:
-		return len(x) > 0
-	case []string:
-		return len(x) > 0
-	}
-	return true
-}
-
 // tabURL is the URL of a tab result: the string itself, or a tab object's
 // "url" (nil when absent, as dict.get).
 func tabURL(v any) any {
@@ -115,7 +86,7 @@ func metricURLPatternMatch(result, expected any, _ bool, _ map[string]any) (floa
 	if err != nil {
 		return 0, err
 	}
-	if !truthy(result) {
+	if !metric.Truthy(result) {
 		return 0, nil
 	}
 	var u string
@@ -179,7 +150,7 @@ func expectedURLRule(expected any) (string, bool, error) {
 // metricActiveTab is is_expected_active_tab: the active tab's URL equals
 // rule["url"] under compare_urls.
 func metricActiveTab(result, expected any, _ bool, _ map[string]any) (float64, error) {
-	if !truthy(result) {
+	if !metric.Truthy(result) {
 		return 0, nil
 	}
 	want, ok, err := expectedURLRule(expected)
@@ -198,7 +169,7 @@ func metricActiveTab(result, expected any, _ bool, _ map[string]any) (float64, e
 // URLs are equal once their query strings are dropped (no other
 // normalisation).
 func metricActiveTabApproximate(result, expected any, _ bool, _ map[string]any) (float64, error) {
-	if !truthy(result) {
+	if !metric.Truthy(result) {
 		return 0, nil
 	}
 	want, ok, err := expectedURLRule(expected)
@@ -220,7 +191,7 @@ func metricTabs(result, expected any, _ bool, _ map[string]any) (float64, error)
 	if err != nil {
 		return 0, err
 	}
-	if !truthy(result) {
+	if !metric.Truthy(result) {
 		return 0, nil
 	}
 	t, err := ruleType(r)
@@ -335,7 +306,7 @@ func metricBookmarks(result, expected any, _ bool, _ map[string]any) (float64, e
 	if err != nil {
 		return 0, err
 	}
-	if !truthy(result) {
+	if !metric.Truthy(result) {
 		return 0, nil
 	}
 	t, err := ruleType(r)
@@ -452,7 +423,7 @@ func metricInstalledExtensions(result, expected any, _ bool, _ map[string]any) (
 	if err != nil {
 		return 0, err
 	}
-	if !truthy(result) {
+	if !metric.Truthy(result) {
 		return 0, nil
 	}
 	var installed []string
@@ -489,7 +460,7 @@ func metricSearchQuery(result, expected any, _ bool, _ map[string]any) (float64,
 	if err != nil {
 		return 0, err
 	}
-	if !truthy(result) {
+	if !metric.Truthy(result) {
 		return 0, nil
 	}
 	exp, _ := r["expect"].(map[string]any)

@@ -72,32 +72,13 @@ func openDocx(v any) *docx.Document {
 	return d
 }
 
-// truthy is Python's bool() of a JSON option value.
-func truthy(v any) bool {
-	switch x := v.(type) {
-	case nil:
-		return false
-	case bool:
-		return x
-	case float64:
-		return x != 0
-	case string:
-		return x != ""
-	case []any:
-		return len(x) > 0
-	case map[string]any:
-		return len(x) > 0
-	}
-	return true
-}
-
 // option is options.get(key, def) read for its truth value.
 func option(opts map[string]any, key string, def bool) bool {
 	v, ok := opts[key]
 	if !ok {
 		return def
 	}
-	return truthy(v)
+	return metric.Truthy(v)
 }
 
 // pyIsSpace is Python's str.isspace for one character, which is also what
