@@ -56,25 +56,6 @@ func compareOptionKeys() []string {
 	return keys
 }
 
-// truthy is Python's bool(v) for a JSON value.
-func truthy(v any) bool {
-	switch x := v.(type) {
-	case nil:
-		return false
-	case bool:
-		return x
-	case float64:
-		return x != 0
-	case string:
-		return x != ""
-	case []any:
-		return len(x) > 0
-	case map[string]any:
-		return len(x) > 0
-	}
-	return true
-}
-
 // errPython stands for an exception OSWorld's metric raises: the episode
 // gets no reward, which this package reports as a score of 0.
 var errPython = errors.New("python would raise")
@@ -92,7 +73,7 @@ func newComparer(opts map[string]any) *comparer {
 	for k, def := range compareDefaults {
 		c.opt[k] = def
 		if v, ok := opts[k]; ok {
-			c.opt[k] = truthy(v)
+			c.opt[k] = metric.Truthy(v)
 		}
 	}
 	if v, ok := opts["approximately_tolerance"]; ok {
@@ -286,41 +267,25 @@ func textShapes(shapes []*pptx.Shape) ([]*pptx.Shape, error) {
 }
 
 func (c *comparer) slide(idx int, s1, s2 *pptx.Slide) (bool, error) {
-	bg1, err := backgroundColor(s1)
-	if err != nil {
-		return false, err
-	}
-	bg2, err := backgroundColor(s2)
+	bg1, bg2, err := pair(backgroundColor, s1, s2)
 	if err != nil {
 		return false, err
 	}
 	if !sameColor(bg1, bg2) && c.opt["examine_background_color"] {
 		return false, nil
 	}
-	n1, err := s1.NotesText()
-	if err != nil {
-		return false, err
-	}
-	n2, err := s2.NotesText()
+	n1, n2, err := pair((*pptx.Slide).NotesText, s1, s2)
 	if err != nil {
 		return false, err
 	}
 	if pyStrip(n1) != pyStrip(n2) && c.opt["examine_note"] {
 		return false, nil
 	}
-	shapes1, err := s1.Shapes()
+	shapes1, shapes2, err := pair((*pptx.Slide).Shapes, s1, s2)
 	if err != nil {
 		return false, err
 	}
-	shapes2, err := s2.Shapes()
-	if err != nil {
-		return false, err
-	}
-	ts1, err := textShapes(shapes1)
-	if err != nil {
-		return false, err
-	}
-	ts2, err := textShapes(shapes2)
+	ts1, ts2, err := pair(textShapes, shapes1, shapes2)
 	if err != nil {
 		return false, err
 	}
@@ -371,11 +336,7 @@ func (c *comparer) alignmentPass(a, b *pptx.Shape) (bool, error) {
 // sameAlignment compares two paragraphs' alignments, None counting as
 // left.
 func sameAlignment(p1, p2 *pptx.Paragraph) (bool, error) {
-	a1, err := p1.Alignment()
-	if err != nil {
-		return false, err
-	}
-	a2, err := p2.Alignment()
+	a1, a2, err := pair((*pptx.Paragraph).Alignment, p1, p2)
 	if err != nil {
 		return false, err
 	}
@@ -419,7 +380,7 @@ func (c *comparer) shape(slideIdx int, a, b *pptx.Shape, bul *bulletCheck) (bool
 	if c.opt["examine_title_bottom_position"] {
 		if bothText && ta == tb {
 			if ta == "Product Comparison" {
-				if bad, err := c.movedDown(a, b, 3600000); err != nil || bad {
+				if bad, err := notMoved(a, b, pptx.Top, 3600000, false); err != nil || bad {
 					return false, err
 				}
 			}
@@ -433,7 +394,7 @@ func (c *comparer) shape(slideIdx int, a, b *pptx.Shape, bul *bulletCheck) (bool
 			return false, err
 		}
 		if both {
-			if bad, err := c.movedDown(a, b, 3600000); err != nil || bad {
+			if bad, err := notMoved(a, b, pptx.Top, 3600000, false); err != nil || bad {
 				return false, err
 			}
 		} else if eq, err := c.approxPos(a, b, all4...); err != nil || !eq {
@@ -441,25 +402,8 @@ func (c *comparer) shape(slideIdx int, a, b *pptx.Shape, bul *bulletCheck) (bool
 		}
 	}
 	if c.opt["examine_right_position"] && slideIdx == 2 && !a.HasText() && !b.HasText() {
-		l1, err := a.Pos(pptx.Left)
-		if err != nil {
+		if bad, err := notMoved(a, b, pptx.Left, 4320000, false); err != nil || bad {
 			return false, err
-		}
-		l2, err := b.Pos(pptx.Left)
-		if err != nil {
-			return false, err
-		}
-		bad, err := less(l1, l2, true)
-		if err != nil {
-			return false, err
-		}
-		if !bad {
-			if bad, err = lessConst(l1, 4320000, false); err != nil {
-				return false, err
-			}
-		}
-		if bad {
-			return false, nil
 		}
 	}
 	if c.opt["examine_top_position"] {
@@ -468,25 +412,8 @@ func (c *comparer) shape(slideIdx int, a, b *pptx.Shape, bul *bulletCheck) (bool
 			return false, err
 		}
 		if both {
-			t1, err := a.Pos(pptx.Top)
-			if err != nil {
+			if bad, err := notMoved(a, b, pptx.Top, 1980000, true); err != nil || bad {
 				return false, err
-			}
-			t2, err := b.Pos(pptx.Top)
-			if err != nil {
-				return false, err
-			}
-			bad, err := less(t2, t1, true) // shape1.top >= shape2.top
-			if err != nil {
-				return false, err
-			}
-			if !bad {
-				if bad, err = lessConst(t1, 1980000, true); err != nil {
-					return false, err
-				}
-			}
-			if bad {
-				return false, nil
 			}
 		}
 	}
@@ -569,22 +496,28 @@ func bothType(cond bool, a, b *pptx.Shape, t int) (bool, error) {
 	return tb == t, err
 }
 
-// movedDown is `shape1.top <= shape2.top or shape1.top < limit`: the
-// result's shape was not moved below the reference's, or not low enough.
-func (c *comparer) movedDown(a, b *pptx.Shape, limit int64) (bool, error) {
-	t1, err := a.Pos(pptx.Top)
+// notMoved is slides.py's test that the result's shape did not move far
+// enough along one position: `shape1.X <= shape2.X or shape1.X < limit`,
+// or, for a move back (up or left), `shape1.X >= shape2.X or shape1.X >
+// limit`.
+func notMoved(a, b *pptx.Shape, attr int, limit int64, back bool) (bool, error) {
+	p1, err := a.Pos(attr)
 	if err != nil {
 		return false, err
 	}
-	t2, err := b.Pos(pptx.Top)
+	p2, err := b.Pos(attr)
 	if err != nil {
 		return false, err
 	}
-	bad, err := less(t1, t2, true)
+	x, y := p1, p2
+	if back {
+		x, y = p2, p1
+	}
+	bad, err := less(x, y, true)
 	if err != nil || bad {
 		return bad, err
 	}
-	return lessConst(t1, limit, false)
+	return lessConst(p1, limit, back)
 }
 
 // normRuns is the runs slides.py compares: all of them, except that two
@@ -715,11 +648,7 @@ func sameFlag(get1, get2 func() (*bool, error)) (bool, error) {
 // sameUnderline: two set values must be equal, and None differs from True
 // only (not from False or a non-single underline).
 func sameUnderline(f1, f2 pptx.Font) (bool, error) {
-	u1, err := f1.Underline()
-	if err != nil {
-		return false, err
-	}
-	u2, err := f2.Underline()
+	u1, u2, err := pair(pptx.Font.Underline, f1, f2)
 	if err != nil {
 		return false, err
 	}
@@ -752,11 +681,7 @@ func (c *comparer) textFrames(a, b *pptx.Shape, ta, tb string, bul *bulletCheck)
 		if pt1 != pt2 && c.opt["examine_text"] {
 			return false, nil
 		}
-		l1, err := p1.Level()
-		if err != nil {
-			return false, err
-		}
-		l2, err := p2.Level()
+		l1, l2, err := pair((*pptx.Paragraph).Level, p1, p2)
 		if err != nil {
 			return false, err
 		}
@@ -782,22 +707,14 @@ func (c *comparer) textFrames(a, b *pptx.Shape, ta, tb string, bul *bulletCheck)
 }
 
 func (c *comparer) run(f1, f2 pptx.Font, bul *bulletCheck) (bool, error) {
-	n1, err := f1.Name()
-	if err != nil {
-		return false, err
-	}
-	n2, err := f2.Name()
+	n1, n2, err := pair(pptx.Font.Name, f1, f2)
 	if err != nil {
 		return false, err
 	}
 	if !samePtr(n1, n2) && c.opt["examine_font_name"] {
 		return false, nil
 	}
-	z1, err := f1.Size()
-	if err != nil {
-		return false, err
-	}
-	z2, err := f2.Size()
+	z1, z2, err := pair(pptx.Font.Size, f1, f2)
 	if err != nil {
 		return false, err
 	}
@@ -826,6 +743,18 @@ func (c *comparer) run(f1, f2 pptx.Font, bul *bulletCheck) (bool, error) {
 		return false, nil
 	}
 	return true, nil
+}
+
+// pair reads one property of both sides, the result's first: Python
+// raises at the first side that fails.
+func pair[S, T any](get func(S) (T, error), a, b S) (T, T, error) {
+	x, err := get(a)
+	if err != nil {
+		var zero T
+		return zero, zero, err
+	}
+	y, err := get(b)
+	return x, y, err
 }
 
 func samePtr[T comparable](a, b *T) bool {
