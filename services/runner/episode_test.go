@@ -462,7 +462,7 @@ func TestDesktopEnvFailuresAreEnvErrors(t *testing.T) {
 // reported UNSUPPORTED with its name before any model call.
 func TestUnsupportedTask(t *testing.T) {
 	dir := t.TempDir()
-	task := `{"id":"u","instruction":"open a tab","config":[{"type":"chrome_open_tabs","parameters":{"urls_to_open":["https://example.com"]}}],"evaluator":{"func":"infeasible"}}`
+	task := `{"id":"u","instruction":"open a file","config":[{"type":"googledrive","parameters":{"settings_file":"x"}}],"evaluator":{"func":"infeasible"}}`
 	p := filepath.Join(dir, "u.json")
 	if err := os.WriteFile(p, []byte(task), 0o644); err != nil {
 		t.Fatal(err)
@@ -475,8 +475,8 @@ func TestUnsupportedTask(t *testing.T) {
 	res := episode.Run(ctxT(t, time.Minute), episode.Deps{Chat: gw.Client}, episode.Options{CacheDir: dir}, episode.Spec{
 		Episode: &rmv1.Episode{EpisodeId: "u1"}, Task: tasks[0], Agent: &rmv1.AgentConfig{}, Guest: "http://127.0.0.1:1",
 	})
-	if ep := res.Episode; ep.GetStatus() != rmv1.EpisodeStatus_EPISODE_STATUS_UNSUPPORTED || ep.GetFailureReason() != "unsupported_step:chrome_open_tabs" {
-		t.Errorf("episode %s %q, want UNSUPPORTED unsupported_step:chrome_open_tabs", ep.GetStatus(), ep.GetFailureReason())
+	if ep := res.Episode; ep.GetStatus() != rmv1.EpisodeStatus_EPISODE_STATUS_UNSUPPORTED || ep.GetFailureReason() != "unsupported_step:googledrive" {
+		t.Errorf("episode %s %q, want UNSUPPORTED unsupported_step:googledrive", ep.GetStatus(), ep.GetFailureReason())
 	}
 	if n := gw.Fake.Stats().Requests; n != 0 {
 		t.Errorf("%d model calls for an unsupported task", n)
