@@ -104,7 +104,7 @@ func (e *UnsupportedError) Error() string {
 	return "unsupported " + e.Kind + ": " + e.Name
 }
 
-// Reason is the failure_reason of the episode, e.g. "unsupported_metric:compare_pptx_files".
+// Reason is the failure_reason of the episode, e.g. "unsupported_step:googledrive".
 func (e *UnsupportedError) Reason() string { return "unsupported_" + e.Kind + ":" + e.Name }
 
 // AsUnsupported returns the UnsupportedError in err's chain, if any.
