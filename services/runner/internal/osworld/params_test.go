@@ -20,3 +20,23 @@ func TestBooleanIsPythonTruth(t *testing.T) {
 		}
 	}
 }
+
+// TestChromiumTitle: a window named by Chrome's title is looked for under
+// Chromium's too; a class name is left alone.
+func TestChromiumTitle(t *testing.T) {
+	tests := []struct {
+		name    string
+		byClass bool
+		want    string
+	}{
+		{"Google Chrome", false, "Chromium"},
+		{"New Tab - Google Chrome", false, "New Tab - Chromium"},
+		{"Google Chrome", true, "Google Chrome"},
+		{"xterm", false, "xterm"},
+	}
+	for _, tt := range tests {
+		if got := chromiumTitle(tt.name, tt.byClass); got != tt.want {
+			t.Errorf("chromiumTitle(%q, %v) = %q, want %q", tt.name, tt.byClass, got, tt.want)
+		}
+	}
+}
