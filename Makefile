@@ -172,6 +172,10 @@ e2e: images guest-image ## End-to-end and chaos test of the compose deployment (
 	@status=0; E2E_COMPOSE="$(COMPOSE)" $(GO) test -tags e2e -count=1 -timeout 30m -v ./cli/e2e/... || status=$$?; \
 		$(COMPOSE) -f deploy/compose.yaml down --remove-orphans >/dev/null 2>&1 || true; exit $$status
 
+.PHONY: e2e-osworld
+e2e-osworld: guest-image-full ## One OSWorld-format task per domain end to end on rolloutmesh/desktop:full (docker VMs, real apps, scripted model)
+	$(GO) test -tags osworld -count=1 -timeout 20m -v -run TestOSWorldFull ./cli/e2e/...
+
 .PHONY: down
 down: ## Stop the compose mesh and remove its containers; its volumes (stored rollouts, databases) are kept
 	$(COMPOSE) -f deploy/compose.yaml down --remove-orphans
