@@ -1,7 +1,6 @@
 package osworld
 
 import (
-	"archive/zip"
 	"context"
 	"encoding/xml"
 	"errors"
@@ -10,11 +9,9 @@ import (
 	"path"
 	"strconv"
 	"strings"
-)
 
-// Limits on what the slide getters read from a presentation: its XML parts
-// are small, and a media file larger than a download is not plausible.
-const maxSlidePart = 32 << 20
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric/slides/pptx"
+)
 
 const (
 	nsRels = "http://schemas.openxmlformats.org/package/2006/relationships"
@@ -47,9 +44,10 @@ func slideArgs(getter string, cfg map[string]any) (ppt string, index int, dest s
 }
 
 // openPresentation fetches the presentation as OSWorld does (vm_file with
-// dest its base name) and opens it as a zip. A missing or broken file makes
-// OSWorld's getter raise, so it is an error here too.
-func (s *Session) openPresentation(ctx context.Context, getter, ppt string) (*zip.ReadCloser, error) {
+// dest its base name) and opens its package, within pptx's size caps. A
+// missing or broken file makes OSWorld's getter raise, so it is an error
+// here too.
+func (s *Session) openPresentation(ctx context.Context, getter, ppt string) (*pptx.Package, error) {
 	v, err := s.vmFile(ctx, ppt, pyBasename(ppt))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", getter, err)
@@ -58,41 +56,11 @@ func (s *Session) openPresentation(ctx context.Context, getter, ppt string) (*zi
 	if !ok {
 		return nil, fmt.Errorf("%s: the guest has no %s", getter, ppt)
 	}
-	z, err := zip.OpenReader(local)
+	pk, err := pptx.OpenPackage(local)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %s: %w", getter, ppt, err)
 	}
-	return z, nil
-}
-
-func zipMember(z *zip.ReadCloser, name string) *zip.File {
-	for _, f := range z.File {
-		if f.Name == name {
-			return f
-		}
-	}
-	return nil
-}
-
-// readMember reads a zip member of at most limit bytes, trusting neither
-// the size the archive declares nor the compressed stream (zip bombs).
-func readMember(f *zip.File, limit int64) ([]byte, error) {
-	if f.UncompressedSize64 > uint64(limit) {
-		return nil, fmt.Errorf("%s: larger than %d bytes", f.Name, limit)
-	}
-	rc, err := f.Open()
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", f.Name, err)
-	}
-	defer rc.Close()
-	b, err := io.ReadAll(io.LimitReader(rc, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", f.Name, err)
-	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("%s: larger than %d bytes", f.Name, limit)
-	}
-	return b, nil
+	return pk, nil
 }
 
 type relationship struct {
@@ -100,34 +68,25 @@ type relationship struct {
 }
 
 // slideRels reads ppt/slides/_rels/slide<n>.xml.rels, its Relationship
-// children in order; ok is false when the part is absent.
-func slideRels(z *zip.ReadCloser, n int) (rels []relationship, ok bool, err error) {
-	f := zipMember(z, "ppt/slides/_rels/slide"+strconv.Itoa(n)+".xml.rels")
-	if f == nil {
+// children in order, with their targets as written (the getters tell
+// package parts from file:// URLs by them); ok is false when the part is
+// absent.
+func slideRels(pk *pptx.Package, n int) (rels []relationship, ok bool, err error) {
+	name := "ppt/slides/_rels/slide" + strconv.Itoa(n) + ".xml.rels"
+	if !pk.Has(name) {
 		return nil, false, nil
 	}
-	b, err := readMember(f, maxSlidePart)
+	root, err := pk.XML(name)
 	if err != nil {
 		return nil, false, err
 	}
-	var doc struct {
-		XMLName xml.Name `xml:"Relationships"`
-		Rels    []struct {
-			XMLName xml.Name `xml:"Relationship"`
-			ID      string   `xml:"Id,attr"`
-			Type    string   `xml:"Type,attr"`
-			Target  string   `xml:"Target,attr"`
-		} `xml:"Relationship"`
-	}
-	if err := xml.Unmarshal(b, &doc); err != nil {
-		return nil, false, fmt.Errorf("%s: %w", f.Name, err)
-	}
-	for _, r := range doc.Rels {
-		// ElementTree's findall('r:Relationship') matches the namespaced
-		// name only.
-		if r.XMLName.Space == nsRels {
-			rels = append(rels, relationship{ID: r.ID, Type: r.Type, Target: r.Target})
-		}
+	// ElementTree's findall('r:Relationship') matches the namespaced name
+	// only.
+	for _, r := range root.ChildrenNamed(nsRels, "Relationship") {
+		id, _ := r.Attr("", "Id")
+		typ, _ := r.Attr("", "Type")
+		target, _ := r.Attr("", "Target")
+		rels = append(rels, relationship{ID: id, Type: typ, Target: target})
 	}
 	return rels, true, nil
 }
@@ -137,16 +96,18 @@ func slideRels(z *zip.ReadCloser, n int) (rels []relationship, ok bool, err erro
 // presentation (cache/ppt/media/x) and its path returned; a file:// target
 // is a guest file, fetched to cache/<dest> (nil when missing); anything
 // else fails OSWorld's assert.
-func (s *Session) extractRelated(ctx context.Context, z *zip.ReadCloser, target, dest string) (any, error) {
+func (s *Session) extractRelated(ctx context.Context, pk *pptx.Package, target, dest string) (any, error) {
 	if strings.HasPrefix(target, "..") {
 		member := path.Clean(path.Join("ppt/slides", target))
-		f := zipMember(z, member)
-		if f == nil {
+		if !pk.Has(member) {
 			return nil, fmt.Errorf("the presentation has no %s", member)
 		}
-		b, err := readMember(f, s.maxDownload())
+		b, err := pk.Blob(member)
 		if err != nil {
 			return nil, err
+		}
+		if int64(len(b)) > s.maxDownload() {
+			return nil, fmt.Errorf("%s: larger than %d bytes", member, s.maxDownload())
 		}
 		local, err := s.cachePath(member)
 		if err != nil {
@@ -171,18 +132,17 @@ func getAudioInSlide(ctx context.Context, s *Session, cfg map[string]any) (any, 
 	if err != nil {
 		return nil, err
 	}
-	z, err := s.openPresentation(ctx, "audio_in_slide", ppt)
+	pk, err := s.openPresentation(ctx, "audio_in_slide", ppt)
 	if err != nil {
 		return nil, err
 	}
-	defer z.Close()
-	rels, _, err := slideRels(z, index+1)
+	rels, _, err := slideRels(pk, index+1)
 	if err != nil {
 		return nil, fmt.Errorf("audio_in_slide: %w", err)
 	}
 	for _, r := range rels {
 		if strings.Contains(r.Type, "audio") {
-			v, err := s.extractRelated(ctx, z, r.Target, dest)
+			v, err := s.extractRelated(ctx, pk, r.Target, dest)
 			if err != nil {
 				return nil, fmt.Errorf("audio_in_slide: %w", err)
 			}
@@ -200,33 +160,32 @@ func getBackgroundImageInSlide(ctx context.Context, s *Session, cfg map[string]a
 	if err != nil {
 		return nil, err
 	}
-	z, err := s.openPresentation(ctx, "background_image_in_slide", ppt)
+	pk, err := s.openPresentation(ctx, "background_image_in_slide", ppt)
 	if err != nil {
 		return nil, err
 	}
-	defer z.Close()
-	f := zipMember(z, "ppt/slides/slide"+strconv.Itoa(index+1)+".xml")
-	if f == nil {
+	slide := "ppt/slides/slide" + strconv.Itoa(index+1) + ".xml"
+	if !pk.Has(slide) {
 		return nil, nil
 	}
-	b, err := readMember(f, maxSlidePart)
+	b, err := pk.Blob(slide)
 	if err != nil {
 		return nil, fmt.Errorf("background_image_in_slide: %w", err)
 	}
 	id, err := backgroundBlip(b)
 	if err != nil {
-		return nil, fmt.Errorf("background_image_in_slide: %s: %w", f.Name, err)
+		return nil, fmt.Errorf("background_image_in_slide: %s: %w", slide, err)
 	}
 	if id == "" {
 		return nil, nil
 	}
-	rels, _, err := slideRels(z, index+1)
+	rels, _, err := slideRels(pk, index+1)
 	if err != nil {
 		return nil, fmt.Errorf("background_image_in_slide: %w", err)
 	}
 	for _, r := range rels {
 		if strings.Contains(r.Type, "image") && r.ID == id {
-			v, err := s.extractRelated(ctx, z, r.Target, dest)
+			v, err := s.extractRelated(ctx, pk, r.Target, dest)
 			if err != nil {
 				return nil, fmt.Errorf("background_image_in_slide: %w", err)
 			}
