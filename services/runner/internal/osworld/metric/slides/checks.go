@@ -135,24 +135,30 @@ func metricTransition(result, expected any, _ bool, _ map[string]any) (float64, 
 	if !ok {
 		return 0, fmt.Errorf("check_transition: transition_type must be a string")
 	}
-	path, ok := result.(string)
-	if !ok || path == "" {
-		return 0, nil
-	}
-	pk, err := pptx.OpenPackage(path)
-	if err != nil {
-		return 0, nil
-	}
-	name := "ppt/slides/slide" + strconv.FormatInt(int64(idx)+1, 10) + ".xml"
-	if !pk.Has(name) {
-		return 0, nil
-	}
-	root, err := pk.XML(name)
-	if err != nil {
+	root := partXML(result, "ppt/slides/slide"+strconv.FormatInt(int64(idx)+1, 10)+".xml")
+	if root == nil {
 		return 0, nil
 	}
 	tr := root.Find(pptx.NSP, "transition")
 	return metric.Bool(tr != nil && tr.Find(pptx.NSP, typ) != nil), nil
+}
+
+// partXML is one XML part of the presentation a getter gave; nil when the
+// file or the part is missing or unreadable, which slides.py scores 0.
+func partXML(result any, name string) *pptx.Element {
+	path, ok := result.(string)
+	if !ok || path == "" {
+		return nil
+	}
+	pk, err := pptx.OpenPackage(path)
+	if err != nil {
+		return nil
+	}
+	root, err := pk.XML(name)
+	if err != nil {
+		return nil
+	}
+	return root
 }
 
 // metricPageNumberColors is check_page_number_colors: the colour slides.py
@@ -167,16 +173,8 @@ func metricPageNumberColors(result, expected any, _ bool, _ map[string]any) (flo
 	if !ok {
 		return 0, fmt.Errorf("check_page_number_colors: color must be a string")
 	}
-	path, ok := result.(string)
-	if !ok || path == "" {
-		return 0, nil
-	}
-	pk, err := pptx.OpenPackage(path)
-	if err != nil {
-		return 0, nil
-	}
-	root, err := pk.XML("ppt/slideMasters/slideMaster1.xml")
-	if err != nil {
+	root := partXML(result, "ppt/slideMasters/slideMaster1.xml")
+	if root == nil {
 		return 0, nil
 	}
 	val, ok := pageNumberColor(root)
