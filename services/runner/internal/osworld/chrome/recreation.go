@@ -196,28 +196,14 @@ const visibleJS = `(sel) => { const e = document.querySelector(sel); if (!e) ret
 
 // waitVisible polls until sel matches a visible element.
 func (c *Client) waitVisible(ctx context.Context, id target.ID, sel string, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	s, err := json.Marshal(sel)
 	if err != nil {
 		return err
 	}
-	expr := "(" + visibleJS + ")(" + string(s) + ")"
-	for {
-		ok, err := func() (bool, error) {
-			tctx, done := c.attach(ctx, id)
-			defer done()
-			return chromedp.Run(tctx, chromedp.Evaluate[bool](expr))
-		}()
-		if err == nil && ok {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("chrome: no visible element matches %s within %s", sel, timeout)
-		case <-time.After(100 * time.Millisecond):
-		}
+	if !c.pollTrue(ctx, id, "("+visibleJS+")("+string(s)+")", timeout) {
+		return fmt.Errorf("chrome: no visible element matches %s within %s", sel, timeout)
 	}
+	return nil
 }
 
 // click sends a real mouse click to the element sel matches, as

@@ -124,25 +124,34 @@ func (c *Client) onElement(ctx context.Context, id target.ID, sel, fn string) (a
 // waitSelector polls until sel matches an element, across navigations, for
 // at most timeout.
 func (c *Client) waitSelector(ctx context.Context, id target.ID, sel string, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	s, err := json.Marshal(sel)
 	if err != nil {
 		return err
 	}
-	expr := `document.querySelector(` + string(s) + `) !== null`
+	if !c.pollTrue(ctx, id, `document.querySelector(`+string(s)+`) !== null`, timeout) {
+		return fmt.Errorf("chrome: no element matches %s within %s", sel, timeout)
+	}
+	return nil
+}
+
+// pollTrue evaluates a boolean expression in the page every 100 ms until
+// it gives true (a failed evaluation counts as false: the page may be
+// navigating), and tells whether it did within timeout.
+func (c *Client) pollTrue(ctx context.Context, id target.ID, expr string, timeout time.Duration) bool {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	for {
-		found, err := func() (bool, error) {
+		ok, err := func() (bool, error) {
 			tctx, done := c.attach(ctx, id)
 			defer done()
 			return chromedp.Run(tctx, chromedp.Evaluate[bool](expr))
 		}()
-		if err == nil && found {
-			return nil
+		if err == nil && ok {
+			return true
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("chrome: no element matches %s within %s", sel, timeout)
+			return false
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
