@@ -838,7 +838,7 @@ func getActiveTabHTMLParse(ctx context.Context, s *Session, cfg map[string]any) 
 		}
 		for cls, obj := range objects("class_multiObject_search_exist") {
 			texts := q("text", "."+cls)
-			want := toStrings(obj)
+			want := metric.Strings(obj)
 			for _, w := range want {
 				if w != "is_other_exist" {
 					out[w] = slices.Contains(texts, w)
@@ -888,13 +888,13 @@ func getActiveTabHTMLParse(ctx context.Context, s *Session, cfg map[string]any) 
 		}
 	case "class&url":
 		for cls, obj := range objects("class_multiObject") {
-			othersAndMatches(q("text", "."+cls), toStrings(obj))
+			othersAndMatches(q("text", "."+cls), metric.Strings(obj))
 		}
 		for cls, obj := range objects("class_multiObject_li") {
-			othersAndMatches(q("li", "."+cls), toStrings(obj))
+			othersAndMatches(q("li", "."+cls), metric.Strings(obj))
 		}
 		pageURL := strings.ToLower(tab.URL)
-		for _, k := range toStrings(cfg["url_include_expected"]) {
+		for _, k := range metric.Strings(cfg["url_include_expected"]) {
 			lk := strings.ToLower(k)
 			if _, ok := out[lk]; !ok {
 				out[lk] = strings.Contains(pageURL, lk)
@@ -910,17 +910,6 @@ func getActiveTabHTMLParse(ctx context.Context, s *Session, cfg map[string]any) 
 	}
 	// Another category reads nothing: OSWorld answers {} then.
 	return out, nil
-}
-
-func toStrings(v any) []string {
-	l, _ := v.([]any)
-	var out []string
-	for _, e := range l {
-		if s, ok := e.(string); ok {
-			out = append(out, s)
-		}
-	}
-	return out
 }
 
 // pdfPlaceholder is what pdf_from_url leaves when every attempt failed: an
@@ -988,7 +977,7 @@ func getInfoFromWebsite(ctx context.Context, s *Session, cfg map[string]any) (an
 		case string:
 			in.Selectors = []string{sel}
 		case []any:
-			in.Selectors = toStrings(sel)
+			in.Selectors = metric.Strings(sel)
 		}
 		infos = append(infos, in)
 	}
