@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/csv"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -388,11 +387,8 @@ func collapseBlanks(s string) string {
 // false when the result is missing or not UTF-8 (scored 0); an expected
 // file that is missing or unreadable is an error, since Python raises.
 func readTextPair(result, expected any) (a, b string, ok bool, err error) {
-	a, ok, err = ReadPyText(result)
-	if errors.Is(err, errUndecodable) || !ok {
-		return "", "", false, nil
-	}
-	if err != nil {
+	a, ok, err = readPyFile(result)
+	if err != nil || !ok {
 		return "", "", false, err
 	}
 	b, ok, err = ReadPyText(expected)
@@ -457,11 +453,8 @@ func metricCheckList(result, expected any, _ bool, _ map[string]any) (float64, e
 	if err != nil {
 		return 0, err
 	}
-	text, ok, err := ReadPyText(result)
-	if errors.Is(err, errUndecodable) || !ok {
-		return 0, nil
-	}
-	if err != nil {
+	text, ok, err := readPyFile(result)
+	if err != nil || !ok {
 		return 0, err
 	}
 	exp, err := compilePatterns(Strings(r["expect"]))
@@ -521,11 +514,8 @@ func expectRecords(result, expected any, parse func(text string) ([]map[string]a
 		return out
 	}
 	exp, unexp := records("expect"), records("unexpect")
-	text, ok, err := ReadPyText(result)
-	if errors.Is(err, errUndecodable) || !ok {
-		return 0, nil
-	}
-	if err != nil {
+	text, ok, err := readPyFile(result)
+	if err != nil || !ok {
 		return 0, err
 	}
 	rows, err := parse(text)
@@ -587,11 +577,8 @@ func metricCheckJSON(result, expected any, _ bool, opts map[string]any) (float64
 	if err != nil {
 		return 0, err
 	}
-	text, ok, err := ReadPyText(result)
-	if errors.Is(err, errUndecodable) || !ok {
-		return 0, nil
-	}
-	if err != nil {
+	text, ok, err := readPyFile(result)
+	if err != nil || !ok {
 		return 0, err
 	}
 	var data any

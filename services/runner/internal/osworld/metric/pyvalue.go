@@ -418,6 +418,19 @@ func ReadPyText(v any) (string, bool, error) {
 	return strings.ReplaceAll(s, "\r", "\n"), true, nil
 }
 
+// readPyFile is ReadPyText for a metric that scores a missing or
+// undecodable file 0 (ok false); any other read failure is an error.
+func readPyFile(v any) (string, bool, error) {
+	text, ok, err := ReadPyText(v)
+	if errors.Is(err, errUndecodable) || !ok {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	return text, true, nil
+}
+
 // pyLines splits text as iterating over a Python file does: each line
 // keeps its "\n".
 func pyLines(s string) []string {

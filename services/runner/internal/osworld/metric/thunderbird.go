@@ -2,7 +2,6 @@ package metric
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -56,11 +55,8 @@ func metricThunderbirdPrefs(result, expected any, _ bool, _ map[string]any) (flo
 	}
 	expect, _ := pyDict(r["expect"])
 	unexpect, _ := pyDict(r["unexpect"])
-	text, ok, err := ReadPyText(result)
-	if errors.Is(err, errUndecodable) || !ok {
-		return 0, nil
-	}
-	if err != nil {
+	text, ok, err := readPyFile(result)
+	if err != nil || !ok {
 		return 0, err
 	}
 	prefs, err := ParsePrefs(text)
