@@ -155,14 +155,20 @@ var chartTypes = []string{"areaChart", "area3DChart", "lineChart", "line3DChart"
 	"scatterChart", "pieChart", "pie3DChart", "doughnutChart", "barChart", "bar3DChart", "ofPieChart",
 	"surfaceChart", "surface3DChart", "bubbleChart"}
 
-// chart compares load_charts of both sheets.
-func (c *tableCtx) chart(r map[string]any) (bool, error) {
-	props := metric.Strings(r["chart_props"])
-	a, b, err := bothSides(r, func(idx any) (map[string]string, error) { return c.loadCharts(idx, props) })
+// sameRendered compares the rendered properties load gives for both
+// sheets, the properties listed under the rule's key.
+func (c *tableCtx) sameRendered(r map[string]any, key string, load func(idx any, props []string) (map[string]string, error)) (bool, error) {
+	props := metric.Strings(r[key])
+	a, b, err := bothSides(r, func(idx any) (map[string]string, error) { return load(idx, props) })
 	if err != nil {
 		return false, err
 	}
 	return mapsEqual(a, b), nil
+}
+
+// chart compares load_charts of both sheets.
+func (c *tableCtx) chart(r map[string]any) (bool, error) {
+	return c.sameRendered(r, "chart_props", c.loadCharts)
 }
 
 // loadCharts is load_charts: for each chart of the sheet, keyed by its
@@ -375,12 +381,7 @@ const (
 
 // pivot compares load_pivot_tables of both sheets.
 func (c *tableCtx) pivot(r map[string]any) (bool, error) {
-	props := metric.Strings(r["pivot_props"])
-	a, b, err := bothSides(r, func(idx any) (map[string]string, error) { return c.loadPivots(idx, props) })
-	if err != nil {
-		return false, err
-	}
-	return mapsEqual(a, b), nil
+	return c.sameRendered(r, "pivot_props", c.loadPivots)
 }
 
 // loadPivots is load_pivot_tables: per pivot table, keyed by its source

@@ -517,15 +517,25 @@ func openpyxlSheet(s side) (*sheet, error) {
 	return wb.sheet(s.name)
 }
 
+// sheetOrNil is the sheet an index names for the rules that score a
+// missing or unreadable sheet False: only a bad index is an error.
+func (c *tableCtx) sheetOrNil(idx any) (*sheet, error) {
+	s, err := c.parseIdx(idx)
+	if err != nil {
+		return nil, err
+	}
+	sh, err := openpyxlSheet(s)
+	if err != nil {
+		return nil, nil
+	}
+	return sh, nil
+}
+
 // freeze compares _freeze_compare_key of both sheets.
 func (c *tableCtx) freeze(r map[string]any) (bool, error) {
-	s1, err := c.parseIdx(r["sheet_idx0"])
-	if err != nil {
-		return false, err
-	}
-	sh1, err := openpyxlSheet(s1)
+	sh1, err := c.sheetOrNil(r["sheet_idx0"])
 	if err != nil || sh1 == nil {
-		return false, nil
+		return false, err
 	}
 	s2, err := c.parseIdx(r["sheet_idx1"])
 	if err != nil {
@@ -562,13 +572,9 @@ func freezeKey(s *sheet) string {
 
 // zoom matches the sheet's zoomScale (100 when unset) against a rule.
 func (c *tableCtx) zoom(r map[string]any) (bool, error) {
-	s, err := c.parseIdx(r["sheet_idx"])
-	if err != nil {
-		return false, err
-	}
-	sh, err := openpyxlSheet(s)
+	sh, err := c.sheetOrNil(r["sheet_idx"])
 	if err != nil || sh == nil {
-		return false, nil
+		return false, err
 	}
 	z := 100.0
 	if sh.zoom != nil && *sh.zoom != 0 {
@@ -580,13 +586,9 @@ func (c *tableCtx) zoom(r map[string]any) (bool, error) {
 // dataValidation needs at least as many validations as dv_props, each
 // matching one of them.
 func (c *tableCtx) dataValidation(r map[string]any) (bool, error) {
-	s, err := c.parseIdx(r["sheet_idx"])
-	if err != nil {
-		return false, err
-	}
-	sh, err := openpyxlSheet(s)
+	sh, err := c.sheetOrNil(r["sheet_idx"])
 	if err != nil || sh == nil {
-		return false, nil
+		return false, err
 	}
 	props, _ := r["dv_props"].([]any)
 	total := len(sh.dvs) >= len(props)
