@@ -105,17 +105,6 @@ func ReadText(v any) (string, bool, error) {
 	return string(b), true, nil
 }
 
-// SplitLines splits text into lines as Python's str.splitlines on "\n"
-// and "\r\n" does, without a trailing empty line.
-func SplitLines(s string) []string {
-	s = strings.ReplaceAll(s, "\r\n", "\n")
-	l := strings.Split(s, "\n")
-	if len(l) > 0 && l[len(l)-1] == "" {
-		l = l[:len(l)-1]
-	}
-	return l
-}
-
 // The metrics of OSWorld's metrics/general.py. Where the Python raises on
 // an input the agent produced (a result that is not JSON, a list where a
 // string was due), the metric scores 0, as the function's own exception
@@ -806,7 +795,7 @@ func metricDiffTextFile(result, expected any, _ bool, _ map[string]any) (float64
 	if err != nil || !ok {
 		return 0, err
 	}
-	ratio, ok := SequenceRatio(pySplitLines(a), pySplitLines(b))
+	ratio, ok := SequenceRatio(SplitLines(a), SplitLines(b))
 	if !ok {
 		return 0, fmt.Errorf("diff_text_file: over %d lines", maxSequence)
 	}
@@ -829,7 +818,7 @@ func metricComparePythonPureText(result, expected any, _ bool, _ map[string]any)
 }
 
 func normalizePython(text string) string {
-	lines := pySplitLines(text)
+	lines := SplitLines(text)
 	i := 0
 	for i < len(lines) && i < 3 {
 		s := pyStrip(lines[i])

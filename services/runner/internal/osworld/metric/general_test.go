@@ -433,3 +433,36 @@ func TestMatchValueToRuleRaises(t *testing.T) {
 		}
 	}
 }
+
+func TestSplitLines(t *testing.T) {
+	tests := []struct {
+		in   string
+		want []string
+	}{
+		{"a\r\nb\rc\x0bd\u2028e\n\nf", []string{"a", "b", "c", "d", "e", "", "f"}},
+		{"a\n", []string{"a"}},
+		{"a\n\n", []string{"a", ""}},
+		{"", nil},
+		{"\x1cx\u0085", []string{"", "x"}},
+	}
+	for _, tt := range tests {
+		if got := SplitLines(tt.in); strings.Join(got, "|") != strings.Join(tt.want, "|") || len(got) != len(tt.want) {
+			t.Errorf("SplitLines(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestPyFloatRepr(t *testing.T) {
+	tests := []struct {
+		in   float64
+		want string
+	}{
+		{0, "0.0"}, {math.Copysign(0, -1), "-0.0"}, {1, "1.0"}, {0.1, "0.1"}, {1e-4, "0.0001"}, {1e-5, "1e-05"},
+		{1e15, "1000000000000000.0"}, {1e16, "1e+16"}, {1.5e300, "1.5e+300"}, {math.NaN(), "nan"}, {math.Inf(-1), "-inf"},
+	}
+	for _, tt := range tests {
+		if got := PyFloatRepr(tt.in); got != tt.want {
+			t.Errorf("PyFloatRepr(%v) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}

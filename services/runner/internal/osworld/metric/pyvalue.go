@@ -286,9 +286,9 @@ func pyRepr(v any) string {
 	case string:
 		return pyReprString(x)
 	case float64:
-		return pyFloatRepr(x)
+		return PyFloatRepr(x)
 	case float32:
-		return pyFloatRepr(float64(x))
+		return PyFloatRepr(float64(x))
 	case int, int64, int32, uint64, uint32:
 		return fmt.Sprint(x)
 	}
@@ -318,10 +318,10 @@ func pyRepr(v any) string {
 	return fmt.Sprint(v)
 }
 
-// pyFloatRepr renders a float as Python's repr does: the shortest digits
+// PyFloatRepr renders a float as Python's repr does: the shortest digits
 // that round-trip, fixed notation for exponents in [-4, 16), a ".0" on
 // integral values.
-func pyFloatRepr(f float64) string {
+func PyFloatRepr(f float64) string {
 	switch {
 	case math.IsNaN(f):
 		return "nan"
@@ -447,10 +447,10 @@ func pyLines(s string) []string {
 	return out
 }
 
-// pySplitLines is Python's str.splitlines(): it also breaks at \v, \f,
-// the 0x1c-0x1e separators, NEL and the Unicode line and paragraph
-// separators, and drops no empty line but the last.
-func pySplitLines(s string) []string {
+// SplitLines is Python's str.splitlines(): it breaks at \n, \r, \r\n,
+// and also at \v, \f, the 0x1c-0x1e separators, NEL and the Unicode line
+// and paragraph separators, and drops no empty line but the last.
+func SplitLines(s string) []string {
 	var out []string
 	start := 0
 	for i := 0; i < len(s); {

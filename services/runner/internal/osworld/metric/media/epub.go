@@ -93,7 +93,7 @@ func epubLinesFrom(path, data string) ([][]string, error) {
 			return err
 		}
 		var kept []string
-		for _, l := range pySplitLines(text) {
+		for _, l := range metric.SplitLines(text) {
 			if !strings.Contains(l, marker) {
 				kept = append(kept, l)
 			}
@@ -128,7 +128,7 @@ func epubLinesFrom(path, data string) ([][]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		files = append(files, file{f.Name, pySplitLines(pretty)})
+		files = append(files, file{f.Name, metric.SplitLines(pretty)})
 	}
 	slices.SortStableFunc(files, func(a, b file) int { return strings.Compare(a.name, b.name) })
 	out := make([][]string, len(files))
@@ -167,28 +167,6 @@ func metricCompareEPUB(result, expected any, _ bool, _ map[string]any) (float64,
 		sum /= float64(len(a))
 	}
 	return sum, nil
-}
-
-// pySplitLines is Python's str.splitlines.
-func pySplitLines(s string) []string {
-	var out []string
-	start := 0
-	for i := 0; i < len(s); {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		switch r {
-		case '\n', '\r', '\v', '\f', 0x1c, 0x1d, 0x1e, 0x85, 0x2028, 0x2029:
-			out = append(out, s[start:i])
-			if r == '\r' && i+1 < len(s) && s[i+1] == '\n' {
-				n = 2
-			}
-			start = i + n
-		}
-		i += n
-	}
-	if start < len(s) {
-		out = append(out, s[start:])
-	}
-	return out
 }
 
 // htmlInfo is libxml2's HTML 4 element table as its serializer reads it:

@@ -116,14 +116,6 @@ func TestLibreOfficeEPUB(t *testing.T) {
 	}
 }
 
-func TestPySplitLines(t *testing.T) {
-	got := pySplitLines("a\r\nb\rc\x0bd\u2028e\n\nf")
-	want := []string{"a", "b", "c", "d", "e", "", "f"}
-	if strings.Join(got, "|") != strings.Join(want, "|") {
-		t.Errorf("pySplitLines got %q, want %q", got, want)
-	}
-}
-
 // TestLxmlPretty pins lxml.html.tostring(lxml.html.fromstring(s),
 // pretty_print=True) from lxml 4.9.2 with libxml2 2.9.14: a stray </p>
 // ignored, <p> closed by <h1> and by <p>, cells and items closed by their

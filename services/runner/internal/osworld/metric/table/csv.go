@@ -50,30 +50,7 @@ func safeReadLines(p string) ([]string, error) {
 		}
 		s = string(r)
 	}
-	return pySplitLines(s), nil
-}
-
-// pySplitLines is Python's str.splitlines: every line boundary Python
-// knows, no trailing empty line.
-func pySplitLines(s string) []string {
-	var out []string
-	start := 0
-	for i := 0; i < len(s); {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		switch r {
-		case '\n', '\r', '\v', '\f', 0x1c, 0x1d, 0x1e, 0x85, 0x2028, 0x2029:
-			out = append(out, s[start:i])
-			if r == '\r' && i+1 < len(s) && s[i+1] == '\n' {
-				n++
-			}
-			start = i + n
-		}
-		i += n
-	}
-	if start < len(s) {
-		out = append(out, s[start:])
-	}
-	return out
+	return metric.SplitLines(s), nil
 }
 
 // pyStrip is str.strip() with no argument.

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric"
 )
 
 // pandas.read_excel over openpyxl, reduced to what DataFrame.round and
@@ -582,7 +584,7 @@ func pyStr(v pyVal) string {
 		}
 		return strconv.FormatFloat(v.f, 'f', 0, 64)
 	case kFloat:
-		return pyFloatRepr(v.f)
+		return metric.PyFloatRepr(v.f)
 	case kBool:
 		if v.b {
 			return "True"
@@ -608,39 +610,3 @@ func pyStr(v pyVal) string {
 	return ""
 }
 
-// pyFloatRepr is Python's repr(float): the shortest round-trip digits,
-// in exponent form below 1e-4 and from 1e16, with ".0" on integers.
-func pyFloatRepr(f float64) string {
-	switch {
-	case math.IsNaN(f):
-		return "nan"
-	case math.IsInf(f, 1):
-		return "inf"
-	case math.IsInf(f, -1):
-		return "-inf"
-	}
-	if f == 0 {
-		if math.Signbit(f) {
-			return "-0.0"
-		}
-		return "0.0"
-	}
-	// FormatFloat's own choice of exponent form differs from Python's:
-	// decide from the decimal exponent of the shortest digits.
-	e := strconv.FormatFloat(f, 'e', -1, 64)
-	mant, expStr, _ := strings.Cut(e, "e")
-	ex, _ := strconv.Atoi(expStr)
-	if ex < -4 || ex >= 16 {
-		sign := "+"
-		if ex < 0 {
-			sign = "-"
-			ex = -ex
-		}
-		return fmt.Sprintf("%se%s%02d", mant, sign, ex)
-	}
-	s := strconv.FormatFloat(f, 'f', -1, 64)
-	if !strings.Contains(s, ".") {
-		s += ".0"
-	}
-	return s
-}

@@ -379,7 +379,7 @@ func cellString(s side, coord string) (string, error) {
 	case nil:
 		return "None", nil
 	case float64:
-		return pyFloatRepr(v), nil
+		return metric.PyFloatRepr(v), nil
 	case string:
 		return v, nil
 	}
