@@ -119,14 +119,16 @@ func run(ctx context.Context, o options) error {
 
 	states := []string{"cold", "warm"}
 	samples := map[string][]sample{}
-	var waits []time.Duration // lease waits: the VM's boot or reset
-	var prev time.Time
+	// Lease waits: the VM's reset after the previous run (the first, its
+	// boot, is left out).
+	var waits []time.Duration
+	first := true
 	for round := 1; round <= o.runs; round++ {
 		for _, t := range ts {
 			order := states
 			if round%2 == 0 {
-				// Alternate which state goes first, so neither always runs
-				// on the VM booted while the machine was idler.
+				// Alternate which state goes first, so that a drift in the
+				// machine's load over a round favours neither.
 				order = []string{states[1], states[0]}
 			}
 			for _, state := range order {
@@ -138,10 +140,10 @@ func run(ctx context.Context, o options) error {
 				if err != nil {
 					return fmt.Errorf("round %d, %s, %s cache: %w\nvmmanager: %s", round, t.name, state, err, v.log.tail())
 				}
-				if !prev.IsZero() {
+				if !first {
 					waits = append(waits, wait)
 				}
-				prev = time.Now()
+				first = false
 				samples[t.name+"/"+state] = append(samples[t.name+"/"+state], s)
 				fmt.Fprintf(os.Stderr, "round %d %-34s %s: download %s, steps %s, ready %s\n", round, t.name, state, fmtD(s.download), fmtD(s.steps), fmtD(s.ready))
 			}
