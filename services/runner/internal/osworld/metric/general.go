@@ -483,6 +483,18 @@ func metricCheckCSV(result, expected any, _ bool, _ map[string]any) (float64, er
 	return expectRecords(result, expected, dictRows)
 }
 
+// dictList is a rules list of objects (records, key rules); an entry that
+// is no object reads as an empty one.
+func dictList(v any) []map[string]any {
+	var out []map[string]any
+	l, _ := pyList(v)
+	for _, e := range l {
+		m, _ := pyDict(e)
+		out = append(out, m)
+	}
+	return out
+}
+
 // expectRecords is the check that check_csv and check_thunderbird_filter
 // share: for each rules["expect"] record some row of the file (as parse
 // reads it) holds its key/value pairs, and no row holds any
@@ -493,16 +505,7 @@ func expectRecords(result, expected any, parse func(text string) ([]map[string]a
 	if err != nil {
 		return 0, err
 	}
-	records := func(k string) []map[string]any {
-		var out []map[string]any
-		l, _ := pyList(r[k])
-		for _, e := range l {
-			m, _ := pyDict(e)
-			out = append(out, m)
-		}
-		return out
-	}
-	exp, unexp := records("expect"), records("unexpect")
+	exp, unexp := dictList(r["expect"]), dictList(r["unexpect"])
 	text, ok, err := readPyFile(result)
 	if err != nil || !ok {
 		return 0, err
@@ -579,17 +582,8 @@ func metricCheckJSON(result, expected any, _ bool, opts map[string]any) (float64
 	} else if json.Unmarshal([]byte(text), &data) != nil {
 		return 0, nil
 	}
-	rules := func(k string) []map[string]any {
-		var out []map[string]any
-		l, _ := pyList(r[k])
-		for _, e := range l {
-			m, _ := pyDict(e)
-			out = append(out, m)
-		}
-		return out
-	}
 	match := true
-	for _, rule := range rules("expect") {
+	for _, rule := range dictList(r["expect"]) {
 		v, st := lookupKeys(data, rule["key"])
 		if st != keyFound {
 			return 0, nil
@@ -602,7 +596,7 @@ func metricCheckJSON(result, expected any, _ bool, opts map[string]any) (float64
 			match = m
 		}
 	}
-	for _, rule := range rules("unexpect") {
+	for _, rule := range dictList(r["unexpect"]) {
 		v, st := lookupKeys(data, rule["key"])
 		if st == keyOutOfRange {
 			return 0, nil
