@@ -137,6 +137,21 @@ until_ok 90 "no window 'check_sheet.xlsx - LibreOffice Calc' in wmctrl -l" calc
 rm -f "$work/diag"
 ok "Calc window: $(run 'wmctrl -l' | grep 'LibreOffice Calc' | head -n1 | cut -d' ' -f5-)"
 
+# ctrl+s saves the xlsx as it is, with no "Keep current format?" question:
+# 130 published postconfigs send ctrl+s alone.
+run 'md5sum ~/check_sheet.xlsx' >"$work/before"
+api POST /setup/activate_window '{"window_name": "check_sheet.xlsx - LibreOffice Calc", "strict": true}' >/dev/null || true
+api POST /execute '{"command": ["python", "-c", "import pyautogui; pyautogui.typewrite(\"9\"); pyautogui.press(\"enter\"); pyautogui.hotkey(\"ctrl\", \"s\")"], "shell": false}' >/dev/null
+saved() { run 'md5sum ~/check_sheet.xlsx' | cmp -s - "$work/before" && return 1; return 0; }
+until_ok 30 "ctrl+s did not save ~/check_sheet.xlsx (a format question?)" saved
+ok "ctrl+s saved the .xlsx without a format question"
+
+# --- Thunderbird under OSWorld's window class --------------------------------
+api POST /setup/launch '{"command": ["/usr/bin/thunderbird"], "shell": false}' >/dev/null
+tb() { run 'wmctrl -lx' >"$work/diag" && grep -q ' Mail\.thunderbird ' "$work/diag"; }
+until_ok 90 "no window of class Mail.thunderbird in wmctrl -lx" tb
+ok "Thunderbird window class Mail.thunderbird"
+
 # --- VLC's HTTP interface --------------------------------------------------
 api POST /setup/launch '{"command": "VLC_VERBOSE=-1 vlc --no-audio --no-video-title-show", "shell": true}' >/dev/null
 vlc() { curl -sf --max-time 5 -u :password "$VLC/requests/status.xml" >"$work/status.xml" && grep -q '<state>' "$work/status.xml"; }
