@@ -84,13 +84,7 @@ func (g *chromeGuest) ChromeAddr() string                            { return g.
 // guest's home, or fails (CI set) or skips without it.
 func startChromium(t *testing.T, g *chromeGuest) func() {
 	t.Helper()
-	bin, err := exec.LookPath("chromium")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("chromium is not installed")
-		}
-		t.Skip("chromium is not installed")
-	}
+	bin := needProgram(t, "chromium")
 	args := []string{"--headless=new", "--disable-gpu", "--no-first-run", "--no-default-browser-check",
 		"--user-data-dir=" + filepath.Join(g.home, ".config/google-chrome"),
 		"--remote-debugging-port=0", "--remote-debugging-address=127.0.0.1", "about:blank"}
@@ -463,13 +457,7 @@ func TestURLParseGetters(t *testing.T) {
 // LibreOffice made, as OSWorld's compare_archive tasks do (file_type pdf,
 // compared by the media family's compare_pdfs).
 func TestCompareArchiveThroughRegistry(t *testing.T) {
-	soffice, err := exec.LookPath("soffice")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("soffice is not installed")
-		}
-		t.Skip("soffice is not installed")
-	}
+	soffice := needProgram(t, "soffice")
 	dir := t.TempDir()
 	for name, body := range map[string]string{"lecture1.txt": "Lecture one: sets and relations.", "lecture2.txt": "Lecture two: graphs and trees."} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
