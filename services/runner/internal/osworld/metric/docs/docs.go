@@ -250,6 +250,16 @@ func sameText(file1, file2 any) (bool, error) {
 	return s != 0, err
 }
 
+// sameTextDocx opens the result for the checks that first require
+// compare_docx_files to pass: nil (a score of 0) when the texts differ or
+// the result does not open.
+func sameTextDocx(result, expected any) (*docx.Document, error) {
+	if ok, err := sameText(result, expected); !ok || err != nil {
+		return nil, err
+	}
+	return openDocx(result), nil
+}
+
 func metricCompareDocxFiles(result, expected any, _ bool, opts map[string]any) (float64, error) {
 	return compareDocxFiles(result, expected, readCompareOptions(opts))
 }
@@ -594,12 +604,9 @@ func metricHasPageNumbersInFooters(result, _ any, _ bool, _ map[string]any) (flo
 // metricCheckItalicFontSize14 needs equal text and a direct 14 pt size on
 // every directly italic body run.
 func metricCheckItalicFontSize14(result, expected any, _ bool, _ map[string]any) (float64, error) {
-	if ok, err := sameText(result, expected); !ok || err != nil {
+	d, err := sameTextDocx(result, expected)
+	if err != nil || d == nil {
 		return 0, err
-	}
-	d := openDocx(result)
-	if d == nil {
-		return 0, nil
 	}
 	for _, p := range d.Paragraphs {
 		for _, r := range p.Runs {
@@ -617,12 +624,9 @@ func metricCheckItalicFontSize14(result, expected any, _ bool, _ map[string]any)
 // metricStrikeThroughLastParagraph needs equal text and direct
 // strike-through on every run of the last body paragraph.
 func metricStrikeThroughLastParagraph(result, expected any, _ bool, _ map[string]any) (float64, error) {
-	if ok, err := sameText(result, expected); !ok || err != nil {
+	d, err := sameTextDocx(result, expected)
+	if err != nil || d == nil || len(d.Paragraphs) == 0 {
 		return 0, err
-	}
-	d := openDocx(result)
-	if d == nil || len(d.Paragraphs) == 0 {
-		return 0, nil
 	}
 	for _, r := range d.Paragraphs[len(d.Paragraphs)-1].Runs {
 		if !isTrue(r.Strike) {
@@ -636,12 +640,9 @@ func metricStrikeThroughLastParagraph(result, expected any, _ bool, _ map[string
 // every run starting with a vowel red and every other run blue, within a
 // CIEDE2000 distance of threshold.
 func metricColoredWordsInTables(result, expected any, _ bool, opts map[string]any) (float64, error) {
-	if ok, err := sameText(result, expected); !ok || err != nil {
+	d, err := sameTextDocx(result, expected)
+	if err != nil || d == nil {
 		return 0, err
-	}
-	d := openDocx(result)
-	if d == nil {
-		return 0, nil
 	}
 	threshold := 3.5
 	if v, ok := opts["threshold"]; ok {
