@@ -219,14 +219,25 @@ func ratio(a, b string) (float64, error) {
 		return 1, nil
 	}
 	ra, rb := []rune(a), []rune(b)
-	if len(ra)+len(rb) == 0 {
+	total := len(ra) + len(rb)
+	if total == 0 {
 		return 1, nil
+	}
+	// A common prefix and suffix are part of every longest common
+	// subsequence: only what lies between needs the LCS (rapidfuzz trims
+	// them too), which for a document edited in one place is little.
+	common := 0
+	for len(ra) > 0 && len(rb) > 0 && ra[0] == rb[0] {
+		ra, rb, common = ra[1:], rb[1:], common+1
+	}
+	for len(ra) > 0 && len(rb) > 0 && ra[len(ra)-1] == rb[len(rb)-1] {
+		ra, rb, common = ra[:len(ra)-1], rb[:len(rb)-1], common+1
 	}
 	if len(ra) > len(rb) {
 		ra, rb = rb, ra
 	}
 	if len(ra) == 0 {
-		return 0, nil
+		return 2 * float64(common) / float64(total), nil
 	}
 	if float64(len(ra))*float64(len(rb)) > maxRatioCells {
 		return 0, fmt.Errorf("texts of %d and %d characters are too long to compare", len(ra), len(rb))
@@ -266,8 +277,8 @@ func ratio(a, b string) (float64, error) {
 		}
 		ones += bits.OnesCount64(x)
 	}
-	lcs := len(ra) - ones
-	return 2 * float64(lcs) / float64(len(ra)+len(rb)), nil
+	lcs := common + len(ra) - ones
+	return 2 * float64(lcs) / float64(total), nil
 }
 
 // metricComparePDFs is chrome.py's compare_pdfs: the mean over the pairs

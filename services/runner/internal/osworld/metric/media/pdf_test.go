@@ -170,6 +170,21 @@ func TestRatio(t *testing.T) {
 			t.Errorf("ratio(len %d, len %d) got %v, want %v", len([]rune(a)), len([]rune(b)), got, want)
 		}
 	}
+	// Texts sharing a prefix and a suffix, as an edited document does with
+	// its original: the trimmed LCS must equal the whole one.
+	for _, n := range []int{1, 70, 200} {
+		pre, suf := gen(n), gen(n/2+1)
+		for _, mid := range [][2]string{{gen(n), gen(n + 3)}, {"", gen(5)}, {gen(3), ""}, {"x", "x"}} {
+			a, b := pre+mid[0]+suf, pre+mid[1]+suf
+			got, err := ratio(a, b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := naiveRatio(a, b); math.Abs(got-want) > 1e-12 {
+				t.Errorf("ratio with common ends (len %d, len %d) got %v, want %v", len([]rune(a)), len([]rune(b)), got, want)
+			}
+		}
+	}
 	if got, _ := ratio("", ""); got != 1 {
 		t.Errorf("ratio of two empty strings got %v, want 1", got)
 	}
