@@ -247,7 +247,7 @@ func metricDirectJSON(result, expected any, _ bool, _ map[string]any) (float64, 
 	}
 	if s, ok := result.(string); ok {
 		var v any
-		if json.Unmarshal([]byte(strings.ReplaceAll(pyStrip(s), "'", `"`)), &v) != nil {
+		if json.Unmarshal([]byte(strings.ReplaceAll(PyStrip(s), "'", `"`)), &v) != nil {
 			// Python's json.loads raises here, before the function's own
 			// handler; an output that is not JSON is the agent's failure.
 			return 0, nil
@@ -358,8 +358,8 @@ func Truthy(v any) bool {
 func collapseBlanks(s string) string {
 	var b strings.Builder
 	space := false
-	for _, r := range pyStrip(strings.NewReplacer("\t", " ", "\n", " ").Replace(s)) {
-		if pyIsSpace(r) {
+	for _, r := range PyStrip(strings.NewReplacer("\t", " ", "\n", " ").Replace(s)) {
+		if PyIsSpace(r) {
 			space = true
 			continue
 		}
@@ -745,7 +745,7 @@ func metricCheckLineNumber(result, expected any, _ bool, _ map[string]any) (floa
 func pyInt(v any) (int, bool) {
 	switch x := v.(type) {
 	case string:
-		n, err := strconv.Atoi(strings.ReplaceAll(pyStrip(x), "_", ""))
+		n, err := strconv.Atoi(strings.ReplaceAll(PyStrip(x), "_", ""))
 		return n, err == nil
 	case bool:
 		return int(Bool(x)), true
@@ -815,7 +815,7 @@ func normalizePython(text string) string {
 	lines := SplitLines(text)
 	i := 0
 	for i < len(lines) && i < 3 {
-		s := pyStrip(lines[i])
+		s := PyStrip(lines[i])
 		if strings.HasPrefix(s, "#!") || strings.HasPrefix(s, "# -*- coding:") ||
 			strings.HasPrefix(s, "# coding:") || strings.HasPrefix(s, "# coding=") {
 			i++
@@ -825,8 +825,8 @@ func normalizePython(text string) string {
 	}
 	var out []string
 	for ; i < len(lines); i++ {
-		if pyStrip(lines[i]) != "" {
-			out = append(out, strings.TrimRightFunc(expandTabs(lines[i], 4), pyIsSpace))
+		if PyStrip(lines[i]) != "" {
+			out = append(out, strings.TrimRightFunc(expandTabs(lines[i], 4), PyIsSpace))
 		}
 	}
 	return strings.Join(out, "\n")

@@ -74,7 +74,7 @@ func sameSet(got []string, want []any) bool {
 // gsettings prints one: ['a.desktop', "b's.desktop"]. Anything else
 // (GVariant's "@as []" included) is an error, as Python's eval raises.
 func parseStringList(s string) ([]string, error) {
-	s = pyStrip(s)
+	s = PyStrip(s)
 	if !strings.HasPrefix(s, "[") || !strings.HasSuffix(s, "]") {
 		return nil, fmt.Errorf("not a list literal")
 	}
@@ -82,7 +82,7 @@ func parseStringList(s string) ([]string, error) {
 	var out []string
 	i := 0
 	skip := func() {
-		for i < len(body) && pyIsSpace(rune(body[i])) {
+		for i < len(body) && PyIsSpace(rune(body[i])) {
 			i++
 		}
 	}

@@ -386,17 +386,17 @@ func pyReprString(s string) string {
 	return b.String()
 }
 
-// pyIsSpace is Python's str.isspace for one character (it counts the
+// PyIsSpace is Python's str.isspace for one character (it counts the
 // ASCII separators 0x1c-0x1f, which Go's unicode.IsSpace does not).
-func pyIsSpace(r rune) bool {
+func PyIsSpace(r rune) bool {
 	return unicode.IsSpace(r) || (r >= 0x1c && r <= 0x1f)
 }
 
-// pyStrip is Python's str.strip() without arguments.
-func pyStrip(s string) string { return strings.TrimFunc(s, pyIsSpace) }
+// PyStrip is Python's str.strip() without arguments.
+func PyStrip(s string) string { return strings.TrimFunc(s, PyIsSpace) }
 
 // pySplit is Python's str.split() without arguments.
-func pySplit(s string) []string { return strings.FieldsFunc(s, pyIsSpace) }
+func pySplit(s string) []string { return strings.FieldsFunc(s, PyIsSpace) }
 
 // errUndecodable is a file Python's open() in text mode could not read.
 var errUndecodable = errors.New("file is not UTF-8 text")
@@ -629,7 +629,7 @@ var reFlags = map[string]pyre.Flag{
 // pyFloat is Python's float(str): surrounding whitespace allowed, "inf"
 // and "nan" in any case, underscores between digits.
 func pyFloat(s string) (float64, error) {
-	s = pyStrip(s)
+	s = PyStrip(s)
 	if strings.Contains(s, "_") {
 		if strings.HasPrefix(s, "_") || strings.HasSuffix(s, "_") || strings.Contains(s, "__") {
 			return 0, fmt.Errorf("float(%q)", s)

@@ -29,7 +29,7 @@ type Pref struct {
 func ParsePrefs(text string) ([]Pref, error) {
 	var out []Pref
 	for _, line := range pyLines(text) {
-		m, err := prefLine.Match(pyStrip(line))
+		m, err := prefLine.Match(PyStrip(line))
 		if err != nil {
 			return nil, err
 		}
@@ -221,8 +221,8 @@ func readFolder(path any, removeDup bool) (string, bool, error) {
 		return "", ok, err
 	}
 	var msgs []string
-	for _, part := range strings.Split(pyStrip(text), "FROM - ") {
-		if pyStrip(part) != "" {
+	for _, part := range strings.Split(PyStrip(text), "FROM - ") {
+		if PyStrip(part) != "" {
 			continue
 		}
 		msgs = append(msgs, "FROM - ")

@@ -135,7 +135,7 @@ func metricCompareConfig(result, expected any, _ bool, opts map[string]any) (flo
 		if bothJSON {
 			return Bool(jsonSubset(wj, gj)), nil
 		}
-		return Bool(strings.Contains(got, pyStrip(want))), nil
+		return Bool(strings.Contains(got, PyStrip(want))), nil
 	}
 	return Bool(got == want || (bothJSON && PyEqual(gj, wj))), nil
 }
@@ -193,7 +193,7 @@ func metricCompareResultFiles(result, expected any, _ bool, _ map[string]any) (f
 	if !ok {
 		return 0, nil
 	}
-	src, tgt := pyStrip(a), pyStrip(b)
+	src, tgt := PyStrip(a), PyStrip(b)
 	tn, err := pyFloat(tgt)
 	if err != nil {
 		return Bool(src == tgt), nil

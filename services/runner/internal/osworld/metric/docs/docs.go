@@ -81,22 +81,12 @@ func option(opts map[string]any, key string, def bool) bool {
 	return metric.Truthy(v)
 }
 
-// pyIsSpace is Python's str.isspace for one character, which is also what
-// re's \s matches in a str pattern: Go's unicode.IsSpace plus the
-// information separators U+001C..U+001F.
-func pyIsSpace(r rune) bool {
-	return unicode.IsSpace(r) || (r >= 0x1c && r <= 0x1f)
-}
-
-// pyStrip is Python's str.strip().
-func pyStrip(s string) string { return strings.TrimFunc(s, pyIsSpace) }
-
 // collapseBlanks is re.sub(r'\s+', ' ', s).strip().
 func collapseBlanks(s string) string {
 	var b strings.Builder
 	space := false
 	for _, r := range s {
-		if pyIsSpace(r) {
+		if metric.PyIsSpace(r) {
 			space = true
 			continue
 		}
@@ -188,8 +178,8 @@ func compareDocxFiles(file1, file2 any, o compareOptions) (float64, error) {
 		slices.Sort(p2)
 	}
 	if o.deleteEmptyLines {
-		p1 = slices.DeleteFunc(p1, func(s string) bool { return pyStrip(s) == "" })
-		p2 = slices.DeleteFunc(p2, func(s string) bool { return pyStrip(s) == "" })
+		p1 = slices.DeleteFunc(p1, func(s string) bool { return metric.PyStrip(s) == "" })
+		p2 = slices.DeleteFunc(p2, func(s string) bool { return metric.PyStrip(s) == "" })
 	}
 	joined := func() (string, string) {
 		t1 := collapseBlanks(strings.Join(p1, "\n"))
@@ -296,7 +286,7 @@ func metricCompareDocxTables(result, expected any, _ bool, _ map[string]any) (fl
 				if k >= len(g1) || k >= len(g2) {
 					return 0, nil
 				}
-				if pyStrip(g1[k].Text()) != pyStrip(g2[k].Text()) {
+				if metric.PyStrip(g1[k].Text()) != metric.PyStrip(g2[k].Text()) {
 					return 0, nil
 				}
 			}
@@ -477,7 +467,7 @@ func metricCompareReferences(result, expected any, _ bool, opts map[string]any) 
 	refs := func(ps []string) []string {
 		var out []string
 		for _, p := range ps {
-			if pyStrip(p) != "" {
+			if metric.PyStrip(p) != "" {
 				out = append(out, p)
 			}
 		}
@@ -529,13 +519,13 @@ func metricCompareUniqueTrainRecords(result, expected any, _ bool, _ map[string]
 		}
 		var lines, ids []string
 		for _, p := range d.Paragraphs {
-			if l := pyStrip(p.Text); l != "" {
+			if l := metric.PyStrip(p.Text); l != "" {
 				lines = append(lines, l)
 			}
 		}
 		for _, l := range lines {
 			if parts := strings.Split(l, ","); len(parts) == 4 {
-				ids = append(ids, pyStrip(parts[1]))
+				ids = append(ids, metric.PyStrip(parts[1]))
 			}
 		}
 		return lines, ids, true
@@ -735,7 +725,7 @@ func metricCheckTabstops(result, expected any, _ bool, opts map[string]any) (flo
 	nonBlank := func(ps []docx.Paragraph) []docx.Paragraph {
 		var out []docx.Paragraph
 		for _, p := range ps {
-			if pyStrip(p.Text) != "" {
+			if metric.PyStrip(p.Text) != "" {
 				out = append(out, p)
 			}
 		}
@@ -768,7 +758,7 @@ func metricCheckTabstops(result, expected any, _ bool, opts map[string]any) (flo
 				// IndexError in docs.py.
 				return 0, nil
 			}
-			if float64(len(strings.FieldsFunc(splits[i], pyIsSpace))) != number {
+			if float64(len(strings.FieldsFunc(splits[i], metric.PyIsSpace))) != number {
 				return 0, nil
 			}
 		}

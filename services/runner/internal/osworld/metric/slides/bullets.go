@@ -1,6 +1,7 @@
 package slides
 
 import (
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric/slides/pptx"
 )
 
@@ -57,7 +58,7 @@ func slideBullets(root *pptx.Element) ([]bullet, bool) {
 			text = append(text, *t.Text...)
 		}
 		b.text = string(text)
-		if pyStrip(b.text) != "" {
+		if metric.PyStrip(b.text) != "" {
 			out = append(out, b)
 		}
 	}

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
-	"unicode"
 
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric/slides/pptx"
@@ -198,12 +196,6 @@ func lessConst(a *int64, k int64, greater bool) (bool, error) {
 	return *a < k, nil
 }
 
-// pyStrip is Python's str.strip(): Unicode whitespace, which also counts
-// the separators U+001C to U+001F.
-func pyStrip(s string) string {
-	return strings.TrimFunc(s, func(r rune) bool { return unicode.IsSpace(r) || (r >= 0x1c && r <= 0x1f) })
-}
-
 func (c *comparer) presentations(p1, p2 *pptx.Presentation) (bool, error) {
 	if len(p1.Slides) != len(p2.Slides) && c.opt["examine_number_of_slides"] {
 		return false, nil
@@ -278,7 +270,7 @@ func (c *comparer) slide(idx int, s1, s2 *pptx.Slide) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if pyStrip(n1) != pyStrip(n2) && c.opt["examine_note"] {
+	if metric.PyStrip(n1) != metric.PyStrip(n2) && c.opt["examine_note"] {
 		return false, nil
 	}
 	shapes1, shapes2, err := pair((*pptx.Slide).Shapes, s1, s2)
@@ -317,7 +309,7 @@ func (c *comparer) slide(idx int, s1, s2 *pptx.Slide) (bool, error) {
 func (c *comparer) alignmentPass(a, b *pptx.Shape) (bool, error) {
 	t1, _ := a.Text()
 	t2, _ := b.Text()
-	if pyStrip(t1) != pyStrip(t2) && c.opt["examine_text"] {
+	if metric.PyStrip(t1) != metric.PyStrip(t2) && c.opt["examine_text"] {
 		return false, nil
 	}
 	ps1, ps2 := a.Paragraphs(), b.Paragraphs()
@@ -479,7 +471,7 @@ func (c *comparer) shape(slideIdx int, a, b *pptx.Shape, bul *bulletCheck) (bool
 }
 
 func emptyText(s *pptx.Shape) bool {
-	return !s.HasText() || pyStrip(shapeText(s)) == ""
+	return !s.HasText() || metric.PyStrip(shapeText(s)) == ""
 }
 
 // bothType is `cond and shape1.shape_type == t and shape2.shape_type ==
@@ -533,7 +525,7 @@ func normRuns(p1, p2 *pptx.Paragraph) ([]*pptx.Run, []*pptx.Run, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if pyStrip(t1) == "" && pyStrip(t2) == "" {
+	if metric.PyStrip(t1) == "" && metric.PyStrip(t2) == "" {
 		if r1, err = nonEmptyRuns(r1); err != nil {
 			return nil, nil, err
 		}
@@ -551,7 +543,7 @@ func nonEmptyRuns(rs []*pptx.Run) ([]*pptx.Run, error) {
 		if err != nil {
 			return nil, err
 		}
-		if pyStrip(t) != "" {
+		if metric.PyStrip(t) != "" {
 			out = append(out, r)
 		}
 	}
@@ -662,7 +654,7 @@ func sameUnderline(f1, f2 pptx.Font) (bool, error) {
 }
 
 func (c *comparer) textFrames(a, b *pptx.Shape, ta, tb string, bul *bulletCheck) (bool, error) {
-	if pyStrip(ta) != pyStrip(tb) && c.opt["examine_text"] {
+	if metric.PyStrip(ta) != metric.PyStrip(tb) && c.opt["examine_text"] {
 		return false, nil
 	}
 	ps1, ps2 := a.Paragraphs(), b.Paragraphs()

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"unicode"
 	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
@@ -53,17 +52,6 @@ func safeReadLines(p string) ([]string, error) {
 	return metric.SplitLines(s), nil
 }
 
-// pyStrip is str.strip() with no argument.
-func pyStrip(s string) string { return strings.TrimFunc(s, pyIsSpace) }
-
-func pyIsSpace(r rune) bool {
-	switch r {
-	case 0x1c, 0x1d, 0x1e, 0x1f:
-		return true
-	}
-	return unicode.IsSpace(r)
-}
-
 // compareCSV is compare_csv: the result's lines equal those of the
 // expected file, or of any of a list of expected files (options strict,
 // default true, and ignore_case).
@@ -102,7 +90,7 @@ func compareCSV(result, expected any, _ bool, opts map[string]any) (float64, err
 		out := make([]string, len(lines))
 		for i, l := range lines {
 			if !strict {
-				l = pyStrip(l)
+				l = metric.PyStrip(l)
 			}
 			if ignoreCase {
 				l = strings.ToLower(l)
@@ -141,7 +129,7 @@ func printLines(book, sheetName string) []string {
 	out := []string{}
 	dropping := true
 	for i := len(lines) - 1; i >= 0; i-- {
-		l := pyStrip(lines[i])
+		l := metric.PyStrip(lines[i])
 		if dropping && l == "" {
 			continue
 		}
@@ -206,7 +194,7 @@ func normaliseCity(s string) string {
 		}
 		b.WriteRune(r)
 	}
-	return pyStrip(nonAlnum.ReplaceAllString(strings.ToLower(b.String()), " "))
+	return metric.PyStrip(nonAlnum.ReplaceAllString(strings.ToLower(b.String()), " "))
 }
 
 // compareConferenceCityInOrder checks C2:C22 of the active sheet against

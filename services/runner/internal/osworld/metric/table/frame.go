@@ -609,4 +609,3 @@ func pyStr(v pyVal) string {
 	}
 	return ""
 }
-
