@@ -1,9 +1,11 @@
 package osworld
 
+import "slices"
+
 // Missing is one step, getter or metric that a task needs and this package
 // cannot run, with why.
 type Missing struct {
-	// Kind is "step", "getter" or "metric".
+	// Kind is "step", "getter", "metric" or "option" (Name metric.key).
 	Kind string
 	Name string
 	// Reason says why when the name is known but refused (an account the
@@ -46,8 +48,17 @@ func (t Task) Missing() []Missing {
 		if f == "infeasible" {
 			continue
 		}
-		if _, ok := metrics[f]; !ok {
+		if spec, ok := metrics[f]; !ok {
 			add(Missing{Kind: "metric", Name: f})
+		} else {
+			// An option the function does not take: OSWorld's call
+			// metric(result, expected, **options) raises on it, and a
+			// typo must not be scored as if the option were honoured.
+			for k := range t.Evaluator.Options[i] {
+				if !slices.Contains(spec.Options, k) {
+					add(Missing{Kind: "option", Name: f + "." + k, Reason: "the metric takes no option " + k})
+				}
+			}
 		}
 		for _, g := range []map[string]any{t.Evaluator.Result[i], t.Evaluator.Expected[i]} {
 			if g == nil {

@@ -59,6 +59,8 @@ func TestUnsupported(t *testing.T) {
 		{in: `{"instruction":"x","evaluator":{"func":"exact_match","result":{"type":"no_such_getter"}}}`, wantKind: "getter", wantName: "no_such_getter"},
 		{in: `{"instruction":"x","evaluator":{"func":"infeasible","postconfig":[{"type":"no_such_step"}]}}`, wantKind: "step", wantName: "no_such_step"},
 		{in: `{"instruction":"x","evaluator":{"func":"exact_match","result":{"type":"googledrive_file"}}}`, wantKind: "getter", wantName: "googledrive_file"},
+		{in: `{"instruction":"x","evaluator":{"func":"exact_match","result":{"type":"vm_command_line"},"expected":{"type":"rule"},"options":{"ignore_cas":true}}}`, wantKind: "option", wantName: "exact_match.ignore_cas"},
+		{in: `{"instruction":"x","evaluator":{"func":"literal_match","result":{"type":"vm_command_line"},"expected":{"type":"rule"},"options":{"ignore_case":true}}}`},
 	}
 	for _, tt := range tests {
 		task, err := ParseTask([]byte(tt.in))
