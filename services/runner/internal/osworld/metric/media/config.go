@@ -15,14 +15,6 @@ import (
 // (vlcrc). OSWorld reads these files line by line with substring tests; a
 // missing file, or bytes that are not UTF-8, raise there and score 0 here.
 
-// pyIsSpace is Python's str.isspace for one rune (it counts the ASCII
-// separators \x1c-\x1f, which Go's unicode.IsSpace does not).
-func pyIsSpace(r rune) bool {
-	return unicode.IsSpace(r) || r >= 0x1c && r <= 0x1f
-}
-
-func pyStrip(s string) string { return strings.TrimFunc(s, pyIsSpace) }
-
 // readUTF8 reads a getter's file as OSWorld's .read().decode('utf-8').
 func readUTF8(v any) (string, bool) {
 	text, ok, err := metric.ReadText(v)
@@ -71,7 +63,7 @@ func lastValue(text, key, def string) string {
 	for _, line := range strings.Split(text, "\n") {
 		if strings.Contains(line, key) {
 			parts := strings.Split(line, "=")
-			v = pyStrip(parts[len(parts)-1])
+			v = metric.PyStrip(parts[len(parts)-1])
 		}
 	}
 	return v
@@ -125,12 +117,12 @@ func metricVLCRecordingsFolder(result, expected any, _ bool, _ map[string]any) (
 		return 0, nil
 	}
 	for _, line := range strings.Split(text, "\n") {
-		if strings.HasPrefix(line, "#") || pyStrip(line) == "" {
+		if strings.HasPrefix(line, "#") || metric.PyStrip(line) == "" {
 			continue
 		}
 		if strings.Contains(line, "input-record-path") {
 			parts := strings.Split(line, "=")
-			return metric.Bool(pyStrip(parts[len(parts)-1]) == want), nil
+			return metric.Bool(metric.PyStrip(parts[len(parts)-1]) == want), nil
 		}
 	}
 	return 0, nil
@@ -176,7 +168,7 @@ func metricQtSliderColours(result, expected any, _ bool, _ map[string]any) (floa
 // pyInt is Python's int(str): surrounding whitespace, a sign, digits with
 // single underscores between them.
 func pyInt(s string) (int64, bool) {
-	s = pyStrip(s)
+	s = metric.PyStrip(s)
 	if strings.HasPrefix(s, "_") || strings.HasSuffix(s, "_") || strings.Contains(s, "__") {
 		return 0, false
 	}
@@ -224,8 +216,8 @@ func metricGIMPConfigStatus(result, expected any, _ bool, _ map[string]any) (flo
 		if strings.HasPrefix(line, "#") || line == "\n" {
 			continue
 		}
-		s := strings.TrimRight(strings.TrimLeft(pyStrip(line), "("), ")\n")
-		items := strings.FieldsFunc(s, pyIsSpace)
+		s := strings.TrimRight(strings.TrimLeft(metric.PyStrip(line), "("), ")\n")
+		items := strings.FieldsFunc(s, metric.PyIsSpace)
 		if len(items) == 0 {
 			return 0, nil
 		}

@@ -250,7 +250,7 @@ func parseID3v1(tag []byte) map[string]string {
 		for i, c := range b {
 			r[i] = rune(c)
 		}
-		return strings.TrimFunc(string(r), pyIsSpace)
+		return strings.TrimFunc(string(r), metric.PyIsSpace)
 	}
 	out := map[string]string{}
 	for id, v := range map[string]string{

@@ -45,7 +45,7 @@ func pdfText(ctx context.Context, path string) (string, error) {
 		}
 		text = strings.ReplaceAll(string(out), "\f", "")
 	}
-	return strings.TrimFunc(strings.ToValidUTF8(text, "\uFFFD"), pyIsSpace), nil
+	return strings.TrimFunc(strings.ToValidUTF8(text, "\uFFFD"), metric.PyIsSpace), nil
 }
 
 // mutoolOptions are PyMuPDF's TEXTFLAGS_TEXT for get_text("text"), as
