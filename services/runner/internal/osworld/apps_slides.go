@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric/slides/pptx"
 )
 
@@ -48,7 +49,7 @@ func slideArgs(getter string, cfg map[string]any) (ppt string, index int, dest s
 // missing or broken file makes OSWorld's getter raise, so it is an error
 // here too.
 func (s *Session) openPresentation(ctx context.Context, getter, ppt string) (*pptx.Package, error) {
-	v, err := s.vmFile(ctx, ppt, pyBasename(ppt))
+	v, err := s.vmFile(ctx, ppt, metric.PyBasename(ppt))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", getter, err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/rolloutmesh/rolloutmesh/serverkit/boundedread"
 
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/dlcache"
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric"
 )
 
 // sharedDownloads is the download store of the process, set once by the
@@ -200,7 +201,7 @@ func (t Task) cacheSources() []dlcache.Source {
 		}
 		for _, f := range p.Files {
 			if f.URL != "" {
-				out = append(out, dlcache.Source{TaskID: t.ID, Name: dlcache.UUID5URL(f.URL) + "_" + pyBasename(f.Path), URL: f.URL})
+				out = append(out, dlcache.Source{TaskID: t.ID, Name: dlcache.UUID5URL(f.URL) + "_" + metric.PyBasename(f.Path), URL: f.URL})
 			}
 		}
 	}
@@ -219,12 +220,6 @@ func (t Task) cacheSources() []dlcache.Source {
 		}
 	}
 	return out
-}
-
-// pyBasename is Python's os.path.basename: what follows the last slash
-// (empty for a trailing slash, unlike path.Base).
-func pyBasename(p string) string {
-	return p[strings.LastIndex(p, "/")+1:]
 }
 
 // CheckOffline fails, naming the first missing URL, when the process's

@@ -392,6 +392,12 @@ func PyIsSpace(r rune) bool {
 	return unicode.IsSpace(r) || (r >= 0x1c && r <= 0x1f)
 }
 
+// PyBasename is Python's os.path.basename: what follows the last slash
+// (empty for a trailing slash, unlike path.Base).
+func PyBasename(p string) string {
+	return p[strings.LastIndex(p, "/")+1:]
+}
+
 // PyStrip is Python's str.strip() without arguments.
 func PyStrip(s string) string { return strings.TrimFunc(s, PyIsSpace) }
 

@@ -281,14 +281,6 @@ func validScheme(s string) bool {
 	return true
 }
 
-// pyBasename is os.path.basename: the part after the last '/'.
-func pyBasename(p string) string {
-	if i := strings.LastIndex(p, "/"); i >= 0 {
-		return p[i+1:]
-	}
-	return p
-}
-
 // metricVLCPlaying is is_vlc_playing over VLC's HTTP status.xml: state is
 // "playing" and the first non-empty meta entry names the expected file
 // (rules type file_name) or URL (type url).
@@ -323,7 +315,7 @@ func metricVLCPlaying(result, expected any, _ bool, _ map[string]any) (float64, 
 			return 0, nil
 		}
 		want, _ := rule["file_name"].(string)
-		if pyBasename(info) == want || strings.HasSuffix(info, want) {
+		if metric.PyBasename(info) == want || strings.HasSuffix(info, want) {
 			return 1, nil
 		}
 		if strings.Contains(info, want) && (strings.HasSuffix(info, "/"+want) || strings.HasSuffix(info, `\`+want)) {
@@ -343,7 +335,7 @@ func metricVLCPlaying(result, expected any, _ bool, _ map[string]any) (float64, 
 			return 1, nil
 		}
 		exp := parsePyURL(want)
-		if info == pyBasename(exp.path) {
+		if info == metric.PyBasename(exp.path) {
 			return 1, nil
 		}
 		if strings.Contains(info, "://") {
