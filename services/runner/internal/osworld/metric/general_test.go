@@ -170,6 +170,8 @@ func TestMatchValueToRule(t *testing.T) {
 		{"a,b", rules("method", "str_set_eq", "ref", "ba"), true, false},
 		{"a", rules("method", "str_set_eq", "ref", 1.0), false, true},
 		{"1_000", rules("method", "approx:0.1", "ref", 1000.0), true, false},
+		{2.05, rules("method", "approx:0.1:x", "ref", 2.0), true, false},
+		{2.05, rules("method", "approx", "ref", 2.0), false, true},
 		{pyEqualAll{}, rules("method", "eq", "ref", "anything"), true, false},
 		{"anything", rules("method", "ne", "ref", []any{pyEqualAll{}}), true, false},
 	}

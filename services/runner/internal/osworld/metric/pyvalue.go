@@ -541,9 +541,13 @@ func MatchValueToRule(value any, rule map[string]any) (bool, error) {
 		}
 		return map[string]bool{"le": c <= 0, "lt": c < 0, "ge": c >= 0, "gt": c > 0}[method], nil
 	case strings.HasPrefix(method, "approx"):
-		_, th, ok := strings.Cut(method, ":")
-		threshold, err := pyFloat(th)
-		if !ok || err != nil {
+		// float(method.split(":")[1]): the second field, whatever follows.
+		fields := strings.Split(method, ":")
+		if len(fields) < 2 {
+			return false, fmt.Errorf("approx method %q without a threshold: %w", method, ErrPyRaises)
+		}
+		threshold, err := pyFloat(fields[1])
+		if err != nil {
 			return false, fmt.Errorf("approx method %q without a threshold: %w", method, ErrPyRaises)
 		}
 		// float(value) first: a value that is no number is False before
