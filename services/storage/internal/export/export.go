@@ -180,13 +180,16 @@ type trainingLine struct {
 	// left out of its group's mean. Advantage is GRPO's group-relative
 	// one: the reward minus the mean reward of the group's DONE episodes
 	// in this export.
-	Reward        *float64  `json:"reward,omitempty"`
-	Advantage     *float64  `json:"advantage,omitempty"`
-	FailureReason string    `json:"failure_reason,omitempty"`
-	ModelVersions []int64   `json:"model_versions"`
-	NumSteps      int       `json:"num_steps"`
-	Messages      []message `json:"messages"`
-	Turns         []turn    `json:"turns"`
+	Reward        *float64 `json:"reward,omitempty"`
+	Advantage     *float64 `json:"advantage,omitempty"`
+	FailureReason string   `json:"failure_reason,omitempty"`
+	// Evaluation is what the evaluator reported with the reward (the
+	// metrics, their scores, the getters' results), as the runner gave it.
+	Evaluation    json.RawMessage `json:"evaluation,omitempty"`
+	ModelVersions []int64         `json:"model_versions"`
+	NumSteps      int             `json:"num_steps"`
+	Messages      []message       `json:"messages"`
+	Turns         []turn          `json:"turns"`
 	// The flat token-in/token-out sequence, present when every turn has
 	// token ids and each prompt extends the previous prompt+completion.
 	InputIDs      []int32   `json:"input_ids,omitempty"`
@@ -247,6 +250,9 @@ func (x *Exporter) trainingLine(ctx context.Context, ep *pb.Episode, steps []*pb
 	if ep.GetStatus() == pb.EpisodeStatus_EPISODE_STATUS_DONE {
 		r := ep.GetScore()
 		l.Reward = &r
+	}
+	if d := ep.GetEvaluatorDetailsJson(); d != "" && json.Valid([]byte(d)) {
+		l.Evaluation = json.RawMessage(d)
 	}
 	if l.ModelVersions == nil {
 		l.ModelVersions = []int64{}

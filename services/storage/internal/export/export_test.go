@@ -109,3 +109,26 @@ func TestSystemPromptOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestEvaluationExported: the evaluator's report rides with the reward in
+// the training line, so a trainer (or a person) sees which metric gave it;
+// a report that is not JSON is left out rather than breaking the line.
+func TestEvaluationExported(t *testing.T) {
+	tests := []struct {
+		details, want string
+	}{
+		{`{"func":["compare_table"],"scores":[1]}`, `{"func":["compare_table"],"scores":[1]}`},
+		{`not json`, ``},
+		{``, ``},
+	}
+	for _, tt := range tests {
+		ep := &pb.Episode{Status: pb.EpisodeStatus_EPISODE_STATUS_DONE, Score: 1, EvaluatorDetailsJson: tt.details}
+		l, err := (&Exporter{}).trainingLine(context.Background(), ep, nil, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := string(l.Evaluation); got != tt.want {
+			t.Errorf("evaluation of %q = %q, want %q", tt.details, got, tt.want)
+		}
+	}
+}
