@@ -39,20 +39,7 @@ func TestLabels(t *testing.T) {
 		t.Errorf("a refused renewal changed the lease: labels %v renewals %d, want %v and 1", got.Labels, got.Renewals, lv.Labels)
 	}
 
-	f.p.Close(context.Background(), true)
-	f.st.Close()
-	f.open()
-	vms, err := f.st.VMs(context.Background(), "p")
-	if err != nil {
-		t.Fatal(err)
-	}
-	leases, err := f.st.Leases(context.Background(), "p")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.p.Restore(context.Background(), vms, leases); err != nil {
-		t.Fatal(err)
-	}
+	f.restart()
 	got, ok := f.p.Lease(g.Lease.ID)
 	if !ok || !maps.Equal(got.Labels, lv.Labels) {
 		t.Errorf("labels after restart = %v (lease found %v), want %v", got.Labels, ok, lv.Labels)

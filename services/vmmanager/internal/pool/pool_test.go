@@ -161,6 +161,26 @@ func (f *fixture) open() {
 	f.p = New(f.spec, Options{Provider: f.prov, Store: st, Clock: f.clk, Logger: zaptest.NewLogger(f.t), Metrics: m, Hub: NewHub()})
 }
 
+// restart simulates a crash: it drops the pool without closing it and
+// opens a new one restored from the store.
+func (f *fixture) restart() {
+	f.t.Helper()
+	f.p.Close(context.Background(), true)
+	f.st.Close()
+	f.open()
+	vms, err := f.st.VMs(context.Background(), "p")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	leases, err := f.st.Leases(context.Background(), "p")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if err := f.p.Restore(context.Background(), vms, leases); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
 // waitFor polls cond for up to 5s: background resets run on real goroutines.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -435,21 +455,7 @@ func TestRestoreKeepsLeases(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.clk.Advance(20 * time.Second)
-	// Simulate a crash: drop the pool without closing, reopen from the store.
-	f.p.Close(context.Background(), true)
-	f.st.Close()
-	f.open()
-	vms, err := f.st.VMs(context.Background(), "p")
-	if err != nil {
-		t.Fatal(err)
-	}
-	leases, err := f.st.Leases(context.Background(), "p")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.p.Restore(context.Background(), vms, leases); err != nil {
-		t.Fatal(err)
-	}
+	f.restart()
 	f.p.Start()
 	lv, ok := f.p.Lease(g.Lease.ID)
 	if !ok {
