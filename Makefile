@@ -100,7 +100,8 @@ test-python: build ## Test the Python client and the example training loop again
 # 1.26's fuzz coordinator that fails the run with "context deadline exceeded"
 # at the deadline though no input failed (golang/go#75804, fixed in Go 1.27).
 FUZZTIME ?= 200000x
-# The file-format readers (zip packages, images, EPUB) cost a millisecond or
+# The file-format readers (zip packages, images, EPUB, and vlcrc, whose
+# checks run Python patterns with a 2 s match limit) cost a millisecond or
 # more per input: a smaller count keeps `make fuzz` within minutes.
 FUZZTIME_FILES ?= 20000x
 # Fuzz targets, package and target name pairs: the parsers and encoders, then
@@ -133,7 +134,7 @@ FUZZ_TARGETS := services/runner/internal/actionspace/computer13:FuzzParse \
 	guest/desktopd/internal/api:FuzzAPI \
 	services/runner/internal/osworld/metric:FuzzParsePrefs \
 	services/runner/internal/osworld/metric:FuzzParseFilters \
-	services/runner/internal/osworld/metric/media:FuzzReadVLCConfig \
+	services/runner/internal/osworld/metric/media:FuzzReadVLCConfig:$(FUZZTIME_FILES) \
 	services/runner/internal/osworld/metric/media:FuzzVLCStatus \
 	services/runner/internal/osworld/metric/media:FuzzMP3Tags \
 	services/runner/internal/osworld/metric/media:FuzzReadPPM \
