@@ -26,10 +26,10 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
-	"strings"
 	"syscall"
 	"time"
 
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/benchstat"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/env"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld"
 )
@@ -83,7 +83,7 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("make fixtures: %w", err)
 	}
 	fmt.Printf("benchosworldeval: fixtures made by LibreOffice and Chromium in %s; %d CPUs, load average %s\n",
-		time.Since(t0).Round(100*time.Millisecond), runtime.NumCPU(), loadAverage())
+		time.Since(t0).Round(100*time.Millisecond), runtime.NumCPU(), benchstat.LoadAverage())
 	// The options are the ones OSWorld's published tasks use most for
 	// each metric (compare_table: the sheet_data rule of 30 of its 62
 	// tasks; the others: no options, their defaults).
@@ -121,10 +121,10 @@ func run(ctx context.Context, o options) error {
 			if err != nil {
 				return fmt.Errorf("%s on the %s pair: %w", b.metric, c.name, err)
 			}
-			p99 := percentile(times, 99)
+			p99 := benchstat.Percentile(times, 99)
 			worst = max(worst, p99)
 			fmt.Printf("%-19s %-37s %-9s %-7s %9s %9s %9s %9s\n", b.metric, b.file+" "+sizeOf(b.pair.result), c.name,
-				fmt.Sprintf("%.4f", score), fmtD(percentile(times, 50)), fmtD(p99), fmtD(percentile(times, 100)), fmtD(percentile(cpu, 50)))
+				fmt.Sprintf("%.4f", score), fmtD(benchstat.Percentile(times, 50)), fmtD(p99), fmtD(benchstat.Percentile(times, 100)), fmtD(benchstat.Percentile(cpu, 50)))
 		}
 		verdict := "MET"
 		if worst >= goal {
@@ -139,7 +139,7 @@ func run(ctx context.Context, o options) error {
 	} else {
 		fmt.Println("Goal met: every metric scored both pairs in under 1 s at p99.")
 	}
-	fmt.Printf("Load average at the end: %s. p50, p99 and max are wall time, which other work on the machine\n", loadAverage())
+	fmt.Printf("Load average at the end: %s. p50, p99 and max are wall time, which other work on the machine\n", benchstat.LoadAverage())
 	fmt.Println("lengthens; cpu is the CPU time the evaluation used (this process and the tools it ran), which it does less.")
 	fmt.Println("Scores are OSWorld's: a matching pair scores 1; a differing pair 0, except compare_pdfs (the fuzzy")
 	fmt.Println("ratio of the two texts) and compare_images (the SSIM of the two screenshots), which score a fraction.")
@@ -232,17 +232,6 @@ func sizeOf(path string) string {
 	return fmt.Sprintf("(%d KB)", (st.Size()+512)>>10)
 }
 
-// percentile is the nearest-rank percentile p (0-100] of ds.
-func percentile(ds []time.Duration, p float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	i := int(math.Ceil(p/100*float64(len(s)))) - 1
-	return s[max(0, min(i, len(s)-1))]
-}
-
 func fmtD(d time.Duration) string {
 	switch {
 	case d < time.Millisecond:
@@ -252,19 +241,6 @@ func fmtD(d time.Duration) string {
 	default:
 		return fmt.Sprintf("%.2fs", d.Seconds())
 	}
-}
-
-// loadAverage is the 1-minute load average, for the reader to judge how
-// busy the machine was; "?" where /proc has none.
-func loadAverage() string {
-	data, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	if f := strings.Fields(string(data)); len(f) > 0 {
-		return f[0]
-	}
-	return "?"
 }
 
 // cpuTime is the CPU time used so far by this process and by the children

@@ -24,16 +24,14 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"runtime"
-	"slices"
-	"strings"
 	"syscall"
 	"time"
 
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/benchstat"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/guest"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/dlcache"
@@ -113,7 +111,7 @@ func run(ctx context.Context, o options) error {
 	}
 	defer v.stop()
 	fmt.Printf("benchosworldsetup: image %s, guest %d CPUs / %d MB, %dx%d; host %d CPUs, load average %s\n",
-		o.image, o.cpus, o.memM, screenW, screenH, runtime.NumCPU(), loadAverage())
+		o.image, o.cpus, o.memM, screenW, screenH, runtime.NumCPU(), benchstat.LoadAverage())
 	fmt.Printf("files: %s (%s), %s (%s), 3 pages; made and served in %s\n",
 		sheetName, sizeOf(f.sheet), videoName, sizeOf(f.video), time.Since(start).Round(100*time.Millisecond))
 
@@ -166,9 +164,9 @@ func run(ctx context.Context, o options) error {
 			}
 			dlCol := "-"
 			if len(t.task.DownloadURLs()) > 0 {
-				dlCol = fmtD(percentile(dl, 50))
+				dlCol = fmtD(benchstat.Percentile(dl, 50))
 			}
-			cols = append(cols, fmtD(percentile(ready, 50)), fmtD(percentile(ready, 99)), fmtD(percentile(steps, 50)), dlCol,
+			cols = append(cols, fmtD(benchstat.Percentile(ready, 50)), fmtD(benchstat.Percentile(ready, 99)), fmtD(benchstat.Percentile(steps, 50)), dlCol,
 				fmt.Sprintf("%d/run", fetched/int64(len(ss))))
 		}
 		fmt.Printf(row, append([]any{t.name}, cols...)...)
@@ -185,8 +183,8 @@ func run(ctx context.Context, o options) error {
 		fmt.Printf("  %-34s %s\n", t.name, t.modelOn)
 	}
 	fmt.Printf("VM hand-off before each run (release with reset until the next lease): p50 %s, p99 %s.\n",
-		fmtD(percentile(waits, 50)), fmtD(percentile(waits, 99)))
-	fmt.Printf("Load average at the end: %s; whole benchmark %s.\n", loadAverage(), time.Since(start).Round(time.Second))
+		fmtD(benchstat.Percentile(waits, 50)), fmtD(benchstat.Percentile(waits, 99)))
+	fmt.Printf("Load average at the end: %s; whole benchmark %s.\n", benchstat.LoadAverage(), time.Since(start).Round(time.Second))
 	return nil
 }
 
@@ -254,17 +252,6 @@ func once(ctx context.Context, v *vmm, t benchTask, cache *dlcache.Cache, srv *s
 	return s, wait, nil
 }
 
-// percentile is the nearest-rank percentile p (0-100] of ds.
-func percentile(ds []time.Duration, p float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	i := int(math.Ceil(p/100*float64(len(s)))) - 1
-	return s[max(0, min(i, len(s)-1))]
-}
-
 func fmtD(d time.Duration) string {
 	if d < time.Second {
 		return fmt.Sprintf("%.0fms", float64(d)/float64(time.Millisecond))
@@ -281,17 +268,4 @@ func sizeOf(path string) string {
 		return fmt.Sprintf("%.1f MB", float64(st.Size())/(1<<20))
 	}
 	return fmt.Sprintf("%d KB", (st.Size()+512)>>10)
-}
-
-// loadAverage is the 1-minute load average, for the reader to judge how
-// busy the machine was; "?" where /proc has none.
-func loadAverage() string {
-	data, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	if f := strings.Fields(string(data)); len(f) > 0 {
-		return f[0]
-	}
-	return "?"
 }

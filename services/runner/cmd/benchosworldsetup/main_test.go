@@ -11,32 +11,6 @@ import (
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/guest"
 )
 
-func TestPercentile(t *testing.T) {
-	s := func(v ...int) []time.Duration {
-		out := make([]time.Duration, len(v))
-		for i, x := range v {
-			out[i] = time.Duration(x) * time.Second
-		}
-		return out
-	}
-	tests := []struct {
-		in   []time.Duration
-		p    float64
-		want time.Duration
-	}{
-		{nil, 50, 0},
-		{s(4), 50, 4 * time.Second},
-		{s(5, 1, 3, 2, 4), 50, 3 * time.Second},
-		{s(5, 1, 3, 2, 4), 99, 5 * time.Second},
-		{s(2, 1), 50, time.Second},
-	}
-	for _, tt := range tests {
-		if got := percentile(tt.in, tt.p); got != tt.want {
-			t.Errorf("percentile(%v, %v) = %v, want %v", tt.in, tt.p, got, tt.want)
-		}
-	}
-}
-
 // TestTasks checks that the three tasks parse, need nothing the runner
 // lacks, and download only from the loopback server.
 func TestTasks(t *testing.T) {
