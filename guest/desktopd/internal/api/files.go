@@ -4,10 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"image"
-	_ "image/gif" // wallpaper formats
-	_ "image/jpeg"
-	_ "image/png"
 	"io"
 	"mime"
 	"net/http"
@@ -353,63 +349,4 @@ func (s *Server) fetch(ctx context.Context, rawURL, target string) error {
 		return err
 	}
 	return os.Rename(f.Name(), target)
-}
-
-// changeWallpaper sets the root window background from an image file
-// (PNG, JPEG or GIF). OSWorld sets GNOME's picture-uri with gsettings,
-// which needs a GNOME session; the root background is what a plain X
-// desktop shows.
-func (s *Server) changeWallpaper(w http.ResponseWriter, r *http.Request) error {
-	var req struct {
-		Path string `json:"path"`
-	}
-	if err := decodeJSON(r, &req); err != nil {
-		return err
-	}
-	if req.Path == "" {
-		return badRequest("Path not supplied!")
-	}
-	p := s.run.ExpandPath(req.Path)
-	f, _, err := openRegular(p)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	d, err := s.display()
-	if err != nil {
-		return err
-	}
-	cfg, _, err := image.DecodeConfig(f)
-	if err != nil {
-		return badRequest("not a PNG, JPEG or GIF image: %v", err)
-	}
-	if cfg.Width*cfg.Height > 64<<20 {
-		return badRequest("image of %dx%d pixels is too large", cfg.Width, cfg.Height)
-	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return err
-	}
-	img, _, err := image.Decode(f)
-	if err != nil {
-		return badRequest("decode image: %v", err)
-	}
-	if err := d.d.SetBackground(r.Context(), img); err != nil {
-		return err
-	}
-	s.wallMu.Lock()
-	s.wallpaper = p
-	s.wallMu.Unlock()
-	writeText(w, http.StatusOK, "Wallpaper changed successfully")
-	return nil
-}
-
-// getWallpaper returns the image last set with /setup/change_wallpaper.
-func (s *Server) getWallpaper(w http.ResponseWriter, r *http.Request) error {
-	s.wallMu.Lock()
-	p := s.wallpaper
-	s.wallMu.Unlock()
-	if p == "" {
-		return errorf(http.StatusNotFound, "Wallpaper not set")
-	}
-	return sendFile(w, r, p, "")
 }

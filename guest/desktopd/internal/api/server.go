@@ -53,7 +53,8 @@ type Server struct {
 	disp atomic.Pointer[desktop]
 
 	wallMu    sync.Mutex
-	wallpaper string
+	wallpaper string // the file last set by /setup/change_wallpaper
+	wallGS    string // picture-uri right after it was set
 }
 
 type desktop struct {

@@ -96,7 +96,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	case cfg.Xvfb:
 		xs, err := xserver.Start(ctx, xserver.Config{
 			Display: cfg.Display, Width: cfg.Width, Height: cfg.Height,
-			WindowManager: cfg.WindowManager, SessionBus: cfg.SessionBus, Dir: state,
+			WindowManager: cfg.WindowManager, SessionBus: cfg.SessionBus, Dir: state, Home: cfg.Home,
 		}, log)
 		if err != nil {
 			return err

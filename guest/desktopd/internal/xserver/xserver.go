@@ -30,6 +30,10 @@ type Config struct {
 	SessionBus bool
 	// Dir holds the bus socket; it must exist.
 	Dir string
+	// Home is the HOME of the services the bus activates ("" keeps
+	// desktopd's). It must be the commands' HOME: dconf-service writes
+	// the gsettings database under it, and gsettings reads it from there.
+	Home string
 }
 
 // Server is a running Xvfb with its companions.
@@ -151,7 +155,7 @@ func Start(ctx context.Context, cfg Config, logger *zap.Logger) (_ *Server, err 
 	}
 
 	if cfg.SessionBus {
-		if err := s.startBus(ctx, cfg.Dir); err != nil {
+		if err := s.startBus(ctx, cfg.Dir, cfg.Home); err != nil {
 			return nil, err
 		}
 	}
@@ -176,7 +180,7 @@ func Start(ctx context.Context, cfg Config, logger *zap.Logger) (_ *Server, err 
 	return s, nil
 }
 
-func (s *Server) startBus(ctx context.Context, dir string) error {
+func (s *Server) startBus(ctx context.Context, dir, home string) error {
 	bin, err := exec.LookPath("dbus-daemon")
 	if err != nil {
 		s.log.Info("no dbus-daemon: accessibility tree falls back to the X window tree")
@@ -192,6 +196,9 @@ func (s *Server) startBus(ctx context.Context, dir string) error {
 	cmd.ExtraFiles = []*os.File{w}
 	// Services the bus activates (the AT-SPI bus launcher) need the display.
 	cmd.Env = append(os.Environ(), "DISPLAY="+s.display)
+	if home != "" {
+		cmd.Env = append(cmd.Env, "HOME="+home)
+	}
 	cmd.Stderr = &logWriter{log: s.log, name: "dbus-daemon"}
 	p, err := start("dbus-daemon", cmd)
 	w.Close()
