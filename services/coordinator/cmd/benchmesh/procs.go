@@ -1,0 +1,193 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+)
+
+// binaries are the commands the benchmark builds, by output name, as
+// package paths relative to the workspace root.
+var binaries = map[string]string{
+	"coordinator":  "./services/coordinator/cmd/coordinator",
+	"runner":       "./services/runner/cmd/runner",
+	"vmmanager":    "./services/vmmanager/cmd/vmmanager",
+	"modelgateway": "./services/modelgateway/cmd/modelgateway",
+	"storage":      "./services/storage/cmd/storage",
+	"fakellm":      "./services/modelgateway/cmd/fakellm",
+	"simguest":     "./services/coordinator/cmd/benchmesh/simguest",
+}
+
+// build compiles every binary into dir with `go build`, from the root of
+// the Go workspace this command runs in.
+func build(ctx context.Context, dir string) error {
+	out, err := exec.CommandContext(ctx, "go", "env", "GOWORK").Output()
+	if err != nil {
+		return fmt.Errorf("go env GOWORK: %w", err)
+	}
+	gowork := strings.TrimSpace(string(out))
+	if gowork == "" || gowork == "off" {
+		return errors.New("not inside the rolloutmesh Go workspace (go env GOWORK is empty); run from the repository, or pass -bin")
+	}
+	args := []string{"build", "-o", dir + string(os.PathSeparator)}
+	for _, pkg := range binaries {
+		args = append(args, pkg)
+	}
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = filepath.Dir(gowork)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return nil
+}
+
+// proc is one started process.
+type proc struct {
+	name    string // e.g. "runner-2"
+	service string // e.g. "runner": the row its CPU is added to
+	cmd     *exec.Cmd
+	logPath string
+	exited  chan struct{}
+	err     error
+}
+
+// start runs bin with args, its output to a log file in dir.
+func start(dir, bin, name, service string, args ...string) (*proc, error) {
+	logPath := filepath.Join(dir, name+".log")
+	f, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	// Its own process group, so that a signal to the benchmark does not
+	// reach it before the benchmark has stopped it in order.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &proc{name: name, service: service, cmd: cmd, logPath: logPath, exited: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		f.Close()
+		close(p.exited)
+	}()
+	return p, nil
+}
+
+// stop sends SIGTERM and waits up to grace, then kills.
+func (p *proc) stop(grace time.Duration) {
+	select {
+	case <-p.exited:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(grace):
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	}
+}
+
+// logTail is the end of the process's log, for error messages.
+func (p *proc) logTail() string {
+	b, _ := os.ReadFile(p.logPath)
+	if len(b) > 2000 {
+		b = b[len(b)-2000:]
+	}
+	return string(b)
+}
+
+// cpuTicks reads utime+stime of pid from /proc/PID/stat, in clock ticks.
+func cpuTicks(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name may hold spaces; fields start after its ")".
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	// After ")": state is field 3 of stat(5), so utime (14) is f[11].
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+	}
+	u, err1 := strconv.ParseInt(f[11], 10, 64)
+	s, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+	}
+	return u + s, nil
+}
+
+// clockTicks is USER_HZ, 100 on every Linux this runs on.
+const clockTicks = 100
+
+// freeAddr returns a loopback address with a port free a moment ago.
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// waitServing polls the gRPC health service of addr until it is SERVING.
+func waitServing(ctx context.Context, p *proc, addr string) error {
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer cc.Close()
+	hc := healthpb.NewHealthClient(cc)
+	for {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		resp, err := hc.Check(cctx, &healthpb.HealthCheckRequest{})
+		cancel()
+		if err == nil && resp.Status == healthpb.HealthCheckResponse_SERVING {
+			return nil
+		}
+		select {
+		case <-p.exited:
+			return fmt.Errorf("%s exited: %v\n%s", p.name, p.err, p.logTail())
+		case <-ctx.Done():
+			return fmt.Errorf("%s at %s not serving: %w (last: %v)\n%s", p.name, addr, ctx.Err(), err, p.logTail())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// loadavg is /proc/loadavg's first three fields.
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func runtimeCPUs() int { return runtime.NumCPU() }

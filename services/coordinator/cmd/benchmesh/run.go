@@ -1,0 +1,509 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	pb "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
+)
+
+// services are the rows of the CPU table, in order; "harness" is the
+// simulated guests and fakellm, which stand in for VMs and GPUs.
+var services = []string{"coordinator", "runner", "vmmanager", "modelgateway", "storage", "simguest", "fakellm", "benchmesh"}
+
+// result is one run at one N.
+type result struct {
+	n, runners         int
+	episodes, steps    int
+	storedSteps        int64
+	done, failed       int64
+	elapsed, steady    time.Duration
+	steadyEpisodes     int
+	cpu                map[string]float64 // seconds per service
+	busy               float64            // mean leased share of the N VMs
+	busySamples        int
+	loadStart, loadEnd string
+	perf               map[string]string // service -> top functions
+}
+
+// script answers every desktop step with a click; the runner ends the
+// episode at max_turns.
+const script = `{"match": "(?s)Step \\d+ of at most", "reply": "I will click the button in the middle of the window.\n` + "```python\\npyautogui.click(640, 360)\\n```" + `"}
+`
+
+// task is an OSWorld-format task with no setup and the infeasible
+// evaluator, so an episode is nothing but its steps.
+func task(i int) string {
+	b, _ := json.Marshal(map[string]any{
+		"id": fmt.Sprintf("bench-%d", i), "snapshot": "desktopd", "domain": "os",
+		"instruction": fmt.Sprintf("Open the settings window and read the value in row %d.", i),
+		"config":      []any{}, "evaluator": map[string]any{"func": "infeasible"},
+	})
+	return string(b)
+}
+
+func runOnce(ctx context.Context, o options, dir string, n, perfSeconds int) (r result, err error) {
+	r = result{n: n, runners: min(o.runners, n), cpu: map[string]float64{}}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return r, err
+	}
+	bin := func(name string) string { return filepath.Join(o.binDir, name) }
+	var procs []*proc
+	defer func() {
+		// Reverse start order: runners first, storage last.
+		for i := len(procs) - 1; i >= 0; i-- {
+			procs[i].stop(20 * time.Second)
+		}
+	}()
+	launch := func(binName, name, service string, args ...string) (*proc, error) {
+		p, err := start(dir, bin(binName), name, service, args...)
+		if err != nil {
+			return nil, err
+		}
+		procs = append(procs, p)
+		return p, nil
+	}
+	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	common := []string{"--http-addr", "", "--log-level", o.logLevel, "--log-format", "json"}
+
+	// The guests and the model.
+	endpointsFile := filepath.Join(dir, "endpoints.txt")
+	sg, err := launch("simguest", "simguest", "simguest", "-n", strconv.Itoa(n), "-endpoints", endpointsFile)
+	if err != nil {
+		return r, err
+	}
+	endpoints, err := waitEndpoints(sctx, sg, endpointsFile, n)
+	if err != nil {
+		return r, err
+	}
+	scriptFile := filepath.Join(dir, "script.jsonl")
+	if err := os.WriteFile(scriptFile, []byte(script), 0o644); err != nil {
+		return r, err
+	}
+	llmAddr, err := freeAddr()
+	if err != nil {
+		return r, err
+	}
+	llm, err := launch("fakellm", "fakellm", "fakellm", "-addr", llmAddr, "-script", scriptFile)
+	if err != nil {
+		return r, err
+	}
+	if err := waitTCP(sctx, llm, llmAddr); err != nil {
+		return r, err
+	}
+
+	// The five services, in dependency order.
+	addrs := map[string]string{}
+	for _, s := range []string{"storage", "modelgateway", "vmmanager", "coordinator"} {
+		if addrs[s], err = freeAddr(); err != nil {
+			return r, err
+		}
+	}
+	gwConfig := filepath.Join(dir, "modelgateway.yaml")
+	if err := os.WriteFile(gwConfig, []byte(fmt.Sprintf(
+		"default_model: fake-model\nbackends:\n  - id: fakellm\n    base_url: http://%s\n    kind: vllm\n    model: fake-model\n    max_concurrent: 0\n", llmAddr)), 0o644); err != nil {
+		return r, err
+	}
+	vmConfig := filepath.Join(dir, "vmmanager.yaml")
+	var vb strings.Builder
+	fmt.Fprintf(&vb, "pools:\n  - name: default\n    provider: static\n    size: %d\n    screen_width: 1280\n    screen_height: 720\n    static:\n      endpoints:\n", n)
+	for _, e := range endpoints {
+		fmt.Fprintf(&vb, "        - %s\n", e)
+	}
+	if err := os.WriteFile(vmConfig, []byte(vb.String()), 0o644); err != nil {
+		return r, err
+	}
+	type svc struct {
+		name string
+		args []string
+	}
+	starts := []svc{
+		{"storage", []string{"--data-dir", filepath.Join(dir, "storage")}},
+		{"modelgateway", []string{"--config", gwConfig, "--openai-addr", ""}},
+		{"vmmanager", []string{"--config", vmConfig, "--data-dir", filepath.Join(dir, "vmmanager")}},
+		{"coordinator", []string{"--data-dir", filepath.Join(dir, "coordinator"),
+			"--vmmanager", addrs["vmmanager"], "--storage", addrs["storage"], "--gateway", addrs["modelgateway"]}},
+	}
+	for _, s := range starts {
+		args := append([]string{"--grpc-addr", addrs[s.name]}, common...)
+		p, err := launch(s.name, s.name, s.name, append(args, s.args...)...)
+		if err != nil {
+			return r, err
+		}
+		if err := waitServing(sctx, p, addrs[s.name]); err != nil {
+			return r, err
+		}
+	}
+	for i := 0; i < r.runners; i++ {
+		slots := n / r.runners
+		if i < n%r.runners {
+			slots++
+		}
+		addr, err := freeAddr()
+		if err != nil {
+			return r, err
+		}
+		id := fmt.Sprintf("runner-%d", i)
+		args := append([]string{"--grpc-addr", addr}, common...)
+		p, err := launch("runner", id, "runner", append(args,
+			"--data-dir", filepath.Join(dir, id), "--runner-id", id, "--advertise-addr", addr,
+			"--coordinator", addrs["coordinator"], "--gateway", addrs["modelgateway"], "--storage", addrs["storage"],
+			"--slots", strconv.Itoa(slots), "--env-modes", "desktop")...)
+		if err != nil {
+			return r, err
+		}
+		if err := waitServing(sctx, p, addr); err != nil {
+			return r, err
+		}
+	}
+
+	dial := func(addr string) (*grpc.ClientConn, error) {
+		return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	}
+	vcc, err := dial(addrs["vmmanager"])
+	if err != nil {
+		return r, err
+	}
+	defer vcc.Close()
+	vm := pb.NewVMManagerClient(vcc)
+	if err := waitPoolReady(sctx, vm, n); err != nil {
+		return r, err
+	}
+	ccc, err := dial(addrs["coordinator"])
+	if err != nil {
+		return r, err
+	}
+	defer ccc.Close()
+	co := pb.NewCoordinatorClient(ccc)
+	// The coordinator has no runner listing; a runner connects its Work
+	// stream right after it serves, and episodes queue until it does.
+	time.Sleep(500 * time.Millisecond)
+
+	episodes := max(o.minEpisodes, n*o.episodesPerVM)
+	tasks := (episodes + o.groupSize - 1) / o.groupSize
+	total := tasks * o.groupSize
+	ts := make([]*pb.Task, tasks)
+	for i := range ts {
+		ts[i] = &pb.Task{Id: fmt.Sprintf("bench-%d", i), Domain: "os", EnvMode: "desktop", SpecJson: task(i),
+			Instruction: fmt.Sprintf("Open the settings window and read the value in row %d.", i)}
+	}
+
+	before, err := cpuAll(procs)
+	if err != nil {
+		return r, err
+	}
+	var self0 syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &self0)
+	r.loadStart = loadavg()
+
+	// Busy share: the leased share of the N VMs, sampled every 100 ms.
+	rctx, rcancel := context.WithCancel(ctx)
+	defer rcancel()
+	var busyMu sync.Mutex
+	var busySum float64
+	go func() {
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-rctx.Done():
+				return
+			case <-t.C:
+			}
+			resp, err := vm.ListPools(rctx, &pb.ListPoolsRequest{})
+			if err != nil || len(resp.Pools) == 0 {
+				continue
+			}
+			busyMu.Lock()
+			busySum += float64(resp.Pools[0].VmsByState["leased"]) / float64(n)
+			r.busySamples++
+			busyMu.Unlock()
+		}
+	}()
+	if perfSeconds > 0 {
+		go func() {
+			// Mid-run: after the first VMs' episodes have started.
+			select {
+			case <-rctx.Done():
+				return
+			case <-time.After(3 * time.Second):
+			}
+			r.perf = profile(rctx, o.perfDir, n, procs, perfSeconds)
+		}()
+	}
+
+	t0 := time.Now()
+	ro, err := co.StartRollout(ctx, &pb.StartRolloutRequest{Spec: &pb.RolloutSpec{
+		Name: fmt.Sprintf("benchmesh-%d", n), Tasks: ts, GroupSize: int32(o.groupSize), BatchSize: int32(o.batch),
+		EnvMode: "desktop", Mode: pb.RolloutMode_ROLLOUT_MODE_ASYNC, MaxStaleness: 1000,
+		EpisodeTimeout: durationpb.New(5 * time.Minute),
+		Agent: &pb.AgentConfig{Model: "fake-model", ActionSpace: "pyautogui", ObservationType: "screenshot",
+			MaxTurns: int32(o.steps)},
+	}})
+	if err != nil {
+		return r, fmt.Errorf("start rollout: %w", err)
+	}
+	var marks []time.Duration // when each episode was handed out
+	for {
+		resp, err := co.GetBatch(ctx, &pb.GetBatchRequest{RolloutId: ro.RolloutId, BatchSize: int32(o.batch), Timeout: durationpb.New(2 * time.Minute)})
+		if err != nil {
+			return r, fmt.Errorf("get batch: %w", err)
+		}
+		if resp.RolloutDone {
+			break
+		}
+		if resp.BatchId == "" {
+			g, _ := co.GetRollout(ctx, &pb.GetRolloutRequest{RolloutId: ro.RolloutId})
+			return r, fmt.Errorf("no batch within 2 min after %d episodes: %v", r.episodes, g.GetProgress())
+		}
+		at := time.Since(t0)
+		for _, g := range resp.Groups {
+			for _, ep := range g.Episodes {
+				r.episodes++
+				r.steps += int(ep.NumSteps)
+				marks = append(marks, at)
+			}
+		}
+		if _, err := co.AckBatch(ctx, &pb.AckBatchRequest{RolloutId: ro.RolloutId, BatchId: resp.BatchId}); err != nil {
+			return r, fmt.Errorf("ack: %w", err)
+		}
+	}
+	r.elapsed = time.Since(t0)
+	after, err := cpuAll(procs)
+	if err != nil {
+		return r, err
+	}
+	var self1 syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &self1)
+	r.loadEnd = loadavg()
+	rcancel()
+	busyMu.Lock()
+	if r.busySamples > 0 {
+		r.busy = busySum / float64(r.busySamples)
+	}
+	busyMu.Unlock()
+	for _, p := range procs {
+		r.cpu[p.service] += float64(after[p.name]-before[p.name]) / clockTicks
+	}
+	tv := func(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
+	r.cpu["benchmesh"] = tv(self1.Utime) + tv(self1.Stime) - tv(self0.Utime) - tv(self0.Stime)
+	// Steady rate: between the 10th and 90th percentile hand-out, without
+	// the ramp-up and the tail of the last groups.
+	if len(marks) >= 10 {
+		lo, hi := marks[len(marks)/10], marks[len(marks)*9/10]
+		r.steady, r.steadyEpisodes = hi-lo, len(marks)*9/10-len(marks)/10
+	}
+
+	g, err := co.GetRollout(ctx, &pb.GetRolloutRequest{RolloutId: ro.RolloutId})
+	if err != nil {
+		return r, err
+	}
+	r.done, r.failed = int64(g.Progress.Done), int64(g.Progress.Failed)
+	scc, err := dial(addrs["storage"])
+	if err != nil {
+		return r, err
+	}
+	defer scc.Close()
+	st, err := pb.NewStorageClient(scc).GetStats(ctx, &pb.GetStatsRequest{RolloutIds: []string{ro.RolloutId}})
+	if err == nil && len(st.Rollouts) > 0 {
+		r.storedSteps = st.Rollouts[0].Steps
+	}
+	if r.episodes != total {
+		return r, fmt.Errorf("handed out %d episodes, want %d", r.episodes, total)
+	}
+	return r, nil
+}
+
+// cpuAll reads every live process's CPU ticks.
+func cpuAll(procs []*proc) (map[string]int64, error) {
+	out := map[string]int64{}
+	for _, p := range procs {
+		t, err := cpuTicks(p.cmd.Process.Pid)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p.name, err)
+		}
+		out[p.name] = t
+	}
+	return out, nil
+}
+
+func waitEndpoints(ctx context.Context, p *proc, file string, n int) ([]string, error) {
+	for {
+		if b, err := os.ReadFile(file); err == nil {
+			eps := strings.Fields(string(b))
+			if len(eps) != n {
+				return nil, fmt.Errorf("simguest wrote %d endpoints, want %d", len(eps), n)
+			}
+			return eps, nil
+		}
+		select {
+		case <-p.exited:
+			return nil, fmt.Errorf("simguest exited: %v\n%s", p.err, p.logTail())
+		case <-ctx.Done():
+			return nil, fmt.Errorf("simguest: no endpoints: %w", ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func waitTCP(ctx context.Context, p *proc, addr string) error {
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			return c.Close()
+		}
+		select {
+		case <-p.exited:
+			return fmt.Errorf("%s exited: %v\n%s", p.name, p.err, p.logTail())
+		case <-ctx.Done():
+			return fmt.Errorf("%s not listening on %s: %w", p.name, addr, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// waitPoolReady waits until every VM of the pool is ready.
+func waitPoolReady(ctx context.Context, vm pb.VMManagerClient, n int) error {
+	for {
+		resp, err := vm.ListPools(ctx, &pb.ListPoolsRequest{})
+		if err == nil && len(resp.Pools) > 0 && int(resp.Pools[0].VmsByState["ready"]) == n {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("pool not ready (%v, %v): %w", resp.GetPools(), err, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// profile records every service process with perf for seconds and returns
+// each service's hottest functions (self time), the runners merged.
+func profile(ctx context.Context, dir string, n int, procs []*proc, seconds int) map[string]string {
+	out := map[string]string{}
+	if _, err := exec.LookPath("perf"); err != nil {
+		out["-"] = "perf not installed (apt-get install linux-perf); no profile"
+		return out
+	}
+	pids := map[string][]string{}
+	for _, p := range procs {
+		pids[p.service] = append(pids[p.service], strconv.Itoa(p.cmd.Process.Pid))
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for svc, ps := range pids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			data := filepath.Join(dir, fmt.Sprintf("perf-n%d-%s.data", n, svc))
+			rec := exec.CommandContext(ctx, "perf", "record", "-F", "199", "-g", "-o", data, "-p", strings.Join(ps, ","), "--", "sleep", strconv.Itoa(seconds))
+			if b, err := rec.CombinedOutput(); err != nil {
+				mu.Lock()
+				out[svc] = fmt.Sprintf("perf record: %v: %.300s", err, b)
+				mu.Unlock()
+				return
+			}
+			rep, err := exec.CommandContext(ctx, "perf", "report", "-i", data, "--stdio", "--no-children", "--sort", "symbol", "-g", "none", "--percent-limit", "1.5").Output()
+			var lines []string
+			for _, l := range strings.Split(string(rep), "\n") {
+				if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") && len(lines) < 14 {
+					lines = append(lines, l)
+				}
+			}
+			mu.Lock()
+			if err != nil {
+				out[svc] = fmt.Sprintf("perf report: %v", err)
+			} else {
+				out[svc] = strings.Join(lines, "\n") + "\n(" + data + ")"
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+func (r result) print(o options) {
+	fmt.Printf("N = %d VMs (%d runners × ~%d slots): %d episodes, %d steps (%d stored in storage), done %d, failed attempts %d; load average %s -> %s\n",
+		r.n, r.runners, r.n/r.runners, r.episodes, r.steps, r.storedSteps, r.done, r.failed, r.loadStart, r.loadEnd)
+	epm := float64(r.episodes) / r.elapsed.Minutes()
+	fmt.Printf("  whole run %v: %.0f episodes/min, %.0f steps/s", r.elapsed.Round(time.Millisecond), epm, float64(r.steps)/r.elapsed.Seconds())
+	if r.steady > 0 {
+		fmt.Printf("; steady (10th-90th percentile hand-out): %.0f episodes/min", float64(r.steadyEpisodes)/r.steady.Minutes())
+	}
+	fmt.Printf("\n  VM busy share (leased, sampled %d times): %.1f %%\n", r.busySamples, 100*r.busy)
+	var total float64
+	for _, s := range services {
+		total += r.cpu[s]
+	}
+	fmt.Printf("  | service | CPU s | CPU ms/step | share of CPU | cores used |\n  |---|---|---|---|---|\n")
+	for _, s := range services {
+		c := r.cpu[s]
+		fmt.Printf("  | %s | %.1f | %.2f | %.0f %% | %.2f |\n", s, c, 1000*c/float64(max(r.steps, 1)), 100*c/max(total, 1e-9), c/r.elapsed.Seconds())
+	}
+	fmt.Printf("  | all | %.1f | %.2f | 100 %% | %.2f |\n", total, 1000*total/float64(max(r.steps, 1)), total/r.elapsed.Seconds())
+	if len(r.perf) > 0 {
+		keys := make([]string, 0, len(r.perf))
+		for k := range r.perf {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		fmt.Printf("  perf record, %d s mid-run, hottest functions (self) per service:\n", o.perfSeconds)
+		for _, k := range keys {
+			fmt.Printf("  --- %s\n", k)
+			for _, l := range strings.Split(r.perf[k], "\n") {
+				fmt.Printf("      %s\n", l)
+			}
+		}
+	}
+	fmt.Println()
+}
+
+func printSummary(o options, rs []result) {
+	fmt.Printf("| N VMs | episodes/min | steps/s | VM busy | CPU ms/step: coordinator | runner | vmmanager | modelgateway | storage | simguest | fakellm | all | load avg |\n")
+	fmt.Printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range rs {
+		ms := func(s string) string { return fmt.Sprintf("%.2f", 1000*r.cpu[s]/float64(max(r.steps, 1))) }
+		var total float64
+		for _, s := range services {
+			total += r.cpu[s]
+		}
+		fmt.Printf("| %d | %.0f | %.0f | %.1f %% | %s | %s | %s | %s | %s | %s | %s | %.2f | %s |\n",
+			r.n, float64(r.episodes)/r.elapsed.Minutes(), float64(r.steps)/r.elapsed.Seconds(), 100*r.busy,
+			ms("coordinator"), ms("runner"), ms("vmmanager"), ms("modelgateway"), ms("storage"), ms("simguest"), ms("fakellm"),
+			1000*total/float64(max(r.steps, 1)), r.loadStart)
+	}
+	for _, r := range rs {
+		if r.n != o.goalN {
+			continue
+		}
+		epm := float64(r.episodes) / r.elapsed.Minutes()
+		verdict := "MET"
+		if epm < o.goal {
+			verdict = "MISSED"
+		}
+		var total float64
+		for _, s := range services {
+			total += r.cpu[s]
+		}
+		perEp := total / float64(max(r.episodes, 1))
+		fmt.Printf("\nverdict: %.0f episodes/min of %d screenshot steps at N = %d, goal >= %.0f: %s (all processes used %.2f CPU s per episode: %d cores bound the mesh at %.0f episodes/min; load average %s)\n",
+			epm, o.steps, r.n, o.goal, verdict, perEp, runtimeCPUs(), 60*float64(runtimeCPUs())/max(perEp, 1e-9), r.loadStart)
+	}
+}
