@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/rolloutmesh/rolloutmesh/guest/desktopd/internal/api"
 	"github.com/rolloutmesh/rolloutmesh/guest/desktopd/internal/daemon"
 )
 
@@ -30,6 +31,7 @@ func main() {
 	tokenFile := flag.String("token-file", "", "read the bearer token from this file (default $DESKTOPD_TOKEN)")
 	flag.StringVar(&cfg.Home, "home", "", "home and working directory for commands and ~ expansion")
 	flag.Int64Var(&cfg.MaxUpload, "max-upload", 2<<30, "largest accepted upload or download, in bytes")
+	flag.DurationVar(&cfg.A11yTimeout, "a11y-timeout", api.DefaultA11yTimeout, "bound of one /accessibility request; a longer walk answers with the part it read")
 	flag.StringVar(&level, "log-level", "info", "debug, info, warn or error")
 	flag.Parse()
 	token, err := daemon.ResolveToken(cfg.Token, *tokenFile, os.Getenv(daemon.TokenEnv))

@@ -108,12 +108,39 @@ type ref struct {
 type walker struct {
 	conn  *dbus.Conn
 	nodes atomic.Int64
+	// sem bounds the subtrees walked at once. Each node costs two round
+	// trips (its calls are pipelined), so the walk is latency-bound:
+	// parallel subtrees keep the bus and the applications busy.
+	sem chan struct{}
 }
 
-func (w *walker) call(ctx context.Context, r ref, method string, out any, args ...any) error {
-	ctx, cancel := context.WithTimeout(ctx, callTimeout)
-	defer cancel()
-	c := w.conn.Object(r.Dest, r.Path).CallWithContext(ctx, method, 0, args...)
+// walkParallel is how many subtrees are walked at once.
+const walkParallel = 32
+
+// send starts a D-Bus call without waiting for its answer: the calls of
+// one node go out together and share one round trip.
+func (w *walker) send(ctx context.Context, r ref, method string, args ...any) *dbus.Call {
+	return w.conn.Object(r.Dest, r.Path).GoWithContext(ctx, method, 0, nil, args...)
+}
+
+func (w *walker) sendProp(ctx context.Context, r ref, iface, name string) *dbus.Call {
+	return w.send(ctx, r, "org.freedesktop.DBus.Properties.Get", iface, name)
+}
+
+// wait waits for c's answer, at most callTimeout (a hung application must
+// not hang the request) and never past ctx's deadline, and stores it in
+// out.
+func wait(c *dbus.Call, out any) error {
+	t := time.NewTimer(callTimeout)
+	defer t.Stop()
+	select {
+	case <-c.Done:
+	case <-t.C:
+		c.ContextCancel()
+		<-c.Done
+	}
+	// Releases godbus's watcher of the call's context.
+	c.ContextCancel()
 	if c.Err != nil {
 		return c.Err
 	}
@@ -123,35 +150,36 @@ func (w *walker) call(ctx context.Context, r ref, method string, out any, args .
 	return c.Store(out)
 }
 
-func (w *walker) prop(ctx context.Context, r ref, iface, name string) (dbus.Variant, error) {
-	var v dbus.Variant
-	err := w.call(ctx, r, "org.freedesktop.DBus.Properties.Get", &v, iface, name)
-	return v, err
-}
-
 func (w *walker) children(ctx context.Context, r ref) ([]ref, error) {
 	var kids []ref
-	err := w.call(ctx, r, ifAccessible+".GetChildren", &kids)
+	err := wait(w.send(ctx, r, ifAccessible+".GetChildren"), &kids)
 	return kids, err
 }
 
 // Tree returns the applications registered on the accessibility bus, each
-// with its widgets, walked in parallel as OSWorld does.
-func (a *ATSPI) Tree(ctx context.Context) ([]*Node, error) {
+// with its widgets, walked in parallel as OSWorld does. When ctx ends
+// before the walk does, Tree returns what it gathered so far with complete
+// false; so does a walk stopped by the node budget.
+func (a *ATSPI) Tree(ctx context.Context) (apps []*Node, complete bool, err error) {
 	conn, err := a.connect(ctx)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	w := &walker{conn: conn}
-	apps, err := w.children(ctx, ref{registry, rootPath})
+	w := &walker{conn: conn, sem: make(chan struct{}, walkParallel)}
+	refs, err := w.children(ctx, ref{registry, rootPath})
 	if err != nil {
-		// The bus may have restarted; reconnect next time.
-		a.Close()
-		return nil, fmt.Errorf("list applications: %w", err)
+		if ctx.Err() == nil {
+			// The bus may have restarted; reconnect next time.
+			a.Close()
+		}
+		return nil, false, fmt.Errorf("list applications: %w", err)
 	}
-	out := make([]*Node, len(apps))
+	if len(refs) > MaxWidth {
+		refs = refs[:MaxWidth]
+	}
+	out := make([]*Node, len(refs))
 	var wg sync.WaitGroup
-	for i, app := range apps {
+	for i, app := range refs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -159,16 +187,12 @@ func (a *ATSPI) Tree(ctx context.Context) ([]*Node, error) {
 		}()
 	}
 	wg.Wait()
-	var nodes []*Node
 	for _, n := range out {
 		if n != nil {
-			nodes = append(nodes, n)
+			apps = append(apps, n)
 		}
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	return nodes, nil
+	return apps, ctx.Err() == nil && w.nodes.Load() <= MaxNodes, nil
 }
 
 // node reads one accessible and its subtree, following OSWorld's
@@ -177,18 +201,37 @@ func (w *walker) node(ctx context.Context, r ref, depth int) *Node {
 	if ctx.Err() != nil || w.nodes.Add(1) > MaxNodes {
 		return nil
 	}
-	nameV, err := w.prop(ctx, r, ifAccessible, "Name")
-	if err != nil {
+	// First round trip: everything that does not depend on another answer.
+	nameC := w.sendProp(ctx, r, ifAccessible, "Name")
+	roleC := w.send(ctx, r, ifAccessible+".GetRoleName")
+	stateC := w.send(ctx, r, ifAccessible+".GetState")
+	attrC := w.send(ctx, r, ifAccessible+".GetAttributes")
+	ifC := w.send(ctx, r, ifAccessible+".GetInterfaces")
+	var kidsC *dbus.Call
+	if depth < MaxDepth {
+		kidsC = w.send(ctx, r, ifAccessible+".GetChildren")
+	}
+	var nameV dbus.Variant
+	nameErr := wait(nameC, &nameV)
+	var role string
+	_ = wait(roleC, &role)
+	var states []uint32
+	_ = wait(stateC, &states)
+	var attrs map[string]string
+	_ = wait(attrC, &attrs)
+	var ifaces []string
+	_ = wait(ifC, &ifaces)
+	var kids []ref
+	kidsErr := errors.New("not read")
+	if kidsC != nil {
+		kidsErr = wait(kidsC, &kids)
+	}
+	if nameErr != nil {
 		return nil
 	}
 	name, _ := nameV.Value().(string)
-	var role string
-	_ = w.call(ctx, r, ifAccessible+".GetRoleName", &role)
 	n := &Node{Role: strings.ReplaceAll(strings.TrimSpace(role), " ", "-")}
 	n.add("name", name)
-
-	var states []uint32
-	_ = w.call(ctx, r, ifAccessible+".GetState", &states)
 	set := map[string]bool{}
 	for word, bitsv := range states {
 		for bit := 0; bit < 32; bit++ {
@@ -201,30 +244,47 @@ func (w *walker) node(ctx context.Context, r ref, depth int) *Node {
 			}
 		}
 	}
-	var attrs map[string]string
-	_ = w.call(ctx, r, ifAccessible+".GetAttributes", &attrs)
 	for _, k := range sortedKeys(attrs) {
 		if k != "" {
 			n.add("attr:"+k, attrs[k])
 		}
 	}
-	var ifaces []string
-	_ = w.call(ctx, r, ifAccessible+".GetInterfaces", &ifaces)
 	has := map[string]bool{}
 	for _, i := range ifaces {
 		has[i] = true
 	}
+
+	// Second round trip: the interfaces' contents.
+	var extC, textC, actC *dbus.Call
 	if has[ifComponent] && set["visible"] && set["showing"] {
 		// Coordinate type 0 is screen coordinates (pyatspi.XY_SCREEN).
+		extC = w.send(ctx, r, ifComponent+".GetExtents", uint32(0))
+	}
+	if has[ifText] {
+		textC = w.send(ctx, r, ifText+".GetText", int32(0), int32(-1))
+	}
+	valueProps := []struct{ attr, prop string }{
+		{"value", "CurrentValue"}, {"min", "MinimumValue"}, {"max", "MaximumValue"}, {"step", "MinimumIncrement"},
+	}
+	var valC []*dbus.Call
+	if has[ifValue] {
+		for _, p := range valueProps {
+			valC = append(valC, w.sendProp(ctx, r, ifValue, p.prop))
+		}
+	}
+	if has[ifAction] {
+		actC = w.send(ctx, r, ifAction+".GetActions")
+	}
+	if extC != nil {
 		var e struct{ X, Y, W, H int32 }
-		if w.call(ctx, r, ifComponent+".GetExtents", &e, uint32(0)) == nil {
+		if wait(extC, &e) == nil {
 			n.add("cp:screencoord", fmt.Sprintf("(%d, %d)", e.X, e.Y))
 			n.add("cp:size", fmt.Sprintf("(%d, %d)", e.W, e.H))
 		}
 	}
-	if has[ifText] {
+	if textC != nil {
 		var text string
-		if w.call(ctx, r, ifText+".GetText", &text, int32(0), int32(-1)) == nil {
+		if wait(textC, &text) == nil {
 			n.Text = strings.NewReplacer("\ufffc", "", "\ufffd", "").Replace(text)
 		}
 	}
@@ -234,20 +294,17 @@ func (w *walker) node(ctx context.Context, r ref, depth int) *Node {
 	if has[ifSelection] {
 		n.add("selection", "true")
 	}
-	if has[ifValue] {
-		for _, p := range []struct{ attr, prop string }{
-			{"value", "CurrentValue"}, {"min", "MinimumValue"}, {"max", "MaximumValue"}, {"step", "MinimumIncrement"},
-		} {
-			if v, err := w.prop(ctx, r, ifValue, p.prop); err == nil {
-				if f, ok := v.Value().(float64); ok {
-					n.add("val:"+p.attr, pyFloat(f))
-				}
+	for i, c := range valC {
+		var v dbus.Variant
+		if wait(c, &v) == nil {
+			if f, ok := v.Value().(float64); ok {
+				n.add("val:"+valueProps[i].attr, pyFloat(f))
 			}
 		}
 	}
-	if has[ifAction] {
+	if actC != nil {
 		var acts []struct{ Name, Description, KeyBinding string }
-		if w.call(ctx, r, ifAction+".GetActions", &acts) == nil {
+		if wait(actC, &acts) == nil {
 			for _, act := range acts {
 				an := strings.ReplaceAll(act.Name, " ", "-")
 				n.add("act:"+an+"_desc", act.Description)
@@ -255,18 +312,30 @@ func (w *walker) node(ctx context.Context, r ref, depth int) *Node {
 			}
 		}
 	}
-	if depth >= MaxDepth {
-		return n
-	}
-	kids, err := w.children(ctx, r)
-	if err != nil {
+	if kidsErr != nil {
 		return n
 	}
 	if len(kids) > MaxWidth {
 		kids = kids[:MaxWidth]
 	}
-	for _, k := range kids {
-		if c := w.node(ctx, k, depth+1); c != nil {
+	out := make([]*Node, len(kids))
+	var wg sync.WaitGroup
+	for i, k := range kids {
+		select {
+		case w.sem <- struct{}{}:
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-w.sem }()
+				out[i] = w.node(ctx, k, depth+1)
+			}()
+		default:
+			out[i] = w.node(ctx, k, depth+1)
+		}
+	}
+	wg.Wait()
+	for _, c := range out {
+		if c != nil {
 			n.Children = append(n.Children, c)
 		}
 	}

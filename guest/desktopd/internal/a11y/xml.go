@@ -37,14 +37,18 @@ type Attr struct{ Name, Value string }
 func (n *Node) add(name, value string) { n.Attrs = append(n.Attrs, Attr{name, value}) }
 
 // Render writes the tree under a <desktop-frame> root that declares the
-// namespaces, marking the source ("atspi" or "x11").
-func Render(source string, apps []*Node) string {
+// namespaces, marking the source ("atspi" or "x11") and, when the walk
+// was cut short (its deadline or the node budget), truncated="true".
+func Render(source string, truncated bool, apps []*Node) string {
 	var b strings.Builder
 	b.WriteString("<desktop-frame")
 	for _, ns := range namespaces {
 		b.WriteString(" xmlns:" + ns.prefix + `="` + ns.uri + `"`)
 	}
 	b.WriteString(` source="` + source + `"`)
+	if truncated {
+		b.WriteString(` truncated="true"`)
+	}
 	if len(apps) == 0 {
 		b.WriteString("/>")
 		return b.String()

@@ -14,7 +14,7 @@ func TestRenderIsValidNamespacedXML(t *testing.T) {
 	n.add("st:enabled", "true")
 	n.add("attr:weird key!", "v")
 	apps := []*Node{{Role: "application", Attrs: []Attr{{"name", "app"}}, Children: []*Node{n}}}
-	out := Render("atspi", apps)
+	out := Render("atspi", false, apps)
 	var doc struct {
 		XMLName xml.Name
 		Source  string `xml:"source,attr"`
@@ -50,7 +50,7 @@ func TestFromWindows(t *testing.T) {
 	if len(apps) != 2 || len(apps[0].Children) != 2 {
 		t.Fatalf("got %d applications (%d mousepad windows), want 2 (2)", len(apps), len(apps[0].Children))
 	}
-	out := Render("x11", apps)
+	out := Render("x11", false, apps)
 	for _, want := range []string{`<application name="Mousepad">`, `cp:screencoord="(1, 2)"`, `cp:size="(30, 40)"`, `st:active="true"`, `source="x11"`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %s: %s", want, out)

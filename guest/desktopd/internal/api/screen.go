@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/rolloutmesh/rolloutmesh/guest/desktopd/internal/a11y"
 	"github.com/rolloutmesh/rolloutmesh/guest/desktopd/internal/input"
 	"github.com/rolloutmesh/rolloutmesh/guest/desktopd/internal/recording"
@@ -96,23 +98,39 @@ func (s *Server) accessibility(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), 60*time.Second)
-	defer cancel()
 	if s.at != nil {
-		apps, err := s.at.Tree(ctx)
+		timeout := s.cfg.A11yTimeout
+		if timeout <= 0 {
+			timeout = DefaultA11yTimeout
+		}
+		// The whole walk has one deadline, not each D-Bus call: a desktop
+		// of slow applications answers late but does answer.
+		ctx, cancel := context.WithTimeout(r.Context(), timeout)
+		start := time.Now()
+		apps, complete, err := s.at.Tree(ctx)
+		cancel()
 		if err == nil {
-			writeJSON(w, http.StatusOK, map[string]string{"AT": a11y.Render("atspi", apps)})
+			if !complete {
+				s.log.Warn("accessibility tree truncated", zap.Duration("timeout", timeout),
+					zap.Duration("took", time.Since(start)), zap.Int("applications", len(apps)))
+			}
+			writeJSON(w, http.StatusOK, map[string]string{"AT": a11y.Render("atspi", !complete, apps)})
 			return nil
 		}
+		if r.Context().Err() != nil {
+			return r.Context().Err()
+		}
 		if !errors.Is(err, a11y.ErrNoBus) {
-			s.log.Debug("AT-SPI tree failed, using the X window tree")
+			s.log.Debug("AT-SPI tree failed, using the X window tree", zap.Error(err))
 		}
 	}
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
 	wins, err := d.d.Windows(ctx)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"AT": a11y.Render("x11", a11y.FromWindows(ctx, wins))})
+	writeJSON(w, http.StatusOK, map[string]string{"AT": a11y.Render("x11", false, a11y.FromWindows(ctx, wins))})
 	return nil
 }
 
@@ -125,7 +143,7 @@ func (s *Server) terminal(w http.ResponseWriter, r *http.Request) error {
 	if s.at != nil && !s.cfg.Headless {
 		ctx, cancel := context.WithTimeout(r.Context(), 20*time.Second)
 		defer cancel()
-		if apps, err := s.at.Tree(ctx); err == nil {
+		if apps, _, err := s.at.Tree(ctx); err == nil {
 			if text, ok := a11y.FindText(apps, "terminal"); ok {
 				out = &text
 			}

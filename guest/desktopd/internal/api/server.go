@@ -39,7 +39,16 @@ type Config struct {
 	// Headless is true for --display none: screen and input endpoints
 	// answer 503 and /healthz is ready without a display.
 	Headless bool
+	// A11yTimeout bounds one /accessibility request: a walk still running
+	// then answers with what it gathered (the root says truncated="true").
+	// Default DefaultA11yTimeout.
+	A11yTimeout time.Duration
 }
+
+// DefaultA11yTimeout is the default of Config.A11yTimeout: well under the
+// 30 s the runner waits for an observation, and long enough for a desktop
+// with several applications (each node costs two pipelined round trips).
+const DefaultA11yTimeout = 10 * time.Second
 
 // Server is the HTTP API. Create it with New, attach the display with
 // SetDisplay once the desktop is ready.

@@ -37,6 +37,8 @@ type Config struct {
 	Token         string
 	Home          string // home and working directory of commands; "" keeps desktopd's
 	MaxUpload     int64
+	// A11yTimeout bounds one /accessibility walk (api.Config.A11yTimeout).
+	A11yTimeout time.Duration
 	// Ready, if set, is called with the listening address once the API
 	// serves every endpoint (tests and benchmarks use it).
 	Ready func(addr string)
@@ -75,7 +77,8 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	rec := &recording.Recorder{Dir: state}
 	defer rec.Close()
 	defer runner.StopAll()
-	srv := api.New(api.Config{Token: cfg.Token, MaxUpload: cfg.MaxUpload, Headless: cfg.Display == DisplayNone},
+	srv := api.New(api.Config{Token: cfg.Token, MaxUpload: cfg.MaxUpload, Headless: cfg.Display == DisplayNone,
+		A11yTimeout: cfg.A11yTimeout},
 		log, runner, rec, at)
 	httpSrv := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ErrorLog: zap.NewStdLog(log)}
 	serveErr := make(chan error, 1)
