@@ -11,7 +11,9 @@ import (
 	"github.com/rolloutmesh/rolloutmesh/serverkit/boundedread"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/backend"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/breaker"
+	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/checkpoint"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/gateway"
+	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/launch"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/routing"
 )
 
@@ -29,6 +31,11 @@ type (
 	HealthConfig = gateway.HealthConfig
 	// BreakerConfig tunes the per-backend circuit breakers.
 	BreakerConfig = breaker.Config
+	// LaunchConfig is a backend's launch section: the gateway starts and
+	// restarts the servers itself.
+	LaunchConfig = launch.Config
+	// CheckpointsConfig watches a directory for new checkpoints.
+	CheckpointsConfig = checkpoint.Config
 )
 
 // Backend kinds for BackendConfig.Kind.
@@ -51,6 +58,9 @@ type FileConfig struct {
 	Health         HealthConfig    `yaml:"health"`
 	Breaker        BreakerConfig   `yaml:"breaker"`
 	Limits         Limits          `yaml:"limits"`
+	// Checkpoints, when set, loads each new complete checkpoint found in
+	// a directory (UpdateWeights with it as the source).
+	Checkpoints *CheckpointsConfig `yaml:"checkpoints"`
 }
 
 // Limits bound requests. Zero fields take the defaults.
@@ -139,6 +149,13 @@ func (fc *FileConfig) Validate() error {
 	}
 	if _, err := routing.New(fc.Routing, routing.Hooks{}); err != nil {
 		return fmt.Errorf("routing.policy: %w", err)
+	}
+	if fc.Checkpoints != nil {
+		cc := *fc.Checkpoints
+		cc.Defaults()
+		if err := cc.Validate(); err != nil {
+			return fmt.Errorf("checkpoints.%w", err)
+		}
 	}
 	return nil
 }

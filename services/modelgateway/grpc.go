@@ -21,6 +21,7 @@ import (
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/backend"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/breaker"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/gateway"
+	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/launch"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/openaiapi"
 )
 
@@ -35,6 +36,7 @@ var errCodes = []struct {
 	{gateway.ErrUnknownModel, codes.NotFound},
 	{gateway.ErrStaleVersion, codes.FailedPrecondition},
 	{gateway.ErrUpdateFailed, codes.Unavailable},
+	{gateway.ErrNoneRunning, codes.Unavailable},
 	{gateway.ErrNoBackend, codes.Unavailable},
 	{errBadAnswer, codes.Unavailable},
 }
@@ -171,6 +173,11 @@ func (s *Service) ListBackends(context.Context, *rmv1.ListBackendsRequest) (*rmv
 	out := &rmv1.ListBackendsResponse{ModelVersion: s.g.Version(), RoutingPolicy: s.g.PolicyName()}
 	for _, b := range s.g.Backends() {
 		sn := b.Snapshot()
+		if sn.Replica.State != "" && sn.Replica.State != launch.Ready {
+			// No field of its own yet: a replica that is not serving
+			// says why in last_error.
+			sn.LastError = replicaText(sn.Replica)
+		}
 		out.Backends = append(out.Backends, &rmv1.Backend{
 			Id: sn.ID, BaseUrl: sn.BaseURL, Kind: sn.Kind, Model: sn.Model, Healthy: sn.Healthy,
 			Breaker: breakerState(sn.Breaker), InFlight: int32(sn.InFlight), MaxConcurrent: int32(sn.MaxConcurrent),
@@ -180,6 +187,15 @@ func (s *Service) ListBackends(context.Context, *rmv1.ListBackendsRequest) (*rmv
 		})
 	}
 	return out, nil
+}
+
+// replicaText describes a launched replica that is not serving.
+func replicaText(st launch.Status) string {
+	t := fmt.Sprintf("replica %s (pid %d, port %d, %d restarts, log %s)", st.State, st.PID, st.Port, st.Restarts, st.LogPath)
+	if st.Detail != "" {
+		t += ": " + st.Detail
+	}
+	return truncate(t, 4096)
 }
 
 func breakerState(st breaker.State) rmv1.BreakerState {
@@ -203,7 +219,7 @@ func (s *Service) UpdateWeights(ctx context.Context, req *rmv1.UpdateWeightsRequ
 		ctx, cancel = context.WithTimeout(ctx, s.limits.RequestTimeout)
 		defer cancel()
 	}
-	res, err := s.g.UpdateWeights(ctx, gateway.UpdateOptions{
+	res, err := s.updateWeights(ctx, gateway.UpdateOptions{
 		Version: req.GetVersion(), Source: req.GetSource(),
 		Rolling: req.GetStrategy() == rmv1.UpdateStrategy_UPDATE_STRATEGY_ROLLING,
 		Abort:   req.GetAbortInFlight(),

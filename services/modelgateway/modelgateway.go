@@ -20,8 +20,10 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/rolloutmesh/rolloutmesh/serverkit/daemon"
+	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/checkpoint"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/clock"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/gateway"
+	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/launch"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/metrics"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/openaihttp"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/routing"
@@ -87,6 +89,14 @@ type Service struct {
 	met    *metrics.Metrics
 	log    *zap.Logger
 	limits Limits
+	clk    clock.Clock
+
+	// launcher runs the replicas of backends with a launch section;
+	// watcher loads new checkpoints.
+	launcher  *launch.Launcher
+	watcher   *checkpoint.Watcher
+	watchStop context.CancelFunc
+	watchDone chan struct{}
 
 	openai   *openaihttp.Handler
 	httpSrv  *fasthttp.Server
@@ -134,14 +144,18 @@ func New(ctx context.Context, cfg Config, env daemon.Env) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	backends, launched, err := expandLaunched(fc.Backends, env.Logger)
+	if err != nil {
+		return nil, err
+	}
 	g, err := gateway.New(gateway.Config{
-		Backends: fc.Backends, Routing: rc, Retry: fc.Retry, Health: fc.Health, Breaker: fc.Breaker,
+		Backends: backends, Routing: rc, Retry: fc.Retry, Health: fc.Health, Breaker: fc.Breaker,
 		DefaultModel: fc.DefaultModel, InitialVersion: fc.InitialVersion,
 	}, newHTTPClient(), clk, met, env.Logger)
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{g: g, met: met, log: env.Logger, limits: limits}
+	s := &Service{g: g, met: met, log: env.Logger, limits: limits, clk: clk}
 	openaiTLS := false
 	if cfg.OpenAIAddr != "" {
 		token := cfg.AuthToken
@@ -184,7 +198,9 @@ func New(ctx context.Context, cfg Config, env daemon.Env) (*Service, error) {
 		}()
 	}
 	g.Start()
-	env.Logger.Info("modelgateway started", zap.Int("backends", len(fc.Backends)),
+	s.startLaunched(launched, fc.InitialVersion)
+	s.startWatcher(fc.Checkpoints)
+	env.Logger.Info("modelgateway started", zap.Int("backends", len(backends)), zap.Int("launched_replicas", len(launched)),
 		zap.String("routing_policy", g.PolicyName()), zap.String("openai_addr", s.OpenAIAddr()),
 		zap.Bool("openai_tls", openaiTLS))
 	return s, nil
@@ -285,6 +301,8 @@ func (s *Service) Close(ctx context.Context) error {
 		s.httpLn.Close()
 		<-s.httpDone
 	}
+	// The replicas go last: in-flight requests above were still using them.
+	s.stopManaged()
 	s.g.Stop()
 	return nil
 }

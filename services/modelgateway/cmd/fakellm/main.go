@@ -27,6 +27,7 @@ func main() {
 	flag.Float64Var(&cfg.Faults.HangRate, "hang-rate", 0, "fraction of chat requests that hang until the client goes away")
 	flag.Float64Var(&cfg.Faults.DropRate, "drop-rate", 0, "fraction of chat requests whose connection is dropped")
 	flag.BoolVar(&cfg.Faults.HealthDown, "health-down", false, "answer /health with 503")
+	flag.BoolVar(&cfg.CheckWeights, "check-weights", false, "refuse a weights update whose path is not a directory holding config.json")
 	flag.Uint64Var(&cfg.Seed, "seed", 1, "seed for fault injection")
 	script := flag.String("script", "", "JSONL script: {\"match\": REGEXP, \"reply\": TEXT} or with \"tool_calls\"")
 	flag.Parse()

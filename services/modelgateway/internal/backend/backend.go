@@ -24,6 +24,7 @@ import (
 	"github.com/rolloutmesh/rolloutmesh/serverkit/boundedread"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/breaker"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/clock"
+	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/launch"
 )
 
 // Backend kinds.
@@ -55,12 +56,32 @@ type Config struct {
 	MaxConcurrent int `yaml:"max_concurrent"`
 	// Weight is the share for the weighted policy (default 1).
 	Weight float64 `yaml:"weight"`
+	// Launch, when set, makes the gateway start the servers itself: one
+	// backend per replica, "<id>-<i>", base_url left empty.
+	Launch *launch.Config `yaml:"launch"`
+	// Managed marks a launched replica: it gets no traffic until its
+	// launcher says it is ready. Set by the gateway, never read from YAML.
+	Managed bool `yaml:"-"`
 }
 
 // Validate checks c; errors name the field.
 func (c *Config) Validate() error {
 	if c.ID == "" {
 		return errors.New("id: required")
+	}
+	if c.Launch != nil {
+		if c.BaseURL != "" {
+			return errors.New("base_url: must be empty with launch: the gateway picks each replica's port")
+		}
+		lc := *c.Launch
+		lc.Defaults()
+		if err := lc.Validate(); err != nil {
+			return fmt.Errorf("launch.%w", err)
+		}
+		if c.Model == "" {
+			return errors.New("model: required")
+		}
+		return c.validateRest()
 	}
 	u, err := url.Parse(c.BaseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -76,6 +97,15 @@ func (c *Config) Validate() error {
 	}
 	if c.Model == "" {
 		return errors.New("model: required")
+	}
+	return c.validateRest()
+}
+
+func (c *Config) validateRest() error {
+	switch c.Kind {
+	case "", KindVLLM, KindSGLang, KindOpenAI:
+	default:
+		return fmt.Errorf("kind: %q is not vllm, sglang or openai", c.Kind)
 	}
 	if c.MaxConcurrent < 0 {
 		return errors.New("max_concurrent: must be >= 0")
@@ -109,6 +139,9 @@ type Backend struct {
 
 	inFlight atomic.Int32
 	healthy  atomic.Bool
+	// admitted gates a managed replica: false until its launcher saw it
+	// answer health and list the model, and again once it exits.
+	admitted atomic.Bool
 	updating atomic.Bool
 	version  atomic.Int64
 	// epoch changes whenever an update starts or ends; a request that sees
@@ -122,6 +155,7 @@ type Backend struct {
 	latN      int
 	probeFail int
 	probeOK   int
+	replica   launch.Status
 }
 
 // maxKeyBytes bounds an API key file; keys are tens of bytes.
@@ -189,7 +223,12 @@ func New(cfg Config, opts Options) (*Backend, error) {
 			opts.OnBreaker(cfg.ID, from, to)
 		}
 	})
-	b.healthy.Store(true) // optimistic until probes say otherwise
+	// Optimistic until probes say otherwise; a launched replica waits for
+	// its launcher instead.
+	b.healthy.Store(!cfg.Managed)
+	if cfg.Managed {
+		b.replica.State = launch.Starting
+	}
 	return b, nil
 }
 
@@ -234,10 +273,42 @@ func (b *Backend) Breaker() *breaker.Breaker { return b.breaker }
 // Health is checked separately so that routing can fall back to backends
 // whose probes lag behind.
 func (b *Backend) Available() bool {
+	if b.cfg.Managed && !b.admitted.Load() {
+		return false
+	}
 	if b.updating.Load() || !b.breaker.Peek() {
 		return false
 	}
 	return b.cfg.MaxConcurrent == 0 || int(b.inFlight.Load()) < b.cfg.MaxConcurrent
+}
+
+// Managed reports a replica the gateway launched.
+func (b *Backend) Managed() bool { return b.cfg.Managed }
+
+// Admitted reports whether a launched replica is ready for traffic (always
+// true for other backends).
+func (b *Backend) Admitted() bool { return !b.cfg.Managed || b.admitted.Load() }
+
+// APIKey is the key sent to the server; the launcher hands it to the
+// servers it starts through their environment.
+func (b *Backend) APIKey() string { return b.apiKey }
+
+// SetReplica records a launched replica's state: Ready admits it to
+// routing (healthy, at version), anything else takes it out.
+func (b *Backend) SetReplica(st launch.Status, version int64) {
+	b.mu.Lock()
+	b.replica = st
+	if st.State == launch.Ready {
+		b.probeFail, b.probeOK = 0, 0
+		b.version.Store(version)
+		b.healthy.Store(true)
+		b.lastErr = ""
+	}
+	b.mu.Unlock()
+	b.admitted.Store(st.State == launch.Ready)
+	if st.State != launch.Ready {
+		b.healthy.Store(false)
+	}
 }
 
 // Acquire counts a request in flight, failing when the limit is reached.
@@ -327,7 +398,7 @@ func (b *Backend) ProbeResult(err error, failThreshold, riseThreshold int) (chan
 	}
 	b.probeFail = 0
 	b.probeOK++
-	if b.probeOK >= riseThreshold && !b.healthy.Load() {
+	if b.probeOK >= riseThreshold && !b.healthy.Load() && b.Admitted() {
 		b.healthy.Store(true)
 		return true
 	}
@@ -346,6 +417,8 @@ type Snapshot struct {
 	Requests   int64
 	Failures   int64
 	LastError  string
+	// Replica is a launched replica's state (zero for other backends).
+	Replica launch.Status
 }
 
 // Snapshot returns the current view. The API key is not part of it.
@@ -354,6 +427,7 @@ func (b *Backend) Snapshot() Snapshot {
 	n := min(b.latN, len(b.latencies))
 	lat := slices.Clone(b.latencies[:n])
 	lastErr := b.lastErr
+	replica := b.replica
 	b.mu.Unlock()
 	var p50 time.Duration
 	if n > 0 {
@@ -367,6 +441,7 @@ func (b *Backend) Snapshot() Snapshot {
 		Config: cfg, Healthy: b.Healthy(), Breaker: b.breaker.State(), InFlight: b.Load(),
 		Version: b.Version(), Updating: b.Updating(), LatencyP50: p50,
 		Requests: b.requests.Load(), Failures: b.failures.Load(), LastError: lastErr,
+		Replica: replica,
 	}
 }
 

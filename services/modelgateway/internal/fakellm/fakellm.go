@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,6 +42,21 @@ type Config struct {
 	Script []Rule
 	// Seed seeds fault injection so runs repeat.
 	Seed uint64
+	// CheckWeights refuses (500) a weights path that is not a directory
+	// holding config.json, as a real server fails to load a broken
+	// checkpoint.
+	CheckWeights bool
+}
+
+// checkWeights is the CheckWeights test of a weights path.
+func (s *Server) checkWeights(path string) error {
+	if !s.cfg.CheckWeights || path == "" {
+		return nil
+	}
+	if fi, err := os.Stat(filepath.Join(path, "config.json")); err != nil || !fi.Mode().IsRegular() {
+		return fmt.Errorf("cannot load weights from %s: no config.json", path)
+	}
+	return nil
 }
 
 // Faults are the failure-injection rates, each a fraction in [0, 1] of chat
@@ -315,6 +332,10 @@ func (s *Server) handleUpdateWeights(w http.ResponseWriter, r *http.Request) {
 	if source == "" {
 		source = body.ModelPath
 	}
+	if err := s.checkWeights(source); err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
 	s.mu.Lock()
 	if version != "" {
 		s.version = version
@@ -341,6 +362,10 @@ func (s *Server) handleCollectiveRPC(w http.ResponseWriter, r *http.Request) {
 	}
 	if body.Method != "reload_weights" {
 		writeError(w, http.StatusBadRequest, "method: fakellm only knows reload_weights")
+		return
+	}
+	if err := s.checkWeights(body.Kwargs.WeightsPath); err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
 	if body.Kwargs.WeightsPath != "" {

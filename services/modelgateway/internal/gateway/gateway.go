@@ -124,6 +124,9 @@ type Gateway struct {
 
 	version  atomic.Int64
 	updateMu sync.Mutex
+	// autoVersion: the current version came from the checkpoint watcher
+	// (guarded by updateMu).
+	autoVersion bool
 
 	stop context.CancelFunc
 	wg   sync.WaitGroup

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -20,7 +21,18 @@ type UpdateOptions struct {
 	Rolling bool
 	// Abort ends in-flight generations instead of waiting for them.
 	Abort bool
+	// Auto marks an update the checkpoint watcher started. A caller's
+	// update (the trainer's) may then repeat the version it set: the
+	// trainer's numbering wins over the watcher's.
+	Auto bool
 }
+
+// ErrNotRunning is a launched replica's outcome when it was not ready: it
+// starts on the newest weights instead.
+var ErrNotRunning = errors.New("replica not running; it starts on the newest weights")
+
+// ErrNoneRunning: no backend could take an update because none is running.
+var ErrNoneRunning = errors.New("no backend is running")
 
 // BackendUpdate is the outcome on one backend.
 type BackendUpdate struct {
@@ -43,7 +55,7 @@ func (g *Gateway) UpdateWeights(ctx context.Context, opts UpdateOptions) (*Updat
 	g.updateMu.Lock()
 	defer g.updateMu.Unlock()
 	prev := g.version.Load()
-	if opts.Version <= prev {
+	if opts.Version < prev || (opts.Version == prev && (opts.Auto || !g.autoVersion)) {
 		return nil, fmt.Errorf("%w: %d <= %d", ErrStaleVersion, opts.Version, prev)
 	}
 	res := &UpdateResult{Version: opts.Version, Previous: prev, Backends: make([]BackendUpdate, len(g.all))}
@@ -66,8 +78,16 @@ func (g *Gateway) UpdateWeights(ctx context.Context, opts UpdateOptions) (*Updat
 		}
 		wg.Wait()
 	}
+	for i, b := range g.all {
+		if !b.Admitted() {
+			errs[i] = ErrNotRunning
+		}
+	}
 	run := func(idx []int) {
 		for _, i := range idx {
+			if errs[i] != nil {
+				continue
+			}
 			starts[i] = time.Now()
 			g.all[i].BeginUpdate()
 		}
@@ -80,6 +100,9 @@ func (g *Gateway) UpdateWeights(ctx context.Context, opts UpdateOptions) (*Updat
 		// does not leave backends paused.
 		var wg sync.WaitGroup
 		for _, i := range idx {
+			if errs[i] == ErrNotRunning {
+				continue
+			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -104,19 +127,29 @@ func (g *Gateway) UpdateWeights(ctx context.Context, opts UpdateOptions) (*Updat
 		}
 		run(all)
 	}
-	ok := 0
+	ok, notRunning := 0, 0
 	for i, b := range g.all {
-		res.Backends[i] = BackendUpdate{Backend: b.ID(), Err: errs[i], Duration: time.Since(starts[i])}
-		if errs[i] == nil {
+		res.Backends[i] = BackendUpdate{Backend: b.ID(), Err: errs[i]}
+		if !starts[i].IsZero() {
+			res.Backends[i].Duration = time.Since(starts[i])
+		}
+		switch {
+		case errs[i] == nil:
 			ok++
-		} else {
+		case errs[i] == ErrNotRunning:
+			notRunning++
+		default:
 			g.log.Warn("backend weight update failed", zap.String("backend", b.ID()), zap.Int64("version", opts.Version), zap.Error(errs[i]))
 		}
+	}
+	if ok == 0 && notRunning == len(g.all) {
+		return res, fmt.Errorf("%w (version %d)", ErrNoneRunning, opts.Version)
 	}
 	if ok == 0 {
 		return res, fmt.Errorf("%w (version %d)", ErrUpdateFailed, opts.Version)
 	}
 	g.version.Store(opts.Version)
+	g.autoVersion = opts.Auto
 	g.met.ModelVersion.Set(float64(opts.Version))
 	res.At = time.Now()
 	g.log.Info("weights updated", zap.Int64("version", opts.Version), zap.Int64("previous", prev), zap.Int("backends_ok", ok))

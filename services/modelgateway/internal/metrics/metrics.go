@@ -21,6 +21,13 @@ type Metrics struct {
 	BreakerTransitions *prometheus.CounterVec
 	Pins               *prometheus.CounterVec
 	ModelVersion       prometheus.Gauge
+	// ReplicaState is 1 for a launched replica's current state, 0 for the
+	// others.
+	ReplicaState    *prometheus.GaugeVec
+	ReplicaRestarts *prometheus.CounterVec
+	// Checkpoints counts checkpoints the watcher acted on, by result
+	// (updated, refused, skipped).
+	Checkpoints *prometheus.CounterVec
 	reg                prometheus.Registerer
 }
 
@@ -59,8 +66,18 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		ModelVersion: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "modelgateway_model_version", Help: "Weight version the gateway records as current.",
 		}),
+		ReplicaState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "modelgateway_replica_state", Help: "1 for the current state (starting, ready, backoff, failed, stopped) of each replica the gateway launched.",
+		}, []string{"backend", "state"}),
+		ReplicaRestarts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "modelgateway_replica_restarts_total", Help: "Restarts of launched replicas after they exited.",
+		}, []string{"backend"}),
+		Checkpoints: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "modelgateway_checkpoints_total", Help: "Complete checkpoints the watcher found, by result (updated, refused, skipped).",
+		}, []string{"result"}),
 	}
-	for _, c := range []prometheus.Collector{m.Requests, m.Latency, m.TTFT, m.Tokens, m.Retries, m.BreakerTransitions, m.Pins, m.ModelVersion} {
+	for _, c := range []prometheus.Collector{m.Requests, m.Latency, m.TTFT, m.Tokens, m.Retries, m.BreakerTransitions, m.Pins, m.ModelVersion,
+		m.ReplicaState, m.ReplicaRestarts, m.Checkpoints} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register metrics: %w", err)
 		}
