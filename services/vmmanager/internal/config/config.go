@@ -33,6 +33,7 @@ const (
 	ProviderStatic     = "static"
 	ProviderVMware     = "vmware"
 	ProviderVirtualBox = "virtualbox"
+	ProviderQEMU       = "qemu"
 )
 
 // File is the whole config file.
@@ -93,6 +94,7 @@ type Pool struct {
 	Static     *Static     `yaml:"static"`
 	VMware     *VMware     `yaml:"vmware"`
 	VirtualBox *VirtualBox `yaml:"virtualbox"`
+	QEMU       *QEMU       `yaml:"qemu"`
 }
 
 // Process configures the process provider: desktopd with its own Xvfb.
@@ -194,6 +196,54 @@ type VirtualBox struct {
 	// HealthPath is probed for readiness (default /screenshot, as OSWorld
 	// waits for).
 	HealthPath string `yaml:"health_path"`
+}
+
+// QEMU configures the qemu provider: each VM is a QEMU process running a
+// copy-on-write overlay of one base qcow2 image, reset by restoring a
+// memory+disk snapshot. The pool's cpus and memory_mb size each VM
+// (defaults 1 and 1024) and snapshot_name names the snapshot taken once the
+// guest answers (default "ready").
+type QEMU struct {
+	// Image is the base qcow2 (path_to_vm stands for it); it is only read.
+	Image string `yaml:"image"`
+	// Kernel and Initrd boot the image directly (no bootloader). Empty:
+	// <image without .qcow2>.vmlinuz and .initrd when both exist next to
+	// the image (what deploy/guest/build-qcow2.sh writes), else the
+	// image's own bootloader (OSWorld's Ubuntu.qcow2).
+	Kernel string `yaml:"kernel"`
+	Initrd string `yaml:"initrd"`
+	// Append is the kernel command line with Kernel (default: root on the
+	// virtio disk, the serial console and rolloutmesh's init).
+	Append string `yaml:"append"`
+	// Binary is the QEMU program (default qemu-system-x86_64).
+	Binary string `yaml:"binary"`
+	// Accel is auto (default: kvm when /dev/kvm works with hardware
+	// virtualization, else tcg), kvm or tcg.
+	Accel string `yaml:"accel"`
+	// GuestPort is the guest server's port inside the VM (default 5000;
+	// OSWorld's server also listens on 5000).
+	GuestPort int `yaml:"guest_port"`
+	// Ports are other guest ports to forward, by the name leases report
+	// them under, e.g. chrome: 9222, vlc: 8080.
+	Ports map[string]int `yaml:"ports"`
+	// Host is the host address the forwarded ports listen on (default
+	// 127.0.0.1).
+	Host string `yaml:"host"`
+	// HealthPath is probed for readiness (default /screenshot: the guest
+	// server answers and the display is up; OSWorld waits for the same).
+	HealthPath string `yaml:"health_path"`
+	// StateDir holds one directory per VM (overlay, QMP socket, log);
+	// default <data-dir>/vms/<pool>.
+	StateDir string `yaml:"state_dir"`
+	// VGA is the emulated display adapter: none (default with a direct
+	// kernel boot: the desktop runs on Xvfb in the guest) or std (default
+	// otherwise: OSWorld's image draws on the VM's screen).
+	VGA string `yaml:"vga"`
+	// GuestToken requires this bearer token on the guest API; the guest
+	// reads it from QEMU's fw_cfg file opt/rolloutmesh/token.
+	GuestToken string `yaml:"guest_token"`
+	// GuestTokenFile holds GuestToken.
+	GuestTokenFile string `yaml:"guest_token_file"`
 }
 
 // FieldError is a validation error naming the YAML key.
@@ -310,10 +360,10 @@ func validatePool(k string, p *Pool) error {
 	// Exactly the section of the chosen provider may be present.
 	sections := map[string]bool{
 		ProviderProcess: p.Process != nil, ProviderDocker: p.Docker != nil, ProviderStatic: p.Static != nil,
-		ProviderVMware: p.VMware != nil, ProviderVirtualBox: p.VirtualBox != nil,
+		ProviderVMware: p.VMware != nil, ProviderVirtualBox: p.VirtualBox != nil, ProviderQEMU: p.QEMU != nil,
 	}
 	if _, ok := sections[p.Provider]; !ok {
-		return bad(k+".provider", "must be one of process, docker, static, vmware, virtualbox; got %q", p.Provider)
+		return bad(k+".provider", "must be one of process, docker, static, vmware, virtualbox, qemu; got %q", p.Provider)
 	}
 	for name, set := range sections {
 		if set && name != p.Provider {
@@ -399,6 +449,11 @@ func validatePool(k string, p *Pool) error {
 			return bad(k+".virtualbox.health_path", "must start with /, got %q", v.HealthPath)
 		}
 		return checkPort(k+".virtualbox.guest_port", v.GuestPort)
+	case ProviderQEMU:
+		if p.QEMU == nil {
+			p.QEMU = &QEMU{}
+		}
+		return validateQEMU(k, p)
 	}
 	return nil
 }
@@ -423,6 +478,8 @@ func resolveGuestTokenFile(k string, p *Pool) error {
 		token, file, section = &p.Docker.GuestToken, p.Docker.GuestTokenFile, "docker"
 	case p.Static != nil:
 		token, file, section = &p.Static.GuestToken, p.Static.GuestTokenFile, "static"
+	case p.QEMU != nil:
+		token, file, section = &p.QEMU.GuestToken, p.QEMU.GuestTokenFile, "qemu"
 	}
 	if file == "" {
 		return nil

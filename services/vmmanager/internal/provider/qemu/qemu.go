@@ -1,0 +1,876 @@
+// Package qemu is the disk-image VM provider: each VM is a QEMU process
+// running a copy-on-write qcow2 overlay of one base image (the base is never
+// written), with user-mode networking that forwards the guest server's port
+// and any other guest ports to free ports on the host's loopback.
+//
+// Reset is a snapshot restore, not a reboot: at first start the VM boots,
+// the provider waits until the guest server answers its health path, and
+// saves an internal snapshot (memory and disk, in the VM's overlay) under
+// the pool's snapshot name ("ready"). A reset restores it with QMP
+// (human-monitor-command "loadvm"), which reverts memory and disk at once,
+// sets the guest clock and probes the guest again; under software emulation
+// that takes well under a second where a boot takes tens of seconds.
+//
+// The guest clock: a restored guest's clock is where it was when the
+// snapshot was saved. The second serial port of every VM is a unix socket
+// on the host; after a restore the provider writes the current Unix time on
+// it as one line, and the guest's init (deploy/guest/qcow2/qemu-init) sets
+// the clock from it. A guest without that reader (OSWorld's Ubuntu image)
+// keeps the snapshot's time until its own time sync runs.
+//
+// QEMU runs in its own process group and outlives a crashed vmmanager; its
+// pid, overlay, QMP socket and ports are kept in Instance.Data, the next
+// vmmanager re-adopts it (same pid, same overlay on its command line, QMP
+// answering "running", guest healthy) or destroys it, and Sweep kills QEMU
+// processes of this state directory that belong to no known VM.
+package qemu
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/digitalocean/go-qemu/qmp"
+	"go.uber.org/zap"
+
+	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/clock"
+	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/config"
+	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/guest"
+	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/pool"
+)
+
+var (
+	_ pool.Provider = (*Provider)(nil)
+	_ pool.Preparer = (*Provider)(nil)
+)
+
+// Options configure a Provider.
+type Options struct {
+	// Config is the pool's validated qemu section.
+	Config config.QEMU
+	// Snapshot is the snapshot every reset restores (the pool's
+	// snapshot_name, "ready" by default).
+	Snapshot     string
+	CPUs         int
+	MemoryMB     int
+	ScreenWidth  int
+	ScreenHeight int
+	// Dir holds one directory per VM; Config.StateDir overrides it. It
+	// should be private to this pool, e.g. <data-dir>/vms/<pool>, and short:
+	// the QMP socket's path must fit a unix socket address (107 bytes).
+	Dir    string
+	Logger *zap.Logger
+	// Clock times boots and restores for the logs; nil is the wall clock.
+	Clock clock.Clock
+}
+
+// Provider runs QEMU VMs.
+type Provider struct {
+	o     Options
+	base  string // absolute path of the base image
+	accel string // kvm or tcg, as decided at New
+	guest guest.Client
+	clk   clock.Clock
+
+	mu       sync.Mutex
+	ports    map[int]string     // host port → vm id, ours only
+	children map[int]*child     // pid → QEMU we started (not adopted ones)
+	locks    map[string]*vmLock // vm id → serialises QMP use of one VM
+}
+
+type child struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+type vmLock struct{ ch chan struct{} }
+
+// Keys of Instance.Data.
+const (
+	dataPID     = "pid"
+	dataDir     = "dir"
+	dataOverlay = "overlay"
+	dataQMP     = "qmp"
+	dataClock   = "clock"
+	dataPorts   = "host_ports" // name=port,name=port ("server" is the guest server)
+	dataAccel   = "accel"
+)
+
+// maxSocketPath is the longest unix socket path Linux accepts.
+const maxSocketPath = 107
+
+// New checks the options, decides the accelerator and makes the state
+// directory.
+func New(o Options) (*Provider, error) {
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	clk := o.Clock
+	if clk == nil {
+		clk = clock.Real{}
+	}
+	if o.Config.StateDir != "" {
+		o.Dir = o.Config.StateDir
+	}
+	if o.Dir == "" {
+		return nil, errors.New("state dir is empty")
+	}
+	dir, err := filepath.Abs(o.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("state dir: %w", err)
+	}
+	o.Dir = dir
+	// <dir>/<vm id>/qmp.sock; vm ids are short (pool-assigned), keep a margin.
+	if len(dir)+len("/vm-0123456789abcdef/clock.sock") > maxSocketPath {
+		return nil, fmt.Errorf("state dir %q is too long for the VMs' unix sockets (at most %d bytes with the vm's file names)", dir, maxSocketPath)
+	}
+	base, err := filepath.Abs(o.Config.Image)
+	if err != nil {
+		return nil, fmt.Errorf("image: %w", err)
+	}
+	if _, err := exec.LookPath(o.Config.Binary); err != nil {
+		return nil, fmt.Errorf("qemu binary %q: %v (Debian: apt-get install qemu-system-x86)", o.Config.Binary, err)
+	}
+	if _, err := exec.LookPath("qemu-img"); err != nil {
+		return nil, fmt.Errorf("qemu-img: %v (Debian: apt-get install qemu-utils)", err)
+	}
+	if o.Snapshot == "" {
+		o.Snapshot = "ready"
+	}
+	if o.CPUs <= 0 {
+		o.CPUs = 1
+	}
+	if o.MemoryMB <= 0 {
+		o.MemoryMB = 1024
+	}
+	accel, why := DetectAccel(o.Config.Accel)
+	o.Logger.Info("qemu acceleration", zap.String("accel", accel), zap.String("configured", o.Config.Accel), zap.String("reason", why))
+	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create state dir: %w", err)
+	}
+	return &Provider{
+		o: o, base: base, accel: accel, clk: clk,
+		ports: map[int]string{}, children: map[int]*child{}, locks: map[string]*vmLock{},
+	}, nil
+}
+
+// Accel is the accelerator the provider's VMs use (kvm or tcg).
+func (p *Provider) Accel() string { return p.accel }
+
+// DetectAccel resolves "auto" to kvm or tcg and says why. KVM counts as
+// working only when /dev/kvm opens read-write and the CPU has hardware
+// virtualization (vmx or svm): a paravirtual KVM (PVM, as in some cloud
+// sandboxes) offers /dev/kvm without it and cannot boot stock kernels.
+func DetectAccel(configured string) (accel, reason string) {
+	if configured == "kvm" || configured == "tcg" {
+		return configured, "configured"
+	}
+	f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0)
+	if err != nil {
+		return "tcg", fmt.Sprintf("no usable /dev/kvm: %v", err)
+	}
+	f.Close()
+	if _, err := os.Stat("/sys/module/kvm_pvm"); err == nil {
+		return "tcg", "/dev/kvm is paravirtual (kvm_pvm), which cannot boot stock kernels"
+	}
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "tcg", fmt.Sprintf("read /proc/cpuinfo: %v", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(line, "flags") {
+			continue
+		}
+		for _, f := range strings.Fields(line) {
+			if f == "vmx" || f == "svm" {
+				return "kvm", "/dev/kvm and hardware virtualization (" + f + ")"
+			}
+		}
+		break
+	}
+	return "tcg", "/dev/kvm without hardware virtualization (no vmx/svm flag)"
+}
+
+func (p *Provider) vmDir(id string) string { return filepath.Join(p.o.Dir, id) }
+
+// lock serialises snapshot operations and teardown of one VM.
+func (p *Provider) lock(ctx context.Context, id string) (func(), error) {
+	p.mu.Lock()
+	l := p.locks[id]
+	if l == nil {
+		l = &vmLock{ch: make(chan struct{}, 1)}
+		p.locks[id] = l
+	}
+	p.mu.Unlock()
+	select {
+	case l.ch <- struct{}{}:
+		return func() { <-l.ch }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("vm %s busy: %w", id, ctx.Err())
+	}
+}
+
+// Create makes the VM's overlay, boots it, waits for the guest and saves
+// the reset snapshot.
+func (p *Provider) Create(ctx context.Context, id string) (pool.Instance, error) {
+	unlock, err := p.lock(ctx, id)
+	if err != nil {
+		return pool.Instance{}, err
+	}
+	defer unlock()
+	start := p.clk.Now()
+	dir := p.vmDir(id)
+	if err := os.RemoveAll(dir); err != nil {
+		return pool.Instance{}, fmt.Errorf("remove old vm dir: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return pool.Instance{}, fmt.Errorf("create vm dir: %w", err)
+	}
+	inst := pool.Instance{Data: map[string]string{
+		dataDir: dir, dataOverlay: filepath.Join(dir, "overlay.qcow2"),
+		dataQMP: filepath.Join(dir, "qmp.sock"), dataClock: filepath.Join(dir, "clock.sock"),
+		dataAccel: p.accel,
+	}}
+	fail := func(err error) (pool.Instance, error) {
+		p.stop(inst)
+		p.free(id)
+		return inst, err
+	}
+	if err := p.createOverlay(ctx, inst.Data[dataOverlay]); err != nil {
+		return fail(err)
+	}
+	ports, err := p.allocate(id)
+	if err != nil {
+		return fail(err)
+	}
+	inst.Data[dataPorts] = formatPorts(ports)
+	p.fillAddresses(&inst, ports)
+	c, err := p.start(id, inst, ports)
+	if err != nil {
+		return fail(err)
+	}
+	inst.Ref = inst.Data[dataPID]
+	alive := func() error {
+		select {
+		case <-c.done:
+			return fmt.Errorf("qemu exited: %s (log: %s)", c.cmd.ProcessState, p.logTail(dir))
+		default:
+			return nil
+		}
+	}
+	if err := p.guest.WaitReady(ctx, inst.Endpoint, p.o.Config.HealthPath, p.o.Config.GuestToken, alive); err != nil {
+		return fail(fmt.Errorf("boot: %v (console: %s)", err, tail(filepath.Join(dir, "console.log"))))
+	}
+	booted := p.clk.Now()
+	if _, err := p.hmp(ctx, inst, "savevm "+p.o.Snapshot); err != nil {
+		return fail(fmt.Errorf("save snapshot %s: %w", p.o.Snapshot, err))
+	}
+	// savevm stops the guest while it writes; make sure it answers again
+	// before the VM is handed out.
+	if err := p.guest.WaitReady(ctx, inst.Endpoint, p.o.Config.HealthPath, p.o.Config.GuestToken, alive); err != nil {
+		return fail(fmt.Errorf("after saving snapshot: %w", err))
+	}
+	p.o.Logger.Info("qemu vm booted", zap.String("vm_id", id), zap.String("endpoint", inst.Endpoint),
+		zap.Duration("boot", booted.Sub(start)), zap.Duration("savevm", p.clk.Now().Sub(booted)))
+	return inst, nil
+}
+
+func (p *Provider) createOverlay(ctx context.Context, overlay string) error {
+	out, err := exec.CommandContext(ctx, "qemu-img", "create", "-q", "-f", "qcow2",
+		"-F", "qcow2", "-b", p.base, overlay).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("qemu-img create overlay: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// portNames lists the forwarded guest ports: the server first, then the
+// configured extras by name.
+func (p *Provider) portNames() []string {
+	names := []string{"server"}
+	extra := make([]string, 0, len(p.o.Config.Ports))
+	for n := range p.o.Config.Ports {
+		extra = append(extra, n)
+	}
+	slices.Sort(extra)
+	return append(names, extra...)
+}
+
+func (p *Provider) guestPort(name string) int {
+	if name == "server" {
+		return p.o.Config.GuestPort
+	}
+	return p.o.Config.Ports[name]
+}
+
+// allocate picks one free host port per forwarded guest port. The kernel
+// picks (port 0); the port is released before QEMU binds it, and a VM of
+// ours never gets a port another one holds.
+func (p *Provider) allocate(id string) (map[string]int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[string]int{}
+	for _, name := range p.portNames() {
+		var port int
+		for try := 0; try < 50 && port == 0; try++ {
+			l, err := net.Listen("tcp", net.JoinHostPort(p.o.Config.Host, "0"))
+			if err != nil {
+				return nil, fmt.Errorf("find a free port on %s: %w", p.o.Config.Host, err)
+			}
+			c := l.Addr().(*net.TCPAddr).Port
+			l.Close()
+			if _, used := p.ports[c]; !used {
+				port = c
+			}
+		}
+		if port == 0 {
+			return nil, fmt.Errorf("no free port on %s", p.o.Config.Host)
+		}
+		p.ports[port] = id
+		out[name] = port
+	}
+	return out, nil
+}
+
+func (p *Provider) free(id string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k, v := range p.ports {
+		if v == id {
+			delete(p.ports, k)
+		}
+	}
+}
+
+func (p *Provider) fillAddresses(inst *pool.Instance, ports map[string]int) {
+	for name, port := range ports {
+		addr := net.JoinHostPort(p.o.Config.Host, strconv.Itoa(port))
+		if name == "server" {
+			inst.Endpoint = "http://" + addr
+			continue
+		}
+		if inst.Ports == nil {
+			inst.Ports = map[string]string{}
+		}
+		inst.Ports[name] = addr
+	}
+}
+
+func formatPorts(ports map[string]int) string {
+	names := make([]string, 0, len(ports))
+	for n := range ports {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	parts := make([]string, 0, len(names))
+	for _, n := range names {
+		parts = append(parts, n+"="+strconv.Itoa(ports[n]))
+	}
+	return strings.Join(parts, ",")
+}
+
+func parsePorts(s string) (map[string]int, error) {
+	out := map[string]int{}
+	for _, part := range strings.Split(s, ",") {
+		name, v, ok := strings.Cut(part, "=")
+		port, err := strconv.Atoi(v)
+		if !ok || err != nil || port < 1 || port > 65535 {
+			return nil, fmt.Errorf("bad recorded port %q", part)
+		}
+		out[name] = port
+	}
+	return out, nil
+}
+
+// Args builds QEMU's command line for VM inst (pure, for tests).
+func (p *Provider) Args(id string, inst pool.Instance, ports map[string]int) []string {
+	dir := inst.Data[dataDir]
+	netdev := "user,id=net0"
+	for _, name := range p.portNames() {
+		netdev += fmt.Sprintf(",hostfwd=tcp:%s:%d-:%d", p.o.Config.Host, ports[name], p.guestPort(name))
+	}
+	args := []string{
+		"-name", "rolloutmesh-" + id,
+		"-nodefaults", "-no-user-config", "-no-reboot",
+		"-accel", p.accel,
+		"-m", strconv.Itoa(p.o.MemoryMB), "-smp", strconv.Itoa(p.o.CPUs),
+		"-display", "none", "-vga", p.o.Config.VGA,
+		// cache=unsafe: the overlay is disposable, and skipping the flushes
+		// makes savevm and guest writes cheaper; the host's page cache
+		// still outlives a vmmanager crash.
+		"-drive", "file=" + inst.Data[dataOverlay] + ",if=virtio,format=qcow2,cache=unsafe",
+		"-netdev", netdev, "-device", "virtio-net-pci,netdev=net0",
+		"-qmp", "unix:" + inst.Data[dataQMP] + ",server=on,wait=off",
+		// ttyS0: the console, to a file; ttyS1: the clock line.
+		"-serial", "file:" + filepath.Join(dir, "console.log"),
+		"-chardev", "socket,id=clock,path=" + inst.Data[dataClock] + ",server=on,wait=off",
+		"-serial", "chardev:clock",
+		"-rtc", "base=utc",
+		"-pidfile", filepath.Join(dir, "qemu.pid"),
+	}
+	if p.accel == "kvm" {
+		args = append(args, "-cpu", "host")
+	}
+	if p.o.Config.Kernel != "" {
+		args = append(args, "-kernel", p.o.Config.Kernel)
+		if p.o.Config.Initrd != "" {
+			args = append(args, "-initrd", p.o.Config.Initrd)
+		}
+		args = append(args, "-append", p.kernelCmdline())
+	}
+	if p.o.Config.GuestToken != "" {
+		args = append(args, "-fw_cfg", "name=opt/rolloutmesh/token,file="+filepath.Join(dir, "token"))
+	}
+	return args
+}
+
+func (p *Provider) kernelCmdline() string {
+	if p.o.Config.Append != "" {
+		return p.o.Config.Append
+	}
+	// init= is rolloutmesh's (deploy/guest/qcow2/qemu-init); the KEY=VALUE
+	// words reach it as environment.
+	return fmt.Sprintf("root=/dev/vda rw console=ttyS0 net.ifnames=0 panic=1 quiet init=/sbin/qemu-init "+
+		"SCREEN_WIDTH=%d SCREEN_HEIGHT=%d DESKTOPD_ADDR=:%d", p.o.ScreenWidth, p.o.ScreenHeight, p.o.Config.GuestPort)
+}
+
+// start launches QEMU in its own process group.
+func (p *Provider) start(id string, inst pool.Instance, ports map[string]int) (*child, error) {
+	dir := inst.Data[dataDir]
+	if p.o.Config.GuestToken != "" {
+		// fw_cfg reads the token from a file: never on QEMU's command line.
+		if err := os.WriteFile(filepath.Join(dir, "token"), []byte(p.o.Config.GuestToken), 0o600); err != nil {
+			return nil, fmt.Errorf("write token file: %w", err)
+		}
+	}
+	logf, err := os.OpenFile(filepath.Join(dir, "qemu.log"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open qemu log: %w", err)
+	}
+	defer logf.Close()
+	cmd := exec.Command(p.o.Config.Binary, p.Args(id, inst, ports)...)
+	cmd.Dir = dir
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// Own process group: QEMU survives a vmmanager crash for re-adoption.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start qemu: %w", err)
+	}
+	c := &child{cmd: cmd, done: make(chan struct{})}
+	pid := cmd.Process.Pid
+	p.mu.Lock()
+	p.children[pid] = c
+	p.mu.Unlock()
+	go func() {
+		cmd.Wait()
+		close(c.done)
+	}()
+	inst.Data[dataPID] = strconv.Itoa(pid)
+	return c, nil
+}
+
+// Reset restores the pool's snapshot: memory and disk go back to the
+// moment the guest first answered.
+func (p *Provider) Reset(ctx context.Context, id string, inst pool.Instance) (pool.Instance, error) {
+	return inst, p.restore(ctx, id, inst, p.o.Snapshot)
+}
+
+// Prepare restores the task's snapshot when it names another one than the
+// pool's (which the reset before the lease already restored).
+func (p *Provider) Prepare(ctx context.Context, id string, inst pool.Instance, env pool.EnvOverrides) error {
+	if env.Proxy || env.FixedIP || len(env.Extra) > 0 {
+		return fmt.Errorf("qemu supports only the snapshot override: %w", pool.ErrUnsupported)
+	}
+	if env.Snapshot == "" || env.Snapshot == p.o.Snapshot {
+		return nil
+	}
+	if !config.SnapshotNameOK(env.Snapshot) {
+		return fmt.Errorf("snapshot name %q is not valid", env.Snapshot)
+	}
+	return p.restore(ctx, id, inst, env.Snapshot)
+}
+
+// restore loads snapshot name, sets the guest clock and waits for health.
+func (p *Provider) restore(ctx context.Context, id string, inst pool.Instance, name string) error {
+	unlock, err := p.lock(ctx, id)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	start := p.clk.Now()
+	if err := p.alive(inst); err != nil {
+		return err
+	}
+	if name != p.o.Snapshot {
+		names, err := p.Snapshots(ctx, inst)
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(names, name) {
+			return fmt.Errorf("snapshot %q does not exist in vm %s (it has: %s)", name, id, strings.Join(names, ", "))
+		}
+	}
+	if _, err := p.hmp(ctx, inst, "loadvm "+name); err != nil {
+		return fmt.Errorf("restore snapshot %s: %w", name, err)
+	}
+	loaded := p.clk.Now()
+	if err := p.setGuestClock(ctx, inst); err != nil {
+		// Not fatal: the guest answers, only its clock lags.
+		p.o.Logger.Warn("guest clock not set", zap.String("vm_id", id), zap.Error(err))
+	}
+	if err := p.guest.WaitReady(ctx, inst.Endpoint, p.o.Config.HealthPath, p.o.Config.GuestToken, func() error { return p.alive(inst) }); err != nil {
+		return fmt.Errorf("after restoring snapshot %s: %w", name, err)
+	}
+	p.o.Logger.Debug("qemu vm restored", zap.String("vm_id", id), zap.String("snapshot", name),
+		zap.Duration("loadvm", loaded.Sub(start)), zap.Duration("total", p.clk.Now().Sub(start)))
+	return nil
+}
+
+// setGuestClock writes the host's time on the VM's clock line.
+func (p *Provider) setGuestClock(ctx context.Context, inst pool.Instance) error {
+	var d net.Dialer
+	dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	c, err := d.DialContext(dctx, "unix", inst.Data[dataClock])
+	if err != nil {
+		return fmt.Errorf("dial clock line: %w", err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	now := p.clk.Now()
+	_, err = fmt.Fprintf(c, "%d.%09d\n", now.Unix(), now.Nanosecond())
+	return err
+}
+
+// Snapshots lists the internal snapshots of the VM's overlay.
+func (p *Provider) Snapshots(ctx context.Context, inst pool.Instance) ([]string, error) {
+	out, err := p.hmp(ctx, inst, "info snapshots")
+	if err != nil {
+		return nil, err
+	}
+	return parseSnapshots(out), nil
+}
+
+// parseSnapshots reads the tags of HMP's "info snapshots" table (ID, TAG,
+// VM SIZE, DATE, VM CLOCK, ICOUNT).
+func parseSnapshots(out string) []string {
+	var names []string
+	sc := bufio.NewScanner(strings.NewReader(out))
+	header := false
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) >= 2 && f[0] == "ID" && f[1] == "TAG" {
+			header = true
+			continue
+		}
+		if header && len(f) >= 2 {
+			names = append(names, f[1])
+		}
+	}
+	return names
+}
+
+// Destroy stops QEMU and removes the VM's directory.
+func (p *Provider) Destroy(ctx context.Context, id string, inst pool.Instance) error {
+	if unlock, err := p.lock(ctx, id); err == nil {
+		defer unlock()
+	}
+	p.stop(inst)
+	p.free(id)
+	p.mu.Lock()
+	delete(p.locks, id)
+	p.mu.Unlock()
+	if err := os.RemoveAll(p.vmDir(id)); err != nil {
+		return fmt.Errorf("remove vm dir: %w", err)
+	}
+	return nil
+}
+
+// stop asks QEMU to quit over QMP, then kills its group.
+func (p *Provider) stop(inst pool.Instance) {
+	pid, _ := strconv.Atoi(inst.Data[dataPID])
+	if pid <= 0 {
+		return
+	}
+	p.mu.Lock()
+	c := p.children[pid]
+	p.mu.Unlock()
+	dead := func() bool {
+		if c != nil {
+			select {
+			case <-c.done:
+				return true
+			default:
+				return false
+			}
+		}
+		return !processAlive(pid) || !p.isOurQEMU(pid, inst.Data[dataOverlay])
+	}
+	if !dead() {
+		qctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		p.qmpRun(qctx, inst.Data[dataQMP], qmp.Command{Execute: "quit"})
+		cancel()
+		for i := 0; i < 100 && !dead(); i++ {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if !dead() {
+			syscall.Kill(-pid, syscall.SIGKILL)
+			for i := 0; i < 100 && !dead(); i++ {
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+	}
+	p.mu.Lock()
+	delete(p.children, pid)
+	p.mu.Unlock()
+}
+
+// alive fails when the VM's QEMU is gone.
+func (p *Provider) alive(inst pool.Instance) error {
+	pid, _ := strconv.Atoi(inst.Data[dataPID])
+	if pid <= 0 {
+		return errors.New("no qemu pid recorded")
+	}
+	p.mu.Lock()
+	c := p.children[pid]
+	p.mu.Unlock()
+	if c != nil {
+		select {
+		case <-c.done:
+			return fmt.Errorf("qemu exited: %s (log: %s)", c.cmd.ProcessState, p.logTail(inst.Data[dataDir]))
+		default:
+			return nil
+		}
+	}
+	if !processAlive(pid) {
+		return fmt.Errorf("qemu pid %d is gone", pid)
+	}
+	return nil
+}
+
+// Check wants QEMU alive and the guest answering.
+func (p *Provider) Check(ctx context.Context, inst pool.Instance) error {
+	if err := p.alive(inst); err != nil {
+		return err
+	}
+	return p.guest.Probe(ctx, inst.Endpoint, p.o.Config.HealthPath, p.o.Config.GuestToken)
+}
+
+// Adopt takes over a QEMU left by a previous vmmanager: the pid must still
+// be QEMU running this VM's overlay (pids get reused), QMP must report it
+// running and the guest must answer.
+func (p *Provider) Adopt(ctx context.Context, id string, inst pool.Instance) error {
+	pid, _ := strconv.Atoi(inst.Data[dataPID])
+	if pid <= 0 || !processAlive(pid) {
+		return fmt.Errorf("qemu pid %d is gone", pid)
+	}
+	if inst.Data[dataOverlay] != filepath.Join(p.vmDir(id), "overlay.qcow2") || !p.isOurQEMU(pid, inst.Data[dataOverlay]) {
+		return fmt.Errorf("pid %d is no longer this vm's qemu", pid)
+	}
+	ports, err := parsePorts(inst.Data[dataPorts])
+	if err != nil {
+		return err
+	}
+	st, err := p.Status(ctx, inst)
+	if err != nil {
+		return err
+	}
+	if st != "running" {
+		return fmt.Errorf("qemu status is %q, want running", st)
+	}
+	if err := p.guest.Probe(ctx, inst.Endpoint, p.o.Config.HealthPath, p.o.Config.GuestToken); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	for _, port := range ports {
+		p.ports[port] = id
+	}
+	p.mu.Unlock()
+	return nil
+}
+
+// Status is QMP's query-status: running, paused, inmigrate...
+func (p *Provider) Status(ctx context.Context, inst pool.Instance) (string, error) {
+	raw, err := p.qmpRun(ctx, inst.Data[dataQMP], qmp.Command{Execute: "query-status"})
+	if err != nil {
+		return "", fmt.Errorf("qmp query-status: %w", err)
+	}
+	var r struct {
+		Return struct {
+			Status string `json:"status"`
+		} `json:"return"`
+	}
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return "", fmt.Errorf("qmp query-status: %w", err)
+	}
+	return r.Return.Status, nil
+}
+
+// isOurQEMU reports whether pid's command line runs overlay.
+func (p *Provider) isOurQEMU(pid int, overlay string) bool {
+	if overlay == "" {
+		return false
+	}
+	return strings.Contains(cmdline(pid), "file="+overlay+",")
+}
+
+// Sweep kills QEMU processes running an overlay under this state directory
+// that belong to no known VM, and removes the directories of unknown VMs.
+func (p *Provider) Sweep(ctx context.Context, known map[string]bool) error {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return fmt.Errorf("read /proc: %w", err)
+	}
+	prefix := "file=" + p.o.Dir + string(filepath.Separator)
+	for _, e := range entries {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cl := cmdline(pid)
+		i := strings.Index(cl, prefix)
+		if i < 0 || !strings.Contains(cl, "qemu") {
+			continue
+		}
+		rest := cl[i+len(prefix):]
+		id, _, _ := strings.Cut(rest, string(filepath.Separator))
+		if id == "" || known[id] || !processAlive(pid) {
+			continue
+		}
+		p.o.Logger.Warn("stray qemu destroyed", zap.String("vm_id", id), zap.Int("pid", pid))
+		p.stop(pool.Instance{Data: map[string]string{
+			dataPID: strconv.Itoa(pid), dataOverlay: filepath.Join(p.vmDir(id), "overlay.qcow2"),
+			dataQMP: filepath.Join(p.vmDir(id), "qmp.sock"),
+		}})
+	}
+	dirs, err := os.ReadDir(p.o.Dir)
+	if err != nil {
+		return fmt.Errorf("read state dir: %w", err)
+	}
+	for _, d := range dirs {
+		if d.IsDir() && !known[d.Name()] {
+			os.RemoveAll(filepath.Join(p.o.Dir, d.Name()))
+		}
+	}
+	return nil
+}
+
+// hmp runs a human-monitor command through QMP; HMP reports errors in its
+// output text, not as a QMP error.
+func (p *Provider) hmp(ctx context.Context, inst pool.Instance, line string) (string, error) {
+	raw, err := p.qmpRun(ctx, inst.Data[dataQMP], qmp.Command{
+		Execute: "human-monitor-command", Args: map[string]string{"command-line": line},
+	})
+	if err != nil {
+		return "", err
+	}
+	var r struct {
+		Return string `json:"return"`
+	}
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return "", fmt.Errorf("hmp %s: %w", line, err)
+	}
+	out := strings.TrimSpace(r.Return)
+	if strings.HasPrefix(out, "Error") || strings.Contains(out, "\nError") ||
+		(!strings.HasPrefix(line, "info ") && out != "") {
+		return out, fmt.Errorf("hmp %s: %s", line, out)
+	}
+	return r.Return, nil
+}
+
+// qmpRun connects to the VM's QMP socket, runs one command and
+// disconnects: QMP takes one client at a time, and a connection per command
+// needs nothing to be re-established after a vmmanager restart. The qmp
+// package has no deadlines; a command still running when ctx ends is left
+// to finish (it ends at the latest with the QEMU process) and ctx's error is
+// returned.
+func (p *Provider) qmpRun(ctx context.Context, sock string, cmd qmp.Command) ([]byte, error) {
+	b, err := json.Marshal(cmd)
+	if err != nil {
+		return nil, err
+	}
+	type result struct {
+		raw []byte
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		mon, err := qmp.NewSocketMonitor("unix", sock, 2*time.Second)
+		if err != nil {
+			ch <- result{err: fmt.Errorf("qmp dial: %w", err)}
+			return
+		}
+		if err := mon.Connect(); err != nil {
+			ch <- result{err: fmt.Errorf("qmp handshake: %w", err)}
+			return
+		}
+		raw, err := mon.Run(b)
+		if cmd.Execute != "quit" {
+			mon.Disconnect()
+		}
+		if err != nil {
+			err = fmt.Errorf("qmp %s: %w", cmd.Execute, err)
+		}
+		ch <- result{raw: raw, err: err}
+	}()
+	select {
+	case r := <-ch:
+		return r.raw, r.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("qmp %s: %w", cmd.Execute, ctx.Err())
+	}
+}
+
+func (p *Provider) logTail(dir string) string { return tail(filepath.Join(dir, "qemu.log")) }
+
+// tail returns the end of a log file for error messages.
+func tail(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Size() > 400 {
+		f.Seek(-400, io.SeekEnd)
+	}
+	b, _ := io.ReadAll(io.LimitReader(f, 400))
+	return strings.TrimSpace(string(b))
+}
+
+// processAlive reports whether pid exists and is not a zombie.
+func processAlive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+2 >= len(s) {
+		return false
+	}
+	return s[i+2] != 'Z' && s[i+2] != 'X'
+}
+
+func cmdline(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return ""
+	}
+	return strings.ReplaceAll(string(b), "\x00", " ")
+}
