@@ -200,7 +200,7 @@ func cmdVMs(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	rows := make([][]string, 0, len(resp.GetVms()))
 	for _, v := range resp.GetVms() {
 		rows = append(rows, []string{v.GetVmId(), v.GetPool(), v.GetProvider(), shortState(v.GetState(), "VM_STATE_"),
-			orDash(v.GetHolder()), v.GetEndpoint(), ago(v.GetCreateTime()), fmt.Sprint(v.GetLeasesServed()), orDash(v.GetLastError())})
+			orDash(v.GetHolder()), serverEndpoint(v.GetEndpoint(), v.GetPorts()), ago(v.GetCreateTime()), fmt.Sprint(v.GetLeasesServed()), orDash(v.GetLastError())})
 	}
 	return table(stdout, "VM\tPOOL\tPROVIDER\tSTATE\tHOLDER\tENDPOINT\tAGE\tLEASES\tLAST ERROR", rows)
 }
@@ -365,17 +365,43 @@ func progress(labels map[string]string) string {
 	return step + " (" + phase + ")"
 }
 
+// hostPrefix marks the host-side addresses a docker pool on a shared
+// network records beside its container names (the vmmanager docker
+// provider's HostPrefix): "host:server" for the guest server, "host:<name>"
+// for the other services. The names resolve only on that network (compose),
+// so these are the addresses shown.
+const hostPrefix = "host:"
+
 // endpoints lists the guest's server and its other services (Chrome's
-// DevTools, VLC, VNC) in name order.
+// DevTools, VLC, VNC) in name order, each at the address the host reaches
+// where the lease has one.
 func endpoints(l *pb.Lease) string {
-	out := []string{l.GetEndpoint()}
-	names := make([]string, 0, len(l.GetPorts()))
-	for n := range l.GetPorts() {
-		names = append(names, n)
+	return userEndpoints(l.GetEndpoint(), l.GetPorts())
+}
+
+// serverEndpoint is the guest server's address as the host reaches it.
+func serverEndpoint(endpoint string, ports map[string]string) string {
+	if h := ports[hostPrefix+"server"]; h != "" {
+		return h
+	}
+	return endpoint
+}
+
+func userEndpoints(endpoint string, ports map[string]string) string {
+	out := []string{serverEndpoint(endpoint, ports)}
+	names := make([]string, 0, len(ports))
+	for n := range ports {
+		if !strings.HasPrefix(n, hostPrefix) {
+			names = append(names, n)
+		}
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		out = append(out, n+"="+l.GetPorts()[n])
+		addr := ports[n]
+		if h := ports[hostPrefix+n]; h != "" {
+			addr = h
+		}
+		out = append(out, n+"="+addr)
 	}
 	return strings.Join(out, " ")
 }

@@ -217,43 +217,86 @@ func (p *Provider) Create(ctx context.Context, id string) (pool.Instance, error)
 	return inst, nil
 }
 
+// HostPrefix marks, in Instance.Ports, the host-side addresses of a VM on a
+// shared network: "host:server" is the guest server's URL and "host:chrome",
+// "host:vlc", "host:vnc" the other services' host:port, all published on
+// Config.Host. There the endpoint the runners use is the container's name
+// on the network, which resolves only on that network (compose), while a
+// person running `rollout leases` on the host needs an address the host
+// reaches; on the engine's bridge the endpoint is already host-side and no
+// such entries are recorded.
+const HostPrefix = "host:"
+
 // locate fills the endpoint and ports from the engine's port mappings.
 func (p *Provider) locate(ctx context.Context, inst *pool.Instance) error {
 	info, err := p.cli.ContainerInspect(ctx, inst.Ref)
 	if err != nil {
 		return fmt.Errorf("inspect container: %w", err)
 	}
-	addr := func(port string) string {
-		if p.o.Config.Network != "" {
-			// On a shared network (compose), reach the container by name.
-			return net.JoinHostPort(strings.TrimPrefix(info.Name, "/"), strings.TrimSuffix(port, "/tcp"))
-		}
-		if info.NetworkSettings == nil {
-			return ""
-		}
-		for _, b := range info.NetworkSettings.Ports[nat.Port(port)] {
+	var published nat.PortMap
+	if info.NetworkSettings != nil {
+		published = info.NetworkSettings.Ports
+	}
+	endpoint, ports, err := addresses(strings.TrimPrefix(info.Name, "/"), p.o.Config.Network, published)
+	if err != nil {
+		return err
+	}
+	inst.Endpoint, inst.Ports = endpoint, ports
+	return nil
+}
+
+// addresses returns the guest server's URL and the other services'
+// addresses of a container named name. On a network the services are
+// reached by name, and the host-side published ports are added under
+// HostPrefix; otherwise the published ports are the addresses.
+func addresses(name, network string, published nat.PortMap) (string, map[string]string, error) {
+	hostAddr := func(port string) string {
+		for _, b := range published[nat.Port(port)] {
 			host := b.HostIP
 			if host == "" || host == "0.0.0.0" {
 				host = "127.0.0.1"
+			} else if host == "::" {
+				host = "::1"
 			}
 			return net.JoinHostPort(host, b.HostPort)
 		}
 		return ""
 	}
-	server := addr("5000/tcp")
-	if server == "" {
-		return errors.New("container has no published port 5000")
-	}
-	inst.Endpoint = "http://" + server
-	for _, pp := range osworldPorts[1:] {
-		if a := addr(pp.port); a != "" {
-			if inst.Ports == nil {
-				inst.Ports = map[string]string{}
-			}
-			inst.Ports[pp.name] = a
+	addr := hostAddr
+	if network != "" {
+		addr = func(port string) string {
+			return net.JoinHostPort(name, strings.TrimSuffix(port, "/tcp"))
 		}
 	}
-	return nil
+	server := addr("5000/tcp")
+	if network == "" && server == "" {
+		return "", nil, errors.New("container has no published port 5000")
+	}
+	ports := map[string]string{}
+	for _, pp := range osworldPorts[1:] {
+		// On a network every service has a name address, published or not:
+		// keep only the ports the container exposes (published ones).
+		if _, ok := published[nat.Port(pp.port)]; !ok {
+			continue
+		}
+		if a := addr(pp.port); a != "" {
+			ports[pp.name] = a
+		}
+	}
+	if network != "" {
+		if h := hostAddr("5000/tcp"); h != "" {
+			ports[HostPrefix+"server"] = "http://" + h
+		}
+		for _, pp := range osworldPorts[1:] {
+			if h := hostAddr(pp.port); h != "" {
+				ports[HostPrefix+pp.name] = h
+			}
+		}
+	}
+	if len(ports) == 0 {
+		ports = nil
+	}
+	return "http://" + server, ports, nil
 }
 
 func (p *Provider) running(ctx context.Context, ref string) error {
