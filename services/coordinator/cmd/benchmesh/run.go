@@ -26,9 +26,12 @@ import (
 // simulated guests and fakellm, which stand in for VMs and GPUs.
 var services = []string{"coordinator", "runner", "vmmanager", "modelgateway", "storage", "simguest", "fakellm", "benchmesh"}
 
+// maxPool is vmmanager's largest pool (config.MaxPoolSize).
+const maxPool = 256
+
 // result is one run at one N.
 type result struct {
-	n, runners         int
+	n, runners, pools  int
 	episodes, steps    int
 	storedSteps        int64
 	done, failed       int64
@@ -120,11 +123,19 @@ func runOnce(ctx context.Context, o options, dir string, n, perfSeconds int) (r 
 		"default_model: fake-model\nbackends:\n  - id: fakellm\n    base_url: http://%s\n    kind: vllm\n    model: fake-model\n    max_concurrent: 0\n", llmAddr)), 0o644); err != nil {
 		return r, err
 	}
+	// vmmanager caps a pool at 256 VMs: N beyond that is several pools of
+	// one vmmanager, each with its own rollout (a rollout names one pool).
+	pools := (n + maxPool - 1) / maxPool
+	r.pools = pools
 	vmConfig := filepath.Join(dir, "vmmanager.yaml")
 	var vb strings.Builder
-	fmt.Fprintf(&vb, "pools:\n  - name: default\n    provider: static\n    size: %d\n    screen_width: 1280\n    screen_height: 720\n    static:\n      endpoints:\n", n)
-	for _, e := range endpoints {
-		fmt.Fprintf(&vb, "        - %s\n", e)
+	vb.WriteString("pools:\n")
+	for i := 0; i < pools; i++ {
+		eps := endpoints[i*n/pools : (i+1)*n/pools]
+		fmt.Fprintf(&vb, "  - name: pool-%d\n    provider: static\n    size: %d\n    screen_width: 1280\n    screen_height: 720\n    static:\n      endpoints:\n", i, len(eps))
+		for _, e := range eps {
+			fmt.Fprintf(&vb, "        - %s\n", e)
+		}
 	}
 	if err := os.WriteFile(vmConfig, []byte(vb.String()), 0o644); err != nil {
 		return r, err
@@ -230,8 +241,12 @@ func runOnce(ctx context.Context, o options, dir string, n, perfSeconds int) (r 
 			if err != nil || len(resp.Pools) == 0 {
 				continue
 			}
+			leased := 0
+			for _, p := range resp.Pools {
+				leased += int(p.VmsByState["leased"])
+			}
 			busyMu.Lock()
-			busySum += float64(resp.Pools[0].VmsByState["leased"]) / float64(n)
+			busySum += float64(leased) / float64(n)
 			r.busySamples++
 			busyMu.Unlock()
 		}
@@ -249,41 +264,44 @@ func runOnce(ctx context.Context, o options, dir string, n, perfSeconds int) (r 
 	}
 
 	t0 := time.Now()
-	ro, err := co.StartRollout(ctx, &pb.StartRolloutRequest{Spec: &pb.RolloutSpec{
-		Name: fmt.Sprintf("benchmesh-%d", n), Tasks: ts, GroupSize: int32(o.groupSize), BatchSize: int32(o.batch),
-		EnvMode: "desktop", Mode: pb.RolloutMode_ROLLOUT_MODE_ASYNC, MaxStaleness: 1000,
-		EpisodeTimeout: durationpb.New(5 * time.Minute),
-		Agent: &pb.AgentConfig{Model: "fake-model", ActionSpace: "pyautogui", ObservationType: "screenshot",
-			MaxTurns: int32(o.steps)},
-	}})
-	if err != nil {
-		return r, fmt.Errorf("start rollout: %w", err)
-	}
-	var marks []time.Duration // when each episode was handed out
-	for {
-		resp, err := co.GetBatch(ctx, &pb.GetBatchRequest{RolloutId: ro.RolloutId, BatchSize: int32(o.batch), Timeout: durationpb.New(2 * time.Minute)})
+	var ids []string
+	for i := 0; i < pools; i++ {
+		ro, err := co.StartRollout(ctx, &pb.StartRolloutRequest{Spec: &pb.RolloutSpec{
+			Name: fmt.Sprintf("benchmesh-%d-%d", n, i), Tasks: ts[i*len(ts)/pools : (i+1)*len(ts)/pools],
+			GroupSize: int32(o.groupSize), BatchSize: int32(o.batch), VmPool: fmt.Sprintf("pool-%d", i),
+			EnvMode: "desktop", Mode: pb.RolloutMode_ROLLOUT_MODE_ASYNC, MaxStaleness: 1000,
+			EpisodeTimeout: durationpb.New(5 * time.Minute),
+			Agent: &pb.AgentConfig{Model: "fake-model", ActionSpace: "pyautogui", ObservationType: "screenshot",
+				MaxTurns: int32(o.steps)},
+		}})
 		if err != nil {
-			return r, fmt.Errorf("get batch: %w", err)
+			return r, fmt.Errorf("start rollout: %w", err)
 		}
-		if resp.RolloutDone {
-			break
-		}
-		if resp.BatchId == "" {
-			g, _ := co.GetRollout(ctx, &pb.GetRolloutRequest{RolloutId: ro.RolloutId})
-			return r, fmt.Errorf("no batch within 2 min after %d episodes: %v", r.episodes, g.GetProgress())
-		}
-		at := time.Since(t0)
-		for _, g := range resp.Groups {
-			for _, ep := range g.Episodes {
-				r.episodes++
-				r.steps += int(ep.NumSteps)
-				marks = append(marks, at)
-			}
-		}
-		if _, err := co.AckBatch(ctx, &pb.AckBatchRequest{RolloutId: ro.RolloutId, BatchId: resp.BatchId}); err != nil {
-			return r, fmt.Errorf("ack: %w", err)
+		ids = append(ids, ro.RolloutId)
+	}
+	var mu sync.Mutex
+	var marks []time.Duration // when each episode was handed out
+	errs := make(chan error, pools)
+	for _, id := range ids {
+		go func() {
+			errs <- trainer(ctx, co, id, o.batch, func(eps []*pb.Episode) {
+				at := time.Since(t0)
+				mu.Lock()
+				defer mu.Unlock()
+				for _, ep := range eps {
+					r.episodes++
+					r.steps += int(ep.NumSteps)
+					marks = append(marks, at)
+				}
+			})
+		}()
+	}
+	for range ids {
+		if err := <-errs; err != nil {
+			return r, err
 		}
 	}
+	sort.Slice(marks, func(i, j int) bool { return marks[i] < marks[j] })
 	r.elapsed = time.Since(t0)
 	after, err := cpuAll(procs)
 	if err != nil {
@@ -310,24 +328,53 @@ func runOnce(ctx context.Context, o options, dir string, n, perfSeconds int) (r 
 		r.steady, r.steadyEpisodes = hi-lo, len(marks)*9/10-len(marks)/10
 	}
 
-	g, err := co.GetRollout(ctx, &pb.GetRolloutRequest{RolloutId: ro.RolloutId})
-	if err != nil {
-		return r, err
-	}
-	r.done, r.failed = int64(g.Progress.Done), int64(g.Progress.Failed)
 	scc, err := dial(addrs["storage"])
 	if err != nil {
 		return r, err
 	}
 	defer scc.Close()
-	st, err := pb.NewStorageClient(scc).GetStats(ctx, &pb.GetStatsRequest{RolloutIds: []string{ro.RolloutId}})
-	if err == nil && len(st.Rollouts) > 0 {
-		r.storedSteps = st.Rollouts[0].Steps
+	stc := pb.NewStorageClient(scc)
+	for _, id := range ids {
+		g, err := co.GetRollout(ctx, &pb.GetRolloutRequest{RolloutId: id})
+		if err != nil {
+			return r, err
+		}
+		r.done += int64(g.Progress.Done)
+		r.failed += int64(g.Progress.Failed)
+		st, err := stc.GetStats(ctx, &pb.GetStatsRequest{RolloutIds: []string{id}})
+		if err == nil && len(st.Rollouts) > 0 {
+			r.storedSteps += st.Rollouts[0].Steps
+		}
 	}
 	if r.episodes != total {
 		return r, fmt.Errorf("handed out %d episodes, want %d", r.episodes, total)
 	}
 	return r, nil
+}
+
+// trainer takes and acknowledges batches of one rollout until it is done.
+func trainer(ctx context.Context, co pb.CoordinatorClient, id string, batch int, got func([]*pb.Episode)) error {
+	n := 0
+	for {
+		resp, err := co.GetBatch(ctx, &pb.GetBatchRequest{RolloutId: id, BatchSize: int32(batch), Timeout: durationpb.New(2 * time.Minute)})
+		if err != nil {
+			return fmt.Errorf("get batch: %w", err)
+		}
+		if resp.RolloutDone {
+			return nil
+		}
+		if resp.BatchId == "" {
+			g, _ := co.GetRollout(ctx, &pb.GetRolloutRequest{RolloutId: id})
+			return fmt.Errorf("rollout %s: no batch within 2 min after %d episodes: %v", id, n, g.GetProgress())
+		}
+		for _, g := range resp.Groups {
+			n += len(g.Episodes)
+			got(g.Episodes)
+		}
+		if _, err := co.AckBatch(ctx, &pb.AckBatchRequest{RolloutId: id, BatchId: resp.BatchId}); err != nil {
+			return fmt.Errorf("ack: %w", err)
+		}
+	}
 }
 
 // cpuAll reads every live process's CPU ticks.
@@ -382,7 +429,11 @@ func waitTCP(ctx context.Context, p *proc, addr string) error {
 func waitPoolReady(ctx context.Context, vm pb.VMManagerClient, n int) error {
 	for {
 		resp, err := vm.ListPools(ctx, &pb.ListPoolsRequest{})
-		if err == nil && len(resp.Pools) > 0 && int(resp.Pools[0].VmsByState["ready"]) == n {
+		ready := 0
+		for _, p := range resp.GetPools() {
+			ready += int(p.VmsByState["ready"])
+		}
+		if err == nil && ready == n {
 			return nil
 		}
 		select {
@@ -440,8 +491,8 @@ func profile(ctx context.Context, dir string, n int, procs []*proc, seconds int)
 }
 
 func (r result) print(o options) {
-	fmt.Printf("N = %d VMs (%d runners × ~%d slots): %d episodes, %d steps (%d stored in storage), done %d, failed attempts %d; load average %s -> %s\n",
-		r.n, r.runners, r.n/r.runners, r.episodes, r.steps, r.storedSteps, r.done, r.failed, r.loadStart, r.loadEnd)
+	fmt.Printf("N = %d VMs in %d pools/rollouts (%d runners × ~%d slots): %d episodes, %d steps (%d stored in storage), done %d, failed attempts %d; load average %s -> %s\n",
+		r.n, r.pools, r.runners, r.n/r.runners, r.episodes, r.steps, r.storedSteps, r.done, r.failed, r.loadStart, r.loadEnd)
 	epm := float64(r.episodes) / r.elapsed.Minutes()
 	fmt.Printf("  whole run %v: %.0f episodes/min, %.0f steps/s", r.elapsed.Round(time.Millisecond), epm, float64(r.steps)/r.elapsed.Seconds())
 	if r.steady > 0 {

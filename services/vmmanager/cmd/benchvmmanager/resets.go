@@ -1,0 +1,285 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/config"
+	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/provider/docker"
+	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/provider/process"
+)
+
+// resetRun is one provider's measured resets.
+type resetRun struct {
+	provider string
+	total    []time.Duration
+	// parts are named spans of each reset, in the order first seen.
+	parts     map[string][]time.Duration
+	partOrder []string
+	skip      string
+}
+
+func (r *resetRun) part(name string, d time.Duration) {
+	if r.parts == nil {
+		r.parts = map[string][]time.Duration{}
+	}
+	if _, ok := r.parts[name]; !ok {
+		r.partOrder = append(r.partOrder, name)
+	}
+	r.parts[name] = append(r.parts[name], d)
+}
+
+// resetTable resets one VM of each provider k times through the provider
+// itself (what the pool calls after a release) and prints the reset time,
+// its parts, and the VM busy share bound a 60 s episode leaves with it.
+func resetTable(k int) error {
+	fmt.Printf("(c) reset time per provider, one VM reset %d times in a row (docker: at most 10) through the provider; load average %s\n", k, loadavg())
+	dir, err := os.MkdirTemp("", "benchvmmanager-resets-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+	runs := []resetRun{
+		resetProcess(ctx, dir, k),
+		resetDocker(ctx, min(k, 10)),
+		resetQEMU(),
+	}
+	fmt.Printf("    %-30s %9s %9s %9s   %-24s %s\n", "provider", "p50", "p99", "max", "busy bound, 60 s episode", "parts (p50)")
+	for _, r := range runs {
+		if r.skip != "" {
+			fmt.Printf("    %-30s skipped: %s\n", r.provider, r.skip)
+			continue
+		}
+		p50, p99 := pct(r.total, 50), pct(r.total, 99)
+		bound := func(d time.Duration) float64 { return 100 * 60 / (60 + d.Seconds()) }
+		var parts []string
+		for _, name := range r.partOrder {
+			parts = append(parts, fmt.Sprintf("%s %s", name, fmtS(pct(r.parts[name], 50))))
+		}
+		fmt.Printf("    %-30s %9s %9s %9s   %5.1f %% (p50) %5.1f %% (p99)  %s\n", fmt.Sprintf("%s (%d resets)", r.provider, len(r.total)), fmtS(p50), fmtS(p99), fmtS(pct(r.total, 100)),
+			bound(p50), bound(p99), strings.Join(parts, "; "))
+	}
+	fmt.Println("    bound = 60 s / (60 s + reset) for a VM leased back to back without warm spares; with spares >= M × reset / episode a")
+	fmt.Println("    ready VM replaces a resetting one and the bound is 100 %.")
+	for _, r := range runs {
+		if r.provider == "process" && r.skip == "" {
+			verdict := "MET"
+			if pct(r.total, 99) >= 500*time.Millisecond {
+				verdict = "MISSED"
+			}
+			fmt.Printf("    verdict: process-VM reset p99 < 0.5 s: %s (p99 %s; load average %s)\n", verdict, fmtS(pct(r.total, 99)), loadavg())
+		}
+	}
+	fmt.Println()
+	return nil
+}
+
+func fmtS(d time.Duration) string { return fmt.Sprintf("%.3fs", d.Seconds()) }
+
+// workspaceRoot is the directory of the go.work this command runs in.
+func workspaceRoot(ctx context.Context) (string, error) {
+	out, err := exec.CommandContext(ctx, "go", "env", "GOWORK").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOWORK: %w", err)
+	}
+	w := strings.TrimSpace(string(out))
+	if w == "" || w == "off" {
+		return "", errors.New("not inside the rolloutmesh Go workspace")
+	}
+	return filepath.Dir(w), nil
+}
+
+// resetProcess measures the process provider: desktopd on its own Xvfb
+// with openbox, a fresh home at every reset. Its parts come from the
+// reset's own clock and desktopd's log timestamps.
+func resetProcess(ctx context.Context, dir string, k int) resetRun {
+	r := resetRun{provider: "process"}
+	for _, bin := range []string{"Xvfb", "openbox"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			r.skip = bin + " not installed (apt-get install xvfb openbox)"
+			return r
+		}
+	}
+	root, err := workspaceRoot(ctx)
+	if err != nil {
+		r.skip = err.Error()
+		return r
+	}
+	desktopd := filepath.Join(dir, "desktopd")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", desktopd, "./guest/desktopd/cmd/desktopd")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		r.skip = fmt.Sprintf("go build desktopd: %v: %.300s", err, out)
+		return r
+	}
+	// Ports and displays away from the defaults other tests use.
+	p, err := process.New(process.Options{
+		Config:      config.Process{Desktopd: desktopd, Host: "127.0.0.1", BasePort: 17851, BaseDisplay: 251},
+		ScreenWidth: 1280, ScreenHeight: 720, Dir: filepath.Join(dir, "vms"), Logger: zap.NewNop(),
+	})
+	if err != nil {
+		r.skip = err.Error()
+		return r
+	}
+	const id = "bench-process-0"
+	bctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	inst, err := p.Create(bctx, id)
+	if err != nil {
+		r.skip = "create: " + err.Error()
+		return r
+	}
+	defer func() { _ = p.Destroy(context.Background(), id, inst) }()
+	logPath := filepath.Join(dir, "vms", id, "desktopd.log")
+	for i := 0; i < k; i++ {
+		t0 := time.Now()
+		ni, err := p.Reset(bctx, id, inst)
+		d := time.Since(t0)
+		if err != nil {
+			r.skip = fmt.Sprintf("reset %d: %v", i, err)
+			return r
+		}
+		inst = ni
+		r.total = append(r.total, d)
+		// desktopd's log of this boot: each message's first time, from
+		// the reset's start.
+		first, events := logEvents(logPath)
+		if !first.IsZero() {
+			r.part("stop old+exec new", first.Sub(t0))
+		}
+		for _, e := range events {
+			r.part(e.msg, e.at.Sub(t0))
+		}
+		r.part("ready (probe answered)", d)
+	}
+	return r
+}
+
+type logEvent struct {
+	msg string
+	at  time.Time
+}
+
+// logEvents reads a zap JSON log and returns its first line's time and the
+// first time of each message, in order (at most 8).
+func logEvents(path string) (time.Time, []logEvent) {
+	f, err := os.Open(path)
+	if err != nil {
+		return time.Time{}, nil
+	}
+	defer f.Close()
+	var first time.Time
+	var out []logEvent
+	seen := map[string]bool{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() && len(out) < 8 {
+		var line struct {
+			TS  any    `json:"ts"`
+			Msg string `json:"msg"`
+		}
+		if json.Unmarshal(sc.Bytes(), &line) != nil || line.Msg == "" {
+			continue
+		}
+		var at time.Time
+		switch ts := line.TS.(type) {
+		case float64:
+			sec, frac := math.Modf(ts)
+			at = time.Unix(int64(sec), int64(frac*1e9))
+		case string:
+			at, _ = time.Parse(time.RFC3339Nano, ts)
+		}
+		if at.IsZero() {
+			continue
+		}
+		if first.IsZero() {
+			first = at
+		}
+		if !seen[line.Msg] {
+			seen[line.Msg] = true
+			out = append(out, logEvent{line.Msg, at})
+		}
+	}
+	return first, out
+}
+
+// resetDocker measures the docker provider: a reset removes the container
+// and creates a fresh one from the image (rolloutmesh/desktop:dev).
+func resetDocker(ctx context.Context, k int) resetRun {
+	r := resetRun{provider: "docker (rolloutmesh/desktop:dev)"}
+	cli, err := docker.NewClient()
+	if err != nil {
+		r.skip = "docker client: " + err.Error()
+		return r
+	}
+	defer cli.Close()
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	_, err = cli.Ping(pctx)
+	cancel()
+	if err != nil {
+		r.skip = "docker engine not reachable: " + err.Error()
+		return r
+	}
+	const image = "rolloutmesh/desktop:dev"
+	if _, err := cli.ImageInspect(ctx, image); err != nil {
+		r.skip = image + " not built (make guest-image): " + err.Error()
+		return r
+	}
+	p, err := docker.New(docker.Options{
+		Config: config.Docker{Image: image, Flavor: "desktopd", Host: "127.0.0.1", KVM: "off"},
+		Pool:   "bench", InstanceID: fmt.Sprintf("benchvmmanager-%d", os.Getpid()),
+		ScreenWidth: 1280, ScreenHeight: 720, Logger: zap.NewNop(), Client: cli,
+	})
+	if err != nil {
+		r.skip = err.Error()
+		return r
+	}
+	id := fmt.Sprintf("benchvmmanager-%d", os.Getpid())
+	bctx, bcancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer bcancel()
+	inst, err := p.Create(bctx, id)
+	if err != nil {
+		r.skip = "create: " + err.Error()
+		return r
+	}
+	defer func() { _ = p.Destroy(context.Background(), id, inst) }()
+	for i := 0; i < k; i++ {
+		// Reset is exactly remove + Create; timed apart for the parts.
+		t0 := time.Now()
+		if err := p.Destroy(bctx, id, inst); err != nil {
+			r.skip = fmt.Sprintf("reset %d: remove: %v", i, err)
+			return r
+		}
+		t1 := time.Now()
+		ni, err := p.Create(bctx, id)
+		if err != nil {
+			r.skip = fmt.Sprintf("reset %d: create: %v", i, err)
+			return r
+		}
+		inst = ni
+		r.part("remove container", t1.Sub(t0))
+		r.part("create+start+guest ready", time.Since(t1))
+		r.total = append(r.total, time.Since(t0))
+	}
+	return r
+}
+
+// resetQEMU is filled in when the qemu provider lands
+// (internal/provider/qemu, described in /work/helpers/qemu-api.md).
+func resetQEMU() resetRun {
+	r := resetRun{provider: "qemu"}
+	r.skip = "the qemu provider is not in this build yet (internal/provider/qemu)"
+	return r
+}
