@@ -589,13 +589,17 @@ func validateStatic(k string, s *Static, n int) error {
 }
 
 // defaultOSType is the guest OS a pool reports when its config names none:
-// rolloutmesh's own guests (process VMs, the desktopd images) are Debian;
+// rolloutmesh's own guests (process VMs, the desktopd images, the qcow2
+// built with its kernel next to it) are Debian;
 // OSWorld's images and the VMs of the hypervisor providers are Ubuntu.
 func defaultOSType(p *Pool) string {
 	switch {
 	case p.Provider == ProviderProcess:
 		return "Debian"
 	case p.Provider == ProviderDocker && (p.Docker == nil || p.Docker.Flavor == "" || p.Docker.Flavor == "desktopd"):
+		return "Debian"
+	case p.Provider == ProviderQEMU && qemuDirectBoot(p):
+		// deploy/guest/build-qcow2.sh's image, booted with its own kernel.
 		return "Debian"
 	}
 	return "Ubuntu"

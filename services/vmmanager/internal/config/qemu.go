@@ -123,6 +123,23 @@ func validateQEMU(k string, p *Pool) error {
 	return nil
 }
 
+// qemuDirectBoot reports whether a qemu pool boots a kernel of its own:
+// configured, or found next to the image (rolloutmesh's built guest).
+func qemuDirectBoot(p *Pool) bool {
+	if p.QEMU != nil && p.QEMU.Kernel != "" {
+		return true
+	}
+	img := p.PathToVM
+	if p.QEMU != nil && p.QEMU.Image != "" {
+		img = p.QEMU.Image
+	}
+	if img == "" {
+		return false
+	}
+	base := strings.TrimSuffix(img, filepath.Ext(img))
+	return isFile(base+".vmlinuz") && isFile(base+".initrd")
+}
+
 // snapshotRE bounds snapshot names: they reach QEMU's monitor as a word.
 var snapshotRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 

@@ -114,6 +114,9 @@ func TestQEMUConfigDefaults(t *testing.T) {
 					t.Errorf("ports[%s] = %d, want %d", k, got.Ports[k], v)
 				}
 			}
+			if p.OSType != "Debian" {
+				t.Errorf("os_type = %q, want Debian (the built image)", p.OSType)
+			}
 			if p.SnapshotName != tc.snap || p.CPUs != 1 || p.MemoryMB != 1024 {
 				t.Errorf("snapshot, cpus, memory = %q, %d, %d; want %q, 1, 1024", p.SnapshotName, p.CPUs, p.MemoryMB, tc.snap)
 			}
