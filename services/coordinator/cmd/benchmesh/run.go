@@ -463,17 +463,19 @@ func profile(ctx context.Context, dir string, n int, procs []*proc, seconds int)
 		go func() {
 			defer wg.Done()
 			data := filepath.Join(dir, fmt.Sprintf("perf-n%d-%s.data", n, svc))
-			rec := exec.CommandContext(ctx, "perf", "record", "-F", "199", "-g", "-o", data, "-p", strings.Join(ps, ","), "--", "sleep", strconv.Itoa(seconds))
+			rec := exec.CommandContext(ctx, "perf", "record", "-F", "499", "-o", data, "-p", strings.Join(ps, ","), "--", "sleep", strconv.Itoa(seconds))
 			if b, err := rec.CombinedOutput(); err != nil {
 				mu.Lock()
 				out[svc] = fmt.Sprintf("perf record: %v: %.300s", err, b)
 				mu.Unlock()
 				return
 			}
-			rep, err := exec.CommandContext(ctx, "perf", "report", "-i", data, "--stdio", "--no-children", "--sort", "symbol", "-g", "none", "--percent-limit", "1.5").Output()
+			rep, err := exec.CommandContext(ctx, "perf", "report", "-i", data, "--stdio", "--no-children", "--sort", "symbol", "--percent-limit", "1.5").Output()
 			var lines []string
 			for _, l := range strings.Split(string(rep), "\n") {
-				if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") && len(lines) < 14 {
+				// Drop the empty columns perf pads each row with.
+				l = strings.TrimSpace(strings.TrimRight(strings.TrimSpace(l), " -"))
+				if l != "" && !strings.HasPrefix(l, "#") && len(lines) < 14 {
 					lines = append(lines, l)
 				}
 			}

@@ -26,6 +26,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"sync"
@@ -54,8 +55,22 @@ func main() {
 	grpcWindow := flag.Duration("grpc-window", 10*time.Second, "measured wall time per ratio over gRPC")
 	resets := flag.Int("resets", 20, "resets measured per provider (process, docker, qemu); 0 skips the reset table")
 	only := flag.String("only", "", "run one part: handoff, util, resets")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "benchvmmanager:", err)
+			os.Exit(1)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "benchvmmanager:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if err := run(*only, *handoffs, *window, *scale, *grpcWindow, *grpcScale, *resets); err != nil {
+		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "benchvmmanager:", err)
 		os.Exit(1)
 	}
