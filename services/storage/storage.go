@@ -11,6 +11,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -71,6 +72,7 @@ type Service struct {
 	idx    *index.DB
 	writer *ingest.Writer
 	api    *api.Server
+	http   http.Handler
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -124,6 +126,11 @@ func New(ctx context.Context, cfg Config, env daemon.Env) (*Service, error) {
 	s := &Service{idx: idx, writer: w, cancel: cancel, done: make(chan struct{}),
 		api: api.New(idx, blobs, w, api.Options{SuccessThreshold: cfg.SuccessThreshold, MaxInlineBytes: cfg.MaxInlineBytes,
 			Logger: log, Observer: readObs})}
+	if s.http, err = newHTTPHandler(s.api, idx, env.AuthToken, log); err != nil {
+		cancel()
+		idx.Close()
+		return nil, err
+	}
 	var bg sync.WaitGroup
 	bg.Add(1)
 	go func() {

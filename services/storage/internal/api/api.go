@@ -439,6 +439,29 @@ func (s *Server) GetBlob(req *pb.GetBlobRequest, stream grpc.ServerStreamingServ
 	return nil
 }
 
+// ReadBlob returns a verified blob and its media type, as GetBlob serves
+// it (within the read budget, damage refused and counted); the viewer
+// reads screenshots through it. Errors are gRPC statuses.
+func (s *Server) ReadBlob(ctx context.Context, sha string) (string, []byte, error) {
+	if err := validate.SHA256("sha256", sha); err != nil {
+		return "", nil, s.toStatus(err)
+	}
+	rec, err := s.idx.Blob(ctx, sha)
+	if err != nil {
+		return "", nil, s.toStatus(err)
+	}
+	release, err := s.reserve(ctx, rec.Size)
+	if err != nil {
+		return "", nil, s.toStatus(err)
+	}
+	defer release()
+	data, err := s.readVerified(ctx, rec)
+	if err != nil {
+		return "", nil, s.toStatus(err)
+	}
+	return rec.MediaType, data, nil
+}
+
 // ExportRollout streams a rollout as files.
 func (s *Server) ExportRollout(req *pb.ExportRolloutRequest, stream grpc.ServerStreamingServer[pb.ExportRolloutResponse]) error {
 	if err := Validate(req); err != nil {

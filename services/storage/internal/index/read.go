@@ -113,18 +113,13 @@ type Filter struct {
 	Status                             pb.EpisodeStatus
 	MinScore, MaxScore                 *float64
 	ModelVersion                       *int64
+	// FailureReason selects episodes that failed for this reason (the
+	// viewer's filter; the API does not set it).
+	FailureReason string
 }
 
-// Cursor is the position after the last episode of a page.
-type Cursor struct {
-	StartNS   int64
-	EpisodeID string
-}
-
-// ListEpisodes returns up to limit episodes after cursor (nil for the first
-// page) ordered by start time then id, and the cursor of the next page (nil
-// on the last page). A page ends early once its bodies pass MaxPageBytes.
-func (db *DB) ListEpisodes(ctx context.Context, f Filter, after *Cursor, limit int) ([]*pb.Episode, *Cursor, error) {
+// where returns the filter's conditions on episodes e and their arguments.
+func (f Filter) where() ([]string, []any) {
 	var where []string
 	var args []any
 	add := func(cond string, a ...any) {
@@ -154,6 +149,27 @@ func (db *DB) ListEpisodes(ctx context.Context, f Filter, after *Cursor, limit i
 	}
 	if f.ModelVersion != nil {
 		add("EXISTS (SELECT 1 FROM episode_versions v WHERE v.model_version = ? AND v.episode_id = e.episode_id)", *f.ModelVersion)
+	}
+	if f.FailureReason != "" {
+		add("e.failure_reason = ?", f.FailureReason)
+	}
+	return where, args
+}
+
+// Cursor is the position after the last episode of a page.
+type Cursor struct {
+	StartNS   int64
+	EpisodeID string
+}
+
+// ListEpisodes returns up to limit episodes after cursor (nil for the first
+// page) ordered by start time then id, and the cursor of the next page (nil
+// on the last page). A page ends early once its bodies pass MaxPageBytes.
+func (db *DB) ListEpisodes(ctx context.Context, f Filter, after *Cursor, limit int) ([]*pb.Episode, *Cursor, error) {
+	where, args := f.where()
+	add := func(cond string, a ...any) {
+		where = append(where, cond)
+		args = append(args, a...)
 	}
 	if after != nil {
 		add("(e.start_ns > ? OR (e.start_ns = ? AND e.episode_id > ?))", after.StartNS, after.StartNS, after.EpisodeID)
