@@ -28,7 +28,7 @@ type Metrics struct {
 	// Checkpoints counts checkpoints the watcher acted on, by result
 	// (updated, refused, skipped).
 	Checkpoints *prometheus.CounterVec
-	reg                prometheus.Registerer
+	reg         prometheus.Registerer
 }
 
 // latencyBuckets span sub-millisecond gateway answers to minutes-long
