@@ -95,6 +95,7 @@ type Pool struct {
 	VMware     *VMware     `yaml:"vmware"`
 	VirtualBox *VirtualBox `yaml:"virtualbox"`
 	QEMU       *QEMU       `yaml:"qemu"`
+	Kubernetes *Kubernetes `yaml:"kubernetes"`
 }
 
 // Process configures the process provider: desktopd with its own Xvfb.
@@ -361,9 +362,10 @@ func validatePool(k string, p *Pool) error {
 	sections := map[string]bool{
 		ProviderProcess: p.Process != nil, ProviderDocker: p.Docker != nil, ProviderStatic: p.Static != nil,
 		ProviderVMware: p.VMware != nil, ProviderVirtualBox: p.VirtualBox != nil, ProviderQEMU: p.QEMU != nil,
+		ProviderKubernetes: p.Kubernetes != nil,
 	}
 	if _, ok := sections[p.Provider]; !ok {
-		return bad(k+".provider", "must be one of process, docker, static, vmware, virtualbox, qemu; got %q", p.Provider)
+		return bad(k+".provider", "must be one of process, docker, static, vmware, virtualbox, qemu, kubernetes; got %q", p.Provider)
 	}
 	for name, set := range sections {
 		if set && name != p.Provider {
@@ -454,6 +456,11 @@ func validatePool(k string, p *Pool) error {
 			p.QEMU = &QEMU{}
 		}
 		return validateQEMU(k, p)
+	case ProviderKubernetes:
+		if p.Kubernetes == nil {
+			p.Kubernetes = &Kubernetes{}
+		}
+		return validateKubernetes(k, p)
 	}
 	return nil
 }
@@ -480,6 +487,8 @@ func resolveGuestTokenFile(k string, p *Pool) error {
 		token, file, section = &p.Static.GuestToken, p.Static.GuestTokenFile, "static"
 	case p.QEMU != nil:
 		token, file, section = &p.QEMU.GuestToken, p.QEMU.GuestTokenFile, "qemu"
+	case p.Kubernetes != nil:
+		token, file, section = &p.Kubernetes.GuestToken, p.Kubernetes.GuestTokenFile, "kubernetes"
 	}
 	if file == "" {
 		return nil
@@ -597,6 +606,8 @@ func defaultOSType(p *Pool) string {
 	case p.Provider == ProviderProcess:
 		return "Debian"
 	case p.Provider == ProviderDocker && (p.Docker == nil || p.Docker.Flavor == "" || p.Docker.Flavor == "desktopd"):
+		return "Debian"
+	case p.Provider == ProviderKubernetes && kubernetesDesktopImage(p):
 		return "Debian"
 	case p.Provider == ProviderQEMU && qemuDirectBoot(p):
 		// deploy/guest/build-qcow2.sh's image, booted with its own kernel.
