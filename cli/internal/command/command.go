@@ -38,6 +38,7 @@ func subcommands() map[string]subcommand {
 		"up":       {"run the all-in-one mesh as a daemon on the standard ports", cmdUp},
 		"tasks":    {"check a task set: which tasks this build can run and score (tasks check)", cmdTasks},
 		"cache":    {"fill the download cache of OSWorld task files (cache fetch, cache import)", cmdCache},
+		"view":     {"open the trajectory viewer (view [ROLLOUT]; --remote for a running mesh, --open for a browser)", cmdView},
 	}
 }
 
