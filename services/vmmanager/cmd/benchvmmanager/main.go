@@ -55,6 +55,7 @@ func main() {
 	grpcWindow := flag.Duration("grpc-window", 10*time.Second, "measured wall time per ratio over gRPC")
 	resets := flag.Int("resets", 20, "resets measured per provider (process, docker, qemu); 0 skips the reset table")
 	only := flag.String("only", "", "run one part: handoff, util, resets")
+	qemuImage := flag.String("qemu-image", "", "qcow2 for the qemu reset row (default .cache/guest/desktop.qcow2 of the workspace)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.Parse()
 	if *cpuProfile != "" {
@@ -69,14 +70,14 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	if err := run(*only, *handoffs, *window, *scale, *grpcWindow, *grpcScale, *resets); err != nil {
+	if err := run(*only, *handoffs, *window, *scale, *grpcWindow, *grpcScale, *resets, *qemuImage); err != nil {
 		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "benchvmmanager:", err)
 		os.Exit(1)
 	}
 }
 
-func run(only string, handoffs int, window time.Duration, scale float64, grpcWindow time.Duration, grpcScale float64, resets int) error {
+func run(only string, handoffs int, window time.Duration, scale float64, grpcWindow time.Duration, grpcScale float64, resets int, qemuImage string) error {
 	fmt.Printf("benchvmmanager: %d CPUs, %s; load average at start %s\n\n", runtime.NumCPU(), runtime.Version(), loadavg())
 	if only == "" || only == "handoff" {
 		if err := handoff(handoffs); err != nil {
@@ -89,7 +90,7 @@ func run(only string, handoffs int, window time.Duration, scale float64, grpcWin
 		}
 	}
 	if (only == "" || only == "resets") && resets > 0 {
-		if err := resetTable(resets); err != nil {
+		if err := resetTable(resets, qemuImage); err != nil {
 			return err
 		}
 	}
@@ -145,7 +146,7 @@ func utilisation(window time.Duration, scale float64, grpcWindow time.Duration, 
 	for _, via := range []string{"in-process", "gRPC"} {
 		if via == "gRPC" {
 			fmt.Printf("    over gRPC: the real service on loopback, static pool whose reset_command sleeps the drawn reset in the guest,\n")
-			fmt.Printf("    time-scaled 1:%.0f (each real µs of hand-off counts %.0f× more than in a real run), %s per row; load average %s\n", grpcScale, 1000/grpcScale, grpcWindow, loadavg())
+			fmt.Printf("    time-scaled 1:%.0f (a real ms of hand-off weighs %.2f s of the simulated cycle), %s per row; load average %s\n", grpcScale, grpcScale/1000, grpcWindow, loadavg())
 		}
 		for _, r := range rows {
 			var res simResult
@@ -164,7 +165,7 @@ func utilisation(window time.Duration, scale float64, grpcWindow time.Duration, 
 			}
 			fmt.Printf("    %-22s %7.2f%% %7.2f%% %8.2f%% %15.2f%% %10d   %s\n", label, 100*res.busy, 100*res.bound, 100*res.busy/res.bound, 100*res.busy/res.slept, res.leases, r.claim)
 			if r.spares == 0 {
-				worst[via] = math.Min(worst[via], res.busy/res.bound)
+				worst[via] = math.Min(worst[via], res.busy/res.slept)
 			}
 		}
 	}
@@ -173,7 +174,7 @@ func utilisation(window time.Duration, scale float64, grpcWindow time.Duration, 
 		if worst[via] < 0.99 {
 			verdict = "MISSED"
 		}
-		fmt.Printf("    verdict: busy >= 99 %% of the bound at every N/M with a backlog, %s: %s (worst %.2f %%; load average %s)\n", via, verdict, 100*worst[via], loadavg())
+		fmt.Printf("    verdict: busy >= 99 %% of the as-slept bound at every N/M with a backlog, %s: %s (worst %.2f %%; load average %s)\n", via, verdict, 100*worst[via], loadavg())
 	}
 	fmt.Println("    bound = mean(episode)/(mean(episode)+mean(reset)) of the draws actually made: a VM cannot be busier")
 	fmt.Println("    when every release is followed by its reset; warm spares lift it to min(1, (M+S)/M × bound).")

@@ -18,6 +18,7 @@ import (
 	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/config"
 	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/provider/docker"
 	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/provider/process"
+	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/provider/qemu"
 )
 
 // resetRun is one provider's measured resets.
@@ -43,8 +44,8 @@ func (r *resetRun) part(name string, d time.Duration) {
 // resetTable resets one VM of each provider k times through the provider
 // itself (what the pool calls after a release) and prints the reset time,
 // its parts, and the VM busy share bound a 60 s episode leaves with it.
-func resetTable(k int) error {
-	fmt.Printf("(c) reset time per provider, one VM reset %d times in a row (docker: at most 10) through the provider; load average %s\n", k, loadavg())
+func resetTable(k int, qemuImage string) error {
+	fmt.Printf("(c) reset time per provider, one VM reset %d times in a row (docker, qemu: at most 10) through the provider; load average %s\n", k, loadavg())
 	dir, err := os.MkdirTemp("", "benchvmmanager-resets-")
 	if err != nil {
 		return err
@@ -54,7 +55,7 @@ func resetTable(k int) error {
 	runs := []resetRun{
 		resetProcess(ctx, dir, k),
 		resetDocker(ctx, min(k, 10)),
-		resetQEMU(),
+		resetQEMU(ctx, qemuImage, min(k, 10)),
 	}
 	fmt.Printf("    %-30s %9s %9s %9s   %-24s %s\n", "provider", "p50", "p99", "max", "busy bound, 60 s episode", "parts (p50)")
 	for _, r := range runs {
@@ -276,10 +277,69 @@ func resetDocker(ctx context.Context, k int) resetRun {
 	return r
 }
 
-// resetQEMU is filled in when the qemu provider lands
-// (internal/provider/qemu, described in /work/helpers/qemu-api.md).
-func resetQEMU() resetRun {
+// resetQEMU measures the qemu provider: a reset loads the VM's internal
+// snapshot "ready" over QMP and waits for the guest server. The image is
+// deploy/guest/build-qcow2.sh's .cache/guest/desktop.qcow2 (-qemu-image).
+func resetQEMU(ctx context.Context, image string, k int) resetRun {
 	r := resetRun{provider: "qemu"}
-	r.skip = "the qemu provider is not in this build yet (internal/provider/qemu)"
+	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
+		r.skip = "qemu-system-x86_64 not installed (apt-get install qemu-system-x86)"
+		return r
+	}
+	if image == "" {
+		root, err := workspaceRoot(ctx)
+		if err != nil {
+			r.skip = err.Error()
+			return r
+		}
+		image = filepath.Join(root, ".cache", "guest", "desktop.qcow2")
+	}
+	if _, err := os.Stat(image); err != nil {
+		r.skip = fmt.Sprintf("image %s not built (deploy/guest/build-qcow2.sh): %v", image, err)
+		return r
+	}
+	pools := []config.Pool{{Name: "bench-qemu", Provider: config.ProviderQEMU, Size: 1, ScreenWidth: 1280, ScreenHeight: 720,
+		QEMU: &config.QEMU{Image: image}}}
+	if err := config.Validate(pools); err != nil {
+		r.skip = "config: " + err.Error()
+		return r
+	}
+	spec := pools[0]
+	// Short: QMP's unix socket path must stay under 108 bytes.
+	dir, err := os.MkdirTemp("", "bq-")
+	if err != nil {
+		r.skip = err.Error()
+		return r
+	}
+	defer os.RemoveAll(dir)
+	p, err := qemu.New(qemu.Options{Config: *spec.QEMU, Snapshot: spec.SnapshotName, CPUs: spec.CPUs, MemoryMB: spec.MemoryMB,
+		ScreenWidth: spec.ScreenWidth, ScreenHeight: spec.ScreenHeight, Dir: dir, Logger: zap.NewNop()})
+	if err != nil {
+		r.skip = err.Error()
+		return r
+	}
+	r.provider = fmt.Sprintf("qemu (%s, %d MB, %d CPU)", p.Accel(), spec.MemoryMB, spec.CPUs)
+	const id = "bq-0"
+	bctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
+	defer cancel()
+	t0 := time.Now()
+	inst, err := p.Create(bctx, id)
+	if err != nil {
+		r.skip = "create (boot + savevm): " + err.Error()
+		return r
+	}
+	boot := time.Since(t0)
+	defer func() { _ = p.Destroy(context.Background(), id, inst) }()
+	for i := 0; i < k; i++ {
+		t0 := time.Now()
+		ni, err := p.Reset(bctx, id, inst)
+		if err != nil {
+			r.skip = fmt.Sprintf("reset %d: %v", i, err)
+			return r
+		}
+		inst = ni
+		r.total = append(r.total, time.Since(t0))
+	}
+	r.part("first boot + savevm (once)", boot)
 	return r
 }
