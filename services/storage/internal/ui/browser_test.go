@@ -205,7 +205,7 @@ func browser(t *testing.T) context.Context {
 		t.Skip("chromium is missing: apt-get install chromium to run the viewer's browser tests")
 	}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox,
-		chromedp.WindowSize(1400, 1000), chromedp.Flag("disable-gpu", true), chromedp.Flag("hide-scrollbars", true))
+		chromedp.WindowSize(1400, 1300), chromedp.Flag("disable-gpu", true), chromedp.Flag("hide-scrollbars", true))
 	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	t.Cleanup(acancel)
 	ctx, cancel := chromedp.NewContext(actx)
@@ -231,6 +231,10 @@ func artifacts(t *testing.T) string {
 	return dir
 }
 
+// docsImages are the page screenshots docs/viewer.md shows; with
+// ROLLOUTMESH_UPDATE_DOCS_IMAGES set the test copies them to docs/images.
+var docsImages = map[string]bool{"viewer-rollouts": true, "viewer-rollout": true, "viewer-episode": true, "viewer-compare": true}
+
 // shoot saves a PNG of the whole page, or of the window only when the
 // page is long (an episode of 50 steps).
 func shoot(t *testing.T, ctx context.Context, dir, name string) string {
@@ -248,6 +252,10 @@ func shoot(t *testing.T, ctx context.Context, dir, name string) string {
 		t.Fatal(err)
 	}
 	t.Logf("page screenshot: %s", p)
+	if docsImages[name] && os.Getenv("ROLLOUTMESH_UPDATE_DOCS_IMAGES") != "" {
+		// The user docs show what the test saw.
+		copyFile(t, p, filepath.Join("..", "..", "..", "..", "docs", "images", name+".png"))
+	}
 	return p
 }
 
@@ -396,10 +404,7 @@ func TestViewerInBrowser(t *testing.T) {
 		if _, err := chromedp.Run(ctx, chromedp.Evaluate[any](`window.scrollTo(0, 0)`)); err != nil {
 			t.Fatal(err)
 		}
-		p := shoot(t, ctx, dir, "viewer-episode")
-		if os.Getenv("ROLLOUTMESH_UPDATE_DOCS_IMAGES") != "" {
-			copyFile(t, p, filepath.Join("..", "..", "..", "..", "docs", "images", "viewer-episode.png"))
-		}
+		shoot(t, ctx, dir, "viewer-episode")
 		// Zoom shows the full screenshot with the marker still on its pixel.
 		if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#step-0 figure.shot"))); err != nil {
 			t.Fatal(err)
