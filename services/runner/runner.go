@@ -35,7 +35,6 @@ import (
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/env/py"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/env/rag"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/episode"
-	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/dlcache"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/taskfile"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/work"
@@ -200,9 +199,6 @@ func NewWithConns(ctx context.Context, cfg Config, denv daemon.Env, conns Conns)
 			cfg.CacheDir = denv.DataDir + "/cache"
 		}
 	}
-	// One store for every slot's episodes; runners given the same
-	// --cache-dir share it too.
-	osworld.SetDownloadCache(&dlcache.Cache{Dir: filepath.Join(cfg.CacheDir, "downloads"), Offline: cfg.Offline})
 	if cfg.Address == "" {
 		cfg.Address = denv.GRPCAddr
 	}
@@ -242,7 +238,10 @@ func (c Config) episodeOptions() (episode.Options, error) {
 	}
 	lim.AllowNetwork = c.PyAllowNetwork
 	o := episode.Options{CacheDir: c.CacheDir, ClientPassword: c.ClientPassword, PyLimits: lim,
-		HistoryImages: c.HistoryImages, WebSearchURL: c.WebSearchURL, StorageBuffer: c.StorageBuffer}
+		HistoryImages: c.HistoryImages, WebSearchURL: c.WebSearchURL, StorageBuffer: c.StorageBuffer,
+		// One store for every slot's episodes; runners given the same
+		// --cache-dir share it too.
+		Downloads: &dlcache.Cache{Dir: filepath.Join(c.CacheDir, "downloads"), Offline: c.Offline}}
 	var err error
 	if c.RAGCorpus != "" {
 		if o.RAG, err = rag.Load(c.RAGCorpus); err != nil {

@@ -222,10 +222,8 @@ func once(ctx context.Context, v *vmm, t benchTask, cache *dlcache.Cache, srv *s
 		return s, wait, err
 	}
 	defer os.RemoveAll(epDir)
-	osworld.SetDownloadCache(cache)
-	defer osworld.SetDownloadCache(nil)
 	sess := &osworld.Session{
-		Guest: g, TaskID: t.task.ID, CacheDir: epDir, ClientPassword: l.ClientPassword,
+		Guest: g, TaskID: t.task.ID, CacheDir: epDir, ClientPassword: l.ClientPassword, Downloads: cache,
 		ScreenWidth: int(l.ScreenWidth), ScreenHeight: int(l.ScreenHeight),
 	}
 	before := srv.downloads.Load()

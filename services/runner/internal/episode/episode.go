@@ -27,6 +27,7 @@ import (
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/env/rag"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/env/web"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/guest"
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/dlcache"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/trajectory"
 )
 
@@ -38,6 +39,9 @@ const maxRecordingBlob = 24 << 20
 type Options struct {
 	// CacheDir is the host cache of OSWorld task files.
 	CacheDir string
+	// Downloads is the download store of OSWorld tasks' files, shared by
+	// every episode; nil keeps one in CacheDir/downloads per episode.
+	Downloads *dlcache.Cache
 	// ClientPassword is the guest password for {CLIENT_PASSWORD} when the
 	// lease carries none.
 	ClientPassword string
@@ -283,6 +287,8 @@ func newEnvironment(s Spec, o Options, d Deps) (agent.Environment, error) {
 			Screen:          scr,
 			GuestWaitTries:  o.GuestWaitTries,
 			Settle:          s.Agent.GetSleepAfterExecution().AsDuration(),
+			Downloads:       o.Downloads,
+			Log:             d.Log,
 		}), nil
 	case env.ModeMath:
 		return mathenv.New(metric, judge), nil

@@ -181,7 +181,7 @@ func TestGettersOnDesktopd(t *testing.T) {
 	// A download step streams the stored file into the guest.
 	big := strings.Repeat("0123456789abcdef", 1<<16)
 	srv := newFileServer(t, map[string]string{"task.bin": big})
-	useDownloads(t, &dlcache.Cache{Dir: filepath.Join(t.TempDir(), "store")})
+	s.Downloads = &dlcache.Cache{Dir: filepath.Join(t.TempDir(), "store")}
 	dl := fmt.Sprintf(`{"files": [{"url": %q, "path": %q}]}`, srv.URL+"/task.bin", filepath.Join(home, "Desktop", "task.bin"))
 	if err := s.Run(ctx, []Step{{Type: "download", Parameters: json.RawMessage(dl)}}); err != nil {
 		t.Fatal(err)
@@ -195,5 +195,40 @@ func TestGettersOnDesktopd(t *testing.T) {
 	now := time.Now()
 	if got != now.AddDate(0, 0, 1).Format("2006-01-02") && got != now.Format("2006-01-02") {
 		t.Errorf("rule_relativeTime tomorrow = %v, want %s", got, now.AddDate(0, 0, 1).Format("2006-01-02"))
+	}
+}
+
+// TestActivateWindowOnDesktopd: config activate_window steps on the real
+// guest server end with the named window active, checked through xprop as
+// the runner does, and a window launched in the step before is waited for.
+func TestActivateWindowOnDesktopd(t *testing.T) {
+	needProgram(t, "xprop")
+	needProgram(t, "wmctrl")
+	c := startDesktopd(t, t.TempDir())
+	s := &Session{Guest: c, CacheDir: t.TempDir()}
+	ctx := context.Background()
+	steps := []Step{
+		{Type: "launch", Parameters: json.RawMessage(`{"command": ["xterm", "-title", "first window"]}`)},
+		{Type: "launch", Parameters: json.RawMessage(`{"command": ["xterm", "-title", "second window"]}`)},
+		{Type: "activate_window", Parameters: json.RawMessage(`{"window_name": "first window"}`)},
+	}
+	t0 := time.Now()
+	if err := s.Run(ctx, steps); err != nil {
+		t.Fatalf("setup: %v", err)
+	}
+	t.Logf("launch, launch, activate_window took %v", time.Since(t0))
+	for _, name := range []string{"second window", "first window", "XTerm"} {
+		byClass := name == "XTerm"
+		p, _ := json.Marshal(map[string]any{"window_name": name, "by_class": byClass})
+		if err := s.Run(ctx, []Step{{Type: "activate_window", Parameters: p}}); err != nil {
+			t.Fatalf("activate %s: %v", name, err)
+		}
+		w, err := s.activeWindow(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !w.matches(name, false, byClass) {
+			t.Errorf("after activate_window %q the active window is %v", name, w)
+		}
 	}
 }

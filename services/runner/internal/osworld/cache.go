@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 
 	"github.com/rolloutmesh/rolloutmesh/serverkit/boundedread"
 
@@ -17,24 +16,13 @@ import (
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric"
 )
 
-// sharedDownloads is the download store of the process, set once by the
-// runner from its flags. It is process-wide rather than a Session field
-// because every episode of every slot should share it, and the sessions are
-// built deep inside the desktop environment.
-var sharedDownloads atomic.Pointer[dlcache.Cache]
-
-// SetDownloadCache makes c the download store of every Session of the
-// process (nil restores the default: a store next to each session's
-// cache directory).
-func SetDownloadCache(c *dlcache.Cache) { sharedDownloads.Store(c) }
-
-// downloads is the store this session downloads through: the shared one,
-// else one in <CacheDir>/../downloads (the same place as the runner's
-// default, since a session's CacheDir is <cache-dir>/<task id>) with the
-// session's limits.
+// downloads is the store this session downloads through: Downloads, else
+// one in <CacheDir>/../downloads (the same place as the runner's default,
+// since a session's CacheDir is <cache-dir>/<task id>) with the session's
+// limits.
 func (s *Session) downloads() (*dlcache.Cache, error) {
-	if c := sharedDownloads.Load(); c != nil {
-		return c, nil
+	if s.Downloads != nil {
+		return s.Downloads, nil
 	}
 	if s.CacheDir == "" {
 		return nil, fmt.Errorf("no download cache: the session has no cache directory")
@@ -222,12 +210,12 @@ func (t Task) cacheSources() []dlcache.Source {
 	return out
 }
 
-// CheckOffline fails, naming the first missing URL, when the process's
-// download store is offline and lacks a URL the task fetches; the desktop
+// CheckOffline fails, naming the first missing URL, when the download
+// store c is offline and lacks a URL the task fetches; the desktop
 // environment calls it before an episode starts, so no VM or model call is
-// spent on a task that would fail at its first download.
-func CheckOffline(t Task) error {
-	c := sharedDownloads.Load()
+// spent on a task that would fail at its first download. A nil c is the
+// per-session default store, which is never offline.
+func CheckOffline(t Task, c *dlcache.Cache) error {
 	if c == nil || !c.Offline {
 		return nil
 	}

@@ -46,12 +46,6 @@ func (s *fileServer) count(name string) int {
 	return s.hits["/"+name]
 }
 
-// useDownloads installs c as the shared store for the test.
-func useDownloads(t *testing.T, c *dlcache.Cache) {
-	SetDownloadCache(c)
-	t.Cleanup(func() { SetDownloadCache(nil) })
-}
-
 // calcTask is shaped like libreoffice_calc/0bf05a7d-...: a download step,
 // and multi vm_file and cloud_file getters without gives.
 func calcTask(t *testing.T, base string) Task {
@@ -85,8 +79,9 @@ func TestEpisodesDownloadOnce(t *testing.T) {
 		t.Run(fmt.Sprintf("shared=%v", shared), func(t *testing.T) {
 			srv := newFileServer(t, map[string]string{"Customers.xlsx": "task", "gold.xlsx": "gold x", "gold.csv": "gold c", "post.txt": "post"})
 			root := t.TempDir()
+			var store *dlcache.Cache
 			if shared {
-				useDownloads(t, &dlcache.Cache{Dir: filepath.Join(root, "store")})
+				store = &dlcache.Cache{Dir: filepath.Join(root, "store")}
 			}
 			task := calcTask(t, srv.URL)
 			for ep := range 2 {
@@ -94,7 +89,7 @@ func TestEpisodesDownloadOnce(t *testing.T) {
 				// As the desktop environment lays it out: <cache-dir>/<task id>,
 				// emptied here so that only the store can serve the second
 				// episode.
-				s := &Session{Guest: gc, CacheDir: filepath.Join(root, "cache", task.ID)}
+				s := &Session{Guest: gc, CacheDir: filepath.Join(root, "cache", task.ID), Downloads: store}
 				if err := os.RemoveAll(s.CacheDir); err != nil {
 					t.Fatal(err)
 				}
@@ -133,8 +128,7 @@ func TestEpisodesDownloadOnce(t *testing.T) {
 func TestCachedFileIsNotWrittenThrough(t *testing.T) {
 	srv := newFileServer(t, map[string]string{"gold.txt": "gold"})
 	store := &dlcache.Cache{Dir: filepath.Join(t.TempDir(), "store")}
-	useDownloads(t, store)
-	s := &Session{CacheDir: t.TempDir()}
+	s := &Session{CacheDir: t.TempDir(), Downloads: store}
 	if _, err := getCloudFile(context.Background(), s, map[string]any{"path": srv.URL + "/gold.txt", "dest": "x"}); err != nil {
 		t.Fatal(err)
 	}
@@ -149,10 +143,9 @@ func TestCachedFileIsNotWrittenThrough(t *testing.T) {
 
 func TestFileGetterGives(t *testing.T) {
 	srv := newFileServer(t, map[string]string{"a": "A", "b": "B"})
-	useDownloads(t, &dlcache.Cache{Dir: filepath.Join(t.TempDir(), "store")})
 	g, gc := newTestGuest(t)
 	g.files["/g/a"], g.files["/g/c"] = []byte("A"), []byte("C")
-	s := &Session{Guest: gc, CacheDir: t.TempDir()}
+	s := &Session{Guest: gc, CacheDir: t.TempDir(), Downloads: &dlcache.Cache{Dir: filepath.Join(t.TempDir(), "store")}}
 	at := func(name string) string { return filepath.Join(s.CacheDir, name) }
 	tests := []struct {
 		name string
@@ -206,14 +199,14 @@ func TestOfflineFailsUpFrontNamingTheURL(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	useDownloads(t, &dlcache.Cache{Dir: dir, Offline: true})
-	err := CheckOffline(task)
+	offline := &dlcache.Cache{Dir: dir, Offline: true}
+	err := CheckOffline(task, offline)
 	if err == nil || !strings.Contains(err.Error(), srv.URL+"/gold.csv") {
 		t.Errorf("CheckOffline = %v, want an error naming %s/gold.csv", err, srv.URL)
 	}
 	// The download itself fails the same way, with no request.
 	_, gc := newTestGuest(t)
-	s := &Session{Guest: gc, CacheDir: t.TempDir()}
+	s := &Session{Guest: gc, CacheDir: t.TempDir(), Downloads: offline}
 	_, err = getCloudFile(context.Background(), s, map[string]any{"path": srv.URL + "/gold.csv", "dest": "g"})
 	if !errors.Is(err, dlcache.ErrNotCached) || !strings.Contains(err.Error(), srv.URL+"/gold.csv") {
 		t.Errorf("offline cloud_file = %v, want ErrNotCached naming the URL", err)
@@ -252,8 +245,7 @@ func TestImportOSWorldCache(t *testing.T) {
 		t.Errorf("import = %+v, want 3 imported and post.txt absent", res)
 	}
 	c.Offline = true
-	useDownloads(t, c)
-	if err := CheckOffline(task); err == nil || !strings.Contains(err.Error(), "https://h/post.txt") {
+	if err := CheckOffline(task, c); err == nil || !strings.Contains(err.Error(), "https://h/post.txt") {
 		t.Errorf("CheckOffline after import = %v, want only post.txt missing", err)
 	}
 }

@@ -145,7 +145,10 @@ func (s *Session) Evaluate(ctx context.Context, t Task, in env.EvalInput) (env.E
 		}
 	}
 	ev := t.Evaluator
-	if err := s.Run(ctx, ev.Postconfig); err != nil {
+	s.postconfig = true
+	err := s.Run(ctx, ev.Postconfig)
+	s.postconfig = false
+	if err != nil {
 		return env.Evaluation{}, env.EnvError(fmt.Errorf("postconfig: %w", err))
 	}
 	details := map[string]any{"func": ev.Func}

@@ -12,7 +12,10 @@ import (
 	"strings"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/rolloutmesh/rolloutmesh/serverkit/boundedread"
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/dlcache"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric"
 
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/env"
@@ -55,6 +58,18 @@ type Session struct {
 	// DownloadTimeout bounds one file's download, all attempts and the
 	// body included; default DefaultDownloadTimeout.
 	DownloadTimeout time.Duration
+	// Downloads is the store download steps and cloud_file getters fetch
+	// through, shared by every session of the runner (and by runners given
+	// the same --cache-dir); nil keeps one next to CacheDir.
+	Downloads *dlcache.Cache
+	// Log receives what a step passes over (a window that never
+	// appeared); nil discards it.
+	Log *zap.Logger
+
+	// postconfig is set while the evaluator's postconfig runs: its
+	// activate_window steps are best effort, as in OSWorld (the agent may
+	// have renamed or closed the window).
+	postconfig bool
 }
 
 // Defaults of Session's limits. A task names its files, so a hostile or
@@ -164,6 +179,16 @@ func (s *Session) command(p map[string]any) (any, error) {
 	return nil, fmt.Errorf("command must be a string or a list of strings")
 }
 
+// Retries of an execute step with "until", as OSWorld's _execute_setup
+// does them: every untilPause, a failed request counting towards
+// untilMaxFailures; a request that succeeds without meeting the condition
+// does not count. OSWorld then polls for ever; we stop after untilMaxTries.
+const (
+	untilPause       = 300 * time.Millisecond
+	untilMaxFailures = 5
+	untilMaxTries    = 200 // a minute of polling
+)
+
 func stepExecute(ctx context.Context, s *Session, p map[string]any) error {
 	cmd, err := s.command(p)
 	if err != nil {
@@ -171,26 +196,32 @@ func stepExecute(ctx context.Context, s *Session, p map[string]any) error {
 	}
 	until, _ := p["until"].(map[string]any)
 	failures := 0
-	for {
+	for try := 1; ; try++ {
 		res, err := s.Guest.Execute(ctx, cmd, boolean(p, "shell"), true)
 		if err != nil {
-			return err
-		}
-		for k, content := range map[string]string{"stdout": res.Output, "stderr": res.Error} {
-			if name := str(p, k); name != "" {
-				if err := s.writeCache(name, []byte(content)); err != nil {
-					return err
+			if len(until) == 0 || ctx.Err() != nil {
+				return err
+			}
+			failures++
+			if failures >= untilMaxFailures {
+				return fmt.Errorf("%d failed requests while waiting for until %v: %w", failures, until, err)
+			}
+		} else {
+			for k, content := range map[string]string{"stdout": res.Output, "stderr": res.Error} {
+				if name := str(p, k); name != "" {
+					if err := s.writeCache(name, []byte(content)); err != nil {
+						return err
+					}
 				}
 			}
+			if len(until) == 0 || untilMet(until, res) {
+				return nil
+			}
 		}
-		if len(until) == 0 || untilMet(until, res) {
-			return nil
+		if try >= untilMaxTries {
+			return fmt.Errorf("until %v not met after %d tries (last: returncode %d, output %.200q)", until, try, res.ReturnCode, res.Output)
 		}
-		failures++
-		if failures >= 5 {
-			return nil // OSWorld gives up silently after 5 tries
-		}
-		if err := s.sleep(ctx, 300*time.Millisecond); err != nil {
+		if err := s.sleep(ctx, untilPause); err != nil {
 			return err
 		}
 	}
@@ -256,6 +287,9 @@ func stepSleep(ctx context.Context, s *Session, p map[string]any) error {
 func stepWindow(verb string) stepFunc {
 	return func(ctx context.Context, s *Session, p map[string]any) error {
 		name, strict, byClass := str(p, "window_name"), boolean(p, "strict"), boolean(p, "by_class")
+		if verb == "activate" && !s.postconfig {
+			return s.activateAndWait(ctx, name, strict, byClass)
+		}
 		// OSWorld only logs window errors: the window may legitimately be gone.
 		err := s.Guest.Window(ctx, verb, name, strict, byClass)
 		if alt := chromiumTitle(name, byClass); err != nil && alt != name {

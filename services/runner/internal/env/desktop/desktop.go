@@ -7,6 +7,7 @@
 package desktop
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -15,10 +16,13 @@ import (
 	"strings"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/action"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/env"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/guest"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld"
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/dlcache"
 )
 
 // Config configures a desktop environment.
@@ -40,7 +44,21 @@ type Config struct {
 	Settle time.Duration
 	// Sleep waits (tests inject a fast one); nil is a real timer.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// Downloads is the store the task's files are fetched through, shared
+	// by every episode of the runner; nil keeps one next to CacheDir.
+	Downloads *dlcache.Cache
+	// Log receives what setup passes over; nil discards it.
+	Log *zap.Logger
 }
+
+// The settle wait after setup: OSWorld's runner sleeps after its reset;
+// here the first observation waits until two screenshots settleInterval
+// apart are identical (the applications the steps started have drawn),
+// at most settleMax.
+const (
+	settleInterval = 300 * time.Millisecond
+	settleMax      = 10 * time.Second
+)
 
 // Env is one episode's desktop environment.
 type Env struct {
@@ -98,7 +116,7 @@ func (e *Env) Reset(ctx context.Context, t env.Task) (env.Observation, error) {
 	if id == "" {
 		id = t.ID
 	}
-	if err := osworld.CheckOffline(task); err != nil {
+	if err := osworld.CheckOffline(task, e.cfg.Downloads); err != nil {
 		return env.Observation{}, env.EnvError(err)
 	}
 	cache := ""
@@ -124,11 +142,51 @@ func (e *Env) Reset(ctx context.Context, t env.Task) (env.Observation, error) {
 		ScreenWidth:    e.cfg.Screen.Width,
 		ScreenHeight:   e.cfg.Screen.Height,
 		Sleep:          e.cfg.Sleep,
+		Downloads:      e.cfg.Downloads,
+		Log:            e.cfg.Log,
 	}
 	if err := e.sess.Run(ctx, task.Config); err != nil {
 		return env.Observation{}, fmt.Errorf("setup: %w", err)
 	}
-	return e.Observe(ctx)
+	shot, err := e.settle(ctx)
+	if err != nil {
+		return env.Observation{}, err
+	}
+	return e.observe(ctx, shot)
+}
+
+// settle waits until the screen stops changing: two screenshots
+// settleInterval apart with the same bytes (desktopd encodes equal pixels
+// to equal PNGs), at most settleMax, after which the episode goes on with
+// a log line (a blinking caret or a playing video never settles). It
+// returns the last screenshot, which is the first observation's.
+func (e *Env) settle(ctx context.Context) ([]byte, error) {
+	prev, err := e.g.Screenshot(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("screenshot: %w", err)
+	}
+	for waited := settleInterval; waited <= settleMax; waited += settleInterval {
+		if err := e.sleep(ctx, settleInterval); err != nil {
+			return nil, err
+		}
+		cur, err := e.g.Screenshot(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("screenshot: %w", err)
+		}
+		if bytes.Equal(prev, cur) {
+			return cur, nil
+		}
+		prev = cur
+	}
+	e.log().Info("screen still changing after setup; observing anyway", zap.Duration("waited", settleMax))
+	return prev, nil
+}
+
+func (e *Env) log() *zap.Logger {
+	if e.cfg.Log != nil {
+		return e.cfg.Log
+	}
+	return zap.NewNop()
 }
 
 // safeName keeps a task id from escaping the cache directory.
@@ -142,10 +200,18 @@ func safeName(s string) string {
 
 // Observe takes the observation the observation type asks for.
 func (e *Env) Observe(ctx context.Context) (env.Observation, error) {
-	var obs env.Observation
-	var err error
-	if obs.Screenshot, err = e.g.Screenshot(ctx); err != nil {
-		return obs, fmt.Errorf("screenshot: %w", err)
+	return e.observe(ctx, nil)
+}
+
+// observe is Observe with the screenshot already taken when shot is not
+// nil.
+func (e *Env) observe(ctx context.Context, shot []byte) (env.Observation, error) {
+	obs := env.Observation{Screenshot: shot}
+	if obs.Screenshot == nil {
+		var err error
+		if obs.Screenshot, err = e.g.Screenshot(ctx); err != nil {
+			return obs, fmt.Errorf("screenshot: %w", err)
+		}
 	}
 	if strings.Contains(e.cfg.ObservationType, "a11y_tree") {
 		// A missing tree (no AT-SPI in the guest) is an empty observation,

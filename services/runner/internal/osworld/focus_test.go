@@ -1,0 +1,148 @@
+package osworld
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"reflect"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/guest"
+)
+
+func TestParseXprop(t *testing.T) {
+	tests := []struct {
+		in   string
+		want activeWindow
+	}{
+		{"none\n", activeWindow{None: true}},
+		{"_NET_WM_NAME = \"Untitled 1 - Mousepad\"\nWM_NAME = \"Untitled 1\"\nWM_CLASS = \"mousepad\", \"Mousepad\"\n",
+			activeWindow{Title: "Untitled 1 - Mousepad", Instance: "mousepad", Class: "Mousepad"}},
+		// xprop does not escape quotes inside a value.
+		{"_NET_WM_NAME:  not found.\nWM_NAME = \"héllo \"q\" - Chrome\"\nWM_CLASS = \"xterm\", \"XTerm\"\n",
+			activeWindow{Title: `héllo "q" - Chrome`, Instance: "xterm", Class: "XTerm"}},
+		{"WM_NAME:  not found.\n", activeWindow{}},
+	}
+	for _, tt := range tests {
+		if got := parseXprop(tt.in); got != tt.want {
+			t.Errorf("parseXprop(%q) = %+v, want %+v", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestFieldsThenRest(t *testing.T) {
+	f, rest := fieldsThenRest("0x01e00003  0 libreoffice.libreoffice-calc  host a.xlsx -  LibreOffice Calc", 4)
+	if want := []string{"0x01e00003", "0", "libreoffice.libreoffice-calc", "host"}; !reflect.DeepEqual(f, want) || rest != "a.xlsx -  LibreOffice Calc" {
+		t.Errorf("got %q %q", f, rest)
+	}
+	if f, rest := fieldsThenRest("0x1 0 a.b", 4); len(f) != 3 || rest != "" {
+		t.Errorf("short line: got %q %q", f, rest)
+	}
+}
+
+// TestActivateWindowWaitsForFocus runs config activate_window steps against
+// a guest whose window appears late, takes the focus late, never does, or
+// cannot be asked, and checks each ends as it should: done once the window
+// is active, a clear error when a listed window never takes the focus, and
+// OSWorld's silent pass when no window matches.
+func TestActivateWindowWaitsForFocus(t *testing.T) {
+	const calc = "a.xlsx - LibreOffice Calc"
+	xpropOf := func(title string) string {
+		return fmt.Sprintf("_NET_WM_NAME = %q\nWM_CLASS = \"libreoffice\", \"libreoffice-calc\"\n", title)
+	}
+	tests := []struct {
+		name        string
+		missingFor  int    // activations answered 404 first (-1: always)
+		focusAfter  int    // active-window reads before the window is active (-1: never)
+		xpropRC     int    // exit code of the active-window script
+		wmctrl      string // wmctrl -lx output
+		wantErr     string
+		wantActMin  int
+		wantActMax  int
+		wantReadMax int
+	}{
+		{name: "focused at once", wantActMin: 1, wantActMax: 1, wantReadMax: 1},
+		{name: "focus after a few polls", focusAfter: 3, wantActMin: 1, wantActMax: 1, wantReadMax: 4},
+		{name: "window appears late", missingFor: 5, wantActMin: 6, wantActMax: 6, wantReadMax: 1},
+		{name: "window never appears", missingFor: -1, wantActMin: int(windowAppearWait/windowPoll) + 1, wantActMax: int(windowAppearWait/windowPoll) + 1},
+		{name: "listed window never takes the focus", focusAfter: -1,
+			wmctrl:  "0x01e00003  0 libreoffice.libreoffice-calc  host " + calc + "\n0x0040000c  0 xterm.XTerm  host bash\n",
+			wantErr: "never became the active window", wantActMin: 2, wantActMax: 10, wantReadMax: int(windowFocusWait/windowPoll) + 1},
+		{name: "stock server: 200 but no such window", focusAfter: -1, wmctrl: "0x0040000c  0 xterm.XTerm  host bash\n",
+			wantActMin: 2, wantActMax: 10, wantReadMax: int(windowFocusWait/windowPoll) + 1},
+		{name: "no xprop in the guest", xpropRC: 3, wantActMin: 1, wantActMax: 1, wantReadMax: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g, gc := newTestGuest(t)
+			var activations, reads atomic.Int32
+			g.extra["/setup/activate_window"] = func(w http.ResponseWriter, r *http.Request) {
+				var req map[string]any
+				_ = json.NewDecoder(r.Body).Decode(&req)
+				n := int(activations.Add(1))
+				if req["window_name"] != calc || req["strict"] != true {
+					t.Errorf("activation of %v", req)
+				}
+				if tt.missingFor < 0 || n <= tt.missingFor {
+					http.Error(w, `{"error":"no window matches"}`, http.StatusNotFound)
+					return
+				}
+				_, _ = w.Write([]byte("Window activated successfully"))
+			}
+			g.exec = func(c any, shell bool) guest.ExecResult {
+				argv := fmt.Sprint(c)
+				if strings.HasPrefix(argv, "[wmctrl -lx]") {
+					return guest.ExecResult{Output: tt.wmctrl}
+				}
+				if !strings.Contains(argv, "_NET_ACTIVE_WINDOW") {
+					t.Errorf("unexpected command %s", argv)
+				}
+				n := int(reads.Add(1))
+				if tt.xpropRC != 0 {
+					return guest.ExecResult{ReturnCode: tt.xpropRC, Error: "xprop: not found"}
+				}
+				if tt.focusAfter < 0 || n <= tt.focusAfter {
+					return guest.ExecResult{Output: xpropOf("bash")}
+				}
+				return guest.ExecResult{Output: xpropOf(calc)}
+			}
+			var slept time.Duration
+			s := &Session{Guest: gc, CacheDir: t.TempDir(), Sleep: func(_ context.Context, d time.Duration) error { slept += d; return nil }}
+			err := s.Run(context.Background(), []Step{{Type: "activate_window", Parameters: json.RawMessage(`{"window_name": "` + calc + `", "strict": true}`)}})
+			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Fatalf("err = %v, want %q", err, tt.wantErr)
+			}
+			if a := int(activations.Load()); a < tt.wantActMin || a > tt.wantActMax {
+				t.Errorf("%d activations, want %d..%d", a, tt.wantActMin, tt.wantActMax)
+			}
+			if r := int(reads.Load()); r > tt.wantReadMax {
+				t.Errorf("%d active-window reads, want at most %d", r, tt.wantReadMax)
+			}
+			if limit := windowAppearWait + windowFocusWait + time.Second; slept > limit {
+				t.Errorf("slept %v, more than %v", slept, limit)
+			}
+		})
+	}
+
+	t.Run("postconfig is best effort", func(t *testing.T) {
+		g, gc := newTestGuest(t)
+		g.extra["/setup/activate_window"] = func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, `{"error":"no window matches"}`, http.StatusNotFound)
+		}
+		s := &Session{Guest: gc, CacheDir: t.TempDir(), Sleep: func(context.Context, time.Duration) error { return nil }}
+		s.postconfig = true
+		if err := s.Run(context.Background(), []Step{{Type: "activate_window", Parameters: json.RawMessage(`{"window_name": "gone"}`)}}); err != nil {
+			t.Fatal(err)
+		}
+		if n := g.count("/setup/activate_window"); n != 1 {
+			t.Errorf("%d activations, want 1 (no waiting after the agent)", n)
+		}
+		if n := g.count("/setup/execute"); n != 0 {
+			t.Errorf("%d commands, want none", n)
+		}
+	})
+}
