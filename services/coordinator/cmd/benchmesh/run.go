@@ -70,7 +70,7 @@ func runOnce(ctx context.Context, o options, dir string, n, perfSeconds int) (r 
 	defer func() {
 		// Reverse start order: runners first, storage last.
 		for i := len(procs) - 1; i >= 0; i-- {
-			procs[i].stop(20 * time.Second)
+			procs[i].stop(10 * time.Second)
 		}
 	}()
 	launch := func(binName, name, service string, args ...string) (*proc, error) {
