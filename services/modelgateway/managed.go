@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -166,5 +168,39 @@ func (s *Service) stopManaged() {
 	}
 	if s.launcher != nil {
 		s.launcher.Stop()
+	}
+}
+
+// WaitLaunched waits until every launched replica is ready, as the seeds'
+// run_model.py waits for every model to load before rollouts start. It
+// fails when a replica is marked failed (its crash loop and last log lines
+// in the error), or when ctx ends first (naming the replicas still
+// starting). Without launched backends it returns at once.
+func (s *Service) WaitLaunched(ctx context.Context) error {
+	if s.launcher == nil {
+		return nil
+	}
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		var waiting []string
+		for _, r := range s.launcher.Replicas() {
+			st := r.Status()
+			switch st.State {
+			case launch.Ready:
+			case launch.Failed:
+				return fmt.Errorf("model server %s failed: %s", st.ID, st.Detail)
+			default:
+				waiting = append(waiting, fmt.Sprintf("%s (%s, log %s)", st.ID, st.State, st.LogPath))
+			}
+		}
+		if len(waiting) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("model servers not ready: %s: %w", strings.Join(waiting, ", "), ctx.Err())
+		case <-t.C:
+		}
 	}
 }

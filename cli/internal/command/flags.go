@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	"go.uber.org/zap/zapcore"
+
+	"github.com/rolloutmesh/rolloutmesh/services/modelgateway"
 )
 
 // meshFlags are the flags of the embedded mesh, which `rollout run` and
@@ -21,6 +24,7 @@ type meshFlags struct {
 	provider, pathToVM, snapshot, password string
 	screenW, screenH                       int
 	model, baseURL                         string
+	serve                                  serveFlags
 	dataDir                                string
 	taskRoots                              stringList
 	fakeScript, logLevel                   string
@@ -42,6 +46,7 @@ func (f *meshFlags) register(fs *flag.FlagSet, tokenUsage, taskRootUsage string)
 	fs.StringVar(&f.password, "client-password", "password", "guest user password ({CLIENT_PASSWORD} in task steps)")
 	fs.StringVar(&f.model, "model", envOr("ROLLOUTMESH_MODEL", ""), "model name (default: the one the model server lists, when it lists one; fake-model for the stand-in)")
 	fs.StringVar(&f.baseURL, "model-base-url", os.Getenv("OPENAI_BASE_URL"), "OpenAI-compatible server (vLLM, SGLang, OpenAI), checked before anything starts; default $OPENAI_BASE_URL, key $OPENAI_API_KEY; empty runs the scripted stand-in")
+	f.serve.register(fs)
 	fs.StringVar(&f.dataDir, "data-dir", ".rolloutmesh", "where the embedded mesh keeps its databases, blobs and VM homes")
 	fs.Var(&f.taskRoots, "task-root", taskRootUsage)
 	fs.StringVar(&f.fakeScript, "fake-script", "", "fakellm script for the stand-in policy (default examples/fakellm/demo.jsonl above the data or working directory)")
@@ -76,6 +81,9 @@ func (f *meshFlags) validate() error {
 			return fmt.Errorf("--model-base-url %q is not an http(s) URL such as http://127.0.0.1:8000/v1", f.baseURL)
 		}
 	}
+	if err := f.serve.validate(f.baseURL); err != nil {
+		return err
+	}
 	for _, p := range []struct{ flag, path string }{{"--rag-corpus", f.ragCorpus}, {"--web-docs", f.webDocs}, {"--fake-script", f.fakeScript}} {
 		if p.path == "" {
 			continue
@@ -91,6 +99,90 @@ func (f *meshFlags) validate() error {
 		}
 	}
 	return nil
+}
+
+// serveFlags make the gateway start the model servers itself, as the
+// seeds' ModelServicePool does: --model-path and --serve-cmd.
+type serveFlags struct {
+	modelPath, cmd, ports, gpus, logDir string
+	replicas                            int
+	startupTimeout                      time.Duration
+	checkpointDir, checkpointPattern    string
+}
+
+// defaultServeCmd is vLLM's OpenAI server.
+const defaultServeCmd = "vllm serve {model} --host {host} --port {port} --served-model-name {name}"
+
+func (f *serveFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.modelPath, "model-path", "", "weights the launched model servers load ({model} in --serve-cmd); with it the gateway starts the servers itself")
+	fs.StringVar(&f.cmd, "serve-cmd", "", "command that starts one OpenAI-compatible server, with {model}, {port}, {host} and {name} (the served model name, --model or --model-path); run without a shell; default with --model-path: "+defaultServeCmd)
+	fs.IntVar(&f.replicas, "serve-replicas", 1, "model servers to launch")
+	fs.StringVar(&f.gpus, "serve-gpus", "", "CUDA_VISIBLE_DEVICES per launched server, ';'-separated, one set per replica (e.g. 0,1;2,3)")
+	fs.StringVar(&f.ports, "serve-ports", "18001-18064", "port range of the launched servers (ports in use are skipped)")
+	fs.DurationVar(&f.startupTimeout, "serve-startup-timeout", 10*time.Minute, "how long a launched server may take to load and list the model")
+	fs.StringVar(&f.logDir, "serve-log-dir", "", "log files of the launched servers (default <data-dir>/model-logs)")
+	fs.StringVar(&f.checkpointDir, "checkpoint-dir", "", "watch this directory and load each new complete checkpoint (a directory holding a COMPLETE file) into the servers")
+	fs.StringVar(&f.checkpointPattern, "checkpoint-pattern", "*", "names of checkpoints in --checkpoint-dir (the last number in a name is its version)")
+}
+
+// launching reports whether the gateway launches the servers.
+func (f *serveFlags) launching() bool { return f.cmd != "" || f.modelPath != "" }
+
+func (f *serveFlags) validate(baseURL string) error {
+	if !f.launching() {
+		if f.checkpointDir != "" && baseURL == "" {
+			return errors.New("--checkpoint-dir needs model servers: give --model-path (and --serve-cmd) or --model-base-url")
+		}
+		return nil
+	}
+	if baseURL != "" {
+		return errors.New("--model-base-url and --model-path/--serve-cmd exclude each other: the first names a running server, the others start one")
+	}
+	if f.cmd != "" && strings.Contains(f.cmd, "{model}") && f.modelPath == "" {
+		return errors.New("--serve-cmd uses {model}: give --model-path")
+	}
+	if f.checkpointDir != "" {
+		if _, err := os.Stat(f.checkpointDir); err != nil {
+			return fmt.Errorf("--checkpoint-dir: %w", err)
+		}
+	}
+	lc := f.launch("")
+	bc := modelgateway.BackendConfig{ID: "model", Model: "model", Launch: &lc}
+	if err := bc.Validate(); err != nil {
+		return fmt.Errorf("--serve-*: %w", err)
+	}
+	return nil
+}
+
+// launch is the gateway's launch section for the flags.
+func (f *serveFlags) launch(dataDir string) modelgateway.LaunchConfig {
+	cmd := f.cmd
+	if cmd == "" {
+		cmd = defaultServeCmd
+	}
+	lc := modelgateway.LaunchConfig{
+		Command: cmd, ModelPath: f.modelPath, Replicas: f.replicas, Ports: f.ports,
+		StartupTimeout: f.startupTimeout, LogDir: f.logDir,
+	}
+	if lc.LogDir == "" && dataDir != "" {
+		lc.LogDir = filepath.Join(dataDir, "model-logs")
+	}
+	if f.gpus != "" {
+		lc.GPUs = strings.Split(f.gpus, ";")
+	}
+	return lc
+}
+
+// servedName is the model name the launched servers serve: --model, else
+// the weights path as given (vLLM's default served name).
+func (f *serveFlags) servedName(model string) string {
+	if model != "" {
+		return model
+	}
+	if f.modelPath != "" {
+		return f.modelPath
+	}
+	return "model"
 }
 
 var providers = []string{"process", "docker", "vmware", "virtualbox"}

@@ -37,6 +37,12 @@ func TestRunRefusesBadFlagsFirst(t *testing.T) {
 		{"rag corpus", []string{"--rag-corpus", "/does/not/exist"}, "--rag-corpus: stat /does/not/exist"},
 		{"not an int", []string{"--num-rollouts", "many"}, `invalid value "many" for flag -num-rollouts`},
 		{"unknown flag", []string{"--num-gpus", "2"}, "flag provided but not defined: -num-gpus"},
+		{"serve and base URL", []string{"--model-path", "/m", "--model-base-url", "http://127.0.0.1:1/v1"}, "--model-base-url and --model-path/--serve-cmd exclude each other"},
+		{"serve cmd without port", []string{"--model-path", "/m", "--serve-cmd", "srv {model}"}, "--serve-*: launch.command: must contain {port}"},
+		{"serve cmd without model path", []string{"--serve-cmd", "srv --port {port} {model}"}, "--serve-cmd uses {model}: give --model-path"},
+		{"serve gpus", []string{"--model-path", "/m", "--serve-replicas", "2", "--serve-gpus", "0"}, "launch.gpus: 1 GPU sets for 2 replicas"},
+		{"serve ports", []string{"--model-path", "/m", "--serve-ports", "80-70"}, "launch.ports"},
+		{"checkpoint dir alone", []string{"--checkpoint-dir", "/tmp"}, "--checkpoint-dir needs model servers"},
 		{"positional", []string{"extra"}, `unexpected argument "extra"`},
 	}
 	for _, tt := range tests {

@@ -254,9 +254,13 @@ func startEmbedded(ctx context.Context, f *runFlags, data string, modes map[stri
 	opts := f.options(data)
 	opts.Pools = pools
 	opts.Logger = logger
-	if f.baseURL != "" {
+	switch {
+	case f.serve.launching():
+		fmt.Fprintf(stderr, "model: %s, %d server(s) launched by the gateway (logs in %s)\n",
+			f.model, f.serve.replicas, opts.Backends[0].Launch.LogDir)
+	case f.baseURL != "":
 		fmt.Fprintf(stderr, "model: %s at %s\n", f.model, f.baseURL)
-	} else {
+	default:
 		if f.model == "" {
 			f.model = opts.Model
 		}
@@ -270,7 +274,31 @@ func startEmbedded(ctx context.Context, f *runFlags, data string, modes map[stri
 	default:
 		fmt.Fprintf(stderr, "starting the embedded mesh (data in %s, %d %s VMs)...\n", f.dataDir, pools[0].Size, f.provider)
 	}
-	return mesh.Start(ctx, opts)
+	m, err := mesh.Start(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := waitModels(ctx, m, &f.meshFlags, stderr); err != nil {
+		m.Close()
+		return nil, err
+	}
+	return m, nil
+}
+
+// waitModels waits for the model servers the gateway launched to load
+// (no episode starts before, as the seeds' run_model.py waits), within
+// --serve-startup-timeout and a little more for the gateway's own start.
+func waitModels(ctx context.Context, m *mesh.Mesh, f *meshFlags, stderr io.Writer) error {
+	if !f.serve.launching() {
+		return nil
+	}
+	fmt.Fprintf(stderr, "waiting for %d model server(s) to load %s...\n", f.serve.replicas, f.model)
+	wctx, cancel := context.WithTimeout(ctx, f.serve.startupTimeout+30*time.Second)
+	defer cancel()
+	if err := m.WaitModels(wctx); err != nil {
+		return fmt.Errorf("--serve-cmd: %w", err)
+	}
+	return nil
 }
 
 // options are the mesh options both run and up derive from the mesh
@@ -280,6 +308,18 @@ func (f *meshFlags) options(near string) mesh.Options {
 		DataDir: f.dataDir, TaskRoots: f.taskRoots, RunnerSlots: f.numRollouts, Model: f.model,
 		RAGCorpus: f.ragCorpus, WebDocs: f.webDocs, WebSearchURL: f.webSearchURL,
 		CacheDir: f.cacheDir, Offline: f.offline,
+	}
+	if f.serve.checkpointDir != "" {
+		opts.Checkpoints = &modelgateway.CheckpointsConfig{Dir: f.serve.checkpointDir, Pattern: f.serve.checkpointPattern}
+	}
+	if f.serve.launching() {
+		f.model = f.serve.servedName(f.model)
+		opts.Model = f.model
+		lc := f.serve.launch(f.dataDir)
+		opts.Backends = []modelgateway.BackendConfig{{
+			ID: "model", Kind: modelgateway.KindVLLM, Model: f.model, MaxConcurrent: 64, Launch: &lc,
+		}}
+		return opts
 	}
 	if f.baseURL != "" {
 		opts.Backends = []modelgateway.BackendConfig{{
@@ -596,6 +636,9 @@ func cmdUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer m.Close()
+	if err := waitModels(ctx, m, &f, stderr); err != nil {
+		return err
+	}
 	fmt.Fprintln(stdout, "rolloutmesh is up (all five services in this process):")
 	for _, s := range []string{mesh.VMManager, mesh.Coordinator, mesh.Runner, mesh.ModelGateway, mesh.Storage} {
 		fmt.Fprintf(stdout, "  %-13s grpc %-15s http %s\n", s, addrs[s][0], addrs[s][1])
@@ -607,6 +650,8 @@ func cmdUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			script = "no script found: a fixed reply to everything; give --fake-script examples/fakellm/demo.jsonl"
 		}
 		fmt.Fprintf(stdout, "  model: a SCRIPTED STAND-IN POLICY (fakellm, %s) answers; set OPENAI_BASE_URL for a real model\n", script)
+	} else if f.serve.launching() {
+		fmt.Fprintf(stdout, "  model: %s, %d server(s) launched by the gateway (logs in %s)\n", f.model, f.serve.replicas, opts.Backends[0].Launch.LogDir)
 	} else {
 		fmt.Fprintf(stdout, "  model: %s at %s\n", f.model, f.baseURL)
 	}

@@ -280,3 +280,57 @@ func TestRolloutsListsEveryPage(t *testing.T) {
 		t.Errorf("listed %d rollouts, want 5", len(got.Rollouts))
 	}
 }
+
+// TestRunLaunchedModelServers: --serve-cmd makes the gateway start the model
+// servers (here two fakellm replicas that take 2 s to load), the run waits
+// for them, every episode gets answers, and nothing is left running.
+func TestRunLaunchedModelServers(t *testing.T) {
+	root := repoRoot(t)
+	dir := t.TempDir()
+	fake := filepath.Join(dir, "fakellm")
+	build := exec.Command("go", "build", "-o", fake, "./services/modelgateway/cmd/fakellm")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("go build fakellm: %v\n%s", err, out)
+		}
+		t.Skipf("go build fakellm: %v", err)
+	}
+	desktopdOnPath(t)
+	out := filepath.Join(dir, "results")
+	var stdout, stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	serve := fake + " --addr {host}:{port} --model {name} --slow-start 2s --script " + filepath.Join(root, "examples", "fakellm", "demo.jsonl")
+	err := Run(ctx, []string{"run",
+		"--data_path", filepath.Join(root, "examples", "tasks", "math.jsonl"), "--env_mode", "math",
+		"--num_rollouts", "2", "--group-size", "2", "--data-dir", filepath.Join(dir, "mesh"), "--output_dir", out,
+		"--model-base-url", "", "--model", "fake-model", "--serve-cmd", serve, "--serve-replicas", "2",
+	}, &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("rollout run: %v\nstderr:\n%s", err, stderr.String())
+	}
+	for _, want := range []string{"2 server(s) launched by the gateway", "waiting for 2 model server(s) to load fake-model"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+		}
+	}
+	if !strings.Contains(stdout.String(), "overall  6         6     100.0%") {
+		t.Errorf("summary:\n%s", stdout.String())
+	}
+	logs, _ := filepath.Glob(filepath.Join(dir, "mesh", "model-logs", "model-*.log"))
+	if len(logs) != 2 {
+		t.Errorf("replica logs %v, want model-0.log and model-1.log", logs)
+	}
+	// Every fakellm the run started is gone.
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err == nil && bytes.HasPrefix(b, []byte(fake+"\x00")) {
+			stat, _ := os.ReadFile(filepath.Join(filepath.Dir(p), "stat"))
+			if !bytes.Contains(stat, []byte(") Z ")) {
+				t.Errorf("fakellm still running after the run: %s", filepath.Dir(p))
+			}
+		}
+	}
+}

@@ -102,6 +102,9 @@ type Options struct {
 	// Backends are the model servers. When empty, a fakellm answering from
 	// FakeScript is started in-process as the only backend.
 	Backends []modelgateway.BackendConfig
+	// Checkpoints, when set, makes the gateway load each new complete
+	// checkpoint found in a directory.
+	Checkpoints *modelgateway.CheckpointsConfig
 	// FakeScript is the fakellm script used when Backends is empty.
 	FakeScript string
 	// Model is the served model name of the fakellm backend.
@@ -128,6 +131,7 @@ type Mesh struct {
 	addrs      map[string]string
 	openAIAddr string
 	fake       *fakellm.Instance
+	gw         *modelgateway.Service
 	cancels    []context.CancelFunc // in start order
 	dones      []chan error
 	once       sync.Once
@@ -139,6 +143,15 @@ func (m *Mesh) Addr(service string) string { return m.addrs[service] }
 // OpenAIAddr returns the address of the gateway's OpenAI-compatible front,
 // or "" when it is off.
 func (m *Mesh) OpenAIAddr() string { return m.openAIAddr }
+
+// WaitModels waits until the model servers the gateway launched (backends
+// with a launch section) are ready; see modelgateway.Service.WaitLaunched.
+func (m *Mesh) WaitModels(ctx context.Context) error {
+	if m.gw == nil {
+		return nil
+	}
+	return m.gw.WaitLaunched(ctx)
+}
 
 // FakeLLM reports whether the scripted stand-in answers the model calls.
 func (m *Mesh) FakeLLM() bool { return m.fake != nil }
@@ -188,12 +201,13 @@ func Start(ctx context.Context, o Options) (_ *Mesh, err error) {
 	if err := m.serve(ctx, o, ModelGateway, func(ctx context.Context, env daemon.Env) (daemon.Service, error) {
 		gw, err := modelgateway.New(ctx, modelgateway.Config{
 			OpenAIAddr: o.OpenAIAddr, AuthToken: o.AuthToken,
-			File: &modelgateway.FileConfig{DefaultModel: o.Model, Backends: backends},
+			File: &modelgateway.FileConfig{DefaultModel: o.Model, Backends: backends, Checkpoints: o.Checkpoints},
 		}, env)
 		if err != nil {
 			return nil, err
 		}
 		m.openAIAddr = gw.OpenAIAddr()
+		m.gw = gw
 		return gw, nil
 	}); err != nil {
 		return nil, err
