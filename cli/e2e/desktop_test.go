@@ -21,7 +21,7 @@
 // Environment:
 //
 //	DESKTOP_EPISODES   episodes per task and provider (default 100)
-//	DESKTOP_VMS        VMs per provider, also the parallel episodes (default 6)
+//	DESKTOP_VMS        VMs per provider, also the parallel episodes (default 8)
 //	DESKTOP_PROVIDERS  comma-separated subset of process,docker (default both)
 //	DESKTOP_IMAGE      docker guest image (default rolloutmesh/desktop:dev)
 //	DESKTOP_KEEP=1     keep the work directory (it is kept on failure anyway)
@@ -78,7 +78,7 @@ func TestDesktopFreshVMs(t *testing.T) {
 		t.Fatal(err)
 	}
 	episodes := envInt(t, "DESKTOP_EPISODES", 100)
-	vms := envInt(t, "DESKTOP_VMS", 6)
+	vms := envInt(t, "DESKTOP_VMS", 8)
 	image := os.Getenv("DESKTOP_IMAGE")
 	if image == "" {
 		image = "rolloutmesh/desktop:dev"
@@ -262,6 +262,8 @@ type leaseEvent struct {
 	VMID   string `json:"vm_id"`
 	Holder string `json:"holder"`
 	Reset  bool   `json:"reset"`
+	Cause  string `json:"cause"`
+	Error  string `json:"error"`
 }
 
 // checkFreshLeases reads vmmanager's log: every episode was granted exactly
@@ -285,7 +287,7 @@ func checkFreshLeases(t *testing.T, logPath string, lines []desktopLine, vms int
 			continue
 		}
 		msg := fields[4]
-		if msg != "lease granted" && msg != "lease ended" && msg != "vm ready" {
+		if msg != "lease granted" && msg != "lease ended" && msg != "vm ready" && msg != "vm quarantined" {
 			continue
 		}
 		ev := leaseEvent{msg: msg}
@@ -302,8 +304,14 @@ func checkFreshLeases(t *testing.T, logPath string, lines []desktopLine, vms int
 	// without reset".
 	state := map[string]string{}
 	granted := 0
+	var quarantined []string
 	for _, ev := range events {
 		switch ev.msg {
+		case "vm quarantined":
+			// The pool replaces the VM; the episodes are not affected, but
+			// a provider whose resets fail costs boots: say so.
+			state[ev.VMID] = "quarantined"
+			quarantined = append(quarantined, fmt.Sprintf("%s (%s: %s)", ev.VMID, ev.Cause, ev.Error))
 		case "vm ready":
 			state[ev.VMID] = "ready"
 		case "lease granted":
@@ -326,9 +334,10 @@ func checkFreshLeases(t *testing.T, logPath string, lines []desktopLine, vms int
 			t.Errorf("episode %s was granted %d leases, want 1", e.EpisodeID, n)
 		}
 	}
-	t.Logf("vmmanager: %d leases granted on %d VMs, each on a VM booted or reset since its previous lease", granted, len(state))
-	if len(state) > vms+1 {
-		t.Errorf("%d VMs in vmmanager's log, want at most %d", len(state), vms+1)
+	t.Logf("vmmanager: %d leases granted on %d VMs (%d in the pool), each on a VM booted or reset since its previous lease; %d VMs quarantined and replaced",
+		granted, len(state), vms, len(quarantined))
+	for _, q := range quarantined {
+		t.Logf("vmmanager: quarantined %s", q)
 	}
 }
 
