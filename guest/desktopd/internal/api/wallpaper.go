@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"image"
 	_ "image/gif" // wallpaper formats
 	_ "image/jpeg"
@@ -14,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/godbus/dbus/v5"
 	"go.uber.org/zap"
 
 	"github.com/rolloutmesh/rolloutmesh/guest/desktopd/internal/command"
@@ -44,28 +46,13 @@ func (s *Server) changeWallpaper(w http.ResponseWriter, r *http.Request) error {
 		return badRequest("Path not supplied!")
 	}
 	p := s.run.ExpandPath(req.Path)
-	f, _, err := openRegular(p)
+	img, err := loadImage(p)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
 	d, err := s.display()
 	if err != nil {
 		return err
-	}
-	cfg, _, err := image.DecodeConfig(f)
-	if err != nil {
-		return badRequest("not a PNG, JPEG or GIF image: %v", err)
-	}
-	if cfg.Width*cfg.Height > 64<<20 {
-		return badRequest("image of %dx%d pixels is too large", cfg.Width, cfg.Height)
-	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return err
-	}
-	img, _, err := image.Decode(f)
-	if err != nil {
-		return badRequest("decode image: %v", err)
 	}
 	if err := d.d.SetBackground(r.Context(), img); err != nil {
 		return err
@@ -81,6 +68,118 @@ func (s *Server) changeWallpaper(w http.ResponseWriter, r *http.Request) error {
 	s.wallMu.Unlock()
 	writeText(w, http.StatusOK, "Wallpaper changed successfully")
 	return nil
+}
+
+// loadImage decodes a PNG, JPEG or GIF file of at most 64 Mpixels.
+func loadImage(p string) (image.Image, error) {
+	f, _, err := openRegular(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	cfg, _, err := image.DecodeConfig(f)
+	if err != nil {
+		return nil, badRequest("not a PNG, JPEG or GIF image: %v", err)
+	}
+	if cfg.Width*cfg.Height > 64<<20 {
+		return nil, badRequest("image of %dx%d pixels is too large", cfg.Width, cfg.Height)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
+	img, _, err := image.Decode(f)
+	if err != nil {
+		return nil, badRequest("decode image: %v", err)
+	}
+	return img, nil
+}
+
+// dconf announces every write on the session bus with this signal: the
+// path prefix written and the keys under it.
+const (
+	dconfWriter = "ca.desrt.dconf.Writer"
+	bgKeyPath   = "/org/gnome/desktop/background/picture-uri"
+)
+
+// WatchWallpaper shows on the root window the image GNOME's picture-uri
+// names whenever a gsettings or dconf write changes it, as GNOME's desktop
+// would: openbox has no desktop shell to do it, and an agent that sets the
+// wallpaper with gsettings should see it change. It returns when ctx ends,
+// at once when gsettings is not installed.
+func (s *Server) WatchWallpaper(ctx context.Context, busAddr string) {
+	if _, err := exec.LookPath("gsettings"); err != nil || busAddr == "" {
+		return
+	}
+	conn, err := dbus.Connect(busAddr, dbus.WithContext(ctx))
+	if err != nil {
+		s.log.Warn("wallpaper watch: connect to the session bus", zap.Error(err))
+		return
+	}
+	defer conn.Close()
+	if err := conn.AddMatchSignalContext(ctx, dbus.WithMatchInterface(dconfWriter), dbus.WithMatchMember("Notify")); err != nil {
+		s.log.Warn("wallpaper watch: subscribe to dconf", zap.Error(err))
+		return
+	}
+	ch := make(chan *dbus.Signal, 64)
+	conn.Signal(ch)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case sig, ok := <-ch:
+			if !ok {
+				return
+			}
+			if !touchesWallpaper(sig) {
+				continue
+			}
+			if err := s.showGSettingsWallpaper(ctx); err != nil {
+				s.log.Info("wallpaper watch: not shown", zap.Error(err))
+			}
+		}
+	}
+}
+
+// touchesWallpaper says whether a dconf Notify (prefix, keys, tag) covers
+// picture-uri: the key itself, or a directory above it (dconf reset -f).
+func touchesWallpaper(sig *dbus.Signal) bool {
+	if sig.Name != dconfWriter+".Notify" || len(sig.Body) < 2 {
+		return false
+	}
+	prefix, _ := sig.Body[0].(string)
+	keys, _ := sig.Body[1].([]string)
+	if len(keys) == 0 {
+		keys = []string{""}
+	}
+	for _, k := range keys {
+		p := prefix + k
+		if p == bgKeyPath || strings.HasSuffix(p, "/") && strings.HasPrefix(bgKeyPath, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Server) showGSettingsWallpaper(ctx context.Context) error {
+	gs, err := s.gsettingsWallpaper(ctx)
+	if err != nil {
+		return err
+	}
+	// /setup/change_wallpaper's own write lands here too: painted twice,
+	// which is cheaper than tracking what the screen shows.
+	p := existingPath(gs)
+	if p == "" {
+		return fmt.Errorf("picture-uri names no file: %q", gs)
+	}
+	img, err := loadImage(p)
+	if err != nil {
+		return err
+	}
+	d, err := s.display()
+	if err != nil {
+		return err
+	}
+	return d.d.SetBackground(ctx, img)
 }
 
 // getWallpaper returns the wallpaper file, as OSWorld's server does from

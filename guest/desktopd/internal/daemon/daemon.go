@@ -148,6 +148,11 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		w, h := disp.Size()
 		rec.Display, rec.Width, rec.Height = disp.Name(), w, h
 		srv.SetDisplay(disp)
+		if at.SessionBus != "" {
+			wctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			go srv.WatchWallpaper(wctx, at.SessionBus)
+		}
 		ddone = disp.Done()
 		log.Info("display ready", zap.String("display", disp.Name()), zap.Int("width", w), zap.Int("height", h))
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 func writePNG(t *testing.T, path string, c color.Color) []byte {
@@ -71,6 +72,23 @@ func TestWallpaperFollowsGSettings(t *testing.T) {
 		t.Errorf("gsettings get after change_wallpaper = %d %s, want %s", code, body, want)
 	}
 
+	// The screen shows what picture-uri names, as GNOME's desktop would.
+	shows := func(want color.RGBA) {
+		t.Helper()
+		var got color.Color
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			got = c.screenshot().At(5, 5)
+			r, g, b, _ := got.RGBA()
+			if uint8(r>>8) == want.R && uint8(g>>8) == want.G && uint8(b>>8) == want.B {
+				return
+			}
+		}
+		t.Errorf("the screen shows %v at (5, 5), want %v", got, want)
+	}
+	shows(color.RGBA{255, 0, 0, 255})
+	gset("file://" + filepath.Join(c.home, "blue.png"))
+	shows(color.RGBA{0, 0, 255, 255})
+
 	for _, tc := range []struct {
 		name, uri string
 		want      []byte
@@ -81,6 +99,9 @@ func TestWallpaperFollowsGSettings(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			gset(tc.uri)
+			if tc.name == "back to the first file" {
+				shows(color.RGBA{255, 0, 0, 255})
+			}
 			if code, body := wallpaper(); code != 200 || !bytes.Equal(body, tc.want) {
 				t.Errorf("/wallpaper = %d %q, want the file of %s", code, truncate(body), tc.uri)
 			}
