@@ -158,6 +158,23 @@ install_full() {
 	install -d "$rootfs/etc/gtk-2.0"
 	install -m 0644 "$here/full/gtkrc" "$rootfs/etc/gtk-2.0/gtkrc"
 	install -m 0644 "$here/full/90_rolloutmesh.gschema.override" "$rootfs/usr/share/glib-2.0/schemas/"
+	# No systemd in a container, so no timedated: a timedatectl shim that
+	# reads and sets /etc/localtime (see full/timedatectl; the is_utc_0
+	# task reads "timedatectl status").
+	install -m 0755 "$here/full/timedatectl" "$rootfs/usr/local/bin/timedatectl"
+	# ctrl+alt+t opens a terminal, as on OSWorld's Ubuntu: 8 published
+	# tasks press it in their config and then activate "Terminal".
+	sed -i 's|^<keyboard>$|<keyboard>\n  <keybind key="C-A-t"><action name="Execute"><command>gnome-terminal</command></action></keybind>|' \
+		"$rootfs/etc/xdg/openbox/rc.xml"
+	grep -q 'key="C-A-t"' "$rootfs/etc/xdg/openbox/rc.xml" || { echo "openbox rc.xml: the ctrl+alt+t binding did not go in" >&2; exit 1; }
+	# PulseAudio without a sound card: a null sink at 40 %, so that the
+	# volume task ("turn up to the max volume") has something to do.
+	install -d "$rootfs/etc/pulse/default.pa.d"
+	install -m 0644 "$here/full/rolloutmesh.pa" "$rootfs/etc/pulse/default.pa.d/rolloutmesh.pa"
+	# The daemon stays once started (it would exit after 20 idle seconds and
+	# start again at 40 %, losing the agent's volume).
+	sed -i 's/^; *exit-idle-time = .*/exit-idle-time = -1/' "$rootfs/etc/pulse/daemon.conf"
+	grep -q '^exit-idle-time = -1' "$rootfs/etc/pulse/daemon.conf" || { echo "pulse daemon.conf: exit-idle-time not set" >&2; exit 1; }
 	chroot "$rootfs" glib-compile-schemas /usr/share/glib-2.0/schemas
 	# sudo -S with the password "password", OSWorld's {CLIENT_PASSWORD}.
 	chroot "$rootfs" /usr/sbin/usermod -aG sudo user

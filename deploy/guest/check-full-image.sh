@@ -14,7 +14,11 @@
 #     (and 401 without it);
 #   - /setup/open_file of a .docx and an .mp4 opening in Writer and VLC;
 #   - sudo -S with "password", gsettings over /run/user/1000/bus, the python
-#     modules and programs the tasks call, and a PNG /screenshot.
+#     modules and programs the tasks call, CJK fonts;
+#   - the timedatectl shim (status, set-timezone), PulseAudio's null sink as
+#     the volume task reads it, /wallpaper after a gsettings set, ctrl+alt+t
+#     opening a terminal, /accessibility with all those applications open
+#     (under 15 s), and a PNG /screenshot.
 #
 #   deploy/guest/check-full-image.sh [image]    (default rolloutmesh/desktop:full)
 #
@@ -193,6 +197,63 @@ done
 ok "programs on PATH"
 run 'fc-list | grep -q Carlito && fc-list | grep -q "Liberation Sans" && fc-list | grep -q "Noto Sans"' >/dev/null || fail "fonts missing"
 ok "fonts"
+
+run 'fc-list :lang=zh-cn | grep -q . && fc-list :lang=ko | grep -q . && fc-list :lang=ja | grep -q .' >/dev/null ||
+	fail "no font for Chinese, Korean or Japanese text"
+ok "CJK fonts: $(run 'fc-list :lang=zh-cn family | head -n1')"
+
+# --- timedatectl (a shim: no systemd in a container) -------------------------
+line4() { run 'timedatectl status' | sed -n 4p; }
+case "$(line4)" in *"Time zone: Etc/UTC (UTC, +0000)") ;; *) fail "timedatectl status line 4 is '$(line4)'" ;; esac
+run 'echo password | sudo -S -p "" timedatectl set-timezone Asia/Tokyo' >/dev/null || fail "sudo timedatectl set-timezone failed"
+case "$(line4)" in *"Time zone: Asia/Tokyo (JST, +0900)") ;; *) fail "after set-timezone Asia/Tokyo, line 4 is '$(line4)'" ;; esac
+if run 'timedatectl set-timezone UTC' >/dev/null 2>&1; then fail "set-timezone without root succeeded"; fi
+run 'echo password | sudo -S -p "" timedatectl set-timezone Etc/UTC && date +%z' | grep -q '+0000' || fail "could not set the time zone back"
+ok "timedatectl status, set-timezone (root only)"
+
+# --- PulseAudio, as the volume task's evaluator reads it ---------------------
+vol() {
+	run "pulseaudio --start
+pactl list sinks | grep '^[[:space:]]Volume:' | head -n 1 | awk '{print \$5}' | sed 's/%//g'"
+}
+v=$(vol)
+[ "$v" = 40 ] || fail "the sink's volume is '$v', want 40 at start"
+run 'pactl set-sink-volume @DEFAULT_SINK@ 100%' >/dev/null || fail "pactl set-sink-volume failed"
+v=$(vol)
+[ "$v" = 100 ] || fail "after set-sink-volume 100%, the evaluator reads '$v'"
+ok "PulseAudio null sink: 40 % at start, the evaluator reads 100 after pactl"
+
+# --- the wallpaper as OSWorld's getter reads it back --------------------------
+run 'python3 -c "from PIL import Image; Image.new(\"RGB\", (64, 48), (200, 30, 30)).save(\"/home/user/Pictures/red.png\")"' >/dev/null ||
+	fail "could not make a PNG"
+run "export DBUS_SESSION_BUS_ADDRESS='unix:path=/run/user/1000/bus'
+gsettings set org.gnome.desktop.background picture-uri file:///home/user/Pictures/red.png" >/dev/null
+api POST /wallpaper >"$work/wall.png"
+want=$(run 'md5sum </home/user/Pictures/red.png' | cut -d' ' -f1)
+[ "$(md5sum <"$work/wall.png" | cut -d' ' -f1)" = "$want" ] || fail "/wallpaper is not the file gsettings names"
+ok "/wallpaper follows gsettings picture-uri"
+
+# --- ctrl+alt+t opens a terminal, as on OSWorld's Ubuntu ---------------------
+api POST /execute '{"command": ["python", "-c", "import pyautogui; pyautogui.hotkey(\"ctrl\", \"alt\", \"t\")"], "shell": false}' >/dev/null
+term() { run 'wmctrl -lx' >"$work/diag" && grep -qi 'gnome-terminal' "$work/diag"; }
+until_ok 30 "ctrl+alt+t opened no gnome-terminal window" term
+rm -f "$work/diag"
+ok "ctrl+alt+t opens gnome-terminal"
+
+# --- the accessibility tree with every application above open ----------------
+start=$(date +%s%N)
+curl -sf --max-time 60 -H "Authorization: Bearer $token" "$D/accessibility" >"$work/a11y.json" || fail "/accessibility failed"
+ms=$((($(date +%s%N) - start) / 1000000))
+python3 - "$work/a11y.json" "$ms" <<-'EOF' || fail "/accessibility with the applications open took ${ms} ms"
+	import json, sys
+	import xml.etree.ElementTree as ET
+	root = ET.fromstring(json.load(open(sys.argv[1]))["AT"])
+	apps = sorted(set(a.get("name") or "?" for a in root))
+	n = sum(1 for _ in root.iter())
+	print("ok: /accessibility in %s ms: %d elements, %d applications (%s), truncated=%s" % (
+	    sys.argv[2], n, len(apps), ", ".join(apps), root.get("truncated", "false")))
+	sys.exit(0 if int(sys.argv[2]) < 15000 else 1)
+EOF
 
 api GET /screenshot >"$work/shot.png"
 [ "$(head -c 8 "$work/shot.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] || fail "/screenshot is not a PNG"
