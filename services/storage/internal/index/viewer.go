@@ -92,18 +92,20 @@ type GroupMember struct {
 
 // GroupMembers returns the episodes of a rollout's groups (at most a page's
 // worth of groups), ordered by group then start. It reads the columns
-// only, never the bodies.
+// only, never the bodies, through episodes_group: with the rollout in the
+// WHERE clause SQLite would walk the whole rollout instead, so the rollout
+// is checked here.
 func (db *DB) GroupMembers(ctx context.Context, rolloutID string, groups []string) ([]GroupMember, error) {
 	if len(groups) == 0 {
 		return nil, nil
 	}
-	args := []any{rolloutID}
+	args := make([]any, 0, len(groups))
 	for _, g := range groups {
 		args = append(args, g)
 	}
 	marks := strings.TrimSuffix(strings.Repeat("?,", len(groups)), ",")
-	rows, err := db.r.QueryContext(ctx, db.q(`SELECT group_id, episode_id, task_id, status, score FROM episodes
-WHERE rollout_id = ? AND group_id IN (`+marks+`) ORDER BY group_id, start_ns, episode_id`), args...)
+	rows, err := db.r.QueryContext(ctx, db.q(`SELECT rollout_id, group_id, episode_id, task_id, status, score FROM episodes
+WHERE group_id IN (`+marks+`) ORDER BY group_id, start_ns, episode_id`), args...)
 	if err != nil {
 		return nil, fmt.Errorf("query group members: %w", err)
 	}
@@ -111,9 +113,13 @@ WHERE rollout_id = ? AND group_id IN (`+marks+`) ORDER BY group_id, start_ns, ep
 	var out []GroupMember
 	for rows.Next() {
 		var m GroupMember
+		var rollout string
 		var status int32
-		if err := rows.Scan(&m.GroupID, &m.EpisodeID, &m.TaskID, &status, &m.Score); err != nil {
+		if err := rows.Scan(&rollout, &m.GroupID, &m.EpisodeID, &m.TaskID, &status, &m.Score); err != nil {
 			return nil, fmt.Errorf("scan group member: %w", err)
+		}
+		if rollout != rolloutID {
+			continue
 		}
 		m.Status = pb.EpisodeStatus(status)
 		out = append(out, m)
