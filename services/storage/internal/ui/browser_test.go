@@ -286,6 +286,7 @@ func navigate(t *testing.T, ctx context.Context, u string) {
 
 func TestViewerInBrowser(t *testing.T) {
 	ctx := browser(t)
+	bctx := ctx
 	v := startViewer(t, "")
 	fill(t, v)
 	dir := artifacts(t)
@@ -494,6 +495,35 @@ func TestViewerInBrowser(t *testing.T) {
 			t.Errorf("404 page shows %q", got)
 		}
 		shoot(t, ctx, dir, "viewer-404")
+	})
+
+	t.Run("a running rollout updates live", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		start := t0.Add(time.Hour)
+		ep := &pb.Episode{EpisodeId: "ep-live", RolloutId: "r-live", GroupId: "g-live", TaskId: "t-live", Domain: "os",
+			Status: pb.EpisodeStatus_EPISODE_STATUS_RUNNING, StartTime: timestamppb.New(start)}
+		appendHeader := func(ep *pb.Episode) {
+			stream, err := v.client.AppendSteps(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := stream.Send(&pb.AppendStepsRequest{Item: &pb.AppendStepsRequest_Episode{Episode: ep}}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := stream.CloseAndRecv(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		appendHeader(ep)
+		navigate(t, bctx, v.url+"/ui/")
+		if got := text(t, bctx, `tr[data-rollout="r-live"] .badge`); got != "running" {
+			t.Fatalf("r-live state = %q, want running", got)
+		}
+		ep.Status, ep.Score, ep.EndTime = done, 1, timestamppb.New(start.Add(time.Minute))
+		appendHeader(ep)
+		// No reload: the page refetches itself every 5 s while running.
+		waitFor(t, bctx, `document.querySelector('tr[data-rollout="r-live"] .badge').textContent === "finished"`)
 	})
 }
 
