@@ -86,9 +86,10 @@ type Provider struct {
 	clk   clock.Clock
 
 	mu       sync.Mutex
-	ports    map[int]string     // host port → vm id, ours only
-	children map[int]*child     // pid → QEMU we started (not adopted ones)
-	locks    map[string]*vmLock // vm id → serialises QMP use of one VM
+	ports    map[int]string      // host port → vm id, ours only
+	children map[int]*child      // pid → QEMU we started (not adopted ones)
+	locks    map[string]*vmLock  // vm id → serialises QMP use of one VM
+	clocks   map[string]net.Conn // vm id → its clock line
 }
 
 type child struct {
@@ -164,6 +165,7 @@ func New(o Options) (*Provider, error) {
 	return &Provider{
 		o: o, base: base, accel: accel, clk: clk,
 		ports: map[int]string{}, children: map[int]*child{}, locks: map[string]*vmLock{},
+		clocks: map[string]net.Conn{},
 	}, nil
 }
 
@@ -527,7 +529,7 @@ func (p *Provider) restore(ctx context.Context, id string, inst pool.Instance, n
 		return fmt.Errorf("restore snapshot %s: %w", name, err)
 	}
 	loaded := p.clk.Now()
-	if err := p.setGuestClock(ctx, inst); err != nil {
+	if err := p.setGuestClock(ctx, id, inst); err != nil {
 		// Not fatal: the guest answers, only its clock lags.
 		p.o.Logger.Warn("guest clock not set", zap.String("vm_id", id), zap.Error(err))
 	}
@@ -539,20 +541,50 @@ func (p *Provider) restore(ctx context.Context, id string, inst pool.Instance, n
 	return nil
 }
 
-// setGuestClock writes the host's time on the VM's clock line.
-func (p *Provider) setGuestClock(ctx context.Context, inst pool.Instance) error {
-	var d net.Dialer
-	dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	c, err := d.DialContext(dctx, "unix", inst.Data[dataClock])
-	if err != nil {
-		return fmt.Errorf("dial clock line: %w", err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(2 * time.Second))
+// setGuestClock writes the host's time on the VM's clock line. The
+// connection stays open: QEMU drops what the guest's UART has not taken yet
+// when the client hangs up, so a dial-write-close could lose the line.
+func (p *Provider) setGuestClock(ctx context.Context, id string, inst pool.Instance) error {
 	now := p.clk.Now()
-	_, err = fmt.Fprintf(c, "%d.%09d\n", now.Unix(), now.Nanosecond())
-	return err
+	// 15 bytes with the newline: fits the 16550's receive FIFO at once.
+	line := fmt.Sprintf("%d.%03d\n", now.Unix(), now.Nanosecond()/1e6)
+	for attempt := 0; ; attempt++ {
+		p.mu.Lock()
+		c := p.clocks[id]
+		p.mu.Unlock()
+		if c == nil {
+			var d net.Dialer
+			dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			nc, err := d.DialContext(dctx, "unix", inst.Data[dataClock])
+			cancel()
+			if err != nil {
+				return fmt.Errorf("dial clock line: %w", err)
+			}
+			p.mu.Lock()
+			p.clocks[id] = nc
+			p.mu.Unlock()
+			c = nc
+		}
+		c.SetWriteDeadline(time.Now().Add(2 * time.Second))
+		_, err := io.WriteString(c, line)
+		if err == nil {
+			return nil
+		}
+		p.closeClock(id)
+		if attempt == 1 {
+			return fmt.Errorf("write clock line: %w", err)
+		}
+	}
+}
+
+func (p *Provider) closeClock(id string) {
+	p.mu.Lock()
+	c := p.clocks[id]
+	delete(p.clocks, id)
+	p.mu.Unlock()
+	if c != nil {
+		c.Close()
+	}
 }
 
 // Snapshots lists the internal snapshots of the VM's overlay.
@@ -588,6 +620,7 @@ func (p *Provider) Destroy(ctx context.Context, id string, inst pool.Instance) e
 	if unlock, err := p.lock(ctx, id); err == nil {
 		defer unlock()
 	}
+	p.closeClock(id)
 	p.stop(inst)
 	p.free(id)
 	p.mu.Lock()

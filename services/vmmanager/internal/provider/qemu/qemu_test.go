@@ -2,6 +2,7 @@ package qemu
 
 import (
 	"context"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -65,7 +66,7 @@ func unitProvider(t *testing.T, q config.QEMU) *Provider {
 	}
 	p := &Provider{o: Options{Config: q, Snapshot: "ready", CPUs: 2, MemoryMB: 2048, ScreenWidth: 1280, ScreenHeight: 800,
 		Dir: t.TempDir(), Logger: zap.NewNop()}, base: q.Image, accel: "tcg", clk: clock.Real{},
-		ports: map[int]string{}, children: map[int]*child{}, locks: map[string]*vmLock{}}
+		ports: map[int]string{}, children: map[int]*child{}, locks: map[string]*vmLock{}, clocks: map[string]net.Conn{}}
 	return p
 }
 

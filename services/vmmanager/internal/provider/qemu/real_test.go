@@ -174,7 +174,8 @@ func TestResetRevertsDiskAndClock(t *testing.T) {
 		time.Sleep(250 * time.Millisecond)
 	}
 	if skew.Abs() >= 2*time.Second {
-		t.Errorf("guest clock is %v off the host's after reset, want < 2s", skew)
+		diag, _ := execute(t, inst.Endpoint, "ls -l /dev/ttyS*; ps -ef | grep -v grep | grep -e init -e sh; dmesg 2>&1 | grep -i tty")
+		t.Errorf("guest clock is %v off the host's after reset, want < 2s; guest:\n%s", skew, diag)
 	}
 
 	// A task's own snapshot: a file written before "other" was saved is
@@ -281,7 +282,9 @@ func TestCorruptOverlayReplaced(t *testing.T) {
 	if _, err := os.Stat(prov.vmDir(first.ID)); !os.IsNotExist(err) {
 		t.Errorf("corrupted vm's dir still there: %v", err)
 	}
-	if err := prov.Check(ctx, pool.Instance{Endpoint: second.Endpoint, Data: map[string]string{dataPID: second.Ref}}); err != nil {
+	cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer ccancel()
+	if err := prov.Check(cctx, pool.Instance{Endpoint: second.Endpoint, Data: map[string]string{dataPID: second.Ref}}); err != nil {
 		t.Errorf("replacement unhealthy: %v", err)
 	}
 }
@@ -458,6 +461,7 @@ func TestMeasureResets(t *testing.T) {
 		}
 		ds = append(ds, time.Since(s))
 	}
+	t.Logf("resets in order: %v", ds)
 	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
 	pct := func(q float64) time.Duration { // nearest rank
 		k := int(q*float64(len(ds))+0.999999) - 1
