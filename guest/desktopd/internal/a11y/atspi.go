@@ -49,6 +49,7 @@ const (
 	ifAction     = "org.a11y.atspi.Action"
 	ifImage      = "org.a11y.atspi.Image"
 	ifSelection  = "org.a11y.atspi.Selection"
+	ifTable      = "org.a11y.atspi.Table"
 	registry     = "org.a11y.atspi.Registry"
 	rootPath     = "/org/a11y/atspi/accessible/root"
 )
@@ -183,7 +184,7 @@ func (a *ATSPI) Tree(ctx context.Context) (apps []*Node, complete bool, err erro
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out[i] = w.node(ctx, app, 1)
+			out[i] = w.node(ctx, app, 1, false)
 		}()
 	}
 	wg.Wait()
@@ -197,7 +198,9 @@ func (a *ATSPI) Tree(ctx context.Context) (apps []*Node, complete bool, err erro
 
 // node reads one accessible and its subtree, following OSWorld's
 // _create_atspi_node. Objects that vanish or do not answer are skipped.
-func (w *walker) node(ctx context.Context, r ref, depth int) *Node {
+// calc is OSWorld's "calc" flag: the node is inside a spreadsheet
+// document, whose sheet table lists every cell of the sheet.
+func (w *walker) node(ctx context.Context, r ref, depth int, calc bool) *Node {
 	if ctx.Err() != nil || w.nodes.Add(1) > MaxNodes {
 		return nil
 	}
@@ -208,7 +211,10 @@ func (w *walker) node(ctx context.Context, r ref, depth int) *Node {
 	attrC := w.send(ctx, r, ifAccessible+".GetAttributes")
 	ifC := w.send(ctx, r, ifAccessible+".GetInterfaces")
 	var kidsC *dbus.Call
-	if depth < MaxDepth {
+	if depth < MaxDepth && !calc {
+		// Inside a spreadsheet the children are asked for once the role
+		// is known: a sheet's table has a child for each of its 17
+		// billion cells.
 		kidsC = w.send(ctx, r, ifAccessible+".GetChildren")
 	}
 	var nameV dbus.Variant
@@ -230,7 +236,11 @@ func (w *walker) node(ctx context.Context, r ref, depth int) *Node {
 		return nil
 	}
 	name, _ := nameV.Value().(string)
-	n := &Node{Role: strings.ReplaceAll(strings.TrimSpace(role), " ", "-")}
+	rawRole := strings.TrimSpace(role)
+	if rawRole == "document spreadsheet" {
+		calc = true
+	}
+	n := &Node{Role: strings.ReplaceAll(rawRole, " ", "-")}
 	n.add("name", name)
 	set := map[string]bool{}
 	for word, bitsv := range states {
@@ -312,10 +322,18 @@ func (w *walker) node(ctx context.Context, r ref, depth int) *Node {
 			}
 		}
 	}
+	if depth >= MaxDepth {
+		return n
+	}
+	if calc && rawRole == "table" {
+		kids, kidsErr = w.showingCells(ctx, r, has[ifTable]), nil
+	} else if kidsC == nil {
+		kidsErr = wait(w.send(ctx, r, ifAccessible+".GetChildren"), &kids)
+	}
 	if kidsErr != nil {
 		return n
 	}
-	if len(kids) > MaxWidth {
+	if len(kids) > MaxWidth && !(calc && rawRole == "table") {
 		kids = kids[:MaxWidth]
 	}
 	out := make([]*Node, len(kids))
@@ -327,10 +345,10 @@ func (w *walker) node(ctx context.Context, r ref, depth int) *Node {
 			go func() {
 				defer wg.Done()
 				defer func() { <-w.sem }()
-				out[i] = w.node(ctx, k, depth+1)
+				out[i] = w.node(ctx, k, depth+1, calc)
 			}()
 		default:
-			out[i] = w.node(ctx, k, depth+1)
+			out[i] = w.node(ctx, k, depth+1, calc)
 		}
 	}
 	wg.Wait()
@@ -340,6 +358,69 @@ func (w *walker) node(ctx context.Context, r ref, depth int) *Node {
 		}
 	}
 	return n
+}
+
+// Bounds of OSWorld's scan of a sheet: rows and columns of a Calc sheet,
+// and how far the scan looks for the first showing cell.
+const (
+	calcMaxRows    = 1 << 20
+	calcMaxColumns = 16384 // LibreOffice 7.4 and later; 1024 before
+	calcScanLimit  = 500
+)
+
+// showingCells are the cells of a Calc sheet's table that are on screen,
+// found as OSWorld's server finds them: row by row from the top left,
+// each row from the first showing column until a cell that is not
+// showing, stopping at the first row that shows nothing (or after 500
+// rows or columns without a showing cell).
+func (w *walker) showingCells(ctx context.Context, table ref, isTable bool) []ref {
+	ncols := calcMaxColumns
+	if isTable {
+		var v dbus.Variant
+		if wait(w.sendProp(ctx, table, ifTable, "NColumns"), &v) == nil {
+			if n, ok := v.Value().(int32); ok && n > 0 && n <= calcMaxColumns {
+				ncols = int(n)
+			}
+		}
+	}
+	cellAt := func(i int) (ref, bool, error) {
+		var c ref
+		if err := wait(w.send(ctx, table, ifAccessible+".GetChildAtIndex", int32(i)), &c); err != nil {
+			return ref{}, false, err
+		}
+		var states []uint32
+		if err := wait(w.send(ctx, c, ifAccessible+".GetState"), &states); err != nil {
+			return c, false, err
+		}
+		const showing = 25 // STATE_SHOWING
+		return c, len(states) > 0 && states[0]&(1<<showing) != 0, nil
+	}
+	var out []ref
+	first, base := false, 0
+	for row, index := 0, 0; row < calcMaxRows && index+ncols <= 1<<31-1; row, index = row+1, index+ncols {
+		clm := base
+		for ; clm < ncols; clm++ {
+			if ctx.Err() != nil || len(out) >= MaxNodes {
+				return out
+			}
+			c, show, err := cellAt(index + clm)
+			if err != nil {
+				return out
+			}
+			if show {
+				out = append(out, c)
+				if !first {
+					first, base = true, clm
+				}
+			} else if first || clm >= calcScanLimit {
+				break
+			}
+		}
+		if first && clm == base || !first && row >= calcScanLimit {
+			break
+		}
+	}
+	return out
 }
 
 func pyFloat(f float64) string {
