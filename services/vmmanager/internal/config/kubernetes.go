@@ -73,9 +73,10 @@ type Kubernetes struct {
 	// in the guest (POST /execute) instead of replacing its pod; the pod is
 	// replaced when the command fails.
 	ResetCommand []string `yaml:"reset_command"`
-	// OwnerDeployment names the vmmanager's Deployment in Namespace: pods
-	// get an owner reference to it, so deleting it deletes them.
-	OwnerDeployment string `yaml:"owner_deployment"`
+	// Owner is the vmmanager's own workload in Namespace, as
+	// "statefulset/NAME" or "deployment/NAME": pods get an owner reference
+	// to it, so that deleting it deletes them.
+	Owner string `yaml:"owner"`
 	// CreateConcurrency bounds the pod creations (and the waits for them)
 	// in flight at once for this pool (default 16).
 	CreateConcurrency int `yaml:"create_concurrency"`
@@ -179,6 +180,12 @@ func validateKubernetes(k string, p *Pool) error {
 	}
 	if c.TerminationGracePeriod == 0 {
 		c.TerminationGracePeriod = Duration(5 * time.Second)
+	}
+	if c.Owner != "" {
+		kind, name, ok := strings.Cut(c.Owner, "/")
+		if !ok || (kind != "statefulset" && kind != "deployment") || name == "" {
+			return bad(kk+".owner", "must be statefulset/NAME or deployment/NAME, got %q", c.Owner)
+		}
 	}
 	if c.CreateConcurrency == 0 {
 		c.CreateConcurrency = 16
