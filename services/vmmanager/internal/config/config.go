@@ -230,8 +230,10 @@ type QEMU struct {
 	// Host is the host address the forwarded ports listen on (default
 	// 127.0.0.1).
 	Host string `yaml:"host"`
-	// HealthPath is probed for readiness (default /screenshot: the guest
-	// server answers and the display is up; OSWorld waits for the same).
+	// HealthPath is probed for readiness after a boot and after every
+	// restore: default /healthz with a direct kernel boot (desktopd: the
+	// server answers and its X display pings back), /screenshot otherwise
+	// (what OSWorld waits for; its server has no /healthz).
 	HealthPath string `yaml:"health_path"`
 	// StateDir holds one directory per VM (overlay, QMP socket, log);
 	// default <data-dir>/vms/<pool>.

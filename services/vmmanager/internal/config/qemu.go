@@ -86,7 +86,14 @@ func validateQEMU(k string, p *Pool) error {
 		byPort[port] = "ports." + name
 	}
 	if q.HealthPath == "" {
+		// desktopd's /healthz pings the X server: the display takes input,
+		// and it costs far less than a screenshot on an emulated CPU.
+		// OSWorld's server has no /healthz; /screenshot is what OSWorld
+		// itself waits for.
 		q.HealthPath = "/screenshot"
+		if q.Kernel != "" {
+			q.HealthPath = "/healthz"
+		}
 	}
 	if !strings.HasPrefix(q.HealthPath, "/") {
 		return bad(qk+".health_path", "must start with /, got %q", q.HealthPath)
