@@ -50,6 +50,9 @@ type Options struct {
 	Rounds    int           // (a) slices each target's runs are cut into
 	Policies  []string      // (b) routing policies compared, in run order
 	Pin       bool          // (a) run the proxies on CPUs apart from generator and fakellm
+	// InstrRequests is how many requests (c) counts instructions over
+	// (0: skip (c)).
+	InstrRequests int
 	// ImageBytes adds a screenshot of that size to the request of (a).
 	ImageBytes int
 }
@@ -102,12 +105,17 @@ func screenshot(n int) []byte {
 // Run runs (a) and (b) and writes the report to w.
 func Run(ctx context.Context, o Options, w io.Writer) error {
 	fmt.Fprintf(w, "benchgateway: %d CPUs (GOMAXPROCS %d), load average before the run: %s\n\n", runtime.NumCPU(), runtime.GOMAXPROCS(0), loadAvg())
-	if o.Only != "b" {
+	if o.Only == "" || o.Only == "a" {
 		if err := runOverhead(ctx, o, w); err != nil {
 			return fmt.Errorf("(a): %w", err)
 		}
 	}
-	if o.Only != "a" {
+	if (o.Only == "" || o.Only == "c") && o.InstrRequests > 0 {
+		if err := runInstructions(ctx, o, w); err != nil {
+			return fmt.Errorf("(c): %w", err)
+		}
+	}
+	if o.Only == "" || o.Only == "b" {
 		if err := runAffinity(ctx, o, w); err != nil {
 			return fmt.Errorf("(b): %w", err)
 		}
@@ -318,6 +326,7 @@ func runOverhead(ctx context.Context, o Options, w io.Writer) error {
 		if rate == o.GoalRate {
 			verdicts(w, rate, targets[1].name, targets[2].name, lats)
 		}
+		costVerdicts(w, rate, lats[1], lats[2], lats[3], direct, o.Rates[0])
 		fmt.Fprintln(w)
 	}
 	return nil
@@ -360,6 +369,30 @@ func roundP99(s sample) time.Duration {
 func addedRoundP99(s, direct sample) time.Duration {
 	n := min(len(s.roundP99), len(direct.roundP99))
 	return medianRound(n, func(r int) time.Duration { return s.roundP99[r] - direct.roundP99[r] })
+}
+
+// costVerdicts checks the cost goal at every rate: the gateway's CPU per
+// request on each front at most 1.5x nginx's; and, at the lowest rate,
+// the gRPC front's added p99 (median round) no more than the HTTP front's.
+func costVerdicts(w io.Writer, rate int, ng, httpFront, grpcFront, direct sample, lowest int) {
+	ngCPU := ng.cpuPerRequest()
+	if ngCPU <= 0 {
+		fmt.Fprintf(w, "    cost goal at %d req/s not measurable: no CPU time read for nginx\n", rate)
+		return
+	}
+	hr, gr := float64(httpFront.cpuPerRequest())/float64(ngCPU), float64(grpcFront.cpuPerRequest())/float64(ngCPU)
+	fmt.Fprintf(w, "    goal CPU/req <= 1.5x nginx's at %d req/s: HTTP front %s (%.2fx: %s vs %s), gRPC front %s (%.2fx: %s)\n",
+		rate, verdict(hr <= 1.5), hr, us(httpFront.cpuPerRequest()), us(ngCPU), verdict(gr <= 1.5), gr, us(grpcFront.cpuPerRequest()))
+	if rate != lowest {
+		return
+	}
+	g, h := addedRoundP99(grpcFront, direct), addedRoundP99(httpFront, direct)
+	if d := roundP99(direct); d > 2*time.Millisecond {
+		fmt.Fprintf(w, "    goal gRPC added p99 <= HTTP's at %d req/s: not measurable (fakellm direct p99 %s in the median round); gRPC %s, HTTP %s\n", rate, us(d), us(g), us(h))
+		return
+	}
+	fmt.Fprintf(w, "    goal gRPC added p99 <= HTTP's at %d req/s: %s (gRPC %s, HTTP %s, median round; pooled %s vs %s)\n", rate, verdict(g <= h), us(g), us(h),
+		us(grpcFront.pct(.99)-direct.pct(.99)), us(httpFront.pct(.99)-direct.pct(.99)))
 }
 
 func verdict(ok bool) string {

@@ -139,17 +139,25 @@ func startChild(ctx context.Context, place func(string, ...string) (string, []st
 		}
 		c.addrs = f[1:]
 		return c, nil
-	case <-time.After(10 * time.Second):
+	case <-time.After(childStartTimeout):
 		c.stop()
 		return nil, errors.New(what + " child did not start")
 	}
 }
 
+// childStartTimeout bounds a child's start; under valgrind a Go server
+// takes seconds to start on a busy machine.
+var childStartTimeout = 10 * time.Second
+
+// childStopTimeout bounds a child's exit after its standard input closed
+// (valgrind writes its profile then).
+var childStopTimeout = 5 * time.Second
+
 func (c *child) stop() {
 	c.stdin.Close()
 	select {
 	case <-c.done:
-	case <-time.After(5 * time.Second):
+	case <-time.After(childStopTimeout):
 		c.cmd.Process.Kill()
 		<-c.done
 	}

@@ -81,7 +81,7 @@ func startNginx(ctx context.Context, place func(string, ...string) (string, []st
 		os.RemoveAll(dir)
 		n.done <- err
 	}()
-	for deadline := time.Now().Add(5 * time.Second); ; {
+	for deadline := time.Now().Add(nginxStartTimeout); ; {
 		c, err := net.Dial("tcp", addr)
 		if err == nil {
 			c.Close()
@@ -100,11 +100,15 @@ func startNginx(ctx context.Context, place func(string, ...string) (string, []st
 	}
 }
 
+// nginxStartTimeout and nginxStopTimeout bound nginx's start and exit
+// (longer under valgrind).
+var nginxStartTimeout, nginxStopTimeout = 5 * time.Second, 3 * time.Second
+
 func (n *nginx) stop() {
 	n.cmd.Process.Signal(os.Interrupt)
 	select {
 	case <-n.done:
-	case <-time.After(3 * time.Second):
+	case <-time.After(nginxStopTimeout):
 		n.cmd.Process.Kill()
 		<-n.done
 	}
