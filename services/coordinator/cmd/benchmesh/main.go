@@ -47,6 +47,7 @@ type options struct {
 	perfDir       string
 	goal          float64
 	goalN         int
+	batchTimeout  time.Duration
 }
 
 func main() {
@@ -65,6 +66,7 @@ func main() {
 	flag.StringVar(&o.perfDir, "perf-dir", "", "keep perf.data files here (default: the temporary directory)")
 	flag.Float64Var(&o.goal, "goal", 5000, "goal in episodes/min at -goal-n VMs")
 	flag.IntVar(&o.goalN, "goal-n", 1024, "the N the goal applies to")
+	flag.DurationVar(&o.batchTimeout, "batch-timeout", 5*time.Minute, "fail the run when no whole group is done for this long")
 	flag.Parse()
 	for _, s := range strings.Split(*ns, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))

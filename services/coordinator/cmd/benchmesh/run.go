@@ -284,7 +284,7 @@ func runOnce(ctx context.Context, o options, dir string, n, perfSeconds int) (r 
 	errs := make(chan error, pools)
 	for _, id := range ids {
 		go func() {
-			errs <- trainer(ctx, co, id, o.batch, func(eps []*pb.Episode) {
+			errs <- trainer(ctx, co, id, o.batch, o.batchTimeout, func(eps []*pb.Episode) {
 				at := time.Since(t0)
 				mu.Lock()
 				defer mu.Unlock()
@@ -353,10 +353,10 @@ func runOnce(ctx context.Context, o options, dir string, n, perfSeconds int) (r 
 }
 
 // trainer takes and acknowledges batches of one rollout until it is done.
-func trainer(ctx context.Context, co pb.CoordinatorClient, id string, batch int, got func([]*pb.Episode)) error {
+func trainer(ctx context.Context, co pb.CoordinatorClient, id string, batch int, timeout time.Duration, got func([]*pb.Episode)) error {
 	n := 0
 	for {
-		resp, err := co.GetBatch(ctx, &pb.GetBatchRequest{RolloutId: id, BatchSize: int32(batch), Timeout: durationpb.New(2 * time.Minute)})
+		resp, err := co.GetBatch(ctx, &pb.GetBatchRequest{RolloutId: id, BatchSize: int32(batch), Timeout: durationpb.New(timeout)})
 		if err != nil {
 			return fmt.Errorf("get batch: %w", err)
 		}
@@ -365,7 +365,7 @@ func trainer(ctx context.Context, co pb.CoordinatorClient, id string, batch int,
 		}
 		if resp.BatchId == "" {
 			g, _ := co.GetRollout(ctx, &pb.GetRolloutRequest{RolloutId: id})
-			return fmt.Errorf("rollout %s: no batch within 2 min after %d episodes: %v", id, n, g.GetProgress())
+			return fmt.Errorf("rollout %s: no batch within %v after %d episodes (-batch-timeout): %v", id, timeout, n, g.GetProgress())
 		}
 		for _, g := range resp.Groups {
 			n += len(g.Episodes)
