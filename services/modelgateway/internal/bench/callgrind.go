@@ -127,6 +127,13 @@ func instrPerRequest(ctx context.Context, valgrind string, t instrTarget, warm, 
 		}
 		stop()
 		totals[k], err = callgrindTotal(out)
+		if keep := os.Getenv("BENCHGATEWAY_CALLGRIND_KEEP"); keep != "" && k == 0 {
+			// The profiles of the run with requests, for callgrind_annotate.
+			files, _ := filepath.Glob(out + ".*")
+			for _, f := range files {
+				os.Rename(f, filepath.Join(keep, strings.NewReplacer(" ", "_", ">", "", "-", "").Replace(t.name)+"."+filepath.Base(f)))
+			}
+		}
 		os.RemoveAll(dir)
 		if err != nil {
 			return 0, 0, fmt.Errorf("%s: %w", t.name, err)
