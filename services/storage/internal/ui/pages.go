@@ -161,15 +161,13 @@ func (h *Handler) rollouts(w http.ResponseWriter, r *http.Request) {
 		ids = append(ids, ro.GetRolloutId())
 	}
 	byID := map[string]*pb.RolloutStats{}
-	if len(ids) > 0 {
-		st, err := h.reads.GetStats(ctx, &pb.GetStatsRequest{RolloutIds: ids})
+	for _, id := range ids {
+		st, err := h.rolloutStats(ctx, id)
 		if err != nil {
-			h.fail(w, r, "rollout statistics", err)
-			return
+			// Deleted since the list was read.
+			continue
 		}
-		for _, s := range st.GetRollouts() {
-			byID[s.GetRolloutId()] = s
-		}
+		byID[id] = st.GetRollouts()[0]
 	}
 	for _, ro := range shown {
 		row := rolloutRow{ID: ro.GetRolloutId(), Name: ro.GetRolloutId(), Episodes: ro.GetEpisodes(),
@@ -268,7 +266,7 @@ func (h *Handler) rollout(w http.ResponseWriter, r *http.Request) {
 		h.notFound(w, r, "No rollout with this id is stored.")
 		return
 	}
-	st, err := h.reads.GetStats(ctx, &pb.GetStatsRequest{RolloutIds: []string{id}})
+	st, err := h.rolloutStats(ctx, id)
 	if err != nil {
 		h.fail(w, r, "rollout", err)
 		return
@@ -300,10 +298,13 @@ func (h *Handler) rollout(w http.ResponseWriter, r *http.Request) {
 	f.RolloutID = id
 	page.Filter, page.Error = form, msg
 	page.Filtered = form != (filterForm{})
-	total, err := h.idx.CountEpisodes(ctx, f)
-	if err != nil {
-		h.fail(w, r, "episode list", err)
-		return
+	// Unfiltered, the statistics already counted the episodes.
+	total := stats.GetOverall().GetEpisodes()
+	if page.Filtered {
+		if total, err = h.idx.CountEpisodes(ctx, f); err != nil {
+			h.fail(w, r, "episode list", err)
+			return
+		}
 	}
 	page.Pager = newPager(r.URL, pageNum(r), total, episodesPerPage)
 	cur, err := h.idx.CursorAt(ctx, f, int64(page.Pager.Page-1)*episodesPerPage)

@@ -83,6 +83,7 @@ type Handler struct {
 	static http.Handler
 	thumbs *lru
 	flight singleflight.Group
+	stats  statsCache
 	mux    *http.ServeMux
 	once   sync.Once
 }
@@ -99,7 +100,7 @@ func New(o Options) (*Handler, error) {
 		o.ThumbCacheBytes = 64 << 20
 	}
 	h := &Handler{reads: o.Reads, idx: o.Index, token: o.AuthToken, log: o.Logger, now: o.Now,
-		thumbs: newLRU(o.ThumbCacheBytes), tmpl: map[string]*template.Template{}}
+		thumbs: newLRU(o.ThumbCacheBytes), tmpl: map[string]*template.Template{}, stats: statsCache{m: map[string]statsEntry{}}}
 	if o.AuthToken != "" {
 		// The cookie holds a MAC of the token, not the token: a cookie
 		// that leaks (a proxy log) does not give gRPC access.
