@@ -10,6 +10,7 @@ import (
 	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/config"
 	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/pool"
 	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/provider/docker"
+	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/provider/kubernetes"
 	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/provider/process"
 	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/provider/static"
 	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/provider/virtualbox"
@@ -18,8 +19,9 @@ import (
 
 // providerEnv is what a provider gets besides its pool spec.
 type providerEnv struct {
-	dir        string // private directory of the pool
-	instanceID string // labels what this vmmanager creates
+	dir        string   // private directory of the pool
+	instanceID string   // labels what this vmmanager creates
+	pools      []string // every configured pool (kubernetes sweeps pods of the others)
 	log        *zap.Logger
 }
 
@@ -51,6 +53,16 @@ func buildProvider(ctx context.Context, key string, spec PoolSpec, env providerE
 		})
 		if err != nil {
 			return nil, fmt.Errorf("config: %s.docker: %v", key, err)
+		}
+		return p, nil
+	case config.ProviderKubernetes:
+		p, err := kubernetes.New(ctx, kubernetes.Options{
+			Config: *spec.Kubernetes, Pool: spec.Name, InstanceID: env.instanceID, Pools: env.pools,
+			ScreenWidth: spec.ScreenWidth, ScreenHeight: spec.ScreenHeight, CPUs: spec.CPUs, MemoryMB: spec.MemoryMB,
+			Logger: log,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("config: %s.kubernetes: %v", key, err)
 		}
 		return p, nil
 	case config.ProviderStatic:

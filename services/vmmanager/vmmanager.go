@@ -149,6 +149,7 @@ func New(ctx context.Context, cfg Config, env daemon.Env) (*Service, error) {
 	for i, spec := range specs {
 		prov, err := buildProvider(ctx, fmt.Sprintf("pools[%d]", i), spec, providerEnv{
 			dir: filepath.Join(env.DataDir, "vms", spec.Name), instanceID: st.InstanceID(), log: env.Logger,
+			pools: poolNames(specs),
 		})
 		if err != nil {
 			s.abort()
@@ -207,8 +208,18 @@ func guestToken(spec PoolSpec) string {
 		return spec.Docker.GuestToken
 	case spec.Static != nil:
 		return spec.Static.GuestToken
+	case spec.Kubernetes != nil:
+		return spec.Kubernetes.GuestToken
 	}
 	return ""
+}
+
+func poolNames(specs []PoolSpec) []string {
+	names := make([]string, len(specs))
+	for i, s := range specs {
+		names[i] = s.Name
+	}
+	return names
 }
 
 // Register adds the VMManager gRPC service.
