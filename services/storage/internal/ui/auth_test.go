@@ -187,4 +187,12 @@ func TestScreenshotsAreCachedThumbnails(t *testing.T) {
 	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") || r.Header.Get("X-Content-Type-Options") != "nosniff" {
 		t.Errorf("tree served as %q, nosniff %q; want text/plain with nosniff", ct, r.Header.Get("X-Content-Type-Options"))
 	}
+	r, err = c.Get(v.url + "/ui/blobs/" + tree + "?scale=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Body.Close()
+	if r.StatusCode != http.StatusUnprocessableEntity || r.Header.Get("Cache-Control") != "" {
+		t.Errorf("thumbnail of a tree: %d, Cache-Control %q; want 422, not cached", r.StatusCode, r.Header.Get("Cache-Control"))
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html/template"
 	"io"
@@ -81,17 +82,19 @@ func parseStatus(s string) (pb.EpisodeStatus, bool) {
 	return pb.EpisodeStatus(v), ok && v != 0
 }
 
-// pageNum reads ?page=, 1-based; bad or missing is 1, huge is maxPage
-// (clamped to the last page by the caller).
+// pageNum reads ?page=, 1-based: missing or bad is 1, and a number past
+// maxPage (even past an int) is maxPage, which the pager clamps to the last
+// page.
 func pageNum(r *http.Request) int {
-	n, err := strconv.Atoi(r.URL.Query().Get("page"))
-	if err != nil || n < 1 {
-		if err != nil && strings.TrimLeft(r.URL.Query().Get("page"), "0123456789") == "" && r.URL.Query().Get("page") != "" {
-			return maxPage // digits too many for an int
-		}
+	v := r.URL.Query().Get("page")
+	if v == "" || strings.Trim(v, "0123456789") != "" {
 		return 1
 	}
-	return min(n, maxPage)
+	n, err := strconv.Atoi(v)
+	if err != nil || n > maxPage {
+		return maxPage
+	}
+	return max(n, 1)
 }
 
 // pager is the page links of a numbered list.
@@ -828,7 +831,7 @@ func (h *Handler) blob(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) blobError(w http.ResponseWriter, r *http.Request, err error) {
 	w.Header().Del("Cache-Control")
 	w.Header().Del("ETag")
-	if strings.Contains(err.Error(), "decode image") || strings.Contains(err.Error(), "image header") || strings.Contains(err.Error(), "too large to shrink") {
+	if errors.Is(err, errNotImage) {
 		http.Error(w, "not an image that can be shrunk", http.StatusUnprocessableEntity)
 		return
 	}

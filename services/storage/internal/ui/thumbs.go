@@ -3,6 +3,7 @@ package ui
 import (
 	"bytes"
 	"container/list"
+	"errors"
 	"fmt"
 	"image"
 	"image/jpeg"
@@ -21,18 +22,21 @@ var thumbScales = map[int]bool{2: true, 4: true}
 // 64 megapixels is 256 MiB of RGBA.
 const maxThumbPixels = 64 << 20
 
+// errNotImage marks a blob the thumbnailer cannot shrink.
+var errNotImage = errors.New("not an image that can be shrunk")
+
 // makeThumb decodes a PNG or JPEG and returns it shrunk by scale as JPEG.
 func makeThumb(data []byte, scale int) ([]byte, error) {
 	cfg, _, err := image.DecodeConfig(bytes.NewReader(data))
 	if err != nil {
-		return nil, fmt.Errorf("read image header: %w", err)
+		return nil, fmt.Errorf("read image header: %w: %w", err, errNotImage)
 	}
 	if cfg.Width <= 0 || cfg.Height <= 0 || int64(cfg.Width)*int64(cfg.Height) > maxThumbPixels {
-		return nil, fmt.Errorf("image of %dx%d pixels: too large to shrink", cfg.Width, cfg.Height)
+		return nil, fmt.Errorf("image of %dx%d pixels: too large: %w", cfg.Width, cfg.Height, errNotImage)
 	}
 	src, _, err := image.Decode(bytes.NewReader(data))
 	if err != nil {
-		return nil, fmt.Errorf("decode image: %w", err)
+		return nil, fmt.Errorf("decode image: %w: %w", err, errNotImage)
 	}
 	b := src.Bounds()
 	w, h := (b.Dx()+scale-1)/scale, (b.Dy()+scale-1)/scale

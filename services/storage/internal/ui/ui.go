@@ -23,7 +23,6 @@ import (
 	"io/fs"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -85,7 +84,6 @@ type Handler struct {
 	flight singleflight.Group
 	stats  statsCache
 	mux    *http.ServeMux
-	once   sync.Once
 }
 
 // New returns the viewer's handler.
