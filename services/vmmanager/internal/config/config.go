@@ -355,6 +355,11 @@ func validatePool(k string, p *Pool) error {
 	}
 	if p.BootTimeout == 0 {
 		p.BootTimeout = Duration(120 * time.Second)
+		if p.Provider == ProviderQEMU {
+			// A desktop boot under software emulation on a busy host took
+			// up to 2.5 min here; the snapshot makes it a one-off.
+			p.BootTimeout = Duration(5 * time.Minute)
+		}
 	}
 	if p.ResetTimeout == 0 {
 		p.ResetTimeout = Duration(120 * time.Second)

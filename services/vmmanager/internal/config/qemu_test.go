@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // qcow2File writes a file that starts with the qcow2 magic: validation reads
@@ -113,6 +114,9 @@ func TestQEMUConfigDefaults(t *testing.T) {
 				if got.Ports[k] != v {
 					t.Errorf("ports[%s] = %d, want %d", k, got.Ports[k], v)
 				}
+			}
+			if p.BootTimeout != Duration(5*time.Minute) {
+				t.Errorf("boot_timeout = %v, want 5m", time.Duration(p.BootTimeout))
 			}
 			if p.OSType != "Debian" {
 				t.Errorf("os_type = %q, want Debian (the built image)", p.OSType)

@@ -437,7 +437,8 @@ func TestMeasureResets(t *testing.T) {
 	}
 	img := testImage(t)
 	spec := poolSpec(t, img)
-	p := newProvider(t, spec, shortDir(t), zap.NewNop())
+	// The debug log splits each restore into loadvm and health.
+	p := newProvider(t, spec, shortDir(t), zaptest.NewLogger(t))
 	ctx, cancel := context.WithTimeout(context.Background(), bootTimeout)
 	defer cancel()
 	start := time.Now()
