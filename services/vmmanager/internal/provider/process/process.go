@@ -17,6 +17,7 @@
 package process
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -259,9 +260,10 @@ func (p *Provider) boot(ctx context.Context, id string, inst pool.Instance) (poo
 	}
 	cmd.Dir = home
 	cmd.Env = append(os.Environ(), "HOME="+guestHome)
-	if p.o.GuestHome != "" {
-		cmd.Env = append(cmd.Env, envVMHome+"="+home)
-	}
+	// Always set: besides naming the home behind GuestHome, it marks every
+	// process of this VM (applications desktopd launches in groups of their
+	// own inherit it), so stop can find the ones desktopd left behind.
+	cmd.Env = append(cmd.Env, envVMHome+"="+home)
 	// The token goes in the environment, never in argv: any local user
 	// reads argv in ps, the environment only desktopd's user and root.
 	// An inherited DESKTOPD_TOKEN is overridden (the last entry wins), so a
@@ -413,9 +415,58 @@ func (p *Provider) stop(inst pool.Instance) {
 		delete(p.children, pid)
 		p.mu.Unlock()
 	}
+	if home := inst.Data["home"]; home != "" {
+		killMarked(envVMHome + "=" + home)
+	}
 	if d := inst.Data["display"]; d != "" && d != "0" {
 		killDisplayServer(d)
 	}
+}
+
+// killMarked SIGKILLs every process whose environment holds marker and
+// waits (up to 2 s) until they are gone. desktopd launches applications in
+// process groups of their own and does not wait for them when it exits, so
+// an application still shutting down after desktopd's group is killed
+// would keep writing into the home that reset is about to remove (and
+// make the removal fail with "directory not empty", or leave files in the
+// next episode's home).
+func killMarked(marker string) {
+	for i := 0; i < 200; i++ {
+		pids := markedPids(marker)
+		if len(pids) == 0 {
+			return
+		}
+		for _, pid := range pids {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// markedPids lists the live processes whose environment holds marker.
+func markedPids(marker string) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		if err != nil || !bytes.Contains(env, []byte(marker)) {
+			continue
+		}
+		for _, kv := range bytes.Split(env, []byte{0}) {
+			if string(kv) == marker && processAlive(pid) {
+				pids = append(pids, pid)
+				break
+			}
+		}
+	}
+	return pids
 }
 
 // killDisplayServer kills the X server holding display d (its pid is in the
@@ -555,7 +606,7 @@ func (p *Provider) Sweep(ctx context.Context, known map[string]bool) error {
 			continue
 		}
 		p.o.Logger.Warn("stray desktopd destroyed", zap.String("vm_id", id), zap.Int("pid", pid))
-		p.stop(pool.Instance{Data: map[string]string{"pid": strconv.Itoa(pid), "display": display}})
+		p.stop(pool.Instance{Data: map[string]string{"pid": strconv.Itoa(pid), "display": display, "home": p.vmHomeOf(pid)}})
 	}
 	dirs, err := os.ReadDir(p.o.Dir)
 	if err != nil {
