@@ -453,3 +453,23 @@ func TestLaunchConfigErrors(t *testing.T) {
 		t.Fatalf("checkpoints without dir: %v", err)
 	}
 }
+
+func TestLaunchStartupTimeout(t *testing.T) {
+	fake := buildCmd(t, "fakellm")
+	fc := launchedConfig(t, fake+" --addr {host}:{port} --model {name} --slow-start 1m", 1, func(lc *LaunchConfig) {
+		lc.StartupTimeout = time.Second
+		lc.GracePeriod = 2 * time.Second
+		lc.Restart = launch.RestartConfig{BackoffBase: 10 * time.Millisecond, BackoffMax: 10 * time.Millisecond, MaxCrashes: 2, Window: time.Minute}
+	})
+	h := startGateway(t, fc, nil)
+	waitForD(t, 20*time.Second, "failed replica", func() bool { return replicaState(t, h, 0).State == launch.Failed })
+	st := replicaState(t, h, 0)
+	if !strings.Contains(st.Detail, "not ready within startup_timeout 1s") {
+		t.Fatalf("detail %q", st.Detail)
+	}
+	for _, pid := range h.svc.launcher.Replicas()[0].PIDs() {
+		if n := len(groupMembers(t, pid)); n != 0 {
+			t.Fatalf("timed-out replica %d still has %d processes", pid, n)
+		}
+	}
+}
