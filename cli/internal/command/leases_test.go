@@ -28,3 +28,19 @@ func TestLeaseColumns(t *testing.T) {
 		t.Errorf("endpoints = %q, want %q", got, want)
 	}
 }
+
+// TestLeaseEndpointsHostSide: on a compose network the docker provider
+// records the guest's ports published on the host beside the container
+// names; `rollout leases` and `rollout vms` show those, which the host
+// reaches.
+func TestLeaseEndpointsHostSide(t *testing.T) {
+	l := &pb.Lease{Endpoint: "http://rolloutmesh-default-1:5000", Ports: map[string]string{
+		"chrome": "rolloutmesh-default-1:9222", "vlc": "rolloutmesh-default-1:8080",
+		"host:server": "http://127.0.0.1:49153", "host:chrome": "127.0.0.1:49154", "host:vlc": "127.0.0.1:49155"}}
+	if got, want := endpoints(l), "http://127.0.0.1:49153 chrome=127.0.0.1:49154 vlc=127.0.0.1:49155"; got != want {
+		t.Errorf("endpoints = %q, want %q", got, want)
+	}
+	if got, want := serverEndpoint(l.Endpoint, l.Ports), "http://127.0.0.1:49153"; got != want {
+		t.Errorf("serverEndpoint = %q, want %q", got, want)
+	}
+}
