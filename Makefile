@@ -177,6 +177,10 @@ e2e: images guest-image ## End-to-end and chaos test of the compose deployment (
 e2e-osworld: guest-image-full ## One OSWorld-format task per domain end to end on rolloutmesh/desktop:full (docker VMs, real apps, scripted model)
 	$(GO) test -tags osworld -count=1 -timeout 20m -v -run TestOSWorldFull ./cli/e2e/...
 
+.PHONY: e2e-desktop
+e2e-desktop: guest-image ## 100 fresh-VM episodes each of the xterm and Mousepad typing tasks on process and docker VMs; every one must succeed
+	$(GO) test -tags desktop -count=1 -timeout 30m -v -run TestDesktopFreshVMs ./cli/e2e/...
+
 .PHONY: down
 down: ## Stop the compose mesh and remove its containers; its volumes (stored rollouts, databases) are kept
 	$(COMPOSE) -f deploy/compose.yaml down --remove-orphans
