@@ -19,14 +19,16 @@
     svg.querySelectorAll("circle.marker").forEach(function (c) {
       c.setAttribute("r", c.classList.contains("from") ? r * 0.6 : r);
     });
+    var size = Math.max(w, h) / 55, free = 0;
     svg.querySelectorAll("text.marker-label").forEach(function (t) {
-      t.setAttribute("font-size", Math.max(w, h) / 55);
+      t.setAttribute("font-size", size);
       if (t.dataset.hasPoint === "true") {
         t.setAttribute("dx", r * 1.4);
         t.setAttribute("dy", -r * 1.4);
       } else {
+        // Text typed with no known pointer: one line each, top left.
         t.setAttribute("x", w / 60);
-        t.setAttribute("y", h / 12);
+        t.setAttribute("y", h / 30 + size * (1 + 1.3 * free++));
       }
     });
     fig.classList.add("fitted");
