@@ -100,17 +100,32 @@ func newProvider(t *testing.T, spec config.Pool, dir string, log *zap.Logger) *P
 
 func execute(t *testing.T, endpoint string, script string) (string, error) {
 	t.Helper()
+	return executeAs(t, endpoint, "", script)
+}
+
+// executeAs runs a shell script in the guest with a bearer token.
+func executeAs(t *testing.T, endpoint, token, script string) (string, error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var g guest.Client
-	return g.Execute(ctx, endpoint, "", []string{"sh", "-c", script})
+	return g.Execute(ctx, endpoint, token, []string{"sh", "-c", script})
+}
+
+func mustAtoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatalf("%q: %v", s, err)
+	}
+	return n
 }
 
 // guestClockSkew is guest time minus host time.
-func guestClockSkew(t *testing.T, endpoint string) time.Duration {
+func guestClockSkew(t *testing.T, endpoint, token string) time.Duration {
 	t.Helper()
 	before := time.Now()
-	out, err := execute(t, endpoint, "date +%s.%N")
+	out, err := executeAs(t, endpoint, token, "date +%s.%N")
 	if err != nil {
 		t.Fatalf("date in guest: %v", err)
 	}
@@ -129,6 +144,9 @@ func guestClockSkew(t *testing.T, endpoint string) time.Duration {
 func TestResetRevertsDiskAndClock(t *testing.T) {
 	img := testImage(t)
 	spec := poolSpec(t, img)
+	// The guest reads its token from fw_cfg, never from a command line.
+	const token = "s3cret-qemu"
+	spec.QEMU.GuestToken = token
 	p := newProvider(t, spec, shortDir(t), zaptest.NewLogger(t))
 	ctx, cancel := context.WithTimeout(context.Background(), bootTimeout)
 	defer cancel()
@@ -139,12 +157,18 @@ func TestResetRevertsDiskAndClock(t *testing.T) {
 	}
 	t.Logf("boot to healthy, snapshot saved: %v (accel %s)", time.Since(start).Round(time.Millisecond), p.Accel())
 	defer p.Destroy(context.Background(), "vm-1", inst)
+	if _, err := execute(t, inst.Endpoint, "true"); err == nil || !strings.Contains(err.Error(), "status 401") {
+		t.Errorf("guest answered a request without its token: %v", err)
+	}
+	if strings.Contains(cmdline(mustAtoi(t, inst.Ref)), token) {
+		t.Error("the token is on QEMU's command line")
+	}
 
 	const marker = "/home/user/leftover.txt"
-	if _, err := execute(t, inst.Endpoint, "echo dirty > "+marker+" && sync"); err != nil {
+	if _, err := executeAs(t, inst.Endpoint, token, "echo dirty > "+marker+" && sync"); err != nil {
 		t.Fatalf("write in guest: %v", err)
 	}
-	if out, err := execute(t, inst.Endpoint, "cat "+marker); err != nil || strings.TrimSpace(out) != "dirty" {
+	if out, err := executeAs(t, inst.Endpoint, token, "cat "+marker); err != nil || strings.TrimSpace(out) != "dirty" {
 		t.Fatalf("read back = %q, %v", out, err)
 	}
 	// Let the guest clock fall visibly behind what a restore would give
@@ -161,26 +185,26 @@ func TestResetRevertsDiskAndClock(t *testing.T) {
 	if ni.Endpoint != inst.Endpoint {
 		t.Errorf("endpoint changed on reset: %s → %s", inst.Endpoint, ni.Endpoint)
 	}
-	if out, err := execute(t, inst.Endpoint, "test -e "+marker+" && echo present || echo gone"); err != nil || strings.TrimSpace(out) != "gone" {
+	if out, err := executeAs(t, inst.Endpoint, token, "test -e "+marker+" && echo present || echo gone"); err != nil || strings.TrimSpace(out) != "gone" {
 		t.Errorf("after reset the file is %q (%v), want gone", strings.TrimSpace(out), err)
 	}
 	// The clock line is read right after the restore; allow the guest a
 	// moment, then want it within 2 s of the host's.
 	var skew time.Duration
 	for i := 0; i < 20; i++ {
-		if skew = guestClockSkew(t, inst.Endpoint); skew.Abs() < 2*time.Second {
+		if skew = guestClockSkew(t, inst.Endpoint, token); skew.Abs() < 2*time.Second {
 			break
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
 	if skew.Abs() >= 2*time.Second {
-		diag, _ := execute(t, inst.Endpoint, "ls -l /dev/ttyS*; ps -ef | grep -v grep | grep -e init -e sh; dmesg 2>&1 | grep -i tty")
+		diag, _ := executeAs(t, inst.Endpoint, token, "ls -l /dev/ttyS*; ps -ef | grep -v grep | grep -e init -e sh; dmesg 2>&1 | grep -i tty")
 		t.Errorf("guest clock is %v off the host's after reset, want < 2s; guest:\n%s", skew, diag)
 	}
 
 	// A task's own snapshot: a file written before "other" was saved is
 	// there after Prepare restores it, and gone again after a reset.
-	if _, err := execute(t, inst.Endpoint, "echo task > /home/user/task.txt && sync"); err != nil {
+	if _, err := executeAs(t, inst.Endpoint, token, "echo task > /home/user/task.txt && sync"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := p.hmp(rctx, inst, "savevm other"); err != nil {
@@ -192,7 +216,7 @@ func TestResetRevertsDiskAndClock(t *testing.T) {
 	if err := p.Prepare(rctx, "vm-1", inst, pool.EnvOverrides{Snapshot: "other"}); err != nil {
 		t.Fatalf("prepare snapshot other: %v", err)
 	}
-	if out, err := execute(t, inst.Endpoint, "cat /home/user/task.txt"); err != nil || strings.TrimSpace(out) != "task" {
+	if out, err := executeAs(t, inst.Endpoint, token, "cat /home/user/task.txt"); err != nil || strings.TrimSpace(out) != "task" {
 		t.Errorf("after restoring other: task.txt = %q, %v", out, err)
 	}
 	err = p.Prepare(rctx, "vm-1", inst, pool.EnvOverrides{Snapshot: "nosuch"})
