@@ -33,10 +33,12 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -178,20 +180,25 @@ func ingestAll(ctx context.Context, o options, dir string) error {
 			round, results[0][round-1].stepsPerSec(), results[1][round-1].stepsPerSec(), disk[0][round-1].mbps(), disk[1][round-1].mbps(), loadavg())
 	}
 	fmt.Println()
-	fmt.Printf("%-28s %10s %18s %10s %12s %14s %14s\n", "AppendSteps", "steps/s", "rounds (min-max)", "MB/s in", "MB written", "stream p50", "stream p99")
+	fmt.Printf("%-28s %10s %18s %10s %12s %14s %14s %12s %6s\n", "AppendSteps", "steps/s", "rounds (min-max)", "MB/s in", "MB written", "stream p50", "stream p99", "CPU ms/step", "cores")
+	var cpuPerStep, coresUsed float64
 	for i, rs := range results {
 		var steps, sent, written float64
-		var elapsed time.Duration
+		var elapsed, cpu time.Duration
 		var lats []time.Duration
 		lo, hi := rs[0].stepsPerSec(), rs[0].stepsPerSec()
 		for _, r := range rs {
-			steps, sent, written, elapsed = steps+r.steps, sent+r.sent, written+r.written, elapsed+r.elapsed
+			steps, sent, written, elapsed, cpu = steps+r.steps, sent+r.sent, written+r.written, elapsed+r.elapsed, cpu+r.cpu
 			lats = append(lats, r.latencies...)
 			lo, hi = min(lo, r.stepsPerSec()), max(hi, r.stepsPerSec())
 		}
-		fmt.Printf("%-28s %10.0f %18s %10.1f %12.1f %14s %14s\n", modes[i].name, steps/elapsed.Seconds(),
+		if i == 0 {
+			cpuPerStep, coresUsed = cpu.Seconds()/steps, cpu.Seconds()/elapsed.Seconds()
+		}
+		fmt.Printf("%-28s %10.0f %18s %10.1f %12.1f %14s %14s %12.3f %6.2f\n", modes[i].name, steps/elapsed.Seconds(),
 			fmt.Sprintf("%.0f-%.0f", lo, hi), sent/1e6/elapsed.Seconds(), written/1e6,
-			percentile(lats, 0.50).Round(time.Millisecond), percentile(lats, 0.99).Round(time.Millisecond))
+			percentile(lats, 0.50).Round(time.Millisecond), percentile(lats, 0.99).Round(time.Millisecond),
+			1000*cpu.Seconds()/steps, cpu.Seconds()/elapsed.Seconds())
 	}
 	var diskBest float64
 	for i, ds := range disk {
@@ -227,6 +234,8 @@ func ingestAll(ctx context.Context, o options, dir string) error {
 			verdict = "MISSED"
 		}
 		fmt.Printf("verdict: the 2,000 steps/s goal applies (the disk takes %.0f steps/s durably): %.0f steps/s: %s (load average %s)\n", diskSteps, stepsPerSec, verdict, loadavg())
+		fmt.Printf("  the limit is CPU: %.3f ms per step (server and load generator), %.2f of %d cores used; %d cores would allow %.0f steps/s\n",
+			1000*cpuPerStep, coresUsed, runtime.NumCPU(), runtime.NumCPU(), float64(runtime.NumCPU())/cpuPerStep)
 	default:
 		verdict := "MET"
 		if stepsPerSec < 2000 && writtenMBps < 0.7*diskBest {
@@ -237,6 +246,15 @@ func ingestAll(ctx context.Context, o options, dir string) error {
 	}
 	fmt.Println()
 	return nil
+}
+
+// processCPU is this process's user+system CPU time so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // loadavg is /proc/loadavg's first three fields.
@@ -306,6 +324,7 @@ func serve(ctx context.Context, cfg storage.Config, dataDir string) (func() (pb.
 type ingestResult struct {
 	steps, sent, written float64
 	elapsed              time.Duration
+	cpu                  time.Duration // this process's CPU (server and load generator)
 	latencies            []time.Duration
 }
 
@@ -338,6 +357,7 @@ func ingest(ctx context.Context, o options, dataDir string, base []byte, repeat 
 	var sent, written int64
 	var firstErr error
 	var wg sync.WaitGroup
+	cpu0 := processCPU()
 	start := time.Now()
 	for e := 0; e < o.episodes; e++ {
 		wg.Add(1)
@@ -359,6 +379,7 @@ func ingest(ctx context.Context, o options, dataDir string, base []byte, repeat 
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	r.cpu = processCPU() - cpu0
 	if firstErr != nil {
 		return r, firstErr
 	}
