@@ -29,17 +29,21 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	clientset "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
 // env is shared by every API-server test of one run.
 var env struct {
-	err        error  // why the environment is missing, if it is
+	err        error  // why the API server is missing, if it is
+	fake       bool   // the tests run on client-go's fake clientset instead
 	kubeconfig string // the API server's own kubeconfig
 	desktopd   string
 	rest       *rest.Config
@@ -63,16 +67,16 @@ func setupEnv() (int, func()) {
 	if bin == "" {
 		bin, _ = exec.LookPath("kubeapiserver")
 	}
-	if bin == "" {
-		env.err = fmt.Errorf("no kube-apiserver: build tools/kubeapiserver (cd tools/kubeapiserver && GOWORK=off go build -o /usr/local/bin/kubeapiserver .) or set $KUBEAPISERVER")
-		return 0, func() {}
-	}
 	dir, err := os.MkdirTemp("", "k8s-provider-test-")
 	if err != nil {
 		env.err = err
 		return 0, func() {}
 	}
 	cleanup := func() { os.RemoveAll(dir) }
+	if bin == "" && os.Getenv("KUBE_FAKE") == "" {
+		env.err = fmt.Errorf("no kube-apiserver: build tools/kubeapiserver (cd tools/kubeapiserver && GOWORK=off go build -o /usr/local/bin/kubeapiserver .) or set $KUBEAPISERVER; KUBE_FAKE=1 runs most of these tests on client-go's fake clientset")
+		return 0, cleanup
+	}
 	wd, _ := os.Getwd()
 	build := exec.Command("go", "build", "-o", filepath.Join(dir, "desktopd"), "./cmd/desktopd")
 	build.Dir = filepath.Join(wd, "..", "..", "..", "..", "..", "guest", "desktopd")
@@ -82,6 +86,10 @@ func setupEnv() (int, func()) {
 		return 1, cleanup
 	}
 	env.desktopd = filepath.Join(dir, "desktopd")
+	if bin == "" {
+		setupFake()
+		return 0, cleanup
+	}
 
 	cmd := exec.Command(bin, "-dir", filepath.Join(dir, "api"))
 	cmd.Stderr = &tailWriter{max: 64 << 10}
@@ -133,12 +141,47 @@ func setupEnv() (int, func()) {
 	return 0, stop
 }
 
-// needAPI skips the test without an API server, but fails it under CI so
-// that a missing binary cannot pass as green.
+// setupFake makes client-go's fake clientset the "API server": an object
+// tracker with watches, which gives pods a uid and a creation time on create
+// like the API server does, but filters no watch by label, has no status
+// subresource of its own, no Eviction API and no error paths.
+func setupFake() {
+	f := fake.NewClientset()
+	var n atomic.Int64
+	f.PrependReactor("create", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if o, ok := a.(k8stesting.CreateAction).GetObject().(metav1.Object); ok {
+			o.SetUID(types.UID(fmt.Sprintf("fake-uid-%d", n.Add(1))))
+			o.SetCreationTimestamp(metav1.Now())
+		}
+		return false, nil, nil
+	})
+	env.fake, env.cli = true, f
+}
+
+// needRealAPI skips a test that needs the real API server's behaviour (the
+// fault proxy, watches over HTTP) when the tests run on the fake clientset,
+// and fails it under CI.
+func needRealAPI(t *testing.T) {
+	t.Helper()
+	needAPI(t)
+	if !env.fake {
+		return
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("required under CI: the kube-apiserver binary (these tests run on the fake clientset)")
+	}
+	t.Skip("needs the real kube-apiserver (KUBE_FAKE runs on the fake clientset; this test fails under CI)")
+}
+
+// needAPI skips the test without an API server (or KUBE_FAKE), but fails it
+// under CI so that a missing binary cannot pass as green.
 func needAPI(t *testing.T) {
 	t.Helper()
-	if env.err == nil {
+	if env.err == nil && (!env.fake || os.Getenv("CI") == "") {
 		return
+	}
+	if env.err == nil {
+		env.err = fmt.Errorf("the kube-apiserver binary (KUBE_FAKE is not enough under CI)")
 	}
 	if os.Getenv("CI") != "" {
 		t.Fatalf("required under CI: %v", env.err)
@@ -212,6 +255,9 @@ type fault struct {
 
 func newFaultProxy(t *testing.T) *faultProxy {
 	t.Helper()
+	if env.fake {
+		return &faultProxy{}
+	}
 	target, _ := url.Parse(env.rest.Host)
 	p := &faultProxy{watches: map[int]context.CancelFunc{}}
 	p.rp = httputil.NewSingleHostReverseProxy(target)
@@ -230,6 +276,9 @@ func newFaultProxy(t *testing.T) *faultProxy {
 
 // client is a clientset talking to the API server through the proxy.
 func (p *faultProxy) client() clientset.Interface {
+	if env.fake {
+		return env.cli
+	}
 	rc := &rest.Config{Host: p.url, BearerToken: env.rest.BearerToken, QPS: 200, Burst: 400}
 	return clientset.NewForConfigOrDie(rc)
 }
@@ -397,13 +446,13 @@ func startKubelet(t *testing.T, ns string, port int) *kubelet {
 	return k
 }
 
-// ip hands out 127.0.N.M addresses, never twice.
+// ip hands out 127.x.y.z addresses (z never 0 or 255), never twice.
 func (k *kubelet) ip() string {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.next++
 	n := k.next
-	return fmt.Sprintf("127.%d.%d.%d", 10+(n>>16)&0xff, (n>>8)&0xff, n&0xff|1)
+	return fmt.Sprintf("127.%d.%d.%d", 10+n/62500, (n/250)%250, n%250+1)
 }
 
 func (k *kubelet) run(ctx context.Context, pod *corev1.Pod) {

@@ -669,7 +669,7 @@ func (p *Provider) Destroy(ctx context.Context, id string, inst pool.Instance) e
 	if inst.Ref != "" {
 		return p.deletePod(inst.Ref, inst.Data[dataUID])
 	}
-	pods, err := p.pods.List(labels.SelectorFromSet(labels.Set{LabelVM: id}))
+	pods, err := p.pods.List(labels.SelectorFromSet(labels.Set{LabelInstance: p.o.InstanceID, LabelPool: p.o.Pool, LabelVM: id}))
 	if err != nil {
 		return fmt.Errorf("list pods of vm %s: %w", id, err)
 	}
@@ -725,7 +725,9 @@ func (p *Provider) Adopt(ctx context.Context, id string, inst pool.Instance) err
 // adopted (a reset's new pod recorded nowhere), and pods of pools no longer
 // configured.
 func (p *Provider) Sweep(ctx context.Context, known map[string]bool) error {
-	pods, err := p.pods.List(labels.Everything())
+	// The informer lists only this pool's pods; the selector says so again
+	// so that a cache filled otherwise never makes Sweep delete others'.
+	pods, err := p.pods.List(labels.SelectorFromSet(labels.Set{LabelInstance: p.o.InstanceID, LabelPool: p.o.Pool}))
 	if err != nil {
 		return fmt.Errorf("list pods: %w", err)
 	}
