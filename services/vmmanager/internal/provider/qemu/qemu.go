@@ -33,6 +33,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -162,8 +163,12 @@ func New(o Options) (*Provider, error) {
 	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create state dir: %w", err)
 	}
+	// No kept-alive connections to guests: a restore reverts the guest's
+	// TCP state, and a pooled connection from before it would hang a
+	// probe until its timeout.
+	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	return &Provider{
-		o: o, base: base, accel: accel, clk: clk,
+		o: o, base: base, accel: accel, clk: clk, guest: guest.Client{HTTP: hc},
 		ports: map[int]string{}, children: map[int]*child{}, locks: map[string]*vmLock{},
 		clocks: map[string]net.Conn{},
 	}, nil

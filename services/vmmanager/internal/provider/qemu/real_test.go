@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -108,7 +109,9 @@ func executeAs(t *testing.T, endpoint, token, script string) (string, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var g guest.Client
+	// A fresh connection per request, as a lease holder after a reset
+	// needs: a connection kept alive from before a restore is dead.
+	g := guest.Client{HTTP: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}}
 	return g.Execute(ctx, endpoint, token, []string{"sh", "-c", script})
 }
 
