@@ -3,6 +3,7 @@ package modelgateway
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,8 +76,13 @@ func TestCheckpointWatcher(t *testing.T) {
 	if v := version(); v != 10 {
 		t.Fatalf("refused checkpoint moved the version to %d", v)
 	}
-	if _, lastErr := h.svc.watcher.Status(); lastErr == "" {
-		t.Fatal("refusal not reported")
+	res, err := h.cli.ListBackends(ctxT(t, 5*time.Second), &rmv1.ListBackendsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(res.GetCheckpointError(), "step-30") || !strings.HasSuffix(res.GetCheckpointLoaded(), "step-10") {
+		t.Fatalf("ListBackends checkpoint_loaded %q, checkpoint_error %q: want step-10 loaded and step-30's refusal",
+			res.GetCheckpointLoaded(), res.GetCheckpointError())
 	}
 	if st := a.Stats(); st.WeightSource != p1 {
 		t.Fatalf("after refusal fakellm serves %q", st.WeightSource)

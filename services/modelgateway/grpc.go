@@ -173,18 +173,28 @@ func (s *Service) ListBackends(context.Context, *rmv1.ListBackendsRequest) (*rmv
 	out := &rmv1.ListBackendsResponse{ModelVersion: s.g.Version(), RoutingPolicy: s.g.PolicyName()}
 	for _, b := range s.g.Backends() {
 		sn := b.Snapshot()
-		if sn.Replica.State != "" && sn.Replica.State != launch.Ready {
-			// No field of its own yet: a replica that is not serving
-			// says why in last_error.
-			sn.LastError = replicaText(sn.Replica)
-		}
-		out.Backends = append(out.Backends, &rmv1.Backend{
+		pb := &rmv1.Backend{
 			Id: sn.ID, BaseUrl: sn.BaseURL, Kind: sn.Kind, Model: sn.Model, Healthy: sn.Healthy,
 			Breaker: breakerState(sn.Breaker), InFlight: int32(sn.InFlight), MaxConcurrent: int32(sn.MaxConcurrent),
 			Weight: sn.Weight, ModelVersion: sn.Version, Updating: sn.Updating,
 			LatencyP50: durationpb.New(sn.LatencyP50), Requests: sn.Requests, Failures: sn.Failures,
 			LastError: sn.LastError, PinnedKeys: int32(pins[sn.ID]),
-		})
+		}
+		if st := sn.Replica; st.State != "" {
+			pb.Replica = &rmv1.Replica{
+				State: string(st.State), Detail: truncate(st.Detail, 4096), Pid: int32(st.PID),
+				Port: int32(st.Port), Restarts: int32(st.Restarts), LogFile: st.LogPath,
+			}
+			if st.State != launch.Ready && pb.LastError == "" {
+				// Clients that predate the replica field still see why
+				// the backend gets no traffic.
+				pb.LastError = replicaText(st)
+			}
+		}
+		out.Backends = append(out.Backends, pb)
+	}
+	if s.watcher != nil {
+		out.CheckpointLoaded, out.CheckpointError = s.watcher.Status()
 	}
 	return out, nil
 }

@@ -167,8 +167,8 @@ func TestLaunchStartupGating(t *testing.T) {
 		if bs[0].Requests != 0 || bs[0].Healthy {
 			t.Fatalf("replica got %d requests (healthy %v) while starting", bs[0].Requests, bs[0].Healthy)
 		}
-		if !strings.Contains(bs[0].LastError, "replica starting") {
-			t.Fatalf("last_error = %q, want the replica's state", bs[0].LastError)
+		if r := bs[0].GetReplica(); r.GetState() != "starting" || r.GetPid() == 0 || r.GetLogFile() == "" {
+			t.Fatalf("replica = %v, want a starting process with its pid and log", r)
 		}
 		before++
 		time.Sleep(100 * time.Millisecond)
@@ -254,9 +254,13 @@ func TestLaunchCrashLoopFails(t *testing.T) {
 		t.Fatalf("restarts = %d, want 2 (3 crashes)", st.Restarts)
 	}
 	bs := listBackends(t, h)
-	for _, want := range []string{"replica failed", "crash loop: 3 crashes", "/nonexistent/script.jsonl: no such file or directory", st.LogPath} {
-		if !strings.Contains(bs[0].LastError, want) {
-			t.Errorf("last_error lacks %q:\n%s", want, bs[0].LastError)
+	r := bs[0].GetReplica()
+	if r.GetState() != "failed" || r.GetRestarts() != 2 || r.GetLogFile() != st.LogPath {
+		t.Errorf("replica = %v, want failed after 2 restarts, log %s", r, st.LogPath)
+	}
+	for _, want := range []string{"crash loop: 3 crashes", "/nonexistent/script.jsonl: no such file or directory"} {
+		if !strings.Contains(r.GetDetail(), want) {
+			t.Errorf("replica detail lacks %q:\n%s", want, r.GetDetail())
 		}
 	}
 	// It stays failed: no fourth start.

@@ -553,7 +553,10 @@ type Backend struct {
 	// Last error seen.
 	LastError string `protobuf:"bytes,15,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
 	// Routing keys pinned to it now.
-	PinnedKeys    int32 `protobuf:"varint,16,opt,name=pinned_keys,json=pinnedKeys,proto3" json:"pinned_keys,omitempty"`
+	PinnedKeys int32 `protobuf:"varint,16,opt,name=pinned_keys,json=pinnedKeys,proto3" json:"pinned_keys,omitempty"`
+	// Set when the gateway launched this backend (backends[].launch): the
+	// replica's process. Unset for a backend someone else runs.
+	Replica       *Replica `protobuf:"bytes,17,opt,name=replica,proto3" json:"replica,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -700,6 +703,105 @@ func (x *Backend) GetPinnedKeys() int32 {
 	return 0
 }
 
+func (x *Backend) GetReplica() *Replica {
+	if x != nil {
+		return x.Replica
+	}
+	return nil
+}
+
+// Replica is a model server process the gateway launched and supervises.
+type Replica struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "starting" (loading; no traffic yet), "ready", "backoff" (exited,
+	// restart pending), "failed" (crash loop; not restarted) or "stopped".
+	State string `protobuf:"bytes,1,opt,name=state,proto3" json:"state,omitempty"`
+	// Why it is not ready; for a crash loop, the last lines of its log.
+	Detail string `protobuf:"bytes,2,opt,name=detail,proto3" json:"detail,omitempty"`
+	// Process id of the running server, 0 when none runs.
+	Pid int32 `protobuf:"varint,3,opt,name=pid,proto3" json:"pid,omitempty"`
+	// Port it serves on.
+	Port int32 `protobuf:"varint,4,opt,name=port,proto3" json:"port,omitempty"`
+	// Restarts since the gateway started.
+	Restarts int32 `protobuf:"varint,5,opt,name=restarts,proto3" json:"restarts,omitempty"`
+	// Its log file.
+	LogFile       string `protobuf:"bytes,6,opt,name=log_file,json=logFile,proto3" json:"log_file,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Replica) Reset() {
+	*x = Replica{}
+	mi := &file_rolloutmesh_v1_modelgateway_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Replica) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Replica) ProtoMessage() {}
+
+func (x *Replica) ProtoReflect() protoreflect.Message {
+	mi := &file_rolloutmesh_v1_modelgateway_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Replica.ProtoReflect.Descriptor instead.
+func (*Replica) Descriptor() ([]byte, []int) {
+	return file_rolloutmesh_v1_modelgateway_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Replica) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *Replica) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+func (x *Replica) GetPid() int32 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
+func (x *Replica) GetPort() int32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+func (x *Replica) GetRestarts() int32 {
+	if x != nil {
+		return x.Restarts
+	}
+	return 0
+}
+
+func (x *Replica) GetLogFile() string {
+	if x != nil {
+		return x.LogFile
+	}
+	return ""
+}
+
 // ListBackendsResponse holds the backends.
 type ListBackendsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -709,13 +811,18 @@ type ListBackendsResponse struct {
 	ModelVersion int64 `protobuf:"varint,2,opt,name=model_version,json=modelVersion,proto3" json:"model_version,omitempty"`
 	// Routing policy in use.
 	RoutingPolicy string `protobuf:"bytes,3,opt,name=routing_policy,json=routingPolicy,proto3" json:"routing_policy,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// The checkpoint the watcher (checkpoints.dir) loaded last; empty
+	// without a watcher or before the first load.
+	CheckpointLoaded string `protobuf:"bytes,4,opt,name=checkpoint_loaded,json=checkpointLoaded,proto3" json:"checkpoint_loaded,omitempty"`
+	// The watcher's last failure (a checkpoint the backends refused).
+	CheckpointError string `protobuf:"bytes,5,opt,name=checkpoint_error,json=checkpointError,proto3" json:"checkpoint_error,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ListBackendsResponse) Reset() {
 	*x = ListBackendsResponse{}
-	mi := &file_rolloutmesh_v1_modelgateway_proto_msgTypes[5]
+	mi := &file_rolloutmesh_v1_modelgateway_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -727,7 +834,7 @@ func (x *ListBackendsResponse) String() string {
 func (*ListBackendsResponse) ProtoMessage() {}
 
 func (x *ListBackendsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rolloutmesh_v1_modelgateway_proto_msgTypes[5]
+	mi := &file_rolloutmesh_v1_modelgateway_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -740,7 +847,7 @@ func (x *ListBackendsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBackendsResponse.ProtoReflect.Descriptor instead.
 func (*ListBackendsResponse) Descriptor() ([]byte, []int) {
-	return file_rolloutmesh_v1_modelgateway_proto_rawDescGZIP(), []int{5}
+	return file_rolloutmesh_v1_modelgateway_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ListBackendsResponse) GetBackends() []*Backend {
@@ -764,6 +871,20 @@ func (x *ListBackendsResponse) GetRoutingPolicy() string {
 	return ""
 }
 
+func (x *ListBackendsResponse) GetCheckpointLoaded() string {
+	if x != nil {
+		return x.CheckpointLoaded
+	}
+	return ""
+}
+
+func (x *ListBackendsResponse) GetCheckpointError() string {
+	if x != nil {
+		return x.CheckpointError
+	}
+	return ""
+}
+
 // UpdateWeightsRequest moves the backends to new weights.
 type UpdateWeightsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -782,7 +903,7 @@ type UpdateWeightsRequest struct {
 
 func (x *UpdateWeightsRequest) Reset() {
 	*x = UpdateWeightsRequest{}
-	mi := &file_rolloutmesh_v1_modelgateway_proto_msgTypes[6]
+	mi := &file_rolloutmesh_v1_modelgateway_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -794,7 +915,7 @@ func (x *UpdateWeightsRequest) String() string {
 func (*UpdateWeightsRequest) ProtoMessage() {}
 
 func (x *UpdateWeightsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rolloutmesh_v1_modelgateway_proto_msgTypes[6]
+	mi := &file_rolloutmesh_v1_modelgateway_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -807,7 +928,7 @@ func (x *UpdateWeightsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateWeightsRequest.ProtoReflect.Descriptor instead.
 func (*UpdateWeightsRequest) Descriptor() ([]byte, []int) {
-	return file_rolloutmesh_v1_modelgateway_proto_rawDescGZIP(), []int{6}
+	return file_rolloutmesh_v1_modelgateway_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *UpdateWeightsRequest) GetVersion() int64 {
@@ -855,7 +976,7 @@ type BackendUpdate struct {
 
 func (x *BackendUpdate) Reset() {
 	*x = BackendUpdate{}
-	mi := &file_rolloutmesh_v1_modelgateway_proto_msgTypes[7]
+	mi := &file_rolloutmesh_v1_modelgateway_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -867,7 +988,7 @@ func (x *BackendUpdate) String() string {
 func (*BackendUpdate) ProtoMessage() {}
 
 func (x *BackendUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_rolloutmesh_v1_modelgateway_proto_msgTypes[7]
+	mi := &file_rolloutmesh_v1_modelgateway_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -880,7 +1001,7 @@ func (x *BackendUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackendUpdate.ProtoReflect.Descriptor instead.
 func (*BackendUpdate) Descriptor() ([]byte, []int) {
-	return file_rolloutmesh_v1_modelgateway_proto_rawDescGZIP(), []int{7}
+	return file_rolloutmesh_v1_modelgateway_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *BackendUpdate) GetBackend() string {
@@ -928,7 +1049,7 @@ type UpdateWeightsResponse struct {
 
 func (x *UpdateWeightsResponse) Reset() {
 	*x = UpdateWeightsResponse{}
-	mi := &file_rolloutmesh_v1_modelgateway_proto_msgTypes[8]
+	mi := &file_rolloutmesh_v1_modelgateway_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -940,7 +1061,7 @@ func (x *UpdateWeightsResponse) String() string {
 func (*UpdateWeightsResponse) ProtoMessage() {}
 
 func (x *UpdateWeightsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rolloutmesh_v1_modelgateway_proto_msgTypes[8]
+	mi := &file_rolloutmesh_v1_modelgateway_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -953,7 +1074,7 @@ func (x *UpdateWeightsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateWeightsResponse.ProtoReflect.Descriptor instead.
 func (*UpdateWeightsResponse) Descriptor() ([]byte, []int) {
-	return file_rolloutmesh_v1_modelgateway_proto_rawDescGZIP(), []int{8}
+	return file_rolloutmesh_v1_modelgateway_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *UpdateWeightsResponse) GetVersion() int64 {
@@ -1023,7 +1144,7 @@ const file_rolloutmesh_v1_modelgateway_proto_rawDesc = "" +
 	"\x13time_to_first_token\x18\n" +
 	" \x01(\v2\x19.google.protobuf.DurationR\x10timeToFirstToken\x12\x1a\n" +
 	"\battempts\x18\v \x01(\x05R\battempts\"\x15\n" +
-	"\x13ListBackendsRequest\"\x81\x04\n" +
+	"\x13ListBackendsRequest\"\xb4\x04\n" +
 	"\aBackend\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bbase_url\x18\x02 \x01(\tR\abaseUrl\x12\x12\n" +
@@ -1044,11 +1165,21 @@ const file_rolloutmesh_v1_modelgateway_proto_rawDesc = "" +
 	"\n" +
 	"last_error\x18\x0f \x01(\tR\tlastError\x12\x1f\n" +
 	"\vpinned_keys\x18\x10 \x01(\x05R\n" +
-	"pinnedKeys\"\x97\x01\n" +
+	"pinnedKeys\x121\n" +
+	"\areplica\x18\x11 \x01(\v2\x17.rolloutmesh.v1.ReplicaR\areplica\"\x94\x01\n" +
+	"\aReplica\x12\x14\n" +
+	"\x05state\x18\x01 \x01(\tR\x05state\x12\x16\n" +
+	"\x06detail\x18\x02 \x01(\tR\x06detail\x12\x10\n" +
+	"\x03pid\x18\x03 \x01(\x05R\x03pid\x12\x12\n" +
+	"\x04port\x18\x04 \x01(\x05R\x04port\x12\x1a\n" +
+	"\brestarts\x18\x05 \x01(\x05R\brestarts\x12\x19\n" +
+	"\blog_file\x18\x06 \x01(\tR\alogFile\"\xef\x01\n" +
 	"\x14ListBackendsResponse\x123\n" +
 	"\bbackends\x18\x01 \x03(\v2\x17.rolloutmesh.v1.BackendR\bbackends\x12#\n" +
 	"\rmodel_version\x18\x02 \x01(\x03R\fmodelVersion\x12%\n" +
-	"\x0erouting_policy\x18\x03 \x01(\tR\rroutingPolicy\"\xac\x01\n" +
+	"\x0erouting_policy\x18\x03 \x01(\tR\rroutingPolicy\x12+\n" +
+	"\x11checkpoint_loaded\x18\x04 \x01(\tR\x10checkpointLoaded\x12)\n" +
+	"\x10checkpoint_error\x18\x05 \x01(\tR\x0fcheckpointError\"\xac\x01\n" +
 	"\x14UpdateWeightsRequest\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x03R\aversion\x12\x16\n" +
 	"\x06source\x18\x02 \x01(\tR\x06source\x12:\n" +
@@ -1092,7 +1223,7 @@ func file_rolloutmesh_v1_modelgateway_proto_rawDescGZIP() []byte {
 }
 
 var file_rolloutmesh_v1_modelgateway_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_rolloutmesh_v1_modelgateway_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_rolloutmesh_v1_modelgateway_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_rolloutmesh_v1_modelgateway_proto_goTypes = []any{
 	(BreakerState)(0),             // 0: rolloutmesh.v1.BreakerState
 	(UpdateStrategy)(0),           // 1: rolloutmesh.v1.UpdateStrategy
@@ -1101,46 +1232,48 @@ var file_rolloutmesh_v1_modelgateway_proto_goTypes = []any{
 	(*ChatResponse)(nil),          // 4: rolloutmesh.v1.ChatResponse
 	(*ListBackendsRequest)(nil),   // 5: rolloutmesh.v1.ListBackendsRequest
 	(*Backend)(nil),               // 6: rolloutmesh.v1.Backend
-	(*ListBackendsResponse)(nil),  // 7: rolloutmesh.v1.ListBackendsResponse
-	(*UpdateWeightsRequest)(nil),  // 8: rolloutmesh.v1.UpdateWeightsRequest
-	(*BackendUpdate)(nil),         // 9: rolloutmesh.v1.BackendUpdate
-	(*UpdateWeightsResponse)(nil), // 10: rolloutmesh.v1.UpdateWeightsResponse
-	(*ChatMessage)(nil),           // 11: rolloutmesh.v1.ChatMessage
-	(*Tool)(nil),                  // 12: rolloutmesh.v1.Tool
-	(*SamplingParams)(nil),        // 13: rolloutmesh.v1.SamplingParams
-	(*TokenLogprob)(nil),          // 14: rolloutmesh.v1.TokenLogprob
-	(*Usage)(nil),                 // 15: rolloutmesh.v1.Usage
-	(*durationpb.Duration)(nil),   // 16: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 17: google.protobuf.Timestamp
+	(*Replica)(nil),               // 7: rolloutmesh.v1.Replica
+	(*ListBackendsResponse)(nil),  // 8: rolloutmesh.v1.ListBackendsResponse
+	(*UpdateWeightsRequest)(nil),  // 9: rolloutmesh.v1.UpdateWeightsRequest
+	(*BackendUpdate)(nil),         // 10: rolloutmesh.v1.BackendUpdate
+	(*UpdateWeightsResponse)(nil), // 11: rolloutmesh.v1.UpdateWeightsResponse
+	(*ChatMessage)(nil),           // 12: rolloutmesh.v1.ChatMessage
+	(*Tool)(nil),                  // 13: rolloutmesh.v1.Tool
+	(*SamplingParams)(nil),        // 14: rolloutmesh.v1.SamplingParams
+	(*TokenLogprob)(nil),          // 15: rolloutmesh.v1.TokenLogprob
+	(*Usage)(nil),                 // 16: rolloutmesh.v1.Usage
+	(*durationpb.Duration)(nil),   // 17: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 18: google.protobuf.Timestamp
 }
 var file_rolloutmesh_v1_modelgateway_proto_depIdxs = []int32{
-	11, // 0: rolloutmesh.v1.ChatRequest.messages:type_name -> rolloutmesh.v1.ChatMessage
-	12, // 1: rolloutmesh.v1.ChatRequest.tools:type_name -> rolloutmesh.v1.Tool
-	13, // 2: rolloutmesh.v1.ChatRequest.sampling:type_name -> rolloutmesh.v1.SamplingParams
-	11, // 3: rolloutmesh.v1.ChatChoice.message:type_name -> rolloutmesh.v1.ChatMessage
-	14, // 4: rolloutmesh.v1.ChatChoice.logprobs:type_name -> rolloutmesh.v1.TokenLogprob
+	12, // 0: rolloutmesh.v1.ChatRequest.messages:type_name -> rolloutmesh.v1.ChatMessage
+	13, // 1: rolloutmesh.v1.ChatRequest.tools:type_name -> rolloutmesh.v1.Tool
+	14, // 2: rolloutmesh.v1.ChatRequest.sampling:type_name -> rolloutmesh.v1.SamplingParams
+	12, // 3: rolloutmesh.v1.ChatChoice.message:type_name -> rolloutmesh.v1.ChatMessage
+	15, // 4: rolloutmesh.v1.ChatChoice.logprobs:type_name -> rolloutmesh.v1.TokenLogprob
 	3,  // 5: rolloutmesh.v1.ChatResponse.choices:type_name -> rolloutmesh.v1.ChatChoice
-	15, // 6: rolloutmesh.v1.ChatResponse.usage:type_name -> rolloutmesh.v1.Usage
-	16, // 7: rolloutmesh.v1.ChatResponse.latency:type_name -> google.protobuf.Duration
-	16, // 8: rolloutmesh.v1.ChatResponse.time_to_first_token:type_name -> google.protobuf.Duration
+	16, // 6: rolloutmesh.v1.ChatResponse.usage:type_name -> rolloutmesh.v1.Usage
+	17, // 7: rolloutmesh.v1.ChatResponse.latency:type_name -> google.protobuf.Duration
+	17, // 8: rolloutmesh.v1.ChatResponse.time_to_first_token:type_name -> google.protobuf.Duration
 	0,  // 9: rolloutmesh.v1.Backend.breaker:type_name -> rolloutmesh.v1.BreakerState
-	16, // 10: rolloutmesh.v1.Backend.latency_p50:type_name -> google.protobuf.Duration
-	6,  // 11: rolloutmesh.v1.ListBackendsResponse.backends:type_name -> rolloutmesh.v1.Backend
-	1,  // 12: rolloutmesh.v1.UpdateWeightsRequest.strategy:type_name -> rolloutmesh.v1.UpdateStrategy
-	16, // 13: rolloutmesh.v1.BackendUpdate.duration:type_name -> google.protobuf.Duration
-	9,  // 14: rolloutmesh.v1.UpdateWeightsResponse.backends:type_name -> rolloutmesh.v1.BackendUpdate
-	17, // 15: rolloutmesh.v1.UpdateWeightsResponse.update_time:type_name -> google.protobuf.Timestamp
-	2,  // 16: rolloutmesh.v1.ModelGateway.Chat:input_type -> rolloutmesh.v1.ChatRequest
-	5,  // 17: rolloutmesh.v1.ModelGateway.ListBackends:input_type -> rolloutmesh.v1.ListBackendsRequest
-	8,  // 18: rolloutmesh.v1.ModelGateway.UpdateWeights:input_type -> rolloutmesh.v1.UpdateWeightsRequest
-	4,  // 19: rolloutmesh.v1.ModelGateway.Chat:output_type -> rolloutmesh.v1.ChatResponse
-	7,  // 20: rolloutmesh.v1.ModelGateway.ListBackends:output_type -> rolloutmesh.v1.ListBackendsResponse
-	10, // 21: rolloutmesh.v1.ModelGateway.UpdateWeights:output_type -> rolloutmesh.v1.UpdateWeightsResponse
-	19, // [19:22] is the sub-list for method output_type
-	16, // [16:19] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	17, // 10: rolloutmesh.v1.Backend.latency_p50:type_name -> google.protobuf.Duration
+	7,  // 11: rolloutmesh.v1.Backend.replica:type_name -> rolloutmesh.v1.Replica
+	6,  // 12: rolloutmesh.v1.ListBackendsResponse.backends:type_name -> rolloutmesh.v1.Backend
+	1,  // 13: rolloutmesh.v1.UpdateWeightsRequest.strategy:type_name -> rolloutmesh.v1.UpdateStrategy
+	17, // 14: rolloutmesh.v1.BackendUpdate.duration:type_name -> google.protobuf.Duration
+	10, // 15: rolloutmesh.v1.UpdateWeightsResponse.backends:type_name -> rolloutmesh.v1.BackendUpdate
+	18, // 16: rolloutmesh.v1.UpdateWeightsResponse.update_time:type_name -> google.protobuf.Timestamp
+	2,  // 17: rolloutmesh.v1.ModelGateway.Chat:input_type -> rolloutmesh.v1.ChatRequest
+	5,  // 18: rolloutmesh.v1.ModelGateway.ListBackends:input_type -> rolloutmesh.v1.ListBackendsRequest
+	9,  // 19: rolloutmesh.v1.ModelGateway.UpdateWeights:input_type -> rolloutmesh.v1.UpdateWeightsRequest
+	4,  // 20: rolloutmesh.v1.ModelGateway.Chat:output_type -> rolloutmesh.v1.ChatResponse
+	8,  // 21: rolloutmesh.v1.ModelGateway.ListBackends:output_type -> rolloutmesh.v1.ListBackendsResponse
+	11, // 22: rolloutmesh.v1.ModelGateway.UpdateWeights:output_type -> rolloutmesh.v1.UpdateWeightsResponse
+	20, // [20:23] is the sub-list for method output_type
+	17, // [17:20] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_rolloutmesh_v1_modelgateway_proto_init() }
@@ -1155,7 +1288,7 @@ func file_rolloutmesh_v1_modelgateway_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rolloutmesh_v1_modelgateway_proto_rawDesc), len(file_rolloutmesh_v1_modelgateway_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
