@@ -42,6 +42,11 @@ for name in vmmanager coordinator runner modelgateway storage; do
 	# under pipefail, fail a check that matched.
 	metrics=$(curl -fsS "localhost:${http[$name]}/metrics")
 	grep -q '^grpc_server_started_total' <<<"$metrics" || { echo "FAIL $name: /metrics lacks gRPC server metrics"; fail=1; }
+	if [ "$name" = storage ]; then
+		# storage serves the trajectory viewer on its HTTP address.
+		page=$(curl -fsS "localhost:${http[$name]}/ui/")
+		grep -q 'Rollouts' <<<"$page" || { echo "FAIL storage: /ui/ is not the viewer"; fail=1; }
+	fi
 	start=$SECONDS
 	kill -TERM $pid
 	if wait $pid; then

@@ -42,6 +42,13 @@ type ServeConfig struct {
 	ExtraServices []Service
 }
 
+// HTTPService is implemented by services that serve more than /metrics and
+// /healthz on their HTTP address (storage's trajectory viewer under /ui/).
+// The handler gets every other path and checks the bearer token itself.
+type HTTPService interface {
+	HTTPHandler() http.Handler
+}
+
 // Serve runs svc until ctx is cancelled or a listener fails, then drains:
 //  1. health goes NOT_SERVING, so load balancers and probes stop sending work;
 //  2. the service drains its own work (Drainer), within the drain timeout;
@@ -94,19 +101,24 @@ func Serve(ctx context.Context, cfg ServeConfig, svc Service) error {
 	}()
 	var hs *http.Server
 	if cfg.HTTPListener != nil {
-		hs = &http.Server{
-			Handler: adminhttp.Handler(cfg.Registry, func() error {
-				resp, err := srv.Health.Check(context.Background(), &healthpb.HealthCheckRequest{})
-				if err != nil {
-					return err
-				}
-				if resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
-					return errors.New(resp.GetStatus().String())
-				}
-				return nil
-			}),
-			ReadHeaderTimeout: 10 * time.Second,
+		var handler http.Handler = adminhttp.Handler(cfg.Registry, func() error {
+			resp, err := srv.Health.Check(context.Background(), &healthpb.HealthCheckRequest{})
+			if err != nil {
+				return err
+			}
+			if resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+				return errors.New(resp.GetStatus().String())
+			}
+			return nil
+		})
+		if h, ok := svc.(HTTPService); ok {
+			mux := http.NewServeMux()
+			mux.Handle("/metrics", handler)
+			mux.Handle("/healthz", handler)
+			mux.Handle("/", h.HTTPHandler())
+			handler = mux
 		}
+		hs = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 		go func() {
 			if err := hs.Serve(cfg.HTTPListener); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				errc <- fmt.Errorf("serve http: %w", err)

@@ -261,6 +261,8 @@ func (m *Mesh) serve(ctx context.Context, o Options, name string, build func(con
 		Registry: daemon.NewRegistry(),
 		DataDir:  filepath.Join(o.DataDir, name),
 		GRPCAddr: gl.Addr().String(),
+		// Services with another front (storage's viewer) require it there.
+		AuthToken: o.AuthToken,
 	}
 	if err := mkdir(env.DataDir); err != nil {
 		gl.Close()
