@@ -12,6 +12,7 @@ import (
 	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/provider/docker"
 	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/provider/kubernetes"
 	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/provider/process"
+	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/provider/qemu"
 	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/provider/static"
 	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/provider/virtualbox"
 	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/provider/vmware"
@@ -65,6 +66,15 @@ func buildProvider(ctx context.Context, key string, spec PoolSpec, env providerE
 			return nil, fmt.Errorf("config: %s.kubernetes: %v", key, err)
 		}
 		return p, nil
+	case config.ProviderQEMU:
+		p, err := qemu.New(qemu.Options{
+			Config: *spec.QEMU, Snapshot: spec.SnapshotName, CPUs: spec.CPUs, MemoryMB: spec.MemoryMB,
+			ScreenWidth: spec.ScreenWidth, ScreenHeight: spec.ScreenHeight, Dir: env.dir, Logger: log,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("config: %s.qemu: %v", key, err)
+		}
+		return p, nil
 	case config.ProviderStatic:
 		return static.New(*spec.Static), nil
 	case config.ProviderVMware:
@@ -78,12 +88,12 @@ func buildProvider(ctx context.Context, key string, spec PoolSpec, env providerE
 // envSupported lists the EnvConfig overrides a provider kind applies at
 // AcquireLease, for ListPools, so that the coordinator refuses a rollout
 // asking for one the pool would refuse on every lease. It follows the
-// providers' Prepare: vmware and virtualbox revert to another snapshot and
-// refuse the rest; the other kinds are not Preparers, so their pools refuse
-// every override.
+// providers' Prepare: vmware and virtualbox revert to another snapshot, qemu
+// restores another internal snapshot, and they refuse the rest; the other
+// kinds are not Preparers, so their pools refuse every override.
 func envSupported(kind string) []string {
 	switch kind {
-	case config.ProviderVMware, config.ProviderVirtualBox:
+	case config.ProviderVMware, config.ProviderVirtualBox, config.ProviderQEMU:
 		return []string{pool.EnvSnapshot}
 	}
 	return nil

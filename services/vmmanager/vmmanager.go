@@ -43,6 +43,8 @@ type (
 	VMwareSpec = config.VMware
 	// VirtualBoxSpec configures the virtualbox provider.
 	VirtualBoxSpec = config.VirtualBox
+	// QEMUSpec configures the qemu provider.
+	QEMUSpec = config.QEMU
 	// Duration is a duration in YAML ("30s").
 	Duration = config.Duration
 )
@@ -210,6 +212,8 @@ func guestToken(spec PoolSpec) string {
 		return spec.Static.GuestToken
 	case spec.Kubernetes != nil:
 		return spec.Kubernetes.GuestToken
+	case spec.QEMU != nil:
+		return spec.QEMU.GuestToken
 	}
 	return ""
 }
