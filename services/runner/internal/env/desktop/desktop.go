@@ -360,8 +360,10 @@ func (e *Env) StartRecording(ctx context.Context) error { return e.g.StartRecord
 // EndRecording stops it and returns the MP4.
 func (e *Env) EndRecording(ctx context.Context) ([]byte, error) { return e.g.EndRecording(ctx) }
 
-// Close releases nothing: the guest belongs to its lease.
+// Close drops the episode's connections to the guest (the guest itself
+// belongs to its lease) and its scratch directory.
 func (e *Env) Close(context.Context) error {
+	e.g.Close()
 	if e.episodeDir == "" {
 		return nil
 	}
