@@ -37,8 +37,8 @@ type meshFlags struct {
 func (f *meshFlags) register(fs *flag.FlagSet, tokenUsage, taskRootUsage string) {
 	fs.IntVar(&f.numRollouts, "num-rollouts", 5, "parallel episodes (runner slots, N)")
 	fs.IntVar(&f.numVMs, "num-vms", 3, "VM pool size (M), desktop tasks only")
-	fs.StringVar(&f.provider, "provider", "process", "VM provider: process (local desktopd + Xvfb), docker, vmware, virtualbox; also --provider_name")
-	fs.StringVar(&f.pathToVM, "path-to-vm", "", "VM image or .vmx path (docker: image; vmware/virtualbox: the VM)")
+	fs.StringVar(&f.provider, "provider", "process", "VM provider: process (local desktopd + Xvfb), docker, qemu (a qcow2 image, snapshot reset), vmware, virtualbox; also --provider_name")
+	fs.StringVar(&f.pathToVM, "path-to-vm", "", "VM image or .vmx path (docker: image; qemu: qcow2, default .cache/guest/desktop.qcow2; vmware/virtualbox: the VM)")
 	fs.StringVar(&f.snapshot, "snapshot-name", "init_state", "snapshot the VM is reset to")
 	fs.IntVar(&f.screenW, "screen-width", 1280, "guest screen width")
 	fs.IntVar(&f.screenH, "screen-height", 720, "guest screen height")
@@ -185,7 +185,7 @@ func (f *serveFlags) servedName(model string) string {
 	return "model"
 }
 
-var providers = []string{"process", "docker", "vmware", "virtualbox"}
+var providers = []string{"process", "docker", "qemu", "vmware", "virtualbox"}
 
 // runFlags are `rollout run`'s flags: the seeds' run_parallel_rollout.py
 // parameters under their names (both spellings are accepted: --num-rollouts

@@ -29,7 +29,7 @@ func TestRunRefusesBadFlagsFirst(t *testing.T) {
 		{"zero VMs", []string{"--num-vms", "0"}, "--num-vms must be at least 1, not 0"},
 		{"group size", []string{"--group-size", "0"}, "--group-size must be at least 1, not 0"},
 		{"max turns", []string{"--max-turns", "0"}, "--max-turns must be between 1 and 1000, not 0"},
-		{"provider", []string{"--provider", "qemu"}, `--provider "qemu" is not a VM provider`},
+		{"provider", []string{"--provider", "hyperv"}, `--provider "hyperv" is not a VM provider`},
 		{"fail threshold", []string{"--fail-threshold", "2"}, "--fail-threshold must be a fraction between 0 and 1, not 2"},
 		{"episode timeout", []string{"--episode-timeout", "0s"}, "--episode-timeout must be positive"},
 		{"log level", []string{"--log-level", "loud"}, `--log-level "loud" is not a level`},

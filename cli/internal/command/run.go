@@ -374,12 +374,24 @@ func (f *meshFlags) pool() (vmmanager.PoolSpec, error) {
 			image = "rolloutmesh/desktop:dev"
 		}
 		p.Docker = &vmmanager.DockerSpec{Image: image}
+	case "qemu":
+		// The image `make guest-qcow2` builds, with its kernel beside it;
+		// OSWorld's Ubuntu.qcow2 boots from its own bootloader.
+		image := f.pathToVM
+		if image == "" {
+			image = filepath.Join(".cache", "guest", "desktop.qcow2")
+		}
+		if _, err := os.Stat(image); err != nil {
+			return p, usageError{fmt.Errorf("--path-to-vm: qemu image %s: %v (make guest-qcow2 builds .cache/guest/desktop.qcow2)", image, err)}
+		}
+		p.PathToVM = ""
+		p.QEMU = &vmmanager.QEMUSpec{Image: image}
 	case "vmware":
 		p.VMware = &vmmanager.VMwareSpec{}
 	case "virtualbox":
 		p.VirtualBox = &vmmanager.VirtualBoxSpec{}
 	default:
-		return p, usageError{fmt.Errorf("--provider %q: want process, docker, vmware or virtualbox", f.provider)}
+		return p, usageError{fmt.Errorf("--provider %q: want process, docker, qemu, vmware or virtualbox", f.provider)}
 	}
 	return p, nil
 }
