@@ -81,7 +81,7 @@ test: test-deps test-go test-python ## Run every test (installs and starts what 
 .PHONY: test-deps
 test-deps: ## Install the Debian packages, pinned tools and desktop image the tests need
 	scripts/install-deps.sh
-	$(MAKE) --no-print-directory tools guest-image
+	$(MAKE) --no-print-directory tools guest-image guest-qcow2
 
 # The Go tests find PostgreSQL and the S3 server through environment variables
 # that these scripts print; a developer without root gets those tests skipped
@@ -196,7 +196,7 @@ bench-desktopd: ## Screenshot and action latency of desktopd on Xvfb (1280x720, 
 	cd guest/desktopd && $(GO) run ./cmd/benchdesktopd
 
 .PHONY: bench-vmmanager
-bench-vmmanager: ## Lease hand-off latency and VM utilisation vs the bound for N/M = 1, 3, 10
+bench-vmmanager: ## Lease hand-off over gRPC and in-process, VM utilisation vs the bound, reset time of the process, docker and qemu providers
 	cd services/vmmanager && $(GO) run ./cmd/benchvmmanager
 
 .PHONY: bench-gateway
@@ -204,8 +204,9 @@ bench-gateway: ## Gateway added latency vs fakellm direct vs nginx; sticky vs ro
 	cd services/modelgateway && $(GO) run ./cmd/benchgateway
 
 .PHONY: bench-storage
-bench-storage: ## AppendSteps steps/s and MB/s; ListEpisodes/GetStats latency at scale
+bench-storage: ## AppendSteps steps/s against the disk's durable rate; ListEpisodes/GetStats latency at scale; viewer page times
 	cd services/storage && $(GO) run ./cmd/benchstorage
+	cd services/storage && $(GO) run ./cmd/benchviewer
 
 .PHONY: bench-osworld-eval
 bench-osworld-eval: ## OSWorld metric evaluation time (compare_table, pptx, docx, pdfs, images) on files of realistic size
@@ -216,14 +217,22 @@ bench-osworld-setup: guest-image-full ## OSWorld task setup time on the full gue
 	cd services/runner && $(GO) run ./cmd/benchosworldsetup
 
 .PHONY: bench-coordinator
-bench-coordinator: ## Episodes/min through the mesh with 1,024 simulated VMs
+bench-coordinator: ## Episodes/min of the coordinator alone (simulated runners), and of a mesh of math episodes with -mesh
 	cd services/coordinator && $(GO) run ./cmd/benchcoordinator
+
+.PHONY: bench-mesh
+bench-mesh: ## Episodes/min, steps/s, CPU per step per service and VM busy share of the mesh as separate processes, N = 64, 256, 1,024 simulated guests leased through vmmanager
+	cd services/coordinator && $(GO) run ./cmd/benchmesh
 
 ## --- guest image -------------------------------------------------------------
 
 .PHONY: guest-image
 guest-image: ## Build the desktop guest image rolloutmesh/desktop:dev with debootstrap (root; skipped when up to date)
 	deploy/guest/build-desktop-image.sh rolloutmesh/desktop:$(IMAGE_TAG)
+
+.PHONY: guest-qcow2
+guest-qcow2: guest-image ## Build the QEMU desktop guest .cache/guest/desktop.qcow2 (+ .vmlinuz, .initrd) from rolloutmesh/desktop:dev and Debian's kernel (root; skipped when up to date)
+	IMAGE=rolloutmesh/desktop:$(IMAGE_TAG) deploy/guest/build-qcow2.sh
 
 .PHONY: guest-image-full
 guest-image-full: ## Build rolloutmesh/desktop:full: the desktop guest with Chromium, LibreOffice, GIMP, VLC, Thunderbird for OSWorld's tasks (root; VSCODE_DEB=code.deb adds VS Code)

@@ -26,8 +26,11 @@ pkgs=(
 	# PDF text as PyMuPDF extracts it (mutool) and JPEG pixels as PIL
 	# decodes them (djpeg, libjpeg-turbo): the metrics use them when present
 	mupdf-tools libjpeg-turbo-progs
-	# the desktop guest image
-	debootstrap
+	# the desktop guest image, and its QEMU disk image (mkfs.ext4 -d,
+	# qemu-img) booted by the qemu provider under software emulation
+	debootstrap e2fsprogs qemu-system-x86 qemu-utils
+	# instructions per request in the gateway benchmark
+	valgrind
 	# the compose deployment
 	docker-compose
 	ca-certificates curl git make
