@@ -50,6 +50,18 @@ func validateQEMU(k string, p *Pool) error {
 			return bad(qk+"."+key, "%q is not a readable file", f)
 		}
 	}
+	// QEMU runs in the VM's state directory: a path relative to where
+	// vmmanager was started would name another file there.
+	for key, f := range map[string]*string{"image": &q.Image, "kernel": &q.Kernel, "initrd": &q.Initrd} {
+		if *f == "" {
+			continue
+		}
+		abs, err := filepath.Abs(*f)
+		if err != nil {
+			return bad(qk+"."+key, "%v", err)
+		}
+		*f = abs
+	}
 	if q.Binary == "" {
 		q.Binary = "qemu-system-x86_64"
 	}

@@ -127,3 +127,28 @@ func TestQEMUConfigDefaults(t *testing.T) {
 		})
 	}
 }
+
+// A relative image path is made absolute, with the kernel found next to
+// it: QEMU runs in the VM's state directory, where a relative path would
+// name another file (`rollout run --provider qemu` passes
+// .cache/guest/desktop.qcow2).
+func TestQEMUConfigRelativeImage(t *testing.T) {
+	dir := t.TempDir()
+	qcow2File(t, dir, "desktop.qcow2")
+	for _, f := range []string{"desktop.vmlinuz", "desktop.initrd"} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Chdir(dir)
+	pools, err := Parse([]byte("pools:\n  - name: q\n    provider: qemu\n    size: 1\n    path_to_vm: desktop.qcow2\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := pools[0].QEMU
+	for key, got := range map[string]string{"image": q.Image, "kernel": q.Kernel, "initrd": q.Initrd} {
+		if !filepath.IsAbs(got) || !strings.HasPrefix(got, dir) {
+			t.Errorf("%s = %q, want an absolute path under %s", key, got, dir)
+		}
+	}
+}
