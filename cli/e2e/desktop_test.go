@@ -22,12 +22,16 @@
 //
 //	DESKTOP_EPISODES   episodes per task and provider (default 100)
 //	DESKTOP_VMS        VMs per provider, also the parallel episodes (default 8)
-//	DESKTOP_PROVIDERS  comma-separated subset of process,docker (default both)
+//	DESKTOP_PROVIDERS  comma-separated subset of process,docker,qemu (default all three)
 //	DESKTOP_IMAGE      docker guest image (default rolloutmesh/desktop:dev)
+//	DESKTOP_QEMU_IMAGE qemu guest image (default .cache/guest/desktop.qcow2, make guest-qcow2)
+//	DESKTOP_QEMU_EPISODES, DESKTOP_QEMU_VMS  the same for qemu (default 20 and 4:
+//	                   its guests run under software emulation here, ~10x slower)
 //	DESKTOP_KEEP=1     keep the work directory (it is kept on failure anyway)
 //
-// Without Xvfb, openbox, xterm and mousepad (process) or docker and the
-// image (docker) the test skips, and fails when CI is set.
+// Without Xvfb, openbox, xterm and mousepad (process), docker and the image
+// (docker), or qemu and its image (qemu) the test skips, and fails when CI
+// is set.
 
 package e2e
 
@@ -83,7 +87,7 @@ func TestDesktopFreshVMs(t *testing.T) {
 	if image == "" {
 		image = "rolloutmesh/desktop:dev"
 	}
-	providers := []string{"process", "docker"}
+	providers := []string{"process", "docker", "qemu"}
 	if p := os.Getenv("DESKTOP_PROVIDERS"); p != "" {
 		providers = strings.Split(p, ",")
 	}
@@ -147,6 +151,7 @@ func TestDesktopFreshVMs(t *testing.T) {
 	for _, provider := range providers {
 		t.Run(provider, func(t *testing.T) {
 			var extra []string
+			episodes, vms := episodes, vms
 			switch provider {
 			case "process":
 				for _, prog := range []string{"Xvfb", "openbox", "xterm", "mousepad"} {
@@ -162,8 +167,22 @@ func TestDesktopFreshVMs(t *testing.T) {
 					desktopMissing(t, "no image %s (make guest-image): %v: %s", image, err, strings.TrimSpace(string(out)))
 				}
 				extra = []string{"--path-to-vm", image}
+			case "qemu":
+				if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
+					desktopMissing(t, "qemu-system-x86_64 not found (scripts/install-deps.sh): %v", err)
+				}
+				img := os.Getenv("DESKTOP_QEMU_IMAGE")
+				if img == "" {
+					img = filepath.Join(root, ".cache", "guest", "desktop.qcow2")
+				}
+				if _, err := os.Stat(img); err != nil {
+					desktopMissing(t, "no qemu image (make guest-qcow2): %v", err)
+				}
+				extra = []string{"--path-to-vm", img}
+				episodes = envInt(t, "DESKTOP_QEMU_EPISODES", 20)
+				vms = envInt(t, "DESKTOP_QEMU_VMS", 4)
 			default:
-				t.Fatalf("DESKTOP_PROVIDERS: unknown provider %q (want process or docker)", provider)
+				t.Fatalf("DESKTOP_PROVIDERS: unknown provider %q (want process, docker or qemu)", provider)
 			}
 			runDesktop(t, filepath.Join(bin, "rollout"), filepath.Join(work, provider), data, policyFile, provider, extra, episodes, vms)
 		})
