@@ -178,7 +178,7 @@ e2e-osworld: guest-image-full ## One OSWorld-format task per domain end to end o
 	$(GO) test -tags osworld -count=1 -timeout 20m -v -run TestOSWorldFull ./cli/e2e/...
 
 .PHONY: e2e-desktop
-e2e-desktop: guest-image ## 100 fresh-VM episodes each of the xterm and Mousepad typing tasks on process and docker VMs; every one must succeed
+e2e-desktop: guest-image guest-qcow2 ## Fresh-VM episodes of the xterm and Mousepad typing tasks: 100 each on process and docker VMs, 20 on qemu VMs; every one must succeed
 	$(GO) test -tags desktop -count=1 -timeout 30m -v -run TestDesktopFreshVMs ./cli/e2e/...
 
 .PHONY: down
