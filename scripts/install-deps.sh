@@ -5,6 +5,9 @@ set -euo pipefail
 pkgs=(
 	# a real X display for desktopd and the process VM provider
 	xvfb openbox xterm x11-utils wmctrl xdotool dbus dbus-x11 at-spi2-core mousepad fonts-dejavu-core
+	# GTK dialogs for the accessibility tests; gsettings and dconf for the
+	# wallpaper desktopd reads as OSWorld's server does
+	zenity libglib2.0-bin dconf-gsettings-backend dconf-service gsettings-desktop-schemas
 	# screen recording and its check
 	ffmpeg
 	# PostgreSQL for the storage and coordinator index tests
