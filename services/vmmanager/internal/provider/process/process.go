@@ -38,6 +38,7 @@ import (
 	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/config"
 	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/guest"
 	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/pool"
+	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/procinfo"
 )
 
 var _ pool.Provider = (*Provider)(nil)
@@ -294,14 +295,14 @@ func (p *Provider) boot(ctx context.Context, id string, inst pool.Instance) (poo
 	alive := func() error {
 		select {
 		case <-c.done:
-			return fmt.Errorf("desktopd exited: %s (log: %s)", cmd.ProcessState, tail(logPath))
+			return fmt.Errorf("desktopd exited: %s (log: %s)", cmd.ProcessState, procinfo.Tail(logPath))
 		default:
 			return nil
 		}
 	}
 	if err := p.guest.WaitReady(ctx, inst.Endpoint, "/healthz", p.o.Config.GuestToken, alive); err != nil {
 		p.stop(inst)
-		return inst, fmt.Errorf("%v (log: %s)", err, tail(logPath))
+		return inst, fmt.Errorf("%v (log: %s)", err, procinfo.Tail(logPath))
 	}
 	return inst, nil
 }
@@ -365,20 +366,6 @@ func (p *Provider) vmHomeOf(pid int) string {
 	return ""
 }
 
-// tail returns the end of a log file for error messages.
-func tail(path string) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	if st, err := f.Stat(); err == nil && st.Size() > 400 {
-		f.Seek(-400, io.SeekEnd)
-	}
-	b, _ := io.ReadAll(io.LimitReader(f, 400))
-	return strings.TrimSpace(string(b))
-}
-
 // stop ends desktopd: SIGTERM to its group so it can stop its Xvfb, then
 // SIGKILL; a leftover Xvfb of the VM's display is killed too.
 func (p *Provider) stop(inst pool.Instance) {
@@ -396,7 +383,7 @@ func (p *Provider) stop(inst pool.Instance) {
 					return false
 				}
 			}
-			return !processAlive(pid)
+			return !procinfo.Alive(pid)
 		}
 		if !dead() {
 			syscall.Kill(-pid, syscall.SIGTERM)
@@ -460,7 +447,7 @@ func markedPids(marker string) []int {
 			continue
 		}
 		for _, kv := range bytes.Split(env, []byte{0}) {
-			if string(kv) == marker && processAlive(pid) {
+			if string(kv) == marker && procinfo.Alive(pid) {
 				pids = append(pids, pid)
 				break
 			}
@@ -475,9 +462,9 @@ func killDisplayServer(d string) {
 	lock := "/tmp/.X" + d + "-lock"
 	if b, err := os.ReadFile(lock); err == nil {
 		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 {
-			if cmdline(pid) != "" && strings.Contains(cmdline(pid), "X") {
+			if procinfo.Cmdline(pid) != "" && strings.Contains(procinfo.Cmdline(pid), "X") {
 				syscall.Kill(pid, syscall.SIGKILL)
-				for i := 0; i < 100 && processAlive(pid); i++ {
+				for i := 0; i < 100 && procinfo.Alive(pid); i++ {
 					time.Sleep(10 * time.Millisecond)
 				}
 			}
@@ -485,29 +472,6 @@ func killDisplayServer(d string) {
 	}
 	os.Remove(lock)
 	os.Remove("/tmp/.X11-unix/X" + d)
-}
-
-// processAlive reports whether pid exists and is not a zombie.
-func processAlive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	// The state follows the parenthesised command name.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 || i+2 >= len(s) {
-		return false
-	}
-	return s[i+2] != 'Z' && s[i+2] != 'X'
-}
-
-func cmdline(pid int) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil {
-		return ""
-	}
-	return strings.ReplaceAll(string(b), "\x00", " ")
 }
 
 // Reset stops desktopd, gives the VM a fresh home and starts it again on
@@ -545,7 +509,7 @@ func (p *Provider) Destroy(ctx context.Context, id string, inst pool.Instance) e
 // Check wants the process alive and /healthz answering.
 func (p *Provider) Check(ctx context.Context, inst pool.Instance) error {
 	pid, _ := strconv.Atoi(inst.Data["pid"])
-	if pid <= 0 || !processAlive(pid) {
+	if pid <= 0 || !procinfo.Alive(pid) {
 		return fmt.Errorf("desktopd pid %d is gone", pid)
 	}
 	return p.guest.Probe(ctx, inst.Endpoint, "/healthz", p.o.Config.GuestToken)
@@ -555,7 +519,7 @@ func (p *Provider) Check(ctx context.Context, inst pool.Instance) error {
 // still run desktopd with this VM's home (pids get reused) and answer.
 func (p *Provider) Adopt(ctx context.Context, id string, inst pool.Instance) error {
 	pid, _ := strconv.Atoi(inst.Data["pid"])
-	if pid <= 0 || !processAlive(pid) {
+	if pid <= 0 || !procinfo.Alive(pid) {
 		return fmt.Errorf("desktopd pid %d is gone", pid)
 	}
 	if p.vmHomeOf(pid) != p.home(id) {
@@ -602,7 +566,7 @@ func (p *Provider) Sweep(ctx context.Context, known map[string]bool) error {
 				display = strings.TrimPrefix(args[i+1], ":")
 			}
 		}
-		if id == "" || known[id] || !processAlive(pid) {
+		if id == "" || known[id] || !procinfo.Alive(pid) {
 			continue
 		}
 		p.o.Logger.Warn("stray desktopd destroyed", zap.String("vm_id", id), zap.Int("pid", pid))

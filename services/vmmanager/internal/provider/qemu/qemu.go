@@ -51,6 +51,7 @@ import (
 	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/config"
 	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/guest"
 	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/pool"
+	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/procinfo"
 )
 
 var (
@@ -279,7 +280,7 @@ func (p *Provider) Create(ctx context.Context, id string) (pool.Instance, error)
 		}
 	}
 	if err := p.guest.WaitReady(ctx, inst.Endpoint, p.o.Config.HealthPath, p.o.Config.GuestToken, alive); err != nil {
-		return fail(fmt.Errorf("boot: %v (console: %s)", err, tail(filepath.Join(dir, "console.log"))))
+		return fail(fmt.Errorf("boot: %v (console: %s)", err, procinfo.Tail(filepath.Join(dir, "console.log"))))
 	}
 	booted := p.clk.Now()
 	if _, err := p.hmp(ctx, inst, "savevm "+p.o.Snapshot); err != nil {
@@ -655,7 +656,7 @@ func (p *Provider) stop(inst pool.Instance) {
 				return false
 			}
 		}
-		return !processAlive(pid) || !p.isOurQEMU(pid, inst.Data[dataOverlay])
+		return !procinfo.Alive(pid) || !p.isOurQEMU(pid, inst.Data[dataOverlay])
 	}
 	if !dead() {
 		qctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -693,7 +694,7 @@ func (p *Provider) alive(inst pool.Instance) error {
 			return nil
 		}
 	}
-	if !processAlive(pid) {
+	if !procinfo.Alive(pid) {
 		return fmt.Errorf("qemu pid %d is gone", pid)
 	}
 	return nil
@@ -712,7 +713,7 @@ func (p *Provider) Check(ctx context.Context, inst pool.Instance) error {
 // running and the guest must answer.
 func (p *Provider) Adopt(ctx context.Context, id string, inst pool.Instance) error {
 	pid, _ := strconv.Atoi(inst.Data[dataPID])
-	if pid <= 0 || !processAlive(pid) {
+	if pid <= 0 || !procinfo.Alive(pid) {
 		return fmt.Errorf("qemu pid %d is gone", pid)
 	}
 	if inst.Data[dataOverlay] != filepath.Join(p.vmDir(id), "overlay.qcow2") || !p.isOurQEMU(pid, inst.Data[dataOverlay]) {
@@ -762,7 +763,7 @@ func (p *Provider) isOurQEMU(pid int, overlay string) bool {
 	if overlay == "" {
 		return false
 	}
-	return strings.Contains(cmdline(pid), "file="+overlay+",")
+	return strings.Contains(procinfo.Cmdline(pid), "file="+overlay+",")
 }
 
 // Sweep kills QEMU processes running an overlay under this state directory
@@ -781,14 +782,14 @@ func (p *Provider) Sweep(ctx context.Context, known map[string]bool) error {
 		if err != nil {
 			continue
 		}
-		cl := cmdline(pid)
+		cl := procinfo.Cmdline(pid)
 		i := strings.Index(cl, prefix)
 		if i < 0 || !strings.Contains(cl, "qemu") {
 			continue
 		}
 		rest := cl[i+len(prefix):]
 		id, _, _ := strings.Cut(rest, string(filepath.Separator))
-		if id == "" || known[id] || !processAlive(pid) {
+		if id == "" || known[id] || !procinfo.Alive(pid) {
 			continue
 		}
 		p.o.Logger.Warn("stray qemu destroyed", zap.String("vm_id", id), zap.Int("pid", pid))
@@ -875,40 +876,4 @@ func (p *Provider) qmpRun(ctx context.Context, sock string, cmd qmp.Command) ([]
 	}
 }
 
-func (p *Provider) logTail(dir string) string { return tail(filepath.Join(dir, "qemu.log")) }
-
-// tail returns the end of a log file for error messages.
-func tail(path string) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	if st, err := f.Stat(); err == nil && st.Size() > 400 {
-		f.Seek(-400, io.SeekEnd)
-	}
-	b, _ := io.ReadAll(io.LimitReader(f, 400))
-	return strings.TrimSpace(string(b))
-}
-
-// processAlive reports whether pid exists and is not a zombie.
-func processAlive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 || i+2 >= len(s) {
-		return false
-	}
-	return s[i+2] != 'Z' && s[i+2] != 'X'
-}
-
-func cmdline(pid int) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil {
-		return ""
-	}
-	return strings.ReplaceAll(string(b), "\x00", " ")
-}
+func (p *Provider) logTail(dir string) string { return procinfo.Tail(filepath.Join(dir, "qemu.log")) }

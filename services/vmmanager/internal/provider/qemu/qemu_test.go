@@ -18,6 +18,7 @@ import (
 	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/clock"
 	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/config"
 	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/pool"
+	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/procinfo"
 )
 
 func TestParseSnapshots(t *testing.T) {
@@ -146,7 +147,7 @@ func TestSweepKillsStrays(t *testing.T) {
 	if _, err := os.Stat(p.vmDir("vm-stray")); !os.IsNotExist(err) {
 		t.Errorf("stray dir still there: %v", err)
 	}
-	if !processAlive(kept.Process.Pid) {
+	if !procinfo.Alive(kept.Process.Pid) {
 		t.Error("known vm's process was killed")
 	}
 	if _, err := os.Stat(p.vmDir("vm-kept")); err != nil {

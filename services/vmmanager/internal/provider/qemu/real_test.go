@@ -22,6 +22,7 @@ import (
 	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/config"
 	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/guest"
 	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/pool"
+	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/procinfo"
 	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/store"
 )
 
@@ -163,7 +164,7 @@ func TestResetRevertsDiskAndClock(t *testing.T) {
 	if _, err := execute(t, inst.Endpoint, "true"); err == nil || !strings.Contains(err.Error(), "status 401") {
 		t.Errorf("guest answered a request without its token: %v", err)
 	}
-	if strings.Contains(cmdline(mustAtoi(t, inst.Ref)), token) {
+	if strings.Contains(procinfo.Cmdline(mustAtoi(t, inst.Ref)), token) {
 		t.Error("the token is on QEMU's command line")
 	}
 
@@ -303,7 +304,7 @@ func TestCorruptOverlayReplaced(t *testing.T) {
 			t.Errorf("corrupted vm %s still in the pool: %+v", v.ID, v)
 		}
 	}
-	if pid, _ := strconv.Atoi(first.Ref); pid > 0 && processAlive(pid) && strings.Contains(cmdline(pid), overlay) {
+	if pid, _ := strconv.Atoi(first.Ref); pid > 0 && procinfo.Alive(pid) && strings.Contains(procinfo.Cmdline(pid), overlay) {
 		t.Errorf("qemu %d of the corrupted vm still runs", pid)
 	}
 	if _, err := os.Stat(prov.vmDir(first.ID)); !os.IsNotExist(err) {
@@ -410,7 +411,7 @@ func TestKill9Adoption(t *testing.T) {
 	cmd.Process.Signal(syscall.SIGKILL)
 	<-childDone
 	pid, _ := strconv.Atoi(rec.Ref)
-	if pid <= 0 || !processAlive(pid) {
+	if pid <= 0 || !procinfo.Alive(pid) {
 		t.Fatalf("qemu pid %q did not survive the kill -9", rec.Ref)
 	}
 	// Make sure QEMU dies even if the test fails before Close.
@@ -443,10 +444,10 @@ func TestKill9Adoption(t *testing.T) {
 	if err := p.Close(context.Background(), false); err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i < 100 && processAlive(pid); i++ {
+	for i := 0; i < 100 && procinfo.Alive(pid); i++ {
 		time.Sleep(50 * time.Millisecond)
 	}
-	if processAlive(pid) {
+	if procinfo.Alive(pid) {
 		t.Errorf("qemu %d still runs after Close", pid)
 	}
 	if _, err := os.Stat(filepath.Join(dataDir, "vms", rec.VMID)); !os.IsNotExist(err) {
