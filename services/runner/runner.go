@@ -35,6 +35,7 @@ import (
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/env/py"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/env/rag"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/episode"
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/dlcache"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/taskfile"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/work"
@@ -64,6 +65,11 @@ type Config struct {
 	// Offline fails OSWorld downloads that are not in the download cache
 	// (<cache-dir>/downloads) instead of fetching them.
 	Offline bool
+	// GoogleSettings is a folder of OSWorld's Google settings files
+	// (googledrive/settings.yml and the credentials it names,
+	// google/settings.json); empty refuses the tasks that need a Google
+	// account.
+	GoogleSettings string
 	// ClientPassword fills {CLIENT_PASSWORD} when a lease carries none.
 	ClientPassword string
 	PyTimeout      time.Duration
@@ -92,6 +98,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.HistoryImages, "history-images", 3, "default number of recent screenshots sent as images")
 	fs.StringVar(&c.CacheDir, "cache-dir", "", "host cache of OSWorld task files, and in <cache-dir>/downloads the download cache shared by runners; default <data-dir>/cache")
 	fs.BoolVar(&c.Offline, "offline", false, "fail OSWorld downloads (download steps, cloud_file getters) that are not in the download cache, naming the URL, instead of fetching them")
+	fs.StringVar(&c.GoogleSettings, "google-settings", "", "folder of OSWorld's Google settings (googledrive/settings.yml with its credentials, google/settings.json) for the googledrive and login steps and the googledrive_file getter; empty refuses those tasks")
 	fs.StringVar(&c.ClientPassword, "client-password", "password", "guest password for {CLIENT_PASSWORD} when the lease has none")
 	fs.DurationVar(&c.PyTimeout, "py-timeout", py.DefaultLimits.Timeout, "wall-clock limit of one local Python run")
 	fs.IntVar(&c.PyMemoryMB, "py-memory-mb", int(py.DefaultLimits.MemoryBytes>>20), "address-space limit of one local Python run, MiB")
@@ -243,6 +250,11 @@ func (c Config) episodeOptions() (episode.Options, error) {
 		// --cache-dir share it too.
 		Downloads: &dlcache.Cache{Dir: filepath.Join(c.CacheDir, "downloads"), Offline: c.Offline}}
 	var err error
+	if c.GoogleSettings != "" {
+		if o.Google, err = osworld.LoadGoogleSettings(c.GoogleSettings); err != nil {
+			return o, fmt.Errorf("--google-settings: %w", err)
+		}
+	}
 	if c.RAGCorpus != "" {
 		if o.RAG, err = rag.Load(c.RAGCorpus); err != nil {
 			return o, err

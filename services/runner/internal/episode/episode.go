@@ -27,6 +27,7 @@ import (
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/env/rag"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/env/web"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/guest"
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/dlcache"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/trajectory"
 )
@@ -42,6 +43,10 @@ type Options struct {
 	// Downloads is the download store of OSWorld tasks' files, shared by
 	// every episode; nil keeps one in CacheDir/downloads per episode.
 	Downloads *dlcache.Cache
+	// Google are the Google account settings of OSWorld's googledrive and
+	// login steps and googledrive_file getter (osworld.LoadGoogleSettings);
+	// nil refuses the tasks that need them, by name, before they start.
+	Google *osworld.GoogleSettings
 	// ClientPassword is the guest password for {CLIENT_PASSWORD} when the
 	// lease carries none.
 	ClientPassword string
@@ -288,6 +293,7 @@ func newEnvironment(s Spec, o Options, d Deps) (agent.Environment, error) {
 			GuestWaitTries:  o.GuestWaitTries,
 			Settle:          s.Agent.GetSleepAfterExecution().AsDuration(),
 			Downloads:       o.Downloads,
+			Google:          o.Google,
 			Log:             d.Log,
 		}), nil
 	case env.ModeMath:

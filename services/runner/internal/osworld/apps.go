@@ -12,7 +12,7 @@ import (
 // applications other than Chrome (VLC, GIMP, LibreOffice, VS Code, the OS
 // itself): OSWorld's desktop_env/evaluators/getters other than chrome.py,
 // plus shortcuts_on_desktop, which lives there but reads the OS. The
-// Google Drive getter and steps are refused by name (accountOnly).
+// Google Drive getter and steps are in google_drive.go.
 var (
 	appSteps   = map[string]stepFunc{}
 	appGetters = map[string]getterFunc{

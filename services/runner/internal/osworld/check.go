@@ -15,20 +15,42 @@ type Missing struct {
 }
 
 // accountOnly are the steps and getters that act on a Google account:
-// OSWorld runs them with credentials from its settings files, which a
-// rollout does not carry, so the tasks using them are refused by name.
-var accountOnly = map[string]string{
-	"googledrive":      "needs a Google Drive account",
-	"login":            "needs a Google account login",
-	"googledrive_file": "needs a Google Drive account",
+// OSWorld runs them with credentials from its settings files, and so does
+// this package when the runner is given a folder of them
+// (--google-settings); without it, the tasks using them are refused by
+// name. needs says which part of the folder each one reads.
+var accountOnly = map[string]struct{ reason, needs string }{
+	"googledrive":      {"needs a Google Drive account", "googledrive/settings.yml"},
+	"login":            {"needs a Google account login", "google/settings.json"},
+	"googledrive_file": {"needs a Google Drive account", "googledrive/settings.yml"},
 }
 
-// Missing lists everything the task needs that cannot run here, in task
-// order (config steps, postconfig steps, then each metric with its
-// getters), each name once. The runner refuses a task with any (see
+// accountMissing is why name cannot run with the settings g, or "" when
+// it can (or name needs no account).
+func accountMissing(name string, g *GoogleSettings) string {
+	a, ok := accountOnly[name]
+	switch {
+	case !ok:
+		return ""
+	case g == nil:
+		return a.reason + ": give the runner --google-settings"
+	case a.needs == "google/settings.json" && g.Account == nil,
+		a.needs == "googledrive/settings.yml" && g.Drive == nil:
+		return a.reason + ": the Google settings folder has no " + a.needs
+	}
+	return ""
+}
+
+// Missing is MissingFor without Google settings: the Google account steps
+// and getter are refused.
+func (t Task) Missing() []Missing { return t.MissingFor(nil) }
+
+// MissingFor lists everything the task needs that cannot run here with
+// the Google settings g (nil for none), in task order (config steps,
+// postconfig steps, then each metric with its getters), each name once. The runner refuses a task with any (see
 // Unsupported), and `rollout tasks check` prints them all, so both say the
 // same.
-func (t Task) Missing() []Missing {
+func (t Task) MissingFor(g *GoogleSettings) []Missing {
 	var out []Missing
 	seen := map[Missing]bool{}
 	add := func(m Missing) {
@@ -38,7 +60,7 @@ func (t Task) Missing() []Missing {
 		}
 	}
 	for _, s := range append(append([]Step{}, t.Config...), t.Evaluator.Postconfig...) {
-		if r, ok := accountOnly[s.Type]; ok {
+		if r := accountMissing(s.Type, g); r != "" {
 			add(Missing{Kind: "step", Name: s.Type, Reason: r})
 		} else if _, ok := stepHandlers[s.Type]; !ok {
 			add(Missing{Kind: "step", Name: s.Type})
@@ -60,12 +82,12 @@ func (t Task) Missing() []Missing {
 				}
 			}
 		}
-		for _, g := range []map[string]any{t.Evaluator.Result[i], t.Evaluator.Expected[i]} {
-			if g == nil {
+		for _, cfg := range []map[string]any{t.Evaluator.Result[i], t.Evaluator.Expected[i]} {
+			if cfg == nil {
 				continue
 			}
-			typ, _ := g["type"].(string)
-			if r, ok := accountOnly[typ]; ok {
+			typ, _ := cfg["type"].(string)
+			if r := accountMissing(typ, g); r != "" {
 				add(Missing{Kind: "getter", Name: typ, Reason: r})
 			} else if _, ok := getters[typ]; !ok {
 				add(Missing{Kind: "getter", Name: typ})

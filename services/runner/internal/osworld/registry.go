@@ -17,8 +17,8 @@ import (
 // check` read the same names. A name in two tables is a bug that
 // TestRegistriesDisjoint catches.
 var (
-	stepTables   = []map[string]stepFunc{coreSteps, appSteps, chromeSteps}
-	getterTables = []map[string]getterFunc{coreGetters, appGetters, chromeGetters}
+	stepTables   = []map[string]stepFunc{coreSteps, appSteps, chromeSteps, googleSteps}
+	getterTables = []map[string]getterFunc{coreGetters, appGetters, chromeGetters, googleGetters}
 	metricTables = []metric.Table{metric.General(), table.Metrics(), slides.Metrics(), docs.Metrics(), media.Metrics(), browser.Metrics()}
 
 	stepHandlers = join(stepTables)

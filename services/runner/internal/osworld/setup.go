@@ -62,6 +62,10 @@ type Session struct {
 	// through, shared by every session of the runner (and by runners given
 	// the same --cache-dir); nil keeps one next to CacheDir.
 	Downloads *dlcache.Cache
+	// Google are the account settings of the googledrive and login steps
+	// and the googledrive_file getter (--google-settings); nil refuses
+	// them (Task.MissingFor).
+	Google *GoogleSettings
 	// Log receives what a step passes over (a window that never
 	// appeared); nil discards it.
 	Log *zap.Logger

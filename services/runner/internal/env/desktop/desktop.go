@@ -47,6 +47,9 @@ type Config struct {
 	// Downloads is the store the task's files are fetched through, shared
 	// by every episode of the runner; nil keeps one next to CacheDir.
 	Downloads *dlcache.Cache
+	// Google are the Google account settings (--google-settings); nil
+	// refuses the tasks whose steps or getters need the account.
+	Google *osworld.GoogleSettings
 	// Log receives what setup passes over; nil discards it.
 	Log *zap.Logger
 }
@@ -97,7 +100,7 @@ func (e *Env) Reset(ctx context.Context, t env.Task) (env.Observation, error) {
 	if err != nil {
 		return env.Observation{}, err
 	}
-	if missing := task.Missing(); len(missing) > 0 {
+	if missing := task.MissingFor(e.cfg.Google); len(missing) > 0 {
 		m := missing[0]
 		return env.Observation{}, &env.UnsupportedError{Kind: m.Kind, Name: m.Name, Why: m.Reason}
 	}
@@ -143,6 +146,7 @@ func (e *Env) Reset(ctx context.Context, t env.Task) (env.Observation, error) {
 		ScreenHeight:   e.cfg.Screen.Height,
 		Sleep:          e.cfg.Sleep,
 		Downloads:      e.cfg.Downloads,
+		Google:         e.cfg.Google,
 		Log:            e.cfg.Log,
 	}
 	if err := e.sess.Run(ctx, task.Config); err != nil {
