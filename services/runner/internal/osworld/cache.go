@@ -150,7 +150,9 @@ func linkOrCopy(src, dst string, limit int64) error {
 
 // DownloadURLs lists the URLs a task fetches on the host, in task order,
 // each once: its config and postconfig download steps (and the database
-// update_browse_history starts from) and its cloud_file getters. The offline check and a cache warm-up read it.
+// update_browse_history starts from) and its cloud_file getters, then the
+// files its googledrive steps upload. The offline check and a cache
+// warm-up read it.
 func (t Task) DownloadURLs() []string {
 	var out []string
 	seen := map[string]bool{}
@@ -158,6 +160,12 @@ func (t Task) DownloadURLs() []string {
 		if !seen[s.URL] {
 			seen[s.URL] = true
 			out = append(out, s.URL)
+		}
+	}
+	for _, u := range t.driveUploadURLs() {
+		if !seen[u] {
+			seen[u] = true
+			out = append(out, u)
 		}
 	}
 	return out

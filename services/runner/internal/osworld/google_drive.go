@@ -84,7 +84,7 @@ func (d *driveClient) do(ctx context.Context, method, u string, body io.Reader, 
 			if re.ErrorDescription != "" {
 				msg += ": " + re.ErrorDescription
 			}
-			if msg == "" {
+			if msg == "" && re.Response != nil {
 				msg = fmt.Sprintf("HTTP %d", re.Response.StatusCode)
 			}
 			return nil, fmt.Errorf("google drive: the token endpoint %s refused the refresh token: %s", d.tokenURL, msg)
@@ -115,9 +115,20 @@ func (d *driveClient) do(ctx context.Context, method, u string, body io.Reader, 
 		if json.Unmarshal(b, &e) == nil && e.Error.Message != "" {
 			msg = e.Error.Message
 		}
-		return nil, fmt.Errorf("google drive: %s %s: HTTP %d: %.300s", method, redactQuery(u), resp.StatusCode, msg)
+		return nil, &driveError{Method: method, URL: redactQuery(u), Status: resp.StatusCode, Message: msg}
 	}
 	return resp, nil
+}
+
+// driveError is a Drive answer other than 2xx, with Google's message.
+type driveError struct {
+	Method, URL string
+	Status      int
+	Message     string
+}
+
+func (e *driveError) Error() string {
+	return fmt.Sprintf("google drive: %s %s: HTTP %d: %.300s", e.Method, e.URL, e.Status, e.Message)
 }
 
 // redactQuery drops a URL's query from messages: it holds the task's Drive
@@ -428,7 +439,8 @@ func driveDelete(ctx context.Context, d *driveClient, q string, trash bool) erro
 			err = d.delete(ctx, f.ID)
 		}
 		// A folder deleted earlier took what was in it along.
-		if err != nil && !strings.Contains(err.Error(), "HTTP 404") {
+		var de *driveError
+		if err != nil && !(errors.As(err, &de) && de.Status == http.StatusNotFound) {
 			return err
 		}
 	}
@@ -570,4 +582,30 @@ func (s *Session) driveFile(ctx context.Context, d *driveClient, chain []string,
 		return nil, err
 	}
 	return local, nil
+}
+
+// driveUploadURLs are the URLs the task's googledrive steps upload from.
+// OSWorld keeps no cache copy of them (it downloads to a temporary file),
+// so they are not among cacheSources.
+func (t Task) driveUploadURLs() []string {
+	var out []string
+	for _, st := range append(append([]Step{}, t.Config...), t.Evaluator.Postconfig...) {
+		if st.Type != "googledrive" {
+			continue
+		}
+		var p struct {
+			Args []struct {
+				URL string `json:"url"`
+			} `json:"args"`
+		}
+		if json.Unmarshal(st.Parameters, &p) != nil {
+			continue
+		}
+		for _, a := range p.Args {
+			if a.URL != "" {
+				out = append(out, a.URL)
+			}
+		}
+	}
+	return out
 }

@@ -50,7 +50,6 @@ func TestLoadGoogleSettings(t *testing.T) {
 			}
 		}},
 		{name: "inline client_config", edit: func(dir string) {
-			write(t, dir, "googledrive/settings.yml", "client_config_backend: settings\nclient_config:\n  client_id: inline-id\n  client_secret: inline-secret\nsave_credentials_file: /abs/missing.json\n")
 			write(t, dir, "googledrive/settings.yml", "client_config_backend: settings\nclient_config:\n  client_id: inline-id\n  client_secret: inline-secret\nsave_credentials_file: creds.json\n")
 			write(t, dir, "googledrive/creds.json", `{"refresh_token": "r"}`)
 		}, check: func(t *testing.T, g *GoogleSettings) {
@@ -238,19 +237,21 @@ func TestGoogleDriveStepsAndGetter(t *testing.T) {
 	f.add("Meeting-Agenda.docx", "", "", "old docx")
 	f.add("keep.txt", "", "", "keep")
 	f.add("invoice.pdf", "", "", "old invoice")
-	trashMe := f.add("trash-me.txt", "", "", "t")
-	_ = trashMe
+	f.add("trash-me.txt", "", "", "t")
+	// Both folders match the delete; the inner one goes with the outer.
+	f.add("nest-inner", folderMime, f.add("nest", folderMime, "", ""), "")
 
 	s := driveSession(t, settingsFor(t, f, googleFolder(t, f, "refresh-1")))
 	err := runJSON(t, s, fmt.Sprintf(`[
 	  {"type": "googledrive", "parameters": {"settings_file": "evaluation_examples/settings/googledrive/settings.yml",
-	    "operation": ["delete", "delete", "mkdirs", "delete", "upload", "upload"],
+	    "operation": ["delete", "delete", "mkdirs", "delete", "upload", "upload", "delete"],
 	    "args": [{"query": "title = 'Meeting-Agenda.docx' or title = 'Meeting-Agenda.pdf'", "trash": false},
 	             {"query": "title = 'meetings'"},
 	             {"path": ["meetings", "2024"]},
 	             {"query": "title = 'trash-me.txt'", "trash": true},
 	             {"url": %q, "path": ["invoice-new.pdf"]},
-	             {"url": %q, "path": ["meetings", "2024", "agenda.pdf"]}]}}]`, files.URL+"/invoice.pdf", files.URL+"/agenda.pdf"))
+	             {"url": %q, "path": ["meetings", "2024", "agenda.pdf"]},
+	             {"query": "title contains 'nest'"}]}}]`, files.URL+"/invoice.pdf", files.URL+"/agenda.pdf"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -547,4 +548,59 @@ func TestLoginStep(t *testing.T) {
 	} else if u, ok := env.AsUnsupported(err); !ok || u.Name != "login" {
 		t.Errorf("login without an account: %v, want unsupported login", err)
 	}
+}
+
+// TestDriveUploadURLsAreDownloads: the files a googledrive step uploads
+// come through the download store, so the offline check and a cache
+// warm-up list them.
+func TestDriveUploadURLsAreDownloads(t *testing.T) {
+	task, err := ParseTask([]byte(`{"id": "4e9f0faf", "instruction": "x", "config": [{"type": "googledrive", "parameters": {"operation": ["delete", "upload"],
+	  "args": [{"query": "title = 'invoice.pdf'", "trash": false}, {"url": "https://example.com/invoice.pdf", "path": ["invoice.pdf"]}]}}],
+	  "evaluator": {"func": "infeasible"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := task.DownloadURLs(), []string{"https://example.com/invoice.pdf"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("DownloadURLs = %q, want %q", got, want)
+	}
+}
+
+// TestPublishedGoogleTasksRunWithSettings: with OSWORLD_REF naming an
+// OSWorld checkout, every published task that acts on a Google account is
+// refused without settings and needs nothing more with them.
+func TestPublishedGoogleTasksRunWithSettings(t *testing.T) {
+	ref := os.Getenv("OSWORLD_REF")
+	if ref == "" {
+		t.Skip("OSWORLD_REF is not set")
+	}
+	f := newFakeGoogle(t)
+	g := settingsFor(t, f, googleFolder(t, f, "refresh-1"))
+	paths, err := filepath.Glob(filepath.Join(ref, "evaluation_examples/examples/*/*.json"))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no tasks under %s: %v", ref, err)
+	}
+	n := 0
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		task, err := ParseTask(data)
+		if err != nil {
+			t.Errorf("%s: %v", p, err)
+			continue
+		}
+		without := task.Missing()
+		if !slices.ContainsFunc(without, func(m Missing) bool { _, ok := accountOnly[m.Name]; return ok }) {
+			continue
+		}
+		n++
+		if with := task.MissingFor(g); len(with) != 0 {
+			t.Errorf("%s with Google settings still misses %+v", filepath.Base(p), with)
+		}
+	}
+	if n == 0 {
+		t.Error("no published task uses a Google account")
+	}
+	t.Logf("%d published tasks use a Google account; all supported with the settings", n)
 }
