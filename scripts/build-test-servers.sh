@@ -13,3 +13,14 @@ if [ ! -x "$bin/versitygw" ] || [ "$(cat "$bin/versitygw.version" 2>/dev/null)" 
 	echo "$versitygw_version" >"$bin/versitygw.version"
 fi
 echo "export ROLLOUTMESH_TEST_S3_SERVER=$bin/versitygw"
+# kube-apiserver (k8s.io/kubernetes, with an embedded etcd) for the
+# vmmanager kubernetes provider's tests: tools/kubeapiserver, its own module
+# (GOWORK=off). Rebuilt only when its sources change; a cold build takes
+# about 5-9 minutes on 2 cores and 3 GB of memory at link time.
+kube_stamp=$(cat "$root"/tools/kubeapiserver/go.mod "$root"/tools/kubeapiserver/go.sum "$root"/tools/kubeapiserver/*.go | sha256sum | cut -c1-16)
+if [ ! -x "$bin/kubeapiserver" ] || [ "$(cat "$bin/kubeapiserver.stamp" 2>/dev/null)" != "$kube_stamp" ]; then
+	echo "building kube-apiserver for the kubernetes provider's tests (takes minutes)..." >&2
+	(cd "$root/tools/kubeapiserver" && GOWORK=off go build -o "$bin/kubeapiserver" .) >&2
+	echo "$kube_stamp" >"$bin/kubeapiserver.stamp"
+fi
+echo "export KUBEAPISERVER=$bin/kubeapiserver"
