@@ -57,9 +57,11 @@ type driveFile struct {
 	MimeType string `json:"mimeType"`
 }
 
-func (s *Session) drive() (*driveClient, error) {
+// drive is the session's Drive client; without Drive settings, the step
+// or getter (kind, name) is unsupported.
+func (s *Session) drive(kind, name string) (*driveClient, error) {
 	if s.Google == nil || s.Google.Drive == nil {
-		return nil, &env.UnsupportedError{Kind: "step", Name: "googledrive", Why: "needs a Google Drive account: give the runner --google-settings"}
+		return nil, &env.UnsupportedError{Kind: kind, Name: name, Why: "needs a Google Drive account: give the runner --google-settings with googledrive/settings.yml"}
 	}
 	g := s.Google
 	d := &driveClient{base: g.DriveURL, upload: g.UploadURL, hc: g.httpClient(), tokens: g.tokenSource(), tokenURL: g.Drive.TokenURL}
@@ -388,7 +390,7 @@ func stepGoogleDrive(ctx context.Context, s *Session, p map[string]any) error {
 	if len(args) != len(ops) {
 		return fmt.Errorf("args must be a list with one object per operation (%d operations, %d args)", len(ops), len(args))
 	}
-	d, err := s.drive()
+	d, err := s.drive("step", "googledrive")
 	if err != nil {
 		return err
 	}
@@ -486,7 +488,7 @@ func driveUpload(ctx context.Context, s *Session, d *driveClient, a map[string]a
 // Google Docs file (PyDrive cannot download it in its own type); a Drive
 // that cannot be reached or refuses the request is an error (env_error).
 func getGoogleDriveFile(ctx context.Context, s *Session, cfg map[string]any) (any, error) {
-	d, err := s.drive()
+	d, err := s.drive("getter", "googledrive_file")
 	if err != nil {
 		return nil, err
 	}
