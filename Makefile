@@ -26,8 +26,14 @@ $(TOOLS)/buf $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc $(TOOLS)/grpcurl
 		google.golang.org/protobuf/cmd/protoc-gen-go google.golang.org/grpc/cmd/protoc-gen-go-grpc \
 		github.com/fullstorydev/grpcurl/cmd/grpcurl
 
+# kustomize renders deploy/k8s as `kubectl kustomize` does (no kubectl in
+# Debian 12); its own install keeps its dependencies out of tools/go.mod.
+KUSTOMIZE_VERSION := v5.7.1
+$(TOOLS)/kustomize:
+	GOBIN=$(CURDIR)/$(TOOLS) GOWORK=off $(GO) install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)
+
 .PHONY: tools
-tools: $(TOOLS)/buf $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc $(TOOLS)/grpcurl ## Build the pinned tools (buf, protoc plugins, grpcurl) into .bin
+tools: $(TOOLS)/buf $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc $(TOOLS)/grpcurl $(TOOLS)/kustomize ## Build the pinned tools (buf, protoc plugins, grpcurl, kustomize) into .bin
 
 .PHONY: generate
 generate: tools ## Regenerate Go (and Python) code from proto/
@@ -35,8 +41,9 @@ generate: tools ## Regenerate Go (and Python) code from proto/
 	scripts/gen-python.sh clients/python
 
 .PHONY: check
-check: tools ## Fail on stale generated code, buf lint, gofmt, go vet
+check: tools ## Fail on stale generated code, buf lint, gofmt, go vet, Kubernetes manifests that do not render
 	buf lint
+	@kustomize build deploy/k8s >/dev/null || { echo "deploy/k8s does not render (kustomize build)"; exit 1; }
 	@tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && \
 		buf generate --output $$tmp && \
 		diff -r -x '*.proto' $$tmp/proto/rolloutmesh proto/rolloutmesh >/dev/null || \
