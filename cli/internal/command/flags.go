@@ -31,6 +31,7 @@ type meshFlags struct {
 	ragCorpus, webDocs, webSearchURL       string
 	cacheDir                               string
 	offline                                bool
+	googleSettings                         string
 	client                                 clientFlags
 }
 
@@ -56,6 +57,7 @@ func (f *meshFlags) register(fs *flag.FlagSet, tokenUsage, taskRootUsage string)
 	fs.StringVar(&f.webSearchURL, "web-search-url", "", "HTTP search endpoint of web tasks (GET ?q=, JSON [{title,url,snippet}])")
 	fs.StringVar(&f.cacheDir, "cache-dir", "", "OSWorld task files and the download cache (<cache-dir>/downloads, filled by `rollout cache`); default <data-dir>/runner/cache")
 	fs.BoolVar(&f.offline, "offline", false, "fail OSWorld tasks whose files are not in the download cache, naming the URL, instead of downloading them")
+	fs.StringVar(&f.googleSettings, "google-settings", "", "folder of OSWorld's Google settings (googledrive/settings.yml with its credentials, google/settings.json) for the tasks that use a Google account; empty refuses those tasks by name")
 	f.client.register(fs, tokenUsage)
 }
 

@@ -307,7 +307,7 @@ func (f *meshFlags) options(near string) mesh.Options {
 	opts := mesh.Options{
 		DataDir: f.dataDir, TaskRoots: f.taskRoots, RunnerSlots: f.numRollouts, Model: f.model,
 		RAGCorpus: f.ragCorpus, WebDocs: f.webDocs, WebSearchURL: f.webSearchURL,
-		CacheDir: f.cacheDir, Offline: f.offline,
+		CacheDir: f.cacheDir, Offline: f.offline, GoogleSettings: f.googleSettings,
 	}
 	if f.serve.checkpointDir != "" {
 		opts.Checkpoints = &modelgateway.CheckpointsConfig{Dir: f.serve.checkpointDir, Pattern: f.serve.checkpointPattern}

@@ -74,6 +74,7 @@ func cmdTasksCheck(ctx context.Context, args []string, stdout, stderr io.Writer)
 	index := fs.String("index", "", "the OSWorld index file inside --data (default test_all.json)")
 	mode := fs.String("mode", "osworld", "env mode of tasks that name none")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
+	googleSettings := fs.String("google-settings", "", "folder of OSWorld's Google settings, as rollout run takes it: tasks that use a Google account count as supported with it")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -85,6 +86,14 @@ func cmdTasksCheck(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	if fs.NArg() > 0 {
 		return usageError{fmt.Errorf("rollout tasks check: unexpected argument %q", fs.Arg(0))}
+	}
+	var google *runner.GoogleSettings
+	if *googleSettings != "" {
+		g, err := runner.LoadGoogleSettings(*googleSettings)
+		if err != nil {
+			return usageError{fmt.Errorf("--google-settings: %w", err)}
+		}
+		google = g
 	}
 	tasks, err := coordinator.LoadTasks(ctx, *data, *index)
 	if err != nil {
@@ -100,7 +109,7 @@ func cmdTasksCheck(ctx context.Context, args []string, stdout, stderr io.Writer)
 			c.Domain = "-"
 		}
 		if c.Mode == "desktop" || c.Mode == "osworld" {
-			missing, err := runner.CheckOSWorldTask([]byte(t.GetSpecJson()))
+			missing, err := runner.CheckOSWorldTaskWith([]byte(t.GetSpecJson()), google)
 			if err != nil {
 				c.Invalid = err.Error()
 			}

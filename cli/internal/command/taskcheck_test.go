@@ -100,3 +100,63 @@ func TestTasksCheckUsage(t *testing.T) {
 		t.Errorf("tasks frobnicate: exit %d (%v), want 2", ExitCode(err), err)
 	}
 }
+
+// TestTasksCheckGoogleSettings: with a folder of OSWorld's Google settings
+// a task that uses Google Drive counts as supported; a settings folder that
+// does not parse is refused, naming the flag, before anything is loaded.
+func TestTasksCheckGoogleSettings(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{
+		"tasks/drive.json": `{"id": "drive", "instruction": "x", "config": [{"type": "googledrive", "parameters": {"operation": ["delete"], "args": [{"query": "title = 'a'", "trash": false}]}}],
+			"evaluator": {"func": "infeasible"}}`,
+		"settings/googledrive/settings.yml": "client_config_backend: file\nclient_config_file: evaluation_examples/settings/googledrive/client_secrets.json\n" +
+			"save_credentials: True\nsave_credentials_backend: file\nsave_credentials_file: evaluation_examples/settings/googledrive/credentials.json\n",
+		"settings/googledrive/client_secrets.json": `{"installed": {"client_id": "c", "client_secret": "s"}}`,
+		"settings/googledrive/credentials.json":    `{"refresh_token": "r", "token_uri": "http://127.0.0.1:1/token"}`,
+		"bad/googledrive/settings.yml":             "client_config_file: [",
+	}
+	for name, content := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name          string
+		settings      string
+		wantSupported int
+		wantErr       string
+	}{
+		{"without settings", "", 0, ""},
+		{"with settings", filepath.Join(dir, "settings"), 1, ""},
+		{"bad settings", filepath.Join(dir, "bad"), 0, "--google-settings"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := []string{"tasks", "check", "--data", filepath.Join(dir, "tasks"), "--json"}
+			if tc.settings != "" {
+				args = append(args, "--google-settings", tc.settings)
+			}
+			var stdout, stderr bytes.Buffer
+			err := Run(context.Background(), args, &stdout, &stderr)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("tasks check = %v, want an error naming %s", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("tasks check: %v\n%s", err, stderr.String())
+			}
+			var rep checkReport
+			if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+				t.Fatal(err)
+			}
+			if rep.Tasks != 1 || rep.Supported != tc.wantSupported {
+				t.Errorf("tasks, supported = %d, %d, want 1, %d (missing: %+v)", rep.Tasks, rep.Supported, tc.wantSupported, rep.Missing)
+			}
+		})
+	}
+}

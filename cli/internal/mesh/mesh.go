@@ -120,6 +120,9 @@ type Options struct {
 	// --cache-dir; default <DataDir>/runner/cache), Offline its --offline.
 	CacheDir string
 	Offline  bool
+	// GoogleSettings is the runner's --google-settings: the folder of
+	// OSWorld's Google settings files; empty refuses those tasks.
+	GoogleSettings string
 	// AuthToken, when set, is required on every gRPC call to the services
 	// and on the OpenAI-compatible front, and the services send it to each
 	// other.
@@ -229,9 +232,10 @@ func Start(ctx context.Context, o Options) (_ *Mesh, err error) {
 		return runner.New(ctx, runner.Config{
 			Coordinator: m.addrs[Coordinator], Gateway: m.addrs[ModelGateway], Storage: m.addrs[Storage],
 			Slots: o.RunnerSlots, RunnerID: "embedded", Address: env.GRPCAddr, AuthToken: o.AuthToken,
-			CacheDir:  CacheDir(o.DataDir, o.CacheDir),
-			Offline:   o.Offline,
-			RAGCorpus: o.RAGCorpus, WebDocs: o.WebDocs, WebSearchURL: o.WebSearchURL,
+			CacheDir:       CacheDir(o.DataDir, o.CacheDir),
+			Offline:        o.Offline,
+			GoogleSettings: o.GoogleSettings,
+			RAGCorpus:      o.RAGCorpus, WebDocs: o.WebDocs, WebSearchURL: o.WebSearchURL,
 		}, env)
 	}); err != nil {
 		return nil, err
