@@ -21,8 +21,9 @@ import (
 )
 
 // startDesktopd builds and runs the real guest server, desktopd, on its own
-// Xvfb with home as the guest user's home, and returns a client of it.
-func startDesktopd(t *testing.T, home string) *guest.Client {
+// Xvfb with home as the guest user's home and any further flags, and
+// returns a client of it.
+func startDesktopd(t *testing.T, home string, flags ...string) *guest.Client {
 	t.Helper()
 	for _, prog := range []string{"go", "Xvfb", "openbox", "xterm"} {
 		needProgram(t, prog)
@@ -36,7 +37,8 @@ func startDesktopd(t *testing.T, home string) *guest.Client {
 		t.Fatalf("build desktopd: %v\n%s", err, out)
 	}
 	port := freePort(t)
-	cmd := exec.Command(bin, "--addr", fmt.Sprintf("127.0.0.1:%d", port), "--xvfb", "--screen", "1280x720", "--home", home, "--log-level", "warn")
+	args := append([]string{"--addr", fmt.Sprintf("127.0.0.1:%d", port), "--xvfb", "--screen", "1280x720", "--home", home, "--log-level", "warn"}, flags...)
+	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {

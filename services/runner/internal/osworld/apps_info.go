@@ -62,6 +62,9 @@ func getListDirectory(ctx context.Context, s *Session, cfg map[string]any) (any,
 	if err != nil {
 		return nil, err
 	}
+	if err := listingTruncated(p, tree); err != nil {
+		return nil, fmt.Errorf("list_directory: %w", err)
+	}
 	return tree, nil
 }
 
@@ -138,13 +141,13 @@ func getVMWallpaper(ctx context.Context, s *Session, cfg map[string]any) (any, e
 }
 
 // getAccessibilityTree is accessibility_tree: the guest's accessibility
-// tree XML.
+// tree XML; a truncated one is an error (ErrPartial), never scored.
 func getAccessibilityTree(ctx context.Context, s *Session, _ map[string]any) (any, error) {
 	gi, err := s.info("accessibility_tree")
 	if err != nil {
 		return nil, err
 	}
-	tree, err := gi.Accessibility(ctx)
+	tree, err := accessibilityTree(ctx, gi)
 	if refused(err) {
 		return nil, nil
 	}
@@ -168,6 +171,9 @@ func getShortcutsOnDesktop(ctx context.Context, s *Session, _ map[string]any) (a
 		return nil, fmt.Errorf("shortcuts_on_desktop: desktop path: %w", err)
 	}
 	tree, err := gi.ListDirectory(ctx, desk)
+	if err == nil {
+		err = listingTruncated(desk, tree)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("shortcuts_on_desktop: %w", err)
 	}

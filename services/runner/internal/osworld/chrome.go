@@ -356,15 +356,14 @@ const addressBarName = "Address and search bar"
 // activeURL reads the address bar's text from the guest's accessibility
 // tree and prefixes goto_prefix (default "https://"), as
 // get_active_url_from_accessTree; ok is false (None) when there is no
-// tree, no address bar, or an empty one.
+// tree, no address bar, or an empty one. A truncated tree is an error
+// (ErrPartial): the address bar may be in the part not read.
 func activeURL(ctx context.Context, s *Session, cfg map[string]any) (string, bool, error) {
-	g, ok := s.Guest.(interface {
-		Accessibility(ctx context.Context) (string, error)
-	})
+	g, ok := s.Guest.(accessibilityReader)
 	if !ok {
 		return "", false, errors.New("the guest has no accessibility tree")
 	}
-	tree, err := g.Accessibility(ctx)
+	tree, err := accessibilityTree(ctx, g)
 	if err != nil {
 		return "", false, err
 	}
