@@ -70,6 +70,9 @@ type Config struct {
 	// google/settings.json); empty refuses the tasks that need a Google
 	// account.
 	GoogleSettings string
+	// SetupWindowTimeout bounds an OSWorld setup step that waits for a
+	// window to appear (open); zero is osworld.DefaultWindowWait.
+	SetupWindowTimeout time.Duration
 	// ClientPassword fills {CLIENT_PASSWORD} when a lease carries none.
 	ClientPassword string
 	PyTimeout      time.Duration
@@ -99,6 +102,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.CacheDir, "cache-dir", "", "host cache of OSWorld task files, and in <cache-dir>/downloads the download cache shared by runners; default <data-dir>/cache")
 	fs.BoolVar(&c.Offline, "offline", false, "fail OSWorld downloads (download steps, cloud_file getters) that are not in the download cache, naming the URL, instead of fetching them")
 	fs.StringVar(&c.GoogleSettings, "google-settings", "", "folder of OSWorld's Google settings (googledrive/settings.yml with its credentials, google/settings.json) for the googledrive and login steps and the googledrive_file getter; empty refuses those tasks")
+	fs.DurationVar(&c.SetupWindowTimeout, "setup-window-timeout", osworld.DefaultWindowWait, "bound of an OSWorld setup step that waits for a window to appear (open): past it the episode fails with the file named, instead of waiting OSWorld's 1800 s")
 	fs.StringVar(&c.ClientPassword, "client-password", "password", "guest password for {CLIENT_PASSWORD} when the lease has none")
 	fs.DurationVar(&c.PyTimeout, "py-timeout", py.DefaultLimits.Timeout, "wall-clock limit of one local Python run")
 	fs.IntVar(&c.PyMemoryMB, "py-memory-mb", int(py.DefaultLimits.MemoryBytes>>20), "address-space limit of one local Python run, MiB")
@@ -244,7 +248,7 @@ func (c Config) episodeOptions() (episode.Options, error) {
 		lim.MemoryBytes = int64(c.PyMemoryMB) << 20
 	}
 	lim.AllowNetwork = c.PyAllowNetwork
-	o := episode.Options{CacheDir: c.CacheDir, ClientPassword: c.ClientPassword, PyLimits: lim,
+	o := episode.Options{CacheDir: c.CacheDir, ClientPassword: c.ClientPassword, PyLimits: lim, WindowWait: c.SetupWindowTimeout,
 		HistoryImages: c.HistoryImages, WebSearchURL: c.WebSearchURL, StorageBuffer: c.StorageBuffer,
 		// One store for every slot's episodes; runners given the same
 		// --cache-dir share it too.

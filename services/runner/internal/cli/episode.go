@@ -63,6 +63,7 @@ func Episode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		timeout    = fs.Duration("timeout", time.Hour, "episode deadline")
 		cacheDir   = fs.String("cache-dir", "cache", "host cache for task files (OSWorld's cache/<task_id>)")
 		password   = fs.String("client-password", "password", "guest password for {CLIENT_PASSWORD}")
+		windowWait = fs.Duration("setup-window-timeout", osworld.DefaultWindowWait, "bound of an OSWorld setup step that waits for a window to appear (open)")
 		googleDir  = fs.String("google-settings", "", "folder of OSWorld's Google settings (googledrive/settings.yml with its credentials, google/settings.json); empty refuses the tasks that need a Google account")
 		ragCorpus  = fs.String("rag-corpus", "", "rag corpus: a directory of .txt/.md files or a JSONL of {id,title,text}")
 		webDocs    = fs.String("web-docs", "", "web environment's local collection: JSONL of {url,title,text}")
@@ -117,7 +118,7 @@ func Episode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	defer log.Sync() //nolint:errcheck // stderr
 
-	opts := episode.Options{CacheDir: *cacheDir, ClientPassword: *password, PyLimits: py.DefaultLimits, HistoryImages: *history, WebSearchURL: *webSearch}
+	opts := episode.Options{CacheDir: *cacheDir, ClientPassword: *password, PyLimits: py.DefaultLimits, HistoryImages: *history, WebSearchURL: *webSearch, WindowWait: *windowWait}
 	if *googleDir != "" {
 		if opts.Google, err = osworld.LoadGoogleSettings(*googleDir); err != nil {
 			return fmt.Errorf("--google-settings: %w", err)

@@ -47,6 +47,9 @@ type Options struct {
 	// login steps and googledrive_file getter (osworld.LoadGoogleSettings);
 	// nil refuses the tasks that need them, by name, before they start.
 	Google *osworld.GoogleSettings
+	// WindowWait bounds an OSWorld setup step that waits for a window
+	// (osworld.Session.WindowWait); zero is the default.
+	WindowWait time.Duration
 	// ClientPassword is the guest password for {CLIENT_PASSWORD} when the
 	// lease carries none.
 	ClientPassword string
@@ -294,6 +297,7 @@ func newEnvironment(s Spec, o Options, d Deps) (agent.Environment, error) {
 			Settle:          s.Agent.GetSleepAfterExecution().AsDuration(),
 			Downloads:       o.Downloads,
 			Google:          o.Google,
+			WindowWait:      o.WindowWait,
 			Log:             d.Log,
 		}), nil
 	case env.ModeMath:

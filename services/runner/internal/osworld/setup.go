@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -69,6 +70,9 @@ type Session struct {
 	// Log receives what a step passes over (a window that never
 	// appeared); nil discards it.
 	Log *zap.Logger
+	// WindowWait bounds a setup step that waits for a window to appear
+	// (open); default DefaultWindowWait.
+	WindowWait time.Duration
 
 	// postconfig is set while the evaluator's postconfig runs: its
 	// activate_window steps are best effort, as in OSWorld (the agent may
@@ -83,6 +87,20 @@ const (
 	DefaultMaxDownload     = 1 << 30
 	DefaultDownloadTimeout = 10 * time.Minute
 )
+
+// DefaultWindowWait bounds a step that waits for a window to appear.
+// OSWorld's server waits up to 1800 s for an opened file's window; a file
+// no application takes would then hold the VM and the episode's slot for
+// half an hour before failing. LibreOffice opening a large document on a
+// loaded VM takes seconds to tens of seconds, so two minutes is ample.
+const DefaultWindowWait = 2 * time.Minute
+
+func (s *Session) windowWait() time.Duration {
+	if s.WindowWait > 0 {
+		return s.WindowWait
+	}
+	return DefaultWindowWait
+}
 
 func (s *Session) maxDownload() int64 {
 	if s.MaxDownload > 0 {
@@ -272,12 +290,26 @@ func stepLaunch(ctx context.Context, s *Session, p map[string]any) error {
 	return s.Guest.Launch(ctx, cmd, boolean(p, "shell"))
 }
 
+// stepOpen opens a file (or starts a program) in the guest, which answers
+// once a window whose title names it appears. The wait is bounded here,
+// not by the guest: OSWorld's server takes no timeout, and desktopd's
+// default is OSWorld's 1800 s. Cancelling the request ends desktopd's wait
+// too.
 func stepOpen(ctx context.Context, s *Session, p map[string]any) error {
 	path := str(p, "path")
 	if path == "" {
 		return fmt.Errorf("path is required")
 	}
-	return s.Guest.OpenFile(ctx, path)
+	bound := s.windowWait()
+	wctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	err := s.Guest.OpenFile(wctx, path)
+	if err != nil && ctx.Err() == nil && errors.Is(wctx.Err(), context.DeadlineExceeded) {
+		// The guest answered nothing within the bound: a slow window, not
+		// a dead guest (the client reads its own deadline as one).
+		return fmt.Errorf("no window for %s appeared within %v (the bound of setup steps that wait for a window: the runner's --setup-window-timeout)", path, bound)
+	}
+	return err
 }
 
 func stepSleep(ctx context.Context, s *Session, p map[string]any) error {

@@ -50,6 +50,9 @@ type Config struct {
 	// Google are the Google account settings (--google-settings); nil
 	// refuses the tasks whose steps or getters need the account.
 	Google *osworld.GoogleSettings
+	// WindowWait bounds a setup step that waits for a window
+	// (osworld.Session.WindowWait); zero is the default.
+	WindowWait time.Duration
 	// Log receives what setup passes over; nil discards it.
 	Log *zap.Logger
 }
@@ -147,6 +150,7 @@ func (e *Env) Reset(ctx context.Context, t env.Task) (env.Observation, error) {
 		Sleep:          e.cfg.Sleep,
 		Downloads:      e.cfg.Downloads,
 		Google:         e.cfg.Google,
+		WindowWait:     e.cfg.WindowWait,
 		Log:            e.cfg.Log,
 	}
 	if err := e.sess.Run(ctx, task.Config); err != nil {
