@@ -11,10 +11,8 @@ import (
 	"runtime/debug"
 	"time"
 
-	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
-	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
 	"github.com/prometheus/client_golang/prometheus"
@@ -69,7 +67,7 @@ type Server struct {
 	// Health is the gRPC health service; Ready marks it SERVING and drain
 	// marks it NOT_SERVING.
 	Health  *health.Server
-	metrics *grpcprom.ServerMetrics
+	metrics *serverMetrics
 }
 
 // New builds a Server. Register the services on s.GRPC, then call Ready.
@@ -83,24 +81,11 @@ func New(opts Options) (*Server, error) {
 	if opts.MaxMsgBytes <= 0 {
 		opts.MaxMsgBytes = DefaultMaxMsgBytes
 	}
-	metrics := grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram(
-		grpcprom.WithHistogramBuckets([]float64{0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120}),
-	))
+	metrics := newServerMetrics([]float64{0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120})
 	if err := opts.Registry.Register(metrics); err != nil {
 		return nil, fmt.Errorf("register grpc metrics: %w", err)
 	}
-	logger := callLogger(opts.Logger, opts.SlowCall)
-	logOpts := []logging.Option{
-		logging.WithLogOnEvents(logging.FinishCall),
-		logging.WithLevels(func(c codes.Code) logging.Level {
-			if c == codes.OK {
-				// Successful calls are only logged when slow; callLogger
-				// decides from the duration field.
-				return logging.LevelDebug
-			}
-			return logging.DefaultServerCodeToLevel(c)
-		}),
-	}
+	obs := &callObserver{m: metrics, log: opts.Logger, slow: opts.SlowCall}
 	recoverOpt := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
 		opts.Logger.Error("panic in handler", zap.Any("panic", p), zap.ByteString("stack", debug.Stack()))
 		return status.Error(codes.Internal, "internal error")
@@ -113,11 +98,12 @@ func New(opts Options) (*Server, error) {
 
 	// Interceptor order, outermost first:
 	//  1. recovery: a panic anywhere below becomes Internal, and the process lives;
-	//  2. metrics: every call is counted, including those refused below;
-	//  3. logging: slow or failed calls, with the final code;
-	//  4. auth: refuse unauthenticated calls before any work or validation
+	//  2. metrics and logging: every call is counted, including those
+	//     refused below, and slow or failed ones are logged with the final
+	//     code (see observe.go);
+	//  3. auth: refuse unauthenticated calls before any work or validation
 	//     reveals anything about the request;
-	//  5. validation: the handler only ever sees well-formed requests; a
+	//  4. validation: the handler only ever sees well-formed requests; a
 	//     message the codec could not parse is refused here (see codec.go).
 	var credOpts []grpc.ServerOption
 	if opts.Creds != nil {
@@ -149,15 +135,13 @@ func New(opts Options) (*Server, error) {
 		}),
 		grpc.ChainUnaryInterceptor(
 			recovery.UnaryServerInterceptor(recoverOpt),
-			metrics.UnaryServerInterceptor(),
-			logging.UnaryServerInterceptor(logger, logOpts...),
+			obs.unary,
 			selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(authFn), needsAuth),
 			validateUnary(opts.Validate),
 		),
 		grpc.ChainStreamInterceptor(
 			recovery.StreamServerInterceptor(recoverOpt),
-			metrics.StreamServerInterceptor(),
-			logging.StreamServerInterceptor(logger, logOpts...),
+			obs.stream,
 			selector.StreamServerInterceptor(auth.StreamServerInterceptor(authFn), needsAuth),
 			validateStream(opts.Validate),
 		),
@@ -173,7 +157,7 @@ func New(opts Options) (*Server, error) {
 // Ready initialises per-method metrics and marks the server and every
 // registered service SERVING. Call it after registering the services.
 func (s *Server) Ready() {
-	s.metrics.InitializeMetrics(s.GRPC)
+	s.metrics.initialize(s.GRPC)
 	for name := range s.GRPC.GetServiceInfo() {
 		s.Health.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
 	}
@@ -258,46 +242,4 @@ func (s *validatingStream) RecvMsg(m any) error {
 		return invalid(err)
 	}
 	return nil
-}
-
-// callLogger adapts zap to the logging interceptor. Successful calls arrive
-// at debug level; they are raised to warn when slower than slow, so an
-// operator sees slow and failed calls at the default info level and nothing
-// else.
-func callLogger(l *zap.Logger, slow time.Duration) logging.Logger {
-	l = l.WithOptions(zap.AddCallerSkip(1))
-	return logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
-		zf := make([]zap.Field, 0, len(fields)/2)
-		var took time.Duration
-		isStream := false
-		for i := 0; i+1 < len(fields); i += 2 {
-			key, _ := fields[i].(string)
-			switch v := fields[i+1].(type) {
-			case string:
-				zf = append(zf, zap.String(key, v))
-				if key == "grpc.method_type" && v != "unary" {
-					isStream = true
-				}
-			case float32:
-				zf = append(zf, zap.Float32(key, v))
-				if key == "grpc.time_ms" {
-					took = time.Duration(float64(v) * float64(time.Millisecond))
-				}
-			default:
-				zf = append(zf, zap.Any(key, v))
-			}
-		}
-		switch {
-		case lvl == logging.LevelDebug && !isStream && took >= slow:
-			l.Warn("slow call", zf...)
-		case lvl == logging.LevelDebug:
-			l.Debug("call finished", zf...)
-		case lvl == logging.LevelInfo:
-			l.Info("call finished", zf...)
-		case lvl == logging.LevelWarn:
-			l.Warn("call failed", zf...)
-		default:
-			l.Error("call failed", zf...)
-		}
-	})
 }
