@@ -96,7 +96,7 @@ test-deps: ## Install the Debian packages, pinned tools and desktop image the te
 .PHONY: test-go
 test-go: ## Run every Go module's tests (starts PostgreSQL, builds the S3 server)
 	eval "$$(scripts/start-postgres.sh || echo 'echo "warning: PostgreSQL not started" >&2')"; \
-	eval "$$(scripts/build-test-servers.sh)"; \
+	test_servers_env=$$(scripts/build-test-servers.sh) || exit 1; eval "$$test_servers_env"; \
 	$(GO) test $(TESTFLAGS) $(PKGS)
 
 .PHONY: test-python
@@ -197,6 +197,10 @@ down-volumes: ## Stop the compose mesh and remove its containers AND its volumes
 	$(COMPOSE) -f deploy/compose.yaml down --remove-orphans --volumes
 
 ## --- benchmarks (figures go to docs/benchmarks.md) ---------------------------
+
+.PHONY: bench
+bench: ## Every benchmark twice in sequence (on a quiet machine), then the goals table of docs/benchmarks.md rewritten from their goal lines
+	scripts/bench.sh
 
 .PHONY: bench-desktopd
 bench-desktopd: ## Screenshot and action latency of desktopd on Xvfb (1280x720, 1920x1080)

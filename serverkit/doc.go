@@ -12,4 +12,5 @@
 //   - tlscreds: server and client TLS credentials from PEM files
 //   - proctest: the test process's descendants from /proc, for argv checks
 //   - zaplog: zap loggers from flags
+//   - benchreport: the goal lines the benchmark commands print for make bench
 package serverkit
