@@ -132,10 +132,15 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 				wctx, cancel = context.WithTimeout(ctx, 5*time.Second)
 			}
 			err := disp.WaitForWM(wctx)
+			if err == nil {
+				log.Info("window manager announced")
+			}
 			if err == nil && cfg.Xvfb {
 				// Our own window manager has announced itself; ready
 				// means it manages a window opened now (see ProbeManaged).
-				err = disp.ProbeManaged(wctx)
+				if err = disp.ProbeManaged(wctx); err == nil {
+					log.Info("probe window managed")
+				}
 			}
 			cancel()
 			if err != nil && (cfg.Xvfb || ctx.Err() != nil) {

@@ -146,6 +146,7 @@ func Start(ctx context.Context, cfg Config, logger *zap.Logger) (_ *Server, err 
 			return nil, fmt.Errorf("Xvfb did not start (display %q busy?): %v", cfg.Display, p.err)
 		}
 		s.display = ":" + n
+		logger.Info("X server ready", zap.String("display", s.display))
 	case <-p.done:
 		return nil, fmt.Errorf("Xvfb exited at start (display %q busy?): %v", cfg.Display, p.err)
 	case <-ctx.Done():
@@ -217,6 +218,7 @@ func (s *Server) startBus(ctx context.Context, dir, home string) error {
 			return fmt.Errorf("dbus-daemon exited at start: %v", waitErr(p))
 		}
 		s.busAddr = a
+		s.log.Info("session bus ready")
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-time.After(10 * time.Second):

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"math"
 	"os"
@@ -14,6 +15,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/config"
 	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/provider/docker"
@@ -41,6 +44,10 @@ func (r *resetRun) part(name string, d time.Duration) {
 	r.parts[name] = append(r.parts[name], d)
 }
 
+// resetProviders picks the rows of the reset table (-reset-providers);
+// declared here, beside the table, as main's flags are the other parts'.
+var resetProviders = flag.String("reset-providers", "process,docker,qemu", "providers of the reset table, comma-separated: process, docker, qemu")
+
 // resetTable resets one VM of each provider k times through the provider
 // itself (what the pool calls after a release) and prints the reset time,
 // its parts, and the VM busy share bound a 60 s episode leaves with it.
@@ -52,10 +59,18 @@ func resetTable(k int, qemuImage string) error {
 	}
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
-	runs := []resetRun{
-		resetProcess(ctx, dir, k),
-		resetDocker(ctx, min(k, 10)),
-		resetQEMU(ctx, qemuImage, min(k, 10)),
+	var runs []resetRun
+	for _, name := range strings.Split(*resetProviders, ",") {
+		switch strings.TrimSpace(name) {
+		case "process":
+			runs = append(runs, resetProcess(ctx, dir, k))
+		case "docker":
+			runs = append(runs, resetDocker(ctx, min(k, 10)))
+		case "qemu":
+			runs = append(runs, resetQEMU(ctx, qemuImage, min(k, 10)))
+		default:
+			return fmt.Errorf("-reset-providers: %q is not process, docker or qemu", name)
+		}
 	}
 	fmt.Printf("    %-30s %9s %9s %9s   %-24s %s\n", "provider", "p50", "p99", "max", "busy bound, 60 s episode", "parts (p50)")
 	for _, r := range runs {
@@ -71,6 +86,16 @@ func resetTable(k int, qemuImage string) error {
 		}
 		fmt.Printf("    %-30s %9s %9s %9s   %5.1f %% (p50) %5.1f %% (p99)  %s\n", fmt.Sprintf("%s (%d resets)", r.provider, len(r.total)), fmtS(p50), fmtS(p99), fmtS(pct(r.total, 100)),
 			bound(p50), bound(p99), strings.Join(parts, "; "))
+	}
+	for _, r := range runs {
+		if r.skip != "" || len(r.partOrder) == 0 {
+			continue
+		}
+		fmt.Printf("    parts of the %s reset, p50 / p99 / max (a span from the reset's start is marked \"at\"):\n", r.provider)
+		for _, name := range r.partOrder {
+			d := r.parts[name]
+			fmt.Printf("      %-44s %9s %9s %9s\n", name, fmtS(pct(d, 50)), fmtS(pct(d, 99)), fmtS(pct(d, 100)))
+		}
 	}
 	fmt.Println("    bound = 60 s / (60 s + reset) for a VM leased back to back without warm spares; with spares >= M × reset / episode a")
 	fmt.Println("    ready VM replaces a resetting one and the bound is 100 %.")
@@ -104,7 +129,8 @@ func workspaceRoot(ctx context.Context) (string, error) {
 
 // resetProcess measures the process provider: desktopd on its own Xvfb
 // with openbox, a fresh home at every reset. Its parts come from the
-// reset's own clock and desktopd's log timestamps.
+// provider's debug log (the stop, the port, the home) and from desktopd's
+// log timestamps (each start-up stage, as a time from the reset's start).
 func resetProcess(ctx context.Context, dir string, k int) resetRun {
 	r := resetRun{provider: "process"}
 	for _, bin := range []string{"Xvfb", "openbox"} {
@@ -126,9 +152,10 @@ func resetProcess(ctx context.Context, dir string, k int) resetRun {
 		return r
 	}
 	// Ports and displays away from the defaults other tests use.
+	core, logs := observer.New(zapcore.DebugLevel)
 	p, err := process.New(process.Options{
 		Config:      config.Process{Desktopd: desktopd, Host: "127.0.0.1", BasePort: 17851, BaseDisplay: 251},
-		ScreenWidth: 1280, ScreenHeight: 720, Dir: filepath.Join(dir, "vms"), Logger: zap.NewNop(),
+		ScreenWidth: 1280, ScreenHeight: 720, Dir: filepath.Join(dir, "vms"), Logger: zap.New(core),
 	})
 	if err != nil {
 		r.skip = err.Error()
@@ -145,6 +172,7 @@ func resetProcess(ctx context.Context, dir string, k int) resetRun {
 	defer func() { _ = p.Destroy(context.Background(), id, inst) }()
 	logPath := filepath.Join(dir, "vms", id, "desktopd.log")
 	for i := 0; i < k; i++ {
+		logs.TakeAll()
 		t0 := time.Now()
 		ni, err := p.Reset(bctx, id, inst)
 		d := time.Since(t0)
@@ -154,16 +182,23 @@ func resetProcess(ctx context.Context, dir string, k int) resetRun {
 		}
 		inst = ni
 		r.total = append(r.total, d)
+		for _, e := range logs.TakeAll() {
+			for _, f := range e.Context {
+				if f.Type == zapcore.DurationType && f.Key != "start_to_ready" {
+					r.part("provider: "+strings.ReplaceAll(f.Key, "_", " "), time.Duration(f.Integer))
+				}
+			}
+		}
 		// desktopd's log of this boot: each message's first time, from
 		// the reset's start.
 		first, events := logEvents(logPath)
 		if !first.IsZero() {
-			r.part("stop old+exec new", first.Sub(t0))
+			r.part("at desktopd's first log line", first.Sub(t0))
 		}
 		for _, e := range events {
-			r.part(e.msg, e.at.Sub(t0))
+			r.part("at desktopd: "+e.msg, e.at.Sub(t0))
 		}
-		r.part("ready (probe answered)", d)
+		r.part("at ready (probe answered)", d)
 	}
 	return r
 }

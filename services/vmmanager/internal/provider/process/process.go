@@ -136,6 +136,9 @@ func New(o Options) (*Provider, error) {
 	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create vm dir: %w", err)
 	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
 	return &Provider{
 		o: o, desktopd: o.Config.Desktopd,
 		ports: map[int]string{}, displays: map[int]string{}, children: map[int]*child{},
@@ -225,6 +228,7 @@ func (p *Provider) free(id string) {
 
 // boot prepares a fresh home and starts desktopd, waiting for /healthz.
 func (p *Provider) boot(ctx context.Context, id string, inst pool.Instance) (pool.Instance, error) {
+	start := time.Now()
 	home := p.home(id)
 	if err := os.RemoveAll(home); err != nil {
 		return inst, fmt.Errorf("remove old home: %w", err)
@@ -277,6 +281,7 @@ func (p *Provider) boot(ctx context.Context, id string, inst pool.Instance) (poo
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
 	cmd.SysProcAttr.Setpgid = true
+	homeDone := time.Now()
 	if err := cmd.Start(); err != nil {
 		return inst, fmt.Errorf("start desktopd: %w", err)
 	}
@@ -304,6 +309,10 @@ func (p *Provider) boot(ctx context.Context, id string, inst pool.Instance) (poo
 		p.stop(inst)
 		return inst, fmt.Errorf("%v (log: %s)", err, procinfo.Tail(logPath))
 	}
+	// The parts of a boot, for the reset benchmark and for telling a slow
+	// home copy from a slow desktop.
+	p.o.Logger.Debug("desktopd ready", zap.String("vm_id", id),
+		zap.Duration("home", homeDone.Sub(start)), zap.Duration("start_to_ready", time.Since(homeDone)))
 	return inst, nil
 }
 
@@ -366,9 +375,16 @@ func (p *Provider) vmHomeOf(pid int) string {
 	return ""
 }
 
+// stopTimes are the parts of a stop, logged with a reset.
+type stopTimes struct {
+	group, marked, display time.Duration
+}
+
 // stop ends desktopd: SIGTERM to its group so it can stop its Xvfb, then
 // SIGKILL; a leftover Xvfb of the VM's display is killed too.
-func (p *Provider) stop(inst pool.Instance) {
+func (p *Provider) stop(inst pool.Instance) stopTimes {
+	var st stopTimes
+	t0 := time.Now()
 	pid, _ := strconv.Atoi(inst.Data["pid"])
 	if pid > 0 {
 		p.mu.Lock()
@@ -402,12 +418,18 @@ func (p *Provider) stop(inst pool.Instance) {
 		delete(p.children, pid)
 		p.mu.Unlock()
 	}
+	t1 := time.Now()
+	st.group = t1.Sub(t0)
 	if home := inst.Data["home"]; home != "" {
 		killMarked(envVMHome + "=" + home)
 	}
+	t2 := time.Now()
+	st.marked = t2.Sub(t1)
 	if d := inst.Data["display"]; d != "" && d != "0" {
 		killDisplayServer(d)
 	}
+	st.display = time.Since(t2)
+	return st
 }
 
 // killMarked SIGKILLs every process whose environment holds marker and
@@ -477,7 +499,9 @@ func killDisplayServer(d string) {
 // Reset stops desktopd, gives the VM a fresh home and starts it again on
 // the same port and display.
 func (p *Provider) Reset(ctx context.Context, id string, inst pool.Instance) (pool.Instance, error) {
-	p.stop(inst)
+	start := time.Now()
+	st := p.stop(inst)
+	stopped := time.Now()
 	// Whatever still holds the port would answer the readiness probe in
 	// place of the new desktopd: wait for it to be free.
 	addr := net.JoinHostPort(p.o.Config.Host, inst.Data["port"])
@@ -492,6 +516,9 @@ func (p *Provider) Reset(ctx context.Context, id string, inst pool.Instance) (po
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	p.o.Logger.Debug("old desktopd stopped", zap.String("vm_id", id), zap.Duration("stop", stopped.Sub(start)),
+		zap.Duration("stop_group", st.group), zap.Duration("stop_marked", st.marked), zap.Duration("stop_display", st.display),
+		zap.Duration("port_free", time.Since(stopped)))
 	ni := pool.Instance{Endpoint: inst.Endpoint, Data: map[string]string{"port": inst.Data["port"], "display": inst.Data["display"]}}
 	return p.boot(ctx, id, ni)
 }
