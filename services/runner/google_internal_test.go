@@ -29,7 +29,7 @@ func TestGoogleSettingsOption(t *testing.T) {
 	if err != nil || o.Google == nil || o.Google.Drive == nil || o.Google.Account == nil {
 		t.Fatalf("episodeOptions with a good folder = %+v, %v", o.Google, err)
 	}
-	if missing, err := CheckOSWorldTaskWith([]byte(googleTaskSpec), o.Google); err != nil || len(missing) != 0 {
+	if missing, err := CheckOSWorldTaskWith([]byte(googleTaskSpec), TaskOffer{Google: o.Google}); err != nil || len(missing) != 0 {
 		t.Errorf("CheckOSWorldTaskWith the settings = %+v, %v; want nothing missing", missing, err)
 	}
 	if missing, err := CheckOSWorldTask([]byte(googleTaskSpec)); err != nil || len(missing) != 3 {

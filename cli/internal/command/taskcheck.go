@@ -18,7 +18,7 @@ import (
 // cmdTasks dispatches `rollout tasks <verb>`.
 func cmdTasks(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] != "check" {
-		fmt.Fprintln(stderr, "usage: rollout tasks check --data PATH [--json]")
+		fmt.Fprintln(stderr, "usage: rollout tasks check --data PATH [--vscode] [--google-settings DIR] [--json]")
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
 			return nil
 		}
@@ -75,6 +75,7 @@ func cmdTasksCheck(ctx context.Context, args []string, stdout, stderr io.Writer)
 	mode := fs.String("mode", "osworld", "env mode of tasks that name none")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	googleSettings := fs.String("google-settings", "", "folder of OSWorld's Google settings, as rollout run takes it: tasks that use a Google account count as supported with it")
+	vscode := fs.Bool("vscode", false, "the guest image has VS Code (built with VSCODE_DEB=/path/to/code.deb make guest-image-full): tasks that run it count as supported; without it they are refused, as the runner refuses them on a guest without code")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -109,7 +110,7 @@ func cmdTasksCheck(ctx context.Context, args []string, stdout, stderr io.Writer)
 			c.Domain = "-"
 		}
 		if c.Mode == "desktop" || c.Mode == "osworld" {
-			missing, err := runner.CheckOSWorldTaskWith([]byte(t.GetSpecJson()), google)
+			missing, err := runner.CheckOSWorldTaskWith([]byte(t.GetSpecJson()), runner.TaskOffer{Google: google, VSCode: *vscode})
 			if err != nil {
 				c.Invalid = err.Error()
 			}

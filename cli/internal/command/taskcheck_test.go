@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 )
@@ -156,6 +157,70 @@ func TestTasksCheckGoogleSettings(t *testing.T) {
 			}
 			if rep.Tasks != 1 || rep.Supported != tc.wantSupported {
 				t.Errorf("tasks, supported = %d, %d, want 1, %d (missing: %+v)", rep.Tasks, rep.Supported, tc.wantSupported, rep.Missing)
+			}
+		})
+	}
+}
+
+// TestTasksCheckVSCode: tasks that run VS Code (`code` as a step's program
+// or inside its shell script, or a getter that drives it) count as
+// supported only with --vscode, the image having been built with
+// VSCODE_DEB; without it they are refused with how to add it, as the
+// runner refuses them on a guest without code.
+func TestTasksCheckVSCode(t *testing.T) {
+	dir := t.TempDir()
+	tasks := map[string]string{
+		"launch.json": `{"id": "launch", "instruction": "x", "config": [{"type": "launch", "parameters": {"command": ["code", "/home/user/project"]}},
+			{"type": "activate_window", "parameters": {"window_name": "Visual Studio Code"}}], "evaluator": {"func": "infeasible"}}`,
+		"script.json": `{"id": "script", "instruction": "x", "config": [{"type": "execute", "parameters": {"command": ["/bin/bash", "-c", "cd /home/user/Downloads && unzip -q ext.zip && code --install-extension ext.vsix"]}}],
+			"evaluator": {"func": "infeasible"}}`,
+		"getter.json": `{"id": "getter", "instruction": "x", "evaluator": {"func": "check_json_settings",
+			"result": {"type": "vscode_config", "vscode_extension_command": "OpenProject", "path": "/home/user/OpenProject.txt", "dest": "OpenProject.txt"},
+			"expected": {"type": "rule", "rules": {"expected": {"a": 1}}}}}`,
+		"plain.json": `{"id": "plain", "instruction": "x", "config": [{"type": "execute", "parameters": {"command": "echo code > /tmp/x; which vscode", "shell": true}}],
+			"evaluator": {"func": "infeasible"}}`,
+	}
+	for name, content := range tasks {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name          string
+		args          []string
+		wantSupported int
+		wantRefused   string
+	}{
+		{"image without VS Code", nil, 1, "getter,launch,script"},
+		{"image with VS Code", []string{"--vscode"}, 4, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			args := append([]string{"tasks", "check", "--data", dir, "--json"}, tc.args...)
+			if err := Run(context.Background(), args, &stdout, &stderr); err != nil {
+				t.Fatalf("tasks check: %v\n%s", err, stderr.String())
+			}
+			var rep checkReport
+			if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+				t.Fatal(err)
+			}
+			if rep.Tasks != 4 || rep.Supported != tc.wantSupported {
+				t.Errorf("tasks, supported = %d, %d, want 4, %d (missing: %+v)", rep.Tasks, rep.Supported, tc.wantSupported, rep.Missing)
+			}
+			var refused []string
+			for _, m := range rep.Missing {
+				if m.Kind != "app" || m.Name != "vscode" {
+					t.Errorf("missing %s %s, want only app vscode", m.Kind, m.Name)
+					continue
+				}
+				if !strings.Contains(m.Reason, "VSCODE_DEB=") || !strings.Contains(m.Reason, "--vscode") {
+					t.Errorf("reason %q does not say how to add VS Code", m.Reason)
+				}
+				refused = append(refused, m.IDs...)
+			}
+			sort.Strings(refused)
+			if got := strings.Join(refused, ","); got != tc.wantRefused {
+				t.Errorf("refused for want of VS Code: %q, want %q", got, tc.wantRefused)
 			}
 		})
 	}

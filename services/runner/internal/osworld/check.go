@@ -5,7 +5,8 @@ import "slices"
 // Missing is one step, getter or metric that a task needs and this package
 // cannot run, with why.
 type Missing struct {
-	// Kind is "step", "getter", "metric" or "option" (Name metric.key).
+	// Kind is "app" (an application the guest lacks), "step", "getter",
+	// "metric" or "option" (Name metric.key).
 	Kind string
 	Name string
 	// Reason says why when the name is known but refused (an account the
@@ -41,16 +42,40 @@ func accountMissing(name string, g *GoogleSettings) string {
 	return ""
 }
 
-// Missing is MissingFor without Google settings: the Google account steps
-// and getter are refused.
-func (t Task) Missing() []Missing { return t.MissingFor(nil) }
+// Offer is what a runner and its guest offer that a task may need beyond
+// this package's registry: an account, and applications an image may
+// lack.
+type Offer struct {
+	// Google are the account settings (--google-settings); nil refuses the
+	// steps and getter that act on a Google account.
+	Google *GoogleSettings
+	// Apps are the applications the guest has, of those an image may
+	// lack; nil while they are not known (before the guest answers), which
+	// refuses nothing.
+	Apps *GuestApps
+}
+
+// GuestApps says which applications a guest image may lack it has.
+type GuestApps struct {
+	// VSCode is VS Code's `code` on the guest's PATH. Debian does not ship
+	// it: the full image has it only when built with VSCODE_DEB.
+	VSCode bool
+}
+
+// noVSCode is why a task that needs VS Code is refused where it is not.
+const noVSCode = "needs VS Code (code), which the guest image lacks: build it with VSCODE_DEB=/path/to/code.deb make guest-image-full (rollout tasks check counts these tasks with --vscode)"
+
+// Missing is MissingFor with nothing offered: the Google account steps and
+// getter are refused, the guest's applications are not judged.
+func (t Task) Missing() []Missing { return t.MissingFor(Offer{}) }
 
 // MissingFor lists everything the task needs that cannot run here with
-// the Google settings g (nil for none), in task order (config steps,
-// postconfig steps, then each metric with its getters), each name once. The runner refuses a task with any (see
-// Unsupported), and `rollout tasks check` prints them all, so both say the
-// same.
-func (t Task) MissingFor(g *GoogleSettings) []Missing {
+// what o offers: an application the guest lacks first, then in task order
+// (config steps, postconfig steps, then each metric with its getters),
+// each name once. The runner refuses a task with any before a step acts on
+// the VM (see Unsupported), and `rollout tasks check` prints them all, so
+// both say the same.
+func (t Task) MissingFor(o Offer) []Missing {
 	var out []Missing
 	seen := map[Missing]bool{}
 	add := func(m Missing) {
@@ -59,6 +84,10 @@ func (t Task) MissingFor(g *GoogleSettings) []Missing {
 			out = append(out, m)
 		}
 	}
+	if o.Apps != nil && !o.Apps.VSCode && t.NeedsVSCode() {
+		add(Missing{Kind: "app", Name: "vscode", Reason: noVSCode})
+	}
+	g := o.Google
 	for _, s := range append(append([]Step{}, t.Config...), t.Evaluator.Postconfig...) {
 		if r := accountMissing(s.Type, g); r != "" {
 			add(Missing{Kind: "step", Name: s.Type, Reason: r})

@@ -181,7 +181,7 @@ func TestMissingForGoogleSettings(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := task.MissingFor(tt.g); !reflect.DeepEqual(got, tt.want) {
+			if got := task.MissingFor(Offer{Google: tt.g}); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("MissingFor = %+v\nwant %+v", got, tt.want)
 			}
 		})
@@ -595,7 +595,7 @@ func TestPublishedGoogleTasksRunWithSettings(t *testing.T) {
 			continue
 		}
 		n++
-		if with := task.MissingFor(g); len(with) != 0 {
+		if with := task.MissingFor(Offer{Google: g}); len(with) != 0 {
 			t.Errorf("%s with Google settings still misses %+v", filepath.Base(p), with)
 		}
 	}

@@ -96,20 +96,30 @@ func (e *Env) Screen() action.Screen { return e.cfg.Screen }
 func (e *Env) Tools() []env.Tool { return nil }
 
 // Reset parses the OSWorld task, refuses tasks needing what is not
-// supported, waits for the guest, runs the config steps and returns the
-// first observation.
+// supported, waits for the guest, refuses tasks needing an application the
+// guest lacks, runs the config steps and returns the first observation.
 func (e *Env) Reset(ctx context.Context, t env.Task) (env.Observation, error) {
 	task, err := osworld.ParseTask(t.Spec)
 	if err != nil {
 		return env.Observation{}, err
 	}
-	if missing := task.MissingFor(e.cfg.Google); len(missing) > 0 {
-		m := missing[0]
-		return env.Observation{}, &env.UnsupportedError{Kind: m.Kind, Name: m.Name, Why: m.Reason}
+	offer := osworld.Offer{Google: e.cfg.Google}
+	if err := refuseMissing(task, offer); err != nil {
+		return env.Observation{}, err
 	}
 	e.task = task
 	if err := e.g.Wait(ctx, e.cfg.GuestWaitTries, time.Second); err != nil {
 		return env.Observation{}, fmt.Errorf("wait for guest: %w", err)
+	}
+	// Before any step acts on the VM: an image may lack an application
+	// the task runs (VS Code).
+	apps, err := osworld.ProbeApps(ctx, e.g, task)
+	if err != nil {
+		return env.Observation{}, env.EnvError(fmt.Errorf("ask the guest for its applications: %w", err))
+	}
+	offer.Apps = &apps
+	if err := refuseMissing(task, offer); err != nil {
+		return env.Observation{}, err
 	}
 	if e.cfg.Screen.Width == 0 {
 		w, h, err := e.g.ScreenSize(ctx)
@@ -161,6 +171,17 @@ func (e *Env) Reset(ctx context.Context, t env.Task) (env.Observation, error) {
 		return env.Observation{}, err
 	}
 	return e.observe(ctx, shot)
+}
+
+// refuseMissing is the task's first missing need as the episode's
+// UNSUPPORTED error, or nil; `rollout tasks check` judges with the same
+// Task.MissingFor.
+func refuseMissing(task osworld.Task, o osworld.Offer) error {
+	if missing := task.MissingFor(o); len(missing) > 0 {
+		m := missing[0]
+		return &env.UnsupportedError{Kind: m.Kind, Name: m.Name, Why: m.Reason}
+	}
+	return nil
 }
 
 // settle waits until the screen stops changing: two screenshots
