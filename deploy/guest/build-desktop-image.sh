@@ -18,7 +18,9 @@
 # SECURITY_MIRROR (the security archive, for --full: Chromium's updates come
 # from there), SUITE (bookworm), FORCE=1 to rebuild anyway, and for --full
 # VSCODE_DEB=/path/to/code.deb to install VS Code (not in Debian) from a
-# local .deb.
+# local .deb, and GUEST_TZ, the guest's time zone (default Asia/Hong_Kong;
+# it must not be UTC+0, see below), recorded in the image's label
+# org.rolloutmesh.timezone.
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -56,6 +58,15 @@ if [ "$full" = 1 ]; then
 		echo "VSCODE_DEB=$VSCODE_DEB: no such file" >&2
 		exit 1
 	fi
+	# The full guest starts in a time zone other than UTC+0, as OSWorld's
+	# VM does: its is_utc_0 task ("set my time zone to UTC+0") reads line 4
+	# of "timedatectl status", and a guest already at +0000 scores 1 before
+	# the agent acts. Hong Kong is +0800 all year (no daylight saving), so
+	# the offset the tasks see does not move with the season.
+	guest_tz="${GUEST_TZ:-Asia/Hong_Kong}"
+	case "$guest_tz" in
+	"" | /* | *..* | .* | *" "*) echo "GUEST_TZ=$guest_tz: want a zone name such as Asia/Hong_Kong" >&2; exit 1 ;;
+	esac
 fi
 
 work=$(mktemp -d /tmp/desktop-image.XXXXXX)
@@ -78,7 +89,7 @@ echo ">> building desktopd"
 (cd "$repo/guest/desktopd" && CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags='-s -w' -o "$work/desktopd" ./cmd/desktopd)
 
 if [ "$full" = 1 ]; then
-	hash=$( (cat "$work/desktopd" "$here/desktop-init.sh" "$0" "$here"/full/*; echo "$suite $packages $full_packages"
+	hash=$( (cat "$work/desktopd" "$here/desktop-init.sh" "$0" "$here"/full/*; echo "$suite $packages $full_packages $guest_tz"
 		[ -z "${VSCODE_DEB:-}" ] || sha256sum <"$VSCODE_DEB") | sha256sum | cut -c1-32)
 else
 	hash=$( (cat "$work/desktopd" "$here/desktop-init.sh" "$0"; echo "$suite $packages") | sha256sum | cut -c1-32)
@@ -162,6 +173,17 @@ install_full() {
 	# reads and sets /etc/localtime (see full/timedatectl; the is_utc_0
 	# task reads "timedatectl status").
 	install -m 0755 "$here/full/timedatectl" "$rootfs/usr/local/bin/timedatectl"
+	# The zone, as timedated and tzdata keep it: /etc/localtime a link into
+	# /usr/share/zoneinfo (what the shim, libc, Chromium and Python read)
+	# and its name in /etc/timezone.
+	[ -f "$rootfs/usr/share/zoneinfo/$guest_tz" ] || { echo "GUEST_TZ=$guest_tz: not a zone tzdata knows" >&2; exit 1; }
+	ln -sfn "/usr/share/zoneinfo/$guest_tz" "$rootfs/etc/localtime"
+	echo "$guest_tz" >"$rootfs/etc/timezone"
+	offset=$(chroot "$rootfs" env -u TZ date +%z)
+	if [ "$offset" = +0000 ]; then
+		echo "GUEST_TZ=$guest_tz is UTC+0 now: OSWorld's is_utc_0 task would score 1 before the agent acts" >&2
+		exit 1
+	fi
 	# ctrl+alt+t opens a terminal, as on OSWorld's Ubuntu: 8 published
 	# tasks press it in their config and then activate "Terminal".
 	sed -i 's|^<keyboard>$|<keyboard>\n  <keybind key="C-A-t"><action name="Execute"><command>gnome-terminal</command></action></keybind>|' \
@@ -204,14 +226,17 @@ rm -rf "$rootfs/var/cache/apt/archives/"*.deb "$rootfs/var/lib/apt/lists/"* \
 
 echo ">> docker import as $image"
 expose='EXPOSE 5000'
+labels="org.rolloutmesh.inputs=$hash org.rolloutmesh.component=desktop-guest"
 if [ "$full" = 1 ]; then
 	# The CDP forward and VLC's HTTP interface (see full/desktop-init.sh).
 	expose='EXPOSE 5000 8080 9222'
+	# check-full-image.sh reads the zone the guest must start in.
+	labels="$labels org.rolloutmesh.timezone=$guest_tz"
 fi
 tar -C "$rootfs" --numeric-owner -c . | docker import \
 	--change 'CMD ["/sbin/desktop-init"]' \
 	--change "$expose" \
 	--change 'ENV LANG=C.UTF-8 SCREEN_WIDTH=1920 SCREEN_HEIGHT=1080' \
-	--change "LABEL org.rolloutmesh.inputs=$hash org.rolloutmesh.component=desktop-guest" \
+	--change "LABEL $labels" \
 	- "$image"
 echo ">> built $image (inputs $hash)"

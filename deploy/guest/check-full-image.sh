@@ -15,6 +15,9 @@
 #   - /setup/open_file of a .docx and an .mp4 opening in Writer and VLC;
 #   - sudo -S with "password", gsettings over /run/user/1000/bus, the python
 #     modules and programs the tasks call, CJK fonts;
+#   - the time zone the image was built with (its org.rolloutmesh.timezone
+#     label), not UTC+0, as timedatectl, date and Python's datetime read it,
+#     so that OSWorld's is_utc_0 task starts at 0;
 #   - the timedatectl shim (status, set-timezone), PulseAudio's null sink as
 #     the volume task reads it, /wallpaper after a gsettings set, ctrl+alt+t
 #     opening a terminal, /accessibility with all those applications open
@@ -202,14 +205,31 @@ run 'fc-list :lang=zh-cn | grep -q . && fc-list :lang=ko | grep -q . && fc-list 
 	fail "no font for Chinese, Korean or Japanese text"
 ok "CJK fonts: $(run 'fc-list :lang=zh-cn family | head -n1')"
 
-# --- timedatectl (a shim: no systemd in a container) -------------------------
+# --- the time zone, and timedatectl (a shim: no systemd in a container) ------
+# The guest starts in the zone the image was built with (GUEST_TZ, recorded
+# in its label), never UTC+0: OSWorld's is_utc_0 task ("set my time zone to
+# UTC+0") reads line 4 of "timedatectl status" and scores 1 when it ends in
+# "+0000)", so a guest in UTC would pass it before the agent acts.
+zone=$(docker image inspect -f '{{ index .Config.Labels "org.rolloutmesh.timezone" }}' "$image")
+case "$zone" in
+"" | "<no value>") fail "$image has no org.rolloutmesh.timezone label: it was built before the guest had a time zone; rebuild it (make guest-image-full)" ;;
+esac
 line4() { run 'timedatectl status' | sed -n 4p; }
-case "$(line4)" in *"Time zone: Etc/UTC (UTC, +0000)") ;; *) fail "timedatectl status line 4 is '$(line4)'" ;; esac
+l=$(line4)
+case "$l" in *"Time zone: $zone ("*) ;; *) fail "timedatectl status line 4 is '$l', want the image's zone $zone" ;; esac
+case "$l" in *"+0000)") fail "timedatectl status line 4 is '$l': OSWorld's is_utc_0 task would score 1 before the agent acts" ;; esac
+offset=$(run 'date +%z')
+[ "$offset" != "+0000" ] && [ "${l%"$offset)"}" != "$l" ] || fail "date +%z in the guest is '$offset', line 4 is '$l'"
+py_offset=$(run 'python3 -c "from datetime import datetime; print(datetime.now().astimezone().strftime(\"%z\"))"')
+[ "$py_offset" = "$offset" ] || fail "Python's local offset is '$py_offset', date's '$offset' (rule_relativeTime reads Python's)"
+ok "time zone $zone ($offset), not UTC+0: is_utc_0 starts at 0"
 run 'echo password | sudo -S -p "" timedatectl set-timezone Asia/Tokyo' >/dev/null || fail "sudo timedatectl set-timezone failed"
 case "$(line4)" in *"Time zone: Asia/Tokyo (JST, +0900)") ;; *) fail "after set-timezone Asia/Tokyo, line 4 is '$(line4)'" ;; esac
 if run 'timedatectl set-timezone UTC' >/dev/null 2>&1; then fail "set-timezone without root succeeded"; fi
-run 'echo password | sudo -S -p "" timedatectl set-timezone Etc/UTC && date +%z' | grep -q '+0000' || fail "could not set the time zone back"
-ok "timedatectl status, set-timezone (root only)"
+run 'echo password | sudo -S -p "" timedatectl set-timezone Etc/UTC' >/dev/null || fail "sudo timedatectl set-timezone Etc/UTC failed"
+case "$(line4)" in *"Time zone: Etc/UTC (UTC, +0000)") ;; *) fail "after set-timezone Etc/UTC (the agent's fix), line 4 is '$(line4)', which is_utc_0 does not pass" ;; esac
+run "echo password | sudo -S -p '' timedatectl set-timezone $zone && date +%z" | grep -qx -- "$offset" || fail "could not set the time zone back to $zone"
+ok "timedatectl status, set-timezone (root only); after set-timezone Etc/UTC line 4 ends in +0000)"
 
 # --- PulseAudio, as the volume task's evaluator reads it ---------------------
 vol() {
