@@ -7,6 +7,7 @@ require (
 	github.com/rolloutmesh/rolloutmesh/proto v0.0.0
 	github.com/rolloutmesh/rolloutmesh/serverkit v0.0.0
 	github.com/sashabaranov/go-openai v1.43.0
+	github.com/segmentio/asm v1.2.1
 	github.com/tidwall/gjson v1.20.0
 	github.com/valyala/fasthttp v1.73.0
 	github.com/valyala/fastjson v1.6.10
@@ -21,7 +22,6 @@ require (
 	github.com/andybalholm/brotli v1.2.2 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus v1.1.1 // indirect
 	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.4 // indirect
 	github.com/klauspost/compress v1.20.1 // indirect
 	github.com/kylelemons/godebug v1.1.0 // indirect

@@ -13,12 +13,12 @@ import (
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	rmv1 "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
-	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/backend"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/breaker"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/gateway"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/launch"
@@ -113,16 +113,25 @@ func (s *Service) chat(ctx context.Context, req *rmv1.ChatRequest) (*rmv1.ChatRe
 	if err != nil {
 		return nil, err
 	}
-	body, err := chatBody(req, model, false)
+	// The body's buffer comes from the process's buffer pool, which
+	// serverkit/grpcserver makes one with a class at every power of two
+	// that does not clear what it hands out. Once the backend's answer is
+	// closed nothing holds the body: fasthttp lets go of it when it
+	// releases its request.
+	pool := mem.DefaultBufferPool()
+	buf := pool.Get(bodySize(req, model))
+	body, err := appendChatBody((*buf)[:0], req, model, false)
 	if err != nil {
+		pool.Put(buf)
 		return nil, err
 	}
-	var openAIBody []byte
-	if s.hasKind(backend.KindOpenAI) {
-		if openAIBody, err = chatBody(req, model, true); err != nil {
-			return nil, err
-		}
-	}
+	defer func() {
+		*buf = body[:0]
+		pool.Put(buf)
+	}()
+	// A second body only for a backend of kind openai, which refuses
+	// vLLM's extra fields, and only when the request goes to one.
+	openAIBody := func() ([]byte, error) { return chatBody(req, model, true) }
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, s.limits.RequestTimeout)
@@ -142,9 +151,12 @@ func (s *Service) chat(ctx context.Context, req *rmv1.ChatRequest) (*rmv1.ChatRe
 		return nil, fmt.Errorf("%w from %s: %v", errBadAnswer, resp.Backend.ID(), err)
 	}
 	if resp.StatusCode/100 != 2 {
+		se := &gateway.StatusError{Backend: resp.Backend.ID(), Code: resp.StatusCode, Body: bytes.Clone(raw)}
 		resp.Finish(true, "") // the backend works; the request was refused
-		return nil, &gateway.StatusError{Backend: resp.Backend.ID(), Code: resp.StatusCode, Body: raw}
+		return nil, se
 	}
+	// raw is the backend's buffer until Finish; the answer copies what it
+	// keeps.
 	out, err := chatAnswer(raw)
 	if err != nil {
 		resp.Finish(false, "decode answer: "+err.Error())
@@ -158,11 +170,10 @@ func (s *Service) chat(ctx context.Context, req *rmv1.ChatRequest) (*rmv1.ChatRe
 	out.Latency = durationpb.New(latency)
 	out.TimeToFirstToken = durationpb.New(latency)
 	out.Attempts = int32(resp.Attempts)
-	s.met.Latency.WithLabelValues("grpc").Observe(latency.Seconds())
-	s.met.TTFT.WithLabelValues("grpc").Observe(latency.Seconds())
+	s.front.Latency.Observe(latency.Seconds())
+	s.front.TTFT.Observe(latency.Seconds())
 	if u := out.GetUsage(); u != nil {
-		s.met.Tokens.WithLabelValues(out.Backend, "prompt").Add(float64(u.GetPromptTokens()))
-		s.met.Tokens.WithLabelValues(out.Backend, "completion").Add(float64(u.GetCompletionTokens()))
+		s.g.CountTokens(resp.Backend, int64(u.GetPromptTokens()), int64(u.GetCompletionTokens()))
 	}
 	return out, nil
 }

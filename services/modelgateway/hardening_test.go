@@ -823,3 +823,45 @@ func TestAnswerCappedAtMaxResponseBytes(t *testing.T) {
 		t.Errorf("HTTP chat with a long answer: %d, %d bytes; want a short 502", got.code, len(got.body))
 	}
 }
+
+// TestHTTPRequestTimeoutAndClose: an HTTP request is bounded by
+// limits.request_timeout (504, and the backend sees it cancelled), and
+// closing the front ends the requests in flight at their backends.
+func TestHTTPRequestTimeoutAndClose(t *testing.T) {
+	f := startFake(t, fakellm.Config{TTFT: time.Minute})
+	h := startGateway(t, &FileConfig{Backends: backends("vllm", f), Limits: Limits{RequestTimeout: 300 * time.Millisecond}}, nil)
+	msgs := []map[string]any{{"role": "user", "content": "x"}}
+	start := time.Now()
+	resp, err := postJSON(t, ctxT(t, 10*time.Second), h.http+"/v1/chat/completions", map[string]any{"messages": msgs}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusGatewayTimeout {
+		t.Errorf("request past the timeout answered %d, want 504", resp.StatusCode)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("request with a 300ms timeout took %v", d)
+	}
+	waitFor(t, "timed-out request cancelled at the backend", func() bool { return f.Stats().Canceled == 1 })
+
+	f2 := startFake(t, fakellm.Config{TTFT: time.Minute})
+	h2 := startGateway(t, &FileConfig{Backends: backends("vllm", f2)}, nil)
+	answered := make(chan error, 1)
+	go func() {
+		resp, err := postJSON(t, ctxT(t, 10*time.Second), h2.http+"/v1/chat/completions", map[string]any{"messages": msgs, "stream": true}, nil)
+		if err == nil {
+			_, err = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		answered <- err
+	}()
+	waitFor(t, "streamed request in flight", func() bool { return f2.Stats().InFlight == 1 })
+	h2.svc.openai.Close()
+	waitFor(t, "request ended at the backend by Close", func() bool { return f2.Stats().Canceled == 1 })
+	select {
+	case <-answered:
+	case <-time.After(5 * time.Second):
+		t.Error("client still waiting 5s after Close")
+	}
+}

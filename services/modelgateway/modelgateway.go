@@ -90,6 +90,8 @@ type Service struct {
 	log    *zap.Logger
 	limits Limits
 	clk    clock.Clock
+	// front holds the gRPC front's latency histograms.
+	front metrics.Front
 
 	// launcher runs the replicas of backends with a launch section;
 	// watcher loads new checkpoints.
@@ -155,7 +157,7 @@ func New(ctx context.Context, cfg Config, env daemon.Env) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{g: g, met: met, log: env.Logger, limits: limits, clk: clk}
+	s := &Service{g: g, met: met, log: env.Logger, limits: limits, clk: clk, front: met.Front("grpc")}
 	openaiTLS := false
 	if cfg.OpenAIAddr != "" {
 		token := cfg.AuthToken
@@ -305,15 +307,4 @@ func (s *Service) Close(ctx context.Context) error {
 	s.stopManaged()
 	s.g.Stop()
 	return nil
-}
-
-// hasKind reports whether any backend is of kind, so that a second,
-// kind-specific body is only encoded when some backend needs it.
-func (s *Service) hasKind(kind string) bool {
-	for _, b := range s.g.Backends() {
-		if b.Kind() == kind {
-			return true
-		}
-	}
-	return false
 }

@@ -20,7 +20,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	rmv1 "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
 	"github.com/rolloutmesh/rolloutmesh/serverkit/daemon/daemontest"
@@ -745,6 +747,72 @@ func BenchmarkHTTPFront(b *testing.B) {
 			})
 		})
 	}
+}
+
+// BenchmarkGRPCFront sends Chat calls one after another through the gRPC
+// front to a zero-latency fakellm, as runners do: a text turn, a turn with
+// one 200 KB screenshot, and a late turn of an episode that resends the
+// three screenshots before it. The health check is the per-call floor of
+// grpc-go and the interceptor chain. For profiling the gateway's own path
+// (benchgateway has the side-by-side figures).
+func BenchmarkGRPCFront(b *testing.B) {
+	f, err := fakellm.Start(context.Background(), "127.0.0.1:0", fakellm.Config{Script: []fakellm.Rule{{Match: "", Reply: "ok"}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	env := daemontest.Env(b)
+	env.Logger = zap.NewNop()
+	svc, err := New(context.Background(), Config{File: &FileConfig{Backends: backends("vllm", f)}}, env)
+	if err != nil {
+		b.Fatal(err)
+	}
+	addr := daemontest.Serve(b, env, svc)
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	cli := rmv1.NewModelGatewayClient(conn)
+	shot := func(seed byte) *rmv1.ContentPart {
+		data := append(bytes.Clone(png8), bytes.Repeat([]byte{seed, 0x17, 0xa9}, 200<<10/3)...)
+		return imagePart(data, "image/png", "")
+	}
+	system := &rmv1.ChatMessage{Role: "system", Content: []*rmv1.ContentPart{textPart("You are a computer-use agent.")}}
+	text := &rmv1.ChatRequest{Model: "fake-model", RoutingKey: "ep-1", Messages: []*rmv1.ChatMessage{system, userMsg("Open the terminal.")},
+		Sampling: &rmv1.SamplingParams{MaxTokens: new(int32(16)), Temperature: new(0.0)}}
+	oneShot := proto.CloneOf(text)
+	oneShot.Messages[1].Content = append(oneShot.Messages[1].Content, shot(1))
+	history := proto.CloneOf(text)
+	history.Messages = history.Messages[:1]
+	for i := range 4 {
+		history.Messages = append(history.Messages,
+			&rmv1.ChatMessage{Role: "user", Content: []*rmv1.ContentPart{textPart(fmt.Sprint("Step ", i)), shot(byte(i))}},
+			&rmv1.ChatMessage{Role: "assistant", Content: []*rmv1.ContentPart{textPart("pyautogui.click(10, 20)")}})
+	}
+	history.Messages = history.Messages[:len(history.Messages)-1]
+	for _, tc := range []struct {
+		name string
+		req  *rmv1.ChatRequest
+	}{{"text", text}, {"screenshot", oneShot}, {"history-4-screenshots", history}} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := cli.Chat(context.Background(), tc.req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+	b.Run("health", func(b *testing.B) {
+		hc := healthpb.NewHealthClient(conn)
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := hc.Check(context.Background(), &healthpb.HealthCheckRequest{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
 
 func TestUpdateAbortsInFlight(t *testing.T) {

@@ -158,7 +158,14 @@ type Answer struct {
 	eof      bool // the body was read to its end
 	inline   bool // the body was read with the headers
 	closed   bool
+	// raw is the body when inline.
+	raw []byte
 }
+
+// Inline returns the body when it was read whole with the headers (the
+// backend sent its length and it is at most 64 KiB): the bytes fasthttp
+// read, valid until Close.
+func (a *Answer) Inline() ([]byte, bool) { return a.raw, a.inline }
 
 // ContentType is the Content-Type header; it is valid until Close.
 func (a *Answer) ContentType() []byte { return a.resp.Header.ContentType() }
@@ -190,7 +197,7 @@ func (a *Answer) Close() error {
 	a.finishConn((a.eof || a.inline) && a.reusable)
 	fasthttp.ReleaseRequest(a.req)
 	fasthttp.ReleaseResponse(a.resp)
-	a.req, a.resp, a.body = nil, nil, nil
+	a.req, a.resp, a.body, a.raw = nil, nil, nil, nil
 	return nil
 }
 
@@ -252,6 +259,12 @@ func send(ctx context.Context, hc *fasthttp.HostClient, url string, body []byte,
 	a.body = a.resp.BodyStream()
 	// A body read whole with the headers leaves the connection free
 	// whether or not the caller reads it all.
-	_, a.inline = a.body.(*bytes.Reader)
+	if _, a.inline = a.body.(*bytes.Reader); a.inline {
+		// The stream is a reader over fasthttp's body buffer; closing
+		// it leaves Body that buffer rather than a copy of it, and the
+		// reader works on.
+		a.resp.CloseBodyStream()
+		a.raw = a.resp.Body()
+	}
 	return a, nil
 }

@@ -120,7 +120,14 @@ type Gateway struct {
 	policy  routing.Policy
 	all     []*backend.Backend
 	byModel map[string][]*backend.Backend
+	// targets is byModel as routing targets: what pick hands the policy
+	// when every backend of the model is a candidate, without building
+	// the list per request.
+	targets map[string][]target
 	models  []string
+	// counters holds each backend's hot-path counters; set in New, read
+	// only after.
+	counters map[*backend.Backend]*metrics.BackendCounters
 
 	version  atomic.Int64
 	updateMu sync.Mutex
@@ -135,7 +142,8 @@ type Gateway struct {
 // New builds a gateway; Start begins health probing.
 func New(cfg Config, client *http.Client, clk clock.Clock, met *metrics.Metrics, log *zap.Logger) (*Gateway, error) {
 	cfg.defaults()
-	g := &Gateway{cfg: cfg, log: log, clk: clk, met: met, byModel: map[string][]*backend.Backend{}}
+	g := &Gateway{cfg: cfg, log: log, clk: clk, met: met, byModel: map[string][]*backend.Backend{},
+		targets: map[string][]target{}, counters: map[*backend.Backend]*metrics.BackendCounters{}}
 	policy, err := routing.New(cfg.Routing, routing.Hooks{
 		Pin:   func(id string) { met.Pins.WithLabelValues(id, "pin").Inc() },
 		Unpin: func(id string) { met.Pins.WithLabelValues(id, "unpin").Inc() },
@@ -172,10 +180,12 @@ func New(cfg Config, client *http.Client, clk clock.Clock, met *metrics.Metrics,
 			return nil, err
 		}
 		g.all = append(g.all, b)
+		g.counters[b] = met.Backend(b.ID())
 		if _, ok := g.byModel[b.Model()]; !ok {
 			g.models = append(g.models, b.Model())
 		}
 		g.byModel[b.Model()] = append(g.byModel[b.Model()], b)
+		g.targets[b.Model()] = append(g.targets[b.Model()], b)
 	}
 	if g.cfg.DefaultModel == "" && len(g.all) > 0 {
 		g.cfg.DefaultModel = g.all[0].Model()
@@ -265,10 +275,11 @@ type Request struct {
 	// Model is a resolved model name.
 	Model      string
 	RoutingKey string
-	// Body is the JSON body; OpenAIBody, when set, replaces it for kind
-	// openai backends, which reject vLLM's extra fields.
+	// Body is the JSON body. OpenAIBody, when set, makes the body for
+	// kind openai backends, which reject vLLM's extra fields; it is called
+	// only when the request goes to one.
 	Body       []byte
-	OpenAIBody []byte
+	OpenAIBody func() ([]byte, error)
 }
 
 // Response is an open backend answer. The caller reads it and must call
@@ -295,9 +306,31 @@ func (r *Response) Finish(ok bool, errText string) (versionChanged bool) {
 	return r.Backend.Epoch() != r.epoch
 }
 
-// ReadAnswer reads a non-streamed answer of at most limit bytes, in one
-// allocation when the backend sent a Content-Length.
+// CountTokens adds a backend's usage report to the token counters.
+func (g *Gateway) CountTokens(b *backend.Backend, prompt, completion int64) {
+	c := g.counters[b]
+	if c == nil {
+		return
+	}
+	if prompt > 0 {
+		c.PromptTokens.Add(float64(prompt))
+	}
+	if completion > 0 {
+		c.CompletionTokens.Add(float64(completion))
+	}
+}
+
+// ReadAnswer returns a non-streamed answer of at most limit bytes. One the
+// backend sent with its length (every non-streamed one) was read with the
+// headers and is returned as it is, without a copy: it is valid until
+// Finish. Others are read into a new buffer.
 func ReadAnswer(r *Response, limit int64) ([]byte, error) {
+	if b, ok := r.Inline(); ok {
+		if int64(len(b)) > limit {
+			return nil, fmt.Errorf("answer of %d bytes exceeds the %d-byte limit", len(b), limit)
+		}
+		return b, nil
+	}
 	n := r.ContentLength
 	if n > limit {
 		return nil, fmt.Errorf("answer of %d bytes exceeds the %d-byte limit", n, limit)
@@ -305,7 +338,9 @@ func ReadAnswer(r *Response, limit int64) ([]byte, error) {
 	if n < 0 {
 		n = 4096
 	}
-	buf := bytes.NewBuffer(make([]byte, 0, n+1))
+	// bytes.Buffer.ReadFrom would grow a buffer of exactly n+1 bytes
+	// (it wants 512 free before each read).
+	buf := bytes.NewBuffer(make([]byte, 0, n+bytes.MinRead))
 	if _, err := buf.ReadFrom(io.LimitReader(r.Answer, limit+1)); err != nil {
 		return nil, err
 	}
@@ -333,10 +368,10 @@ const chatPath = "/v1/chat/completions"
 // after connection errors and 408/429/5xx answers while attempts and the
 // caller's deadline allow. ctx bounds the whole request, body included.
 func (g *Gateway) Do(ctx context.Context, req *Request) (*Response, error) {
-	var (
-		tried   []*backend.Backend
-		lastErr error = ErrNoBackend
-	)
+	var triedBuf [4]*backend.Backend // on the stack, for the usual one or two
+	tried := triedBuf[:0]
+	var lastErr error = ErrNoBackend
+	var openAIBody []byte
 	for attempt := 1; attempt <= g.cfg.Retry.MaxAttempts; attempt++ {
 		if attempt > 1 {
 			if err := g.backoff(ctx, attempt); err != nil {
@@ -363,6 +398,16 @@ func (g *Gateway) Do(ctx context.Context, req *Request) (*Response, error) {
 			continue
 		}
 		tried = append(tried, b)
+		body := req.Body
+		if b.Kind() == backend.KindOpenAI && req.OpenAIBody != nil {
+			if openAIBody == nil {
+				var err error
+				if openAIBody, err = req.OpenAIBody(); err != nil {
+					return nil, err
+				}
+			}
+			body = openAIBody
+		}
 		if !b.Acquire() {
 			g.met.Retries.WithLabelValues("busy").Inc()
 			continue
@@ -371,10 +416,6 @@ func (g *Gateway) Do(ctx context.Context, req *Request) (*Response, error) {
 			b.Release()
 			g.met.Retries.WithLabelValues("breaker_open").Inc()
 			continue
-		}
-		body := req.Body
-		if b.Kind() == backend.KindOpenAI && req.OpenAIBody != nil {
-			body = req.OpenAIBody
 		}
 		start, epoch := time.Now(), b.Epoch()
 		resp, err := b.Send(ctx, chatPath, body, req.RoutingKey)
@@ -392,7 +433,11 @@ func (g *Gateway) Do(ctx context.Context, req *Request) (*Response, error) {
 			lastErr = fmt.Errorf("%w: backend %s: %v", ErrNoBackend, b.ID(), err)
 			continue
 		}
-		g.met.Requests.WithLabelValues(b.ID(), statusLabel(resp.StatusCode)).Inc()
+		if resp.StatusCode == http.StatusOK {
+			g.counters[b].OK.Inc()
+		} else {
+			g.met.Requests.WithLabelValues(b.ID(), statusLabel(resp.StatusCode)).Inc()
+		}
 		if retryable(resp.StatusCode) {
 			msg, _ := io.ReadAll(io.LimitReader(resp, 4096))
 			resp.Close()
@@ -508,9 +553,19 @@ type target = routing.Target
 // (a probe can lag behind a recovered backend).
 func (g *Gateway) pick(model, key string, tried []*backend.Backend) *backend.Backend {
 	cands := g.byModel[model]
-	var buf [16]target
+	all := len(tried) == 0
+	for _, b := range cands {
+		if all && (!b.Healthy() || !b.Available()) {
+			all = false
+		}
+	}
+	if all && len(cands) > 0 {
+		// The common case: the policy chooses among them all.
+		return cands[g.policy.Pick(key, g.targets[model])]
+	}
+	var ts []target
 	for _, needHealthy := range []bool{true, false} {
-		ts := buf[:0]
+		ts = ts[:0]
 		for _, b := range cands {
 			if (needHealthy && !b.Healthy()) || !b.Available() || contains(tried, b) {
 				continue

@@ -85,6 +85,34 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
+// Front is one front's latency histograms, looked up once: finding a
+// vector's child by its label costs more than the observation.
+type Front struct{ Latency, TTFT prometheus.Observer }
+
+// Front returns the histograms of the front named name (grpc, http).
+func (m *Metrics) Front(name string) Front {
+	return Front{Latency: m.Latency.WithLabelValues(name), TTFT: m.TTFT.WithLabelValues(name)}
+}
+
+// BackendCounters are the counters an answered request of a backend
+// moves, looked up once.
+type BackendCounters struct {
+	// OK counts attempts the backend answered with status 200.
+	OK prometheus.Counter
+	// PromptTokens and CompletionTokens count the tokens of its usage
+	// reports.
+	PromptTokens, CompletionTokens prometheus.Counter
+}
+
+// Backend returns the counters of the backend id.
+func (m *Metrics) Backend(id string) *BackendCounters {
+	return &BackendCounters{
+		OK:               m.Requests.WithLabelValues(id, "200"),
+		PromptTokens:     m.Tokens.WithLabelValues(id, "prompt"),
+		CompletionTokens: m.Tokens.WithLabelValues(id, "completion"),
+	}
+}
+
 // BackendGauges registers per-backend gauges read at scrape time, so the hot
 // path pays nothing for them.
 func (m *Metrics) BackendGauges(id string, inFlight, healthy func() float64) error {

@@ -29,6 +29,7 @@ import (
 	"github.com/valyala/fastjson"
 	"go.uber.org/zap"
 
+	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/backend"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/gateway"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/metrics"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/openaiapi"
@@ -58,21 +59,19 @@ type Options struct {
 // cost more CPU per request than routing does (a goroutine hand-off for
 // its background read, header maps, per-request allocations).
 type Handler struct {
-	g    *gateway.Gateway
-	met  *metrics.Metrics
-	log  *zap.Logger
-	opts Options
+	g     *gateway.Gateway
+	front metrics.Front
+	log   *zap.Logger
+	opts  Options
 
-	// base parents every request's context; Close cancels it, which ends
-	// requests in flight at their backends.
-	base       context.Context
-	cancelBase context.CancelFunc
+	// watches watches the client connections of the requests in flight,
+	// and Close ends them through it (at their backends too).
+	watches watchList
 }
 
 // New builds the handler.
 func New(g *gateway.Gateway, met *metrics.Metrics, log *zap.Logger, opts Options) *Handler {
-	h := &Handler{g: g, met: met, log: log, opts: opts}
-	h.base, h.cancelBase = context.WithCancel(context.Background())
+	h := &Handler{g: g, front: met.Front("http"), log: log, opts: opts}
 	return h
 }
 
@@ -148,7 +147,7 @@ func (h *Handler) ServeError(rc *fasthttp.RequestCtx, err error) {
 }
 
 // Close ends the requests in flight.
-func (h *Handler) Close() { h.cancelBase() }
+func (h *Handler) Close() { h.watches.close() }
 
 // unauthBodyBytes is all of a body the server reads from a request without
 // the token: enough for any request that needs none, too little to make
@@ -387,14 +386,17 @@ func (h *Handler) chat(rc *fasthttp.RequestCtx) {
 		ctx    context.Context
 		cancel context.CancelFunc
 	)
+	// Not derived from a context of the handler's: that one would keep
+	// every request's in a map, under a lock all requests take. The
+	// watch list ends them on Close.
 	if h.opts.Timeout > 0 {
-		ctx, cancel = context.WithTimeout(h.base, h.opts.Timeout)
+		ctx, cancel = context.WithTimeout(context.Background(), h.opts.Timeout)
 	} else {
-		ctx, cancel = context.WithCancel(h.base)
+		ctx, cancel = context.WithCancel(context.Background())
 	}
 	// fasthttp does not tell a handler that its client went away; the
-	// watcher does, so that the backend stops generating for nobody.
-	w := watch(rc.Conn(), cancel)
+	// watch list does, so that the backend stops generating for nobody.
+	w := h.watches.watch(rc.Conn(), cancel)
 	streaming := false
 	defer func() {
 		if !streaming {
@@ -431,15 +433,19 @@ func (h *Handler) chat(rc *fasthttp.RequestCtx) {
 		writeError(rc, fasthttp.StatusBadGateway, "backend "+resp.Backend.ID()+": read answer: "+err.Error(), "", "bad_gateway")
 		return
 	}
+	// out is the backend's buffer until Finish: copy it into the
+	// response's (pooled) one first.
+	rc.Response.SetBody(out)
+	if ok2xx {
+		h.countTokens(resp.Backend, out)
+	}
 	changed := resp.Finish(ok2xx, "")
 	hdr.Set("X-Model-Version", strconv.FormatInt(resp.Backend.Version(), 10))
 	hdr.Set("X-Version-Changed", strconv.FormatBool(changed))
-	rc.Response.SetBodyRaw(out)
 	if ok2xx {
 		elapsed := time.Since(start).Seconds()
-		h.met.Latency.WithLabelValues("http").Observe(elapsed)
-		h.met.TTFT.WithLabelValues("http").Observe(elapsed)
-		h.countTokens(resp.Backend.ID(), out)
+		h.front.Latency.Observe(elapsed)
+		h.front.TTFT.Observe(elapsed)
 	}
 }
 
@@ -493,7 +499,7 @@ func (s *sseStream) Read(p []byte) (int, error) {
 	if n > 0 {
 		if !s.got {
 			s.got = true
-			s.h.met.TTFT.WithLabelValues("http").Observe(time.Since(s.start).Seconds())
+			s.h.front.TTFT.Observe(time.Since(s.start).Seconds())
 		}
 		s.tail = append(s.tail, p[:n]...)
 		if len(s.tail) > 8<<10 {
@@ -532,8 +538,8 @@ func (s *sseStream) end(readErr error) {
 	s.hdr.Set("X-Model-Version-End", strconv.FormatInt(s.resp.Backend.Version(), 10))
 	s.hdr.Set("X-Version-Changed", strconv.FormatBool(changed))
 	if readErr == nil {
-		s.h.met.Latency.WithLabelValues("http").Observe(time.Since(s.start).Seconds())
-		s.h.countTokens(s.resp.Backend.ID(), s.tail)
+		s.h.front.Latency.Observe(time.Since(s.start).Seconds())
+		s.h.countTokens(s.resp.Backend, s.tail)
 	}
 }
 
@@ -556,7 +562,7 @@ func (s *sseStream) CloseWithError(error) error {
 // second time just to count tokens.
 var usageKey = []byte(`"usage":`)
 
-func (h *Handler) countTokens(backendID string, body []byte) {
+func (h *Handler) countTokens(b *backend.Backend, body []byte) {
 	i := bytes.LastIndex(body, usageKey)
 	if i < 0 {
 		return
@@ -566,8 +572,7 @@ func (h *Handler) countTokens(backendID string, body []byte) {
 	if prompt <= 0 && completion <= 0 {
 		return
 	}
-	h.met.Tokens.WithLabelValues(backendID, "prompt").Add(float64(prompt))
-	h.met.Tokens.WithLabelValues(backendID, "completion").Add(float64(completion))
+	h.g.CountTokens(b, prompt, completion)
 }
 
 // fail answers a routing error the way OpenAI-compatible servers do.
