@@ -68,43 +68,46 @@ func (s *Service) validateChat(r *rmv1.ChatRequest) error {
 		return daemon.InvalidField("messages", "%d messages exceed the limit of %d", len(r.GetMessages()), s.limits.MaxMessages)
 	}
 	images := 0
+	// Field names are formatted only for an error: most requests have
+	// none, and formatting them cost more than the checks.
+	msgField := func(i int) string { return fmt.Sprintf("messages[%d]", i) }
+	partField := func(i, j int) string { return fmt.Sprintf("messages[%d].content[%d]", i, j) }
 	for i, m := range r.GetMessages() {
-		f := fmt.Sprintf("messages[%d]", i)
 		if !roleOK(m.GetRole()) {
-			return daemon.InvalidField(f+".role", "%s is not system, developer, user, assistant or tool", reqcheck.Quote(m.GetRole()))
+			return daemon.InvalidField(msgField(i)+".role", "%s is not system, developer, user, assistant or tool", reqcheck.Quote(m.GetRole()))
 		}
 		if m.GetRole() == "tool" && m.GetToolCallId() == "" {
-			return daemon.InvalidField(f+".tool_call_id", "required for role tool")
+			return daemon.InvalidField(msgField(i)+".tool_call_id", "required for role tool")
 		}
 		if len(m.GetToolCallId()) > maxIDBytes {
-			return daemon.InvalidField(f+".tool_call_id", "longer than %d bytes", maxIDBytes)
+			return daemon.InvalidField(msgField(i)+".tool_call_id", "longer than %d bytes", maxIDBytes)
 		}
 		if len(m.GetName()) > maxIDBytes {
-			return daemon.InvalidField(f+".name", "longer than %d bytes", maxIDBytes)
+			return daemon.InvalidField(msgField(i)+".name", "longer than %d bytes", maxIDBytes)
 		}
 		for j, p := range m.GetContent() {
-			pf := fmt.Sprintf("%s.content[%d]", f, j)
 			if p.GetPart() == nil {
-				return daemon.InvalidField(pf, "empty part: set text or image")
+				return daemon.InvalidField(partField(i, j), "empty part: set text or image")
 			}
 			if img := p.GetImage(); img != nil {
 				if images++; images > s.limits.MaxImages {
-					return daemon.InvalidField(pf+".image", "more than %d images in the request", s.limits.MaxImages)
+					return daemon.InvalidField(partField(i, j)+".image", "more than %d images in the request", s.limits.MaxImages)
 				}
-				if err := s.validateImage(pf+".image", img); err != nil {
-					return err
+				if fe := s.validateImage(img); fe != nil {
+					fe.Field = partField(i, j) + ".image" + fe.Field
+					return fe
 				}
 			}
 		}
 		if len(m.GetToolCalls()) > maxTools {
-			return daemon.InvalidField(f+".tool_calls", "at most %d tool calls", maxTools)
+			return daemon.InvalidField(msgField(i)+".tool_calls", "at most %d tool calls", maxTools)
 		}
 		for j, tc := range m.GetToolCalls() {
 			if !toolName.MatchString(tc.GetName()) {
-				return daemon.InvalidField(fmt.Sprintf("%s.tool_calls[%d].name", f, j), "must match [A-Za-z0-9_-]{1,64}")
+				return daemon.InvalidField(fmt.Sprintf("messages[%d].tool_calls[%d].name", i, j), "must match [A-Za-z0-9_-]{1,64}")
 			}
 			if len(tc.GetId()) > maxIDBytes {
-				return daemon.InvalidField(fmt.Sprintf("%s.tool_calls[%d].id", f, j), "longer than %d bytes", maxIDBytes)
+				return daemon.InvalidField(fmt.Sprintf("messages[%d].tool_calls[%d].id", i, j), "longer than %d bytes", maxIDBytes)
 			}
 		}
 	}
@@ -176,7 +179,9 @@ var (
 	jpegMagic = []byte{0xff, 0xd8, 0xff}
 )
 
-func (s *Service) validateImage(f string, img *rmv1.Image) error {
+// validateImage checks an image part; the error's field is relative to the
+// image (".url"; "" for the image itself), for the caller to prefix.
+func (s *Service) validateImage(img *rmv1.Image) *daemon.FieldError {
 	set := 0
 	for _, ok := range []bool{len(img.GetData()) > 0, img.GetUrl() != "", img.GetBlob() != nil} {
 		if ok {
@@ -184,51 +189,51 @@ func (s *Service) validateImage(f string, img *rmv1.Image) error {
 		}
 	}
 	if set != 1 {
-		return daemon.InvalidField(f, "exactly one of data, url or blob must be set")
+		return daemon.InvalidField("", "exactly one of data, url or blob must be set")
 	}
 	if img.GetBlob() != nil {
-		return daemon.InvalidField(f+".blob", "the gateway cannot fetch stored blobs; send the bytes in data")
+		return daemon.InvalidField(".blob", "the gateway cannot fetch stored blobs; send the bytes in data")
 	}
 	switch img.GetDetail() {
 	case "", "auto", "low", "high":
 	default:
-		return daemon.InvalidField(f+".detail", "%s is not auto, low or high", reqcheck.Quote(img.GetDetail()))
+		return daemon.InvalidField(".detail", "%s is not auto, low or high", reqcheck.Quote(img.GetDetail()))
 	}
 	if u := img.GetUrl(); u != "" {
 		if len(u) > s.limits.MaxImageBytes*4/3+64 {
-			return daemon.InvalidField(f+".url", "longer than the %d-byte image limit allows", s.limits.MaxImageBytes)
+			return daemon.InvalidField(".url", "longer than the %d-byte image limit allows", s.limits.MaxImageBytes)
 		}
 		switch {
 		case strings.HasPrefix(u, "http://"), strings.HasPrefix(u, "https://"):
 		case strings.HasPrefix(u, "data:"):
 			if problem := reqcheck.DataURL([]byte(u), s.limits.MaxImageBytes); problem != "" {
-				return daemon.InvalidField(f+".url", "%s", problem)
+				return daemon.InvalidField(".url", "%s", problem)
 			}
 		default:
-			return daemon.InvalidField(f+".url", "must be an http(s) or data:image/ URL")
+			return daemon.InvalidField(".url", "must be an http(s) or data:image/ URL")
 		}
 		return nil
 	}
 	data := img.GetData()
 	if len(data) > s.limits.MaxImageBytes {
-		return daemon.InvalidField(f+".data", "%d bytes exceed the %d-byte image limit", len(data), s.limits.MaxImageBytes)
+		return daemon.InvalidField(".data", "%d bytes exceed the %d-byte image limit", len(data), s.limits.MaxImageBytes)
 	}
 	isPNG, isJPEG := bytes.HasPrefix(data, pngMagic), bytes.HasPrefix(data, jpegMagic)
 	switch img.GetMediaType() {
 	case "":
 		if !isPNG && !isJPEG {
-			return daemon.InvalidField(f+".data", "not a PNG or JPEG image")
+			return daemon.InvalidField(".data", "not a PNG or JPEG image")
 		}
 	case "image/png":
 		if !isPNG {
-			return daemon.InvalidField(f+".data", "media_type is image/png but the bytes are not a PNG")
+			return daemon.InvalidField(".data", "media_type is image/png but the bytes are not a PNG")
 		}
 	case "image/jpeg":
 		if !isJPEG {
-			return daemon.InvalidField(f+".data", "media_type is image/jpeg but the bytes are not a JPEG")
+			return daemon.InvalidField(".data", "media_type is image/jpeg but the bytes are not a JPEG")
 		}
 	default:
-		return daemon.InvalidField(f+".media_type", "%s is not image/png or image/jpeg", reqcheck.Quote(img.GetMediaType()))
+		return daemon.InvalidField(".media_type", "%s is not image/png or image/jpeg", reqcheck.Quote(img.GetMediaType()))
 	}
 	return nil
 }

@@ -7,4 +7,7 @@ import (
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway"
 )
 
-func main() { daemon.Main(modelgateway.Spec()) }
+func main() {
+	modelgateway.SetGCDefaults()
+	daemon.Main(modelgateway.Spec())
+}

@@ -45,6 +45,8 @@ func Child(ctx context.Context, what, arg string, in io.Reader, out io.Writer) e
 		<-ctx.Done()
 		return f.Close()
 	case "gateway":
+		// As the gateway binary runs.
+		modelgateway.SetGCDefaults()
 		if path := os.Getenv("BENCHGATEWAY_GATEWAY_CPUPROFILE"); path != "" {
 			// Profiling the gateway process alone, apart from the load
 			// generator and fakellm.
