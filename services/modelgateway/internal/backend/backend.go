@@ -129,11 +129,13 @@ type Options struct {
 
 // Backend is safe for concurrent use.
 type Backend struct {
-	cfg     Config
-	base    string
-	apiKey  string
-	client  *http.Client
-	fast    *fasthttp.HostClient
+	cfg    Config
+	base   string
+	apiKey string
+	client *http.Client
+	fast   *fasthttp.HostClient
+	// target is the last path Send posted to (the chat path).
+	target  atomic.Pointer[postTarget]
 	clk     clock.Clock
 	breaker *breaker.Breaker
 
@@ -332,7 +334,25 @@ func (b *Backend) Release() { b.inFlight.Add(-1) }
 // caller that goes away cancels it at the backend, whose connection is
 // closed. The caller must Close the answer.
 func (b *Backend) Send(ctx context.Context, path string, body []byte, routingKey string) (*Answer, error) {
-	return send(ctx, b.fast, b.base+path, body, routingKey, b.apiKey)
+	t := b.target.Load()
+	if t == nil || t.path != path {
+		u := &fasthttp.URI{DisablePathNormalizing: true}
+		url := b.base + path
+		if err := u.Parse(nil, []byte(url)); err != nil {
+			return nil, fmt.Errorf("post %s: %w", url, err)
+		}
+		t = &postTarget{path: path, url: url, uri: u}
+		b.target.Store(t)
+	}
+	return send(ctx, b.fast, t, body, routingKey, b.apiKey)
+}
+
+// postTarget is a path Send posts to, with its URL parsed once: fasthttp
+// would parse the URL of every request again. The URI is only read (copied
+// into each request) once stored.
+type postTarget struct {
+	path, url string
+	uri       *fasthttp.URI
 }
 
 // Result records the outcome of a request for statistics and the breaker.

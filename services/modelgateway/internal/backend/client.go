@@ -227,11 +227,11 @@ func (a *Answer) ctxErr(err error) error {
 	return err
 }
 
-// send posts body to url through hc. ctx ends the request at any point,
+// send posts body to t through hc. ctx ends the request at any point,
 // body streaming included.
-func send(ctx context.Context, hc *fasthttp.HostClient, url string, body []byte, routingKey, apiKey string) (*Answer, error) {
+func send(ctx context.Context, hc *fasthttp.HostClient, t *postTarget, body []byte, routingKey, apiKey string) (*Answer, error) {
 	a := &Answer{ctx: ctx, req: fasthttp.AcquireRequest(), resp: fasthttp.AcquireResponse()}
-	a.req.SetRequestURI(url)
+	a.req.SetURI(t.uri)
 	a.req.Header.SetMethod(fasthttp.MethodPost)
 	a.req.Header.SetContentType("application/json")
 	if routingKey != "" {
@@ -249,7 +249,7 @@ func send(ctx context.Context, hc *fasthttp.HostClient, url string, body []byte,
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, fmt.Errorf("post %s: %w", url, err)
+		return nil, fmt.Errorf("post %s: %w", t.url, err)
 	}
 	a.StatusCode = a.resp.StatusCode()
 	a.ContentLength = int64(a.resp.Header.ContentLength())
