@@ -22,6 +22,10 @@ import (
 // values and Visit stops calling back.
 type Reader struct {
 	Err error
+	// num holds a number's text for Num: fastjson gives it only by
+	// appending it to a buffer, and a buffer of Num's own would be
+	// allocated for each of the hundreds of numbers of a logprobs answer.
+	num []byte
 }
 
 // Fail records that the value at path is not what was wanted, unless an
@@ -123,7 +127,8 @@ func (r *Reader) Num(v *fastjson.Value, path string) float64 {
 		r.Fail(path, "a number", v)
 		return 0
 	}
-	f, err := ParseNumber(v)
+	r.num = v.MarshalTo(r.num[:0])
+	f, err := strconv.ParseFloat(string(r.num), 64)
 	if err != nil {
 		r.Fail(path, "a finite number", v)
 	}
