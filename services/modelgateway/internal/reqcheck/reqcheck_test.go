@@ -1,6 +1,7 @@
 package reqcheck
 
 import (
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -22,10 +23,65 @@ func TestValidBase64(t *testing.T) {
 		{"aG k", false},
 		{"aG-_", false}, // URL alphabet
 		{"aGk=\n", false},
+		{"aGsK\n\n\n\naGsK", false}, // line breaks, which decoders skip
+		{"aGsK\r\naGs=", false},
+		// Padding at the end of the decoder's first piece.
+		{strings.Repeat("A", 4092) + "aA==" + "aGsK", false},
+		{strings.Repeat("A", 4092) + "aGsK" + "aA==", true},
+		{strings.Repeat("A", 8192), true},
 	}
 	for _, tt := range tests {
 		if got := ValidBase64([]byte(tt.in)); got != tt.want {
 			t.Errorf("ValidBase64(%q) got %v, want %v", tt.in, got, tt.want)
+		}
+	}
+}
+
+// TestValidBase64LikeByteClasses checks ValidBase64 against the byte-class
+// check it replaced, on random strings of base64 and a few other bytes.
+func TestValidBase64LikeByteClasses(t *testing.T) {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+	ref := func(p []byte) bool {
+		if len(p) == 0 || len(p)%4 != 0 {
+			return false
+		}
+		n := len(p)
+		if p[n-1] == '=' {
+			n--
+			if p[n-1] == '=' {
+				n--
+			}
+		}
+		for _, c := range p[:n] {
+			if !strings.ContainsRune(alphabet, rune(c)) {
+				return false
+			}
+		}
+		return true
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range 20000 {
+		n := 4 * rng.IntN(1500)
+		if i%7 == 0 {
+			n += rng.IntN(4)
+		}
+		p := make([]byte, n)
+		for j := range p {
+			p[j] = alphabet[rng.IntN(len(alphabet))]
+		}
+		if n > 0 && rng.IntN(2) == 0 {
+			// a stray byte, padding or a line break somewhere
+			const odd = "=\n\r -_!\x00\xff"
+			p[rng.IntN(n)] = odd[rng.IntN(len(odd))]
+		}
+		if n > 2 && rng.IntN(3) == 0 {
+			p[n-1] = '='
+			if rng.IntN(2) == 0 {
+				p[n-2] = '='
+			}
+		}
+		if got, want := ValidBase64(p), ref(p); got != want {
+			t.Fatalf("ValidBase64(%q) got %v, want %v", p, got, want)
 		}
 	}
 }
