@@ -126,7 +126,7 @@ func New(ctx context.Context, cfg Config, env daemon.Env) (*Service, error) {
 	s := &Service{idx: idx, writer: w, cancel: cancel, done: make(chan struct{}),
 		api: api.New(idx, blobs, w, api.Options{SuccessThreshold: cfg.SuccessThreshold, MaxInlineBytes: cfg.MaxInlineBytes,
 			Logger: log, Observer: readObs})}
-	if s.http, err = newHTTPHandler(s.api, idx, env.AuthToken, log); err != nil {
+	if s.http, err = newHTTPHandler(s.api, idx, env.AuthToken, registerer(env.Registry), log); err != nil {
 		cancel()
 		idx.Close()
 		return nil, err

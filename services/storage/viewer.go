@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"path/filepath"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/rolloutmesh/rolloutmesh/services/storage/internal/api"
@@ -15,8 +16,9 @@ import (
 )
 
 // newHTTPHandler serves the trajectory viewer under /ui/ (and sends / there).
-func newHTTPHandler(a *api.Server, idx *index.DB, token string, log *zap.Logger) (http.Handler, error) {
-	v, err := ui.New(ui.Options{Reads: a, Index: idx, AuthToken: token, Logger: log.Named("ui")})
+// reg, when set, receives the viewer's metrics.
+func newHTTPHandler(a *api.Server, idx *index.DB, token string, reg prometheus.Registerer, log *zap.Logger) (http.Handler, error) {
+	v, err := ui.New(ui.Options{Reads: a, Index: idx, AuthToken: token, Registerer: reg, Logger: log.Named("ui")})
 	if err != nil {
 		return nil, fmt.Errorf("viewer: %w", err)
 	}
@@ -64,7 +66,7 @@ func OpenViewer(ctx context.Context, cfg Config, dataDir, token string, log *zap
 		cfg.SuccessThreshold = 1.0
 	}
 	a := api.New(idx, blobs, nil, api.Options{SuccessThreshold: cfg.SuccessThreshold, MaxInlineBytes: cfg.MaxInlineBytes, Logger: log})
-	h, err := newHTTPHandler(a, idx, token, log)
+	h, err := newHTTPHandler(a, idx, token, nil, log)
 	if err != nil {
 		idx.Close()
 		return nil, err
@@ -77,3 +79,12 @@ func (v *Viewer) Handler() http.Handler { return v.handler }
 
 // Close closes the index.
 func (v *Viewer) Close() error { return v.idx.Close() }
+
+// registerer is reg as a Registerer, nil (not a nil pointer in an
+// interface) when the service has no registry.
+func registerer(reg *prometheus.Registry) prometheus.Registerer {
+	if reg == nil {
+		return nil
+	}
+	return reg
+}

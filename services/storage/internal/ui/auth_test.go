@@ -148,6 +148,23 @@ func TestScreenshotsAreCachedThumbnails(t *testing.T) {
 	if cc := resp.Header.Get("Cache-Control"); !strings.Contains(cc, "immutable") || !strings.Contains(cc, "max-age=31536000") {
 		t.Errorf("Cache-Control = %q, want a year and immutable", cc)
 	}
+	if got := thumbsServed(t, v); got["made"] != 1 || got["cache"] != 0 {
+		t.Errorf("after the first request: thumbnails %v, want 1 made and none from the cache", got)
+	}
+	// A second request without If-None-Match (another browser, a cleared
+	// cache) is answered from the server's LRU: nothing is shrunk again.
+	second, err := c.Get(v.url + "/ui/blobs/" + sha + "?scale=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body2, _ := io.ReadAll(second.Body)
+	second.Body.Close()
+	if second.StatusCode != http.StatusOK || !bytes.Equal(body2, body) {
+		t.Errorf("second request: %d, %d bytes; want 200 and the same %d bytes", second.StatusCode, len(body2), len(body))
+	}
+	if got := thumbsServed(t, v); got["made"] != 1 || got["cache"] != 1 {
+		t.Errorf("after the second request: thumbnails %v, want 1 made and 1 from the cache", got)
+	}
 	req, _ := http.NewRequest(http.MethodGet, v.url+"/ui/blobs/"+sha+"?scale=2", nil)
 	req.Header.Set("If-None-Match", resp.Header.Get("ETag"))
 	again, err := c.Do(req)
@@ -195,4 +212,28 @@ func TestScreenshotsAreCachedThumbnails(t *testing.T) {
 	if r.StatusCode != http.StatusUnprocessableEntity || r.Header.Get("Cache-Control") != "" {
 		t.Errorf("thumbnail of a tree: %d, Cache-Control %q; want 422, not cached", r.StatusCode, r.Header.Get("Cache-Control"))
 	}
+}
+
+// thumbsServed reads rolloutmesh_storage_viewer_thumbnails_total from the
+// service's registry, by source.
+func thumbsServed(t *testing.T, v *viewer) map[string]float64 {
+	t.Helper()
+	mfs, err := v.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "rolloutmesh_storage_viewer_thumbnails_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "source" {
+					out[l.GetValue()] = m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return out
 }

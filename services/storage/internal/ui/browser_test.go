@@ -15,11 +15,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -47,6 +49,9 @@ type viewer struct {
 	client pb.StorageClient
 	url    string
 	logs   *observer.ObservedLogs
+	// dataDir holds the service's index.db and blobs; reg its metrics.
+	dataDir string
+	reg     *prometheus.Registry
 }
 
 func startViewer(t *testing.T, token string) *viewer {
@@ -70,7 +75,7 @@ func startViewer(t *testing.T, token string) *viewer {
 	t.Cleanup(func() { conn.Close() })
 	hs := httptest.NewServer(svc.HTTPHandler())
 	t.Cleanup(hs.Close)
-	return &viewer{client: pb.NewStorageClient(conn), url: hs.URL, logs: logs}
+	return &viewer{client: pb.NewStorageClient(conn), url: hs.URL, logs: logs, dataDir: env.DataDir, reg: env.Registry}
 }
 
 // screenshot draws a PNG with a distinct background per n and a dark
@@ -78,6 +83,11 @@ func startViewer(t *testing.T, token string) *viewer {
 // screenshot shows where the marker should be.
 func screenshot(t *testing.T, n int) []byte {
 	t.Helper()
+	// Drawn once per n: a fill stores 60-odd of them, and drawing pixel by
+	// pixel under the race detector costs seconds on a loaded machine.
+	if b, ok := screenshots.Load(n); ok {
+		return b.([]byte)
+	}
 	img := image.NewRGBA(image.Rect(0, 0, shotW, shotH))
 	bg := color.RGBA{R: uint8(200 + n%50), G: uint8(220 - n%40), B: 240, A: 255}
 	for y := range shotH {
@@ -93,8 +103,11 @@ func screenshot(t *testing.T, n int) []byte {
 	if err := png.Encode(&buf, img); err != nil {
 		t.Fatal(err)
 	}
+	screenshots.Store(n, buf.Bytes())
 	return buf.Bytes()
 }
+
+var screenshots sync.Map // int -> PNG bytes
 
 var t0 = time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
 
@@ -462,16 +475,54 @@ func TestViewerInBrowser(t *testing.T) {
 		if got := text(t, ctx, `tr.diff-row[data-task="t-click"]`); !strings.Contains(got, "1.000") || !strings.Contains(got, "0.000") {
 			t.Errorf("t-click row = %q, want 1.000 and 0.000", got)
 		}
-		href, err := chromedp.Run(ctx, chromedp.AttributeValue(chromedp.CSS(`tr.diff-row[data-task="t-click"] a.other`), "href"))
+		shoot(t, ctx, dir, "viewer-compare")
+		// Each changed task links to both episodes; t-grpo ran twice in
+		// r-base (rewards 1 and 0) and not in r-new: the link goes to the
+		// one at or above the mean, and the page says so.
+		for _, tc := range []struct{ task, side, want, pick string }{
+			{"t-click", "base", "ep-long", ""},
+			{"t-click", "other", "ep-new-click", ""},
+			{"t-xss", "base", "ep-xss", ""},
+			{"t-xss", "other", "ep-new-xss", ""},
+			{"t-grpo", "base", "ep-g1", "(1 of 2, at or above the mean)"},
+		} {
+			row := fmt.Sprintf(`tr.diff-row[data-task=%q] td.side.%s`, tc.task, tc.side)
+			href, err := chromedp.Run(ctx, chromedp.AttributeValue(chromedp.CSS(row+" a.episode"), "href"))
+			if err != nil {
+				t.Fatalf("%s %s: %v", tc.task, tc.side, err)
+			}
+			if want := "/ui/episodes/" + tc.want; href.Value != want {
+				t.Errorf("%s %s links to %q, want %q", tc.task, tc.side, href.Value, want)
+			}
+			if tc.pick != "" {
+				if got := text(t, ctx, row+" small.pick"); got != tc.pick {
+					t.Errorf("%s %s: pick = %q, want %q", tc.task, tc.side, got, tc.pick)
+				}
+			} else if n := count(t, ctx, row+" small.pick"); n != 0 {
+				t.Errorf("%s %s: %d pick notes for a task with one episode, want none", tc.task, tc.side, n)
+			}
+		}
+		if n := count(t, ctx, `tr.diff-row[data-task="t-grpo"] td.side.other a.episode`); n != 0 {
+			t.Errorf("t-grpo did not run in r-new, yet its side has %d episode links", n)
+		}
+		// Following a link shows that episode.
+		if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`tr.diff-row[data-task="t-click"] td.side.other a.episode`))); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, ctx, `location.pathname === "/ui/episodes/ep-new-click"`)
+		if got := text(t, ctx, "h1"); got != "Episode ep-new-click" {
+			t.Errorf("the diff's link shows %q, want Episode ep-new-click", got)
+		}
+		// "all" lists the task's episodes in that rollout.
+		navigate(t, ctx, v.url+"/ui/compare?base=r-base&other=r-new")
+		all, err := chromedp.Run(ctx, chromedp.AttributeValue(chromedp.CSS(`tr.diff-row[data-task="t-grpo"] td.side.base a.all`), "href"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		navigate(t, ctx, v.url+href.Value)
-		if got := text(t, ctx, "#episodes tbody"); !strings.Contains(got, "ep-new-click") || count(t, ctx, "tr.episode-row") != 1 {
-			t.Errorf("the diff's link shows %q, want ep-new-click alone", got)
+		navigate(t, ctx, v.url+all.Value)
+		if got := count(t, ctx, "tr.episode-row"); got != 2 {
+			t.Errorf("all t-grpo episodes of r-base: %d rows, want 2", got)
 		}
-		navigate(t, ctx, v.url+"/ui/compare?base=r-base&other=r-new")
-		shoot(t, ctx, dir, "viewer-compare")
 	})
 
 	t.Run("unknown ids are 404 pages", func(t *testing.T) {

@@ -696,12 +696,31 @@ func (h *Handler) osworld(w http.ResponseWriter, r *http.Request) {
 
 // ---- Compare ----
 
+// diffsPerPage is the changed tasks a compare page shows.
+const diffsPerPage = 50
+
+// compareSide is one rollout's side of a changed task: its mean score and
+// the episode the row links to.
+type compareSide struct {
+	// Score is the mean over the task's finished episodes, "-" when none
+	// finished.
+	Score string
+	// Episode is the linked episode ("" when none finished); Pick says
+	// how it was chosen when the task has several ("at or above the mean"
+	// or "at or below the mean").
+	Episode, Href, Pick string
+	// Scored is the task's finished episodes in the rollout, Unscored the
+	// others (failed, running).
+	Scored, Unscored int64
+	// ListHref lists the task's episodes in the rollout.
+	ListHref string
+}
+
 type compareRow struct {
-	Domain, Task       string
-	Base, Other        string
-	BaseHref, OtherRef string
-	Delta              float64
-	Better             bool
+	Domain, Task string
+	Base, Other  compareSide
+	Delta        float64
+	Better       bool
 }
 
 type comparePage struct {
@@ -709,6 +728,7 @@ type comparePage struct {
 	Base, Other                 string
 	Rows                        []compareRow
 	Common, Improved, Regressed int32
+	Pager                       pager
 	Rollouts                    []string
 	Chosen                      bool
 }
@@ -737,25 +757,73 @@ func (h *Handler) compare(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	page.Common, page.Improved, page.Regressed = resp.GetCommonTasks(), resp.GetImproved(), resp.GetRegressed()
-	for _, d := range resp.GetDiffs() {
-		row := compareRow{Domain: d.GetDomain(), Task: d.GetTaskId(), Base: "-", Other: "-"}
-		if d.BaseReward != nil {
-			row.Base = strconv.FormatFloat(d.GetBaseReward(), 'f', 3, 64)
-		}
-		if d.OtherReward != nil {
-			row.Other = strconv.FormatFloat(d.GetOtherReward(), 'f', 3, 64)
-		}
-		row.Delta = d.GetOtherReward() - d.GetBaseReward()
+	diffs := resp.GetDiffs()
+	page.Pager = newPager(r.URL, pageNum(r), int64(len(diffs)), diffsPerPage)
+	lo := (page.Pager.Page - 1) * diffsPerPage
+	for _, d := range diffs[lo:min(lo+diffsPerPage, len(diffs))] {
+		row := compareRow{Domain: d.GetDomain(), Task: d.GetTaskId(), Delta: d.GetOtherReward() - d.GetBaseReward()}
 		row.Better = row.Delta > 0
-		tq := url.Values{"task": {d.GetTaskId()}}
-		if d.GetDomain() != "" {
-			tq.Set("domain", d.GetDomain())
+		// Each side links to an episode that shows the change: the side
+		// that scored better to one of its episodes at or above its mean,
+		// the other to one at or below.
+		if row.Base, err = h.compareSide(ctx, page.Base, d, d.BaseReward, !row.Better); err == nil {
+			row.Other, err = h.compareSide(ctx, page.Other, d, d.OtherReward, row.Better)
 		}
-		row.BaseHref = "/ui/rollouts/" + url.PathEscape(page.Base) + "?" + tq.Encode()
-		row.OtherRef = "/ui/rollouts/" + url.PathEscape(page.Other) + "?" + tq.Encode()
+		if err != nil {
+			h.fail(w, r, "episode list", err)
+			return
+		}
 		page.Rows = append(page.Rows, row)
 	}
 	h.render(w, r, http.StatusOK, "compare", page)
+}
+
+// compareSide finds the episode of d's task in rollout that a compare row
+// links to: the first finished one scoring at or above mean when high,
+// else at or below it (one always exists; rounding of the mean aside, when
+// the first finished one is taken).
+func (h *Handler) compareSide(ctx context.Context, rollout string, d *pb.TaskDiff, mean *float64, high bool) (compareSide, error) {
+	f := index.Filter{RolloutID: rollout, TaskID: d.GetTaskId(), Domain: d.GetDomain()}
+	tq := url.Values{"task": {d.GetTaskId()}}
+	if d.GetDomain() != "" {
+		tq.Set("domain", d.GetDomain())
+	}
+	side := compareSide{Score: "-", ListHref: "/ui/rollouts/" + url.PathEscape(rollout) + "?" + tq.Encode()}
+	all, err := h.idx.CountEpisodes(ctx, f)
+	if err != nil {
+		return side, err
+	}
+	if mean == nil {
+		side.Unscored = all
+		return side, nil
+	}
+	side.Score = strconv.FormatFloat(*mean, 'f', 3, 64)
+	f.Status = pb.EpisodeStatus_EPISODE_STATUS_DONE
+	if side.Scored, err = h.idx.CountEpisodes(ctx, f); err != nil {
+		return side, err
+	}
+	side.Unscored = all - side.Scored
+	picked := f
+	if high {
+		picked.MinScore, side.Pick = mean, "at or above the mean"
+	} else {
+		picked.MaxScore, side.Pick = mean, "at or below the mean"
+	}
+	eps, _, err := h.idx.ListEpisodes(ctx, picked, nil, 1)
+	if err == nil && len(eps) == 0 {
+		eps, _, err = h.idx.ListEpisodes(ctx, f, nil, 1)
+	}
+	if err != nil {
+		return side, err
+	}
+	if len(eps) == 1 {
+		side.Episode = eps[0].GetEpisodeId()
+		side.Href = "/ui/episodes/" + url.PathEscape(side.Episode)
+	}
+	if side.Scored < 2 {
+		side.Pick = ""
+	}
+	return side, nil
 }
 
 // ---- Blobs ----
@@ -791,9 +859,11 @@ func (h *Handler) blob(w http.ResponseWriter, r *http.Request) {
 	if scale > 1 {
 		key := sha + "/" + strconv.Itoa(scale)
 		data, ok := h.thumbs.get(key)
-		if !ok {
-			v, err, _ := h.flight.Do(key, func() (any, error) {
-				_, orig, err := h.reads.ReadBlob(r.Context(), sha)
+		if ok {
+			h.thumbsServed.WithLabelValues("cache").Inc()
+		} else {
+			v, err := h.shared(r.Context(), "thumb/"+key, func(ctx context.Context) (any, error) {
+				_, orig, err := h.reads.ReadBlob(ctx, sha)
 				if err != nil {
 					return nil, err
 				}
@@ -809,6 +879,7 @@ func (h *Handler) blob(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			data = v.([]byte)
+			h.thumbsServed.WithLabelValues("made").Inc()
 		}
 		w.Header().Set("Content-Type", "image/jpeg")
 		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(data))

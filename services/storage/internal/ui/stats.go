@@ -2,6 +2,7 @@ package ui
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -30,22 +31,36 @@ type statsCache struct {
 }
 
 // rolloutStats returns the statistics of one rollout, from the cache when
-// fresh. Errors (NotFound) are not kept.
+// fresh. Errors (NotFound) are not kept. The aggregation is shared by the
+// viewers asking at the same time and is cached even when they have all
+// gone (see shared).
 func (h *Handler) rolloutStats(ctx context.Context, id string) (*pb.GetStatsResponse, error) {
-	now := h.now()
 	h.stats.mu.Lock()
 	e, ok := h.stats.m[id]
 	h.stats.mu.Unlock()
-	if ok && now.Sub(e.at) < e.ttl {
+	if ok && h.now().Sub(e.at) < e.ttl {
 		return e.resp, nil
 	}
-	v, err, _ := h.flight.Do("stats/"+id, func() (any, error) {
-		return h.reads.GetStats(ctx, &pb.GetStatsRequest{RolloutIds: []string{id}})
+	v, err := h.shared(ctx, "stats/"+id, func(ctx context.Context) (any, error) {
+		resp, err := h.reads.GetStats(ctx, &pb.GetStatsRequest{RolloutIds: []string{id}})
+		if err != nil {
+			return nil, err
+		}
+		if len(resp.GetRollouts()) != 1 {
+			return nil, fmt.Errorf("statistics of rollout %s: %d rollouts in the answer, want 1", id, len(resp.GetRollouts()))
+		}
+		h.keepStats(id, resp)
+		return resp, nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	resp := v.(*pb.GetStatsResponse)
+	return v.(*pb.GetStatsResponse), nil
+}
+
+// keepStats caches a rollout's statistics: briefly while it runs.
+func (h *Handler) keepStats(id string, resp *pb.GetStatsResponse) {
+	now := h.now()
 	ttl := statsTTLFinished
 	for st, n := range resp.GetRollouts()[0].GetByStatus() {
 		if n > 0 && (st == "EPISODE_STATUS_RUNNING" || st == "EPISODE_STATUS_QUEUED" || st == "EPISODE_STATUS_UNSPECIFIED") {
@@ -62,5 +77,4 @@ func (h *Handler) rolloutStats(ctx context.Context, id string) (*pb.GetStatsResp
 		}
 	}
 	h.stats.m[id] = statsEntry{resp: resp, at: now, ttl: ttl}
-	return resp, nil
 }

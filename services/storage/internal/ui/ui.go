@@ -19,12 +19,15 @@ import (
 	"crypto/subtle"
 	"embed"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"html/template"
 	"io/fs"
 	"net/http"
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"golang.org/x/sync/singleflight"
 	"google.golang.org/grpc/codes"
@@ -68,6 +71,9 @@ type Options struct {
 	Logger          *zap.Logger
 	// Now is the clock (durations of running episodes); nil is time.Now.
 	Now func() time.Time
+	// Registerer receives the viewer's metrics (thumbnails served from
+	// the cache and made); nil keeps them unregistered.
+	Registerer prometheus.Registerer
 }
 
 // Handler serves the viewer. Mount it at /ui/.
@@ -81,9 +87,15 @@ type Handler struct {
 	tmpl   map[string]*template.Template
 	static http.Handler
 	thumbs *lru
-	flight singleflight.Group
-	stats  statsCache
-	mux    *http.ServeMux
+	// thumbsServed counts thumbnails served by where they came from:
+	// "cache" (the LRU) or "made" (shrunk from the screenshot).
+	thumbsServed *prometheus.CounterVec
+	flight       singleflight.Group
+	stats        statsCache
+	mux          *http.ServeMux
+	// sharedWait, set by tests, is called when a caller starts waiting
+	// for shared work.
+	sharedWait func(key string)
 }
 
 // New returns the viewer's handler.
@@ -98,7 +110,15 @@ func New(o Options) (*Handler, error) {
 		o.ThumbCacheBytes = 64 << 20
 	}
 	h := &Handler{reads: o.Reads, idx: o.Index, token: o.AuthToken, log: o.Logger, now: o.Now,
-		thumbs: newLRU(o.ThumbCacheBytes), tmpl: map[string]*template.Template{}, stats: statsCache{m: map[string]statsEntry{}}}
+		thumbs: newLRU(o.ThumbCacheBytes), tmpl: map[string]*template.Template{}, stats: statsCache{m: map[string]statsEntry{}},
+		thumbsServed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rolloutmesh_storage_viewer_thumbnails_total",
+			Help: "Screenshot thumbnails the viewer served, by source: cache (the server's LRU) or made (shrunk from the screenshot)."},
+			[]string{"source"})}
+	if o.Registerer != nil {
+		if err := o.Registerer.Register(h.thumbsServed); err != nil {
+			return nil, fmt.Errorf("register viewer metrics: %w", err)
+		}
+	}
 	if o.AuthToken != "" {
 		// The cookie holds a MAC of the token, not the token: a cookie
 		// that leaks (a proxy log) does not give gRPC access.
@@ -252,13 +272,23 @@ func (h *Handler) notFound(w http.ResponseWriter, r *http.Request, msg string) {
 }
 
 // fail answers an error from a read: NotFound and InvalidArgument (an id
-// that cannot exist) are 404 pages, the rest 500 and logged.
+// that cannot exist) are 404 pages; a read cancelled or out of time while
+// the viewer still waits (shared work that failed) is a 503 page; the rest
+// 500 and logged. A viewer that has gone gets nothing: nobody reads it.
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, what string, err error) {
-	switch status.Code(err) {
-	case codes.NotFound, codes.InvalidArgument:
+	if r.Context().Err() != nil {
+		return
+	}
+	switch code := status.Code(err); {
+	case code == codes.NotFound || code == codes.InvalidArgument:
 		h.notFound(w, r, "No "+what+" with this id is stored.")
 		return
-	case codes.Canceled:
+	case code == codes.Canceled || code == codes.DeadlineExceeded ||
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+		h.log.Warn("viewer read interrupted", zap.String("what", what), zap.Error(err))
+		w.Header().Set("Retry-After", "5")
+		h.render(w, r, http.StatusServiceUnavailable, "error", &errorPage{pageBase: pageBase{Title: "Try again"}, Code: 503,
+			Message: "Reading the " + what + " was interrupted or took too long; reload the page to try again."})
 		return
 	}
 	h.log.Error("viewer read failed", zap.String("what", what), zap.Error(err))

@@ -19,12 +19,17 @@
     svg.querySelectorAll("circle.marker").forEach(function (c) {
       c.setAttribute("r", c.classList.contains("from") ? r * 0.6 : r);
     });
-    var size = Math.max(w, h) / 55, free = 0;
+    var size = Math.max(w, h) / 55, free = 0, at = {};
     svg.querySelectorAll("text.marker-label").forEach(function (t) {
       t.setAttribute("font-size", size);
       if (t.dataset.hasPoint === "true") {
+        // Labels at one point (a click, then the text typed and the keys
+        // pressed there) stack a line each instead of overprinting.
+        var key = t.getAttribute("x") + "," + t.getAttribute("y");
+        var n = at[key] || 0;
+        at[key] = n + 1;
         t.setAttribute("dx", r * 1.4);
-        t.setAttribute("dy", -r * 1.4);
+        t.setAttribute("dy", -r * 1.4 + n * size * 1.3);
       } else {
         // Text typed with no known pointer: one line each, top left.
         t.setAttribute("x", w / 60);
