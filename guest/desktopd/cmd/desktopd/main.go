@@ -33,6 +33,7 @@ func main() {
 	flag.Int64Var(&cfg.MaxUpload, "max-upload", 2<<30, "largest accepted upload or download, in bytes")
 	flag.DurationVar(&cfg.A11yTimeout, "a11y-timeout", api.DefaultA11yTimeout, "bound of one /accessibility request; a longer walk answers with the part it read")
 	flag.StringVar(&level, "log-level", "info", "debug, info, warn or error")
+	readyFD := flag.Int("ready-fd", -1, "once every endpoint serves (the display ready), write \"ready\\n\" to this inherited file descriptor and close it, so a supervisor need not poll /healthz")
 	flag.Parse()
 	token, err := daemon.ResolveToken(cfg.Token, *tokenFile, os.Getenv(daemon.TokenEnv))
 	if err != nil {
@@ -60,6 +61,21 @@ func main() {
 		os.Exit(1)
 	}
 	defer log.Sync()
+
+	if *readyFD >= 0 {
+		if *readyFD <= 2 {
+			fmt.Fprintf(os.Stderr, "desktopd: --ready-fd %d is stdin, stdout or stderr; want an inherited descriptor >= 3\n", *readyFD)
+			os.Exit(2)
+		}
+		// Not for the processes desktopd starts: they would hold the
+		// pipe open after desktopd is gone.
+		syscall.CloseOnExec(*readyFD)
+		f := os.NewFile(uintptr(*readyFD), "ready-fd")
+		cfg.Ready = func(string) {
+			_, _ = f.WriteString("ready\n")
+			_ = f.Close()
+		}
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

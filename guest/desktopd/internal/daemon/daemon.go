@@ -97,9 +97,11 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	switch {
 	case cfg.Display == DisplayNone:
 	case cfg.Xvfb:
+		// The window manager is started below, once the probe window
+		// is mapped.
 		xs, err := xserver.Start(ctx, xserver.Config{
 			Display: cfg.Display, Width: cfg.Width, Height: cfg.Height,
-			WindowManager: cfg.WindowManager, SessionBus: cfg.SessionBus, Dir: state, Home: cfg.Home,
+			SessionBus: cfg.SessionBus, Dir: state, Home: cfg.Home,
 		}, log)
 		if err != nil {
 			return err
@@ -112,44 +114,36 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		if err != nil {
 			return err
 		}
+		defer disp.Close()
+		if cfg.WindowManager != "" {
+			if err := startWindowManager(ctx, xs, disp, cfg.WindowManager, log); err != nil {
+				return err
+			}
+		}
 	default:
 		runner.Env = []string{"DISPLAY=" + cfg.Display}
 		disp, err = openDisplay(ctx, cfg.Display, log)
 		if err != nil {
 			return err
 		}
+		defer disp.Close()
+		// A window opened before the window manager is up maps slowly;
+		// report ready only once it announced itself. An external
+		// display may have none: then wait a little and go on.
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := disp.WaitForWM(wctx)
+		cancel()
+		switch {
+		case err == nil:
+			log.Info("window manager announced")
+		case ctx.Err() != nil:
+			return err
+		default:
+			log.Info("no EWMH window manager on the display; continuing without")
+		}
 	}
 	var ddone <-chan struct{}
 	if disp != nil {
-		defer disp.Close()
-		if cfg.WindowManager != "" || !cfg.Xvfb {
-			// A window opened before the window manager is up maps slowly;
-			// report ready only once it announced itself. An external
-			// display may have none: then wait a little and go on.
-			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			if !cfg.Xvfb {
-				cancel()
-				wctx, cancel = context.WithTimeout(ctx, 5*time.Second)
-			}
-			err := disp.WaitForWM(wctx)
-			if err == nil {
-				log.Info("window manager announced")
-			}
-			if err == nil && cfg.Xvfb {
-				// Our own window manager has announced itself; ready
-				// means it manages a window opened now (see ProbeManaged).
-				if err = disp.ProbeManaged(wctx); err == nil {
-					log.Info("probe window managed")
-				}
-			}
-			cancel()
-			if err != nil && (cfg.Xvfb || ctx.Err() != nil) {
-				return err
-			}
-			if err != nil {
-				log.Info("no EWMH window manager on the display; continuing without")
-			}
-		}
 		w, h := disp.Size()
 		rec.Display, rec.Width, rec.Height = disp.Name(), w, h
 		srv.SetDisplay(disp)
@@ -178,6 +172,35 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		srv.DisplayLost(errors.New("connection to the X server closed"))
 		return errors.New("connection to the X server closed")
 	}
+}
+
+// startWindowManager starts desktopd's own window manager and waits until
+// it manages a window opened now (see x11.ProbeManaged): the probe window
+// is mapped before the window manager starts, so that the window manager
+// takes it over in the pass over existing windows it makes right after it
+// announces itself; a window mapped after the announcement but before the
+// window manager reads its events is lost until mapped again.
+func startWindowManager(ctx context.Context, xs *xserver.Server, disp *x11.Display, wm string, log *zap.Logger) error {
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	probe, err := disp.MapProbe()
+	if err != nil {
+		return err
+	}
+	if err := xs.StartWindowManager(wm); err != nil {
+		probe.Close()
+		return err
+	}
+	if err := disp.WaitForWM(wctx); err != nil {
+		probe.Close()
+		return err
+	}
+	log.Info("window manager announced")
+	if err := probe.WaitManaged(wctx); err != nil {
+		return err
+	}
+	log.Info("probe window managed")
+	return nil
 }
 
 // openDisplay connects, retrying for a while: the X server may still be

@@ -44,6 +44,11 @@ type Display struct {
 
 	clip clipboard
 
+	// rootCh is closed and replaced at every property change on the root
+	// window (rootChanged).
+	rootMu sync.Mutex
+	rootCh chan struct{}
+
 	done   chan struct{} // closed when the event loop ends
 	closed sync.Once
 }
@@ -94,6 +99,7 @@ func Open(ctx context.Context, name string, logger *zap.Logger) (*Display, error
 		height: int(screen.HeightInPixels),
 		atoms:  map[string]xproto.Atom{},
 		done:   make(chan struct{}),
+		rootCh: make(chan struct{}),
 	}
 	// XFIXES gives the cursor image; without it screenshots lack a cursor.
 	if err := xfixes.Init(c); err == nil {
@@ -108,6 +114,13 @@ func Open(ctx context.Context, name string, logger *zap.Logger) (*Display, error
 	if err := d.kb.load(d); err != nil {
 		c.Close()
 		return nil, err
+	}
+	// Root property changes wake the waits for the window manager
+	// (WaitForWM, WaitManaged) instead of a polling timer.
+	if err := xproto.ChangeWindowAttributesChecked(c, d.root, xproto.CwEventMask,
+		[]uint32{xproto.EventMaskPropertyChange}).Check(); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("watch the root window's properties on %s: %w", name, err)
 	}
 	go d.eventLoop()
 	return d, nil
@@ -175,6 +188,10 @@ func (d *Display) eventLoop() {
 		case xproto.MappingNotifyEvent:
 			// Someone else changed the keymap: reload on next use.
 			d.kb.invalidate()
+		case xproto.PropertyNotifyEvent:
+			if e.Window == d.root {
+				d.notifyRoot()
+			}
 		}
 	}
 }
@@ -198,70 +215,162 @@ func (d *Display) atom(name string) (xproto.Atom, error) {
 }
 
 // WaitForWM waits until an EWMH window manager announces itself through
-// _NET_SUPPORTING_WM_CHECK; windows opened before that map slowly.
+// _NET_SUPPORTING_WM_CHECK; windows opened before that map slowly. It wakes
+// on the root window's property changes, not on a timer.
 func (d *Display) WaitForWM(ctx context.Context) error {
-	t := time.NewTicker(20 * time.Millisecond)
-	defer t.Stop()
 	for {
+		changed := d.rootChanged()
 		if d.wmReady() {
 			return nil
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("wait for window manager: %w", ctx.Err())
-		case <-d.done:
-			return ErrClosed
-		case <-t.C:
+		if err := d.waitRoot(ctx, changed, wmCheckInterval); err != nil {
+			return fmt.Errorf("wait for window manager: %w", err)
 		}
 	}
 }
 
-// ProbeManaged proves that a window opened now is managed at once: it maps
-// a small top-level window and waits until the window manager lists it in
-// _NET_CLIENT_LIST, then destroys it. A window manager can announce itself
-// (WaitForWM) seconds before it manages windows, and the X server can be
-// busy for as long right after it starts (measured in a fresh desktop
-// container: an xterm launched as soon as the WM had announced itself was
-// managed 5 s later, one launched 2 s later at once). A task's first
-// window opened in that time misses the keystrokes typed into it, so
-// desktopd is not ready before this probe passes.
-func (d *Display) ProbeManaged(ctx context.Context) error {
+// wmCheckInterval bounds the wait between two checks of a condition on the
+// root window's properties: a window manager may set the check window's own
+// property after the root's, which sends no event to the root.
+const wmCheckInterval = 100 * time.Millisecond
+
+// Probe is a small top-level window that proves that the window manager
+// manages new windows: see MapProbe and ProbeManaged.
+type Probe struct {
+	d   *Display
+	wid xproto.Window
+}
+
+// MapProbe creates and maps a probe window. Mapped before the window
+// manager starts, it is among the windows the window manager takes over
+// when it starts, which it does in one pass right after it announces
+// itself (openbox: 10-50 ms later); a window mapped after the announcement
+// but before the window manager reads its events is never managed, and a
+// probe mapped then has to be mapped again (see WaitManaged).
+func (d *Display) MapProbe() (*Probe, error) {
 	wid, err := xproto.NewWindowId(d.conn)
 	if err != nil {
-		return fmt.Errorf("probe window id: %w", err)
+		return nil, fmt.Errorf("probe window id: %w", err)
 	}
 	s := d.screen
 	if err := xproto.CreateWindowChecked(d.conn, s.RootDepth, wid, d.root, 0, 0, 16, 16, 0,
 		xproto.WindowClassInputOutput, s.RootVisual, 0, nil).Check(); err != nil {
-		return fmt.Errorf("create probe window: %w", err)
+		return nil, fmt.Errorf("create probe window: %w", err)
 	}
-	defer xproto.DestroyWindow(d.conn, wid)
-	t := time.NewTicker(20 * time.Millisecond)
+	p := &Probe{d: d, wid: wid}
+	if err := xproto.MapWindowChecked(d.conn, wid).Check(); err != nil {
+		p.Close()
+		return nil, fmt.Errorf("map probe window: %w", err)
+	}
+	return p, nil
+}
+
+// Close destroys the probe window.
+func (p *Probe) Close() { xproto.DestroyWindow(p.d.conn, p.wid) }
+
+// Probe re-mapping: the first re-map comes this long after the window
+// manager announced itself, each later one after twice the wait before,
+// at most remapMax. A re-map while the window manager is still managing
+// the window undoes that work, so the waits grow on a slow server.
+const (
+	remapFirst = 200 * time.Millisecond
+	remapMax   = time.Second
+)
+
+// WaitManaged waits until the window manager lists the probe in
+// _NET_CLIENT_LIST, then destroys the probe. It wakes on the root window's
+// property changes; once the window manager has announced itself and the
+// probe is still not managed, it maps the probe again (unmap, map: a fresh
+// MapRequest).
+func (p *Probe) WaitManaged(ctx context.Context) error {
+	defer p.Close()
+	d := p.d
+	// since is when the window manager was first seen announced, later
+	// when the probe was last mapped again; zero before the announcement.
+	var since time.Time
+	wait := remapFirst
+	for {
+		changed := d.rootChanged()
+		if p.managed() {
+			return nil
+		}
+		next := wmCheckInterval
+		if since.IsZero() && d.wmReady() {
+			since = time.Now()
+		}
+		if !since.IsZero() {
+			if now := time.Now(); now.Sub(since) >= wait {
+				xproto.UnmapWindow(d.conn, p.wid)
+				if err := xproto.MapWindowChecked(d.conn, p.wid).Check(); err != nil {
+					return fmt.Errorf("map probe window: %w", err)
+				}
+				since, wait = now, min(2*wait, remapMax)
+			}
+			next = min(next, time.Until(since.Add(wait)))
+		}
+		if err := d.waitRoot(ctx, changed, next); err != nil {
+			return fmt.Errorf("wait for the window manager to manage a window: %w", err)
+		}
+	}
+}
+
+func (p *Probe) managed() bool {
+	for _, id := range p.d.u32list(p.d.root, "_NET_CLIENT_LIST", xproto.AtomWindow) {
+		if xproto.Window(id) == p.wid {
+			return true
+		}
+	}
+	return false
+}
+
+// ProbeManaged proves that a window opened now is managed: it maps a probe
+// window and waits until the window manager lists it in _NET_CLIENT_LIST
+// (WaitManaged). A window manager can announce itself (WaitForWM) seconds
+// before it manages windows, and the X server can be busy for as long
+// right after it starts (measured in a fresh desktop container: an xterm
+// launched as soon as the WM had announced itself was managed 5 s later,
+// one launched 2 s later at once). A task's first window opened in that
+// time misses the keystrokes typed into it, so desktopd is not ready before
+// a probe is managed. With a window manager it starts itself, desktopd maps
+// the probe before starting it (MapProbe), which is faster.
+func (d *Display) ProbeManaged(ctx context.Context) error {
+	p, err := d.MapProbe()
+	if err != nil {
+		return err
+	}
+	return p.WaitManaged(ctx)
+}
+
+// rootChanged returns a channel closed at the next property change on the
+// root window. Take it before checking a condition, then wait on it, and
+// no change between the check and the wait is missed.
+func (d *Display) rootChanged() <-chan struct{} {
+	d.rootMu.Lock()
+	defer d.rootMu.Unlock()
+	return d.rootCh
+}
+
+// notifyRoot wakes the waiters of rootChanged.
+func (d *Display) notifyRoot() {
+	d.rootMu.Lock()
+	close(d.rootCh)
+	d.rootCh = make(chan struct{})
+	d.rootMu.Unlock()
+}
+
+// waitRoot waits for changed, at most max.
+func (d *Display) waitRoot(ctx context.Context, changed <-chan struct{}, max time.Duration) error {
+	t := time.NewTimer(max)
 	defer t.Stop()
-	for i := 0; ; i++ {
-		// A window mapped while the window manager was between scanning
-		// the existing windows and redirecting new ones is never managed;
-		// mapping it again every half second sends a fresh MapRequest.
-		if i%25 == 0 {
-			if i > 0 {
-				xproto.UnmapWindow(d.conn, wid)
-			}
-			if err := xproto.MapWindowChecked(d.conn, wid).Check(); err != nil {
-				return fmt.Errorf("map probe window: %w", err)
-			}
-		}
-		for _, id := range d.u32list(d.root, "_NET_CLIENT_LIST", xproto.AtomWindow) {
-			if xproto.Window(id) == wid {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("wait for the window manager to manage a window: %w", ctx.Err())
-		case <-d.done:
-			return ErrClosed
-		case <-t.C:
-		}
+	select {
+	case <-changed:
+		return nil
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-d.done:
+		return ErrClosed
 	}
 }
 

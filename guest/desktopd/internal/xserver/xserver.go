@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -84,9 +85,11 @@ func (p *proc) stop(grace time.Duration) {
 	}
 }
 
-// Start launches Xvfb and waits until it accepts connections, then the
-// session bus and the window manager. Waiting for the window manager to be
-// ready is the caller's job (it needs an X connection).
+// Start launches Xvfb and the session bus and waits until both accept
+// connections, then starts the window manager, if cfg names one. Waiting
+// for the window manager to be ready is the caller's job (it needs an X
+// connection); a caller that must act on the display before the window
+// manager runs passes none here and calls StartWindowManager itself.
 func Start(ctx context.Context, cfg Config, logger *zap.Logger) (_ *Server, err error) {
 	if cfg.Width <= 0 || cfg.Height <= 0 {
 		return nil, fmt.Errorf("bad screen size %dx%d", cfg.Width, cfg.Height)
@@ -133,6 +136,14 @@ func Start(ctx context.Context, cfg Config, logger *zap.Logger) (_ *Server, err 
 	}
 	s.procs = append(s.procs, p)
 	s.xvfb = p
+	// The bus needs the display's name only for the services it starts
+	// later: with the name given, it starts while Xvfb does.
+	var bus *pendingBus
+	if cfg.SessionBus && cfg.Display != "" {
+		if bus, err = s.startBus(cfg.Display, cfg.Dir, cfg.Home); err != nil {
+			return nil, err
+		}
+	}
 
 	numc := make(chan string, 1)
 	go func() {
@@ -155,48 +166,70 @@ func Start(ctx context.Context, cfg Config, logger *zap.Logger) (_ *Server, err 
 		return nil, errors.New("Xvfb did not become ready within 30s")
 	}
 
-	if cfg.SessionBus {
-		if err := s.startBus(ctx, cfg.Dir, cfg.Home); err != nil {
+	if cfg.SessionBus && bus == nil {
+		if bus, err = s.startBus(s.display, cfg.Dir, cfg.Home); err != nil {
+			return nil, err
+		}
+	}
+	if bus != nil {
+		if err := bus.wait(ctx); err != nil {
 			return nil, err
 		}
 	}
 	if cfg.WindowManager != "" {
-		wmBin, err := exec.LookPath(cfg.WindowManager)
-		if err != nil {
-			return nil, fmt.Errorf("window manager %s not found: %w", cfg.WindowManager, err)
-		}
-		args := []string{}
-		if strings.HasSuffix(wmBin, "openbox") {
-			args = append(args, "--sm-disable")
-		}
-		cmd := exec.Command(wmBin, args...)
-		cmd.Env = append(os.Environ(), s.Env()...)
-		cmd.Stderr = &logWriter{log: logger, name: cfg.WindowManager}
-		p, err := start(cfg.WindowManager, cmd)
-		if err != nil {
+		if err := s.StartWindowManager(cfg.WindowManager); err != nil {
 			return nil, err
 		}
-		s.procs = append(s.procs, p)
 	}
 	return s, nil
 }
 
-func (s *Server) startBus(ctx context.Context, dir, home string) error {
-	bin, err := exec.LookPath("dbus-daemon")
+// StartWindowManager starts the window manager name (a binary on PATH) on
+// the display, with the session bus in its environment.
+func (s *Server) StartWindowManager(name string) error {
+	wmBin, err := exec.LookPath(name)
 	if err != nil {
-		s.log.Info("no dbus-daemon: accessibility tree falls back to the X window tree")
-		return nil
+		return fmt.Errorf("window manager %s not found: %w", name, err)
 	}
-	r, w, err := os.Pipe()
+	args := []string{}
+	if strings.HasSuffix(wmBin, "openbox") {
+		args = append(args, "--sm-disable")
+	}
+	cmd := exec.Command(wmBin, args...)
+	cmd.Env = append(os.Environ(), s.Env()...)
+	cmd.Stderr = &logWriter{log: s.log, name: name}
+	p, err := start(name, cmd)
 	if err != nil {
 		return err
 	}
-	defer r.Close()
+	s.procs = append(s.procs, p)
+	return nil
+}
+
+// pendingBus is a dbus-daemon that has started but may not listen yet.
+type pendingBus struct {
+	s     *Server
+	p     *proc
+	addrc chan string
+}
+
+// startBus starts a private session bus for display; nil without
+// dbus-daemon.
+func (s *Server) startBus(display, dir, home string) (*pendingBus, error) {
+	bin, err := exec.LookPath("dbus-daemon")
+	if err != nil {
+		s.log.Info("no dbus-daemon: accessibility tree falls back to the X window tree")
+		return nil, nil
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
 	cmd := exec.Command(bin, "--session", "--nofork", "--nopidfile", "--print-address=3",
 		"--address=unix:path="+dir+"/bus")
 	cmd.ExtraFiles = []*os.File{w}
 	// Services the bus activates (the AT-SPI bus launcher) need the display.
-	cmd.Env = append(os.Environ(), "DISPLAY="+s.display)
+	cmd.Env = append(os.Environ(), "DISPLAY="+display)
 	if home != "" {
 		cmd.Env = append(cmd.Env, "HOME="+home)
 	}
@@ -204,21 +237,29 @@ func (s *Server) startBus(ctx context.Context, dir, home string) error {
 	p, err := start("dbus-daemon", cmd)
 	w.Close()
 	if err != nil {
-		return err
+		r.Close()
+		return nil, err
 	}
 	s.procs = append(s.procs, p)
-	addrc := make(chan string, 1)
+	b := &pendingBus{s: s, p: p, addrc: make(chan string, 1)}
 	go func() {
+		defer r.Close()
 		line, _ := bufio.NewReader(r).ReadString('\n')
-		addrc <- strings.TrimSpace(line)
+		b.addrc <- strings.TrimSpace(line)
 	}()
+	return b, nil
+}
+
+// wait waits until the bus prints its address, which it does once it
+// accepts connections.
+func (b *pendingBus) wait(ctx context.Context) error {
 	select {
-	case a := <-addrc:
+	case a := <-b.addrc:
 		if a == "" {
-			return fmt.Errorf("dbus-daemon exited at start: %v", waitErr(p))
+			return fmt.Errorf("dbus-daemon exited at start: %v", waitErr(b.p))
 		}
-		s.busAddr = a
-		s.log.Info("session bus ready")
+		b.s.busAddr = a
+		b.s.log.Info("session bus ready")
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-time.After(10 * time.Second):
@@ -254,10 +295,23 @@ func (s *Server) Env() []string {
 // Exited is closed when Xvfb exits.
 func (s *Server) Exited() <-chan struct{} { return s.xvfb.done }
 
-// Stop stops everything, in reverse start order.
+// Stop stops everything: the window manager and the bus first, each
+// given its grace at the same time, then Xvfb, which they talk to.
 func (s *Server) Stop() {
-	for i := len(s.procs) - 1; i >= 0; i-- {
-		s.procs[i].stop(3 * time.Second)
+	var wg sync.WaitGroup
+	for _, p := range s.procs {
+		if p == s.xvfb {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.stop(3 * time.Second)
+		}()
+	}
+	wg.Wait()
+	if s.xvfb != nil {
+		s.xvfb.stop(3 * time.Second)
 	}
 	if s.authFile != "" {
 		releaseAuth()

@@ -17,6 +17,7 @@
 package process
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -244,7 +245,8 @@ func (p *Provider) boot(ctx context.Context, id string, inst pool.Instance) (poo
 	if p.o.GuestHome != "" {
 		guestHome = p.o.GuestHome
 	}
-	args := []string{"--addr", strings.TrimPrefix(inst.Endpoint, "http://"), "--home", guestHome}
+	// desktopd writes a line to fd 3 once it serves every endpoint.
+	args := []string{"--addr", strings.TrimPrefix(inst.Endpoint, "http://"), "--home", guestHome, "--ready-fd", "3"}
 	if p.o.Config.NoDisplay {
 		args = append(args, "--display", "none")
 	} else {
@@ -275,6 +277,11 @@ func (p *Provider) boot(ctx context.Context, id string, inst pool.Instance) (poo
 	// pool without a token runs an open guest, as configured.
 	cmd.Env = append(cmd.Env, "DESKTOPD_TOKEN="+p.o.Config.GuestToken)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	readyR, readyW, err := os.Pipe()
+	if err != nil {
+		return inst, fmt.Errorf("ready pipe: %w", err)
+	}
+	cmd.ExtraFiles = []*os.File{readyW}
 	// Own process group: survives a vmmanager crash for re-adoption, and
 	// can be signalled as a whole.
 	if cmd.SysProcAttr == nil {
@@ -282,9 +289,20 @@ func (p *Provider) boot(ctx context.Context, id string, inst pool.Instance) (poo
 	}
 	cmd.SysProcAttr.Setpgid = true
 	homeDone := time.Now()
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	readyW.Close()
+	if err != nil {
+		readyR.Close()
 		return inst, fmt.Errorf("start desktopd: %w", err)
 	}
+	readyc := make(chan struct{})
+	go func() {
+		defer readyR.Close()
+		// EOF without the line: desktopd died, which alive reports.
+		if line, _ := bufio.NewReader(readyR).ReadString('\n'); line == "ready\n" {
+			close(readyc)
+		}
+	}()
 	c := &child{cmd: cmd, done: make(chan struct{})}
 	pid := cmd.Process.Pid
 	p.mu.Lock()
@@ -304,6 +322,14 @@ func (p *Provider) boot(ctx context.Context, id string, inst pool.Instance) (poo
 		default:
 			return nil
 		}
+	}
+	// Wait for the ready line rather than poll: /healthz answers as soon
+	// as it is written. The probe then proves it over HTTP, the way the
+	// pool's health checks reach the guest.
+	select {
+	case <-readyc:
+	case <-c.done:
+	case <-ctx.Done():
 	}
 	if err := p.guest.WaitReady(ctx, inst.Endpoint, "/healthz", p.o.Config.GuestToken, alive); err != nil {
 		p.stop(inst)
@@ -401,16 +427,26 @@ func (p *Provider) stop(inst pool.Instance) stopTimes {
 			}
 			return !procinfo.Alive(pid)
 		}
-		if !dead() {
-			syscall.Kill(-pid, syscall.SIGTERM)
-			for i := 0; i < 100 && !dead(); i++ {
-				time.Sleep(20 * time.Millisecond)
+		// waitDead waits up to d: on our own child's exit, without
+		// polling; on an adopted one's, polling.
+		waitDead := func(d time.Duration) {
+			if c != nil {
+				select {
+				case <-c.done:
+				case <-time.After(d):
+				}
+				return
 			}
-			// Also the group: children desktopd left behind.
-			syscall.Kill(-pid, syscall.SIGKILL)
-			for i := 0; i < 100 && !dead(); i++ {
+			for deadline := time.Now().Add(d); !dead() && time.Now().Before(deadline); {
 				time.Sleep(10 * time.Millisecond)
 			}
+		}
+		if !dead() {
+			syscall.Kill(-pid, syscall.SIGTERM)
+			waitDead(2 * time.Second)
+			// Also the group: children desktopd left behind.
+			syscall.Kill(-pid, syscall.SIGKILL)
+			waitDead(time.Second)
 		} else {
 			syscall.Kill(-pid, syscall.SIGKILL)
 		}
