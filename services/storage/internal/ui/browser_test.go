@@ -338,7 +338,7 @@ func TestViewerInBrowser(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Submit navigates; wait for the filtered page.
-		waitFor(t, ctx, `location.search.includes("domain=chrome")`)
+		waitFor(t, ctx, `location.search.includes("domain=chrome") && document.readyState === "complete"`)
 		if got := count(t, ctx, "tr.episode-row"); got != 1 {
 			t.Errorf("episode rows with domain=chrome = %d, want 1", got)
 		}
@@ -509,7 +509,7 @@ func TestViewerInBrowser(t *testing.T) {
 		if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`tr.diff-row[data-task="t-click"] td.side.other a.episode`))); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, ctx, `location.pathname === "/ui/episodes/ep-new-click"`)
+		waitFor(t, ctx, `location.pathname === "/ui/episodes/ep-new-click" && document.readyState === "complete"`)
 		if got := text(t, ctx, "h1"); got != "Episode ep-new-click" {
 			t.Errorf("the diff's link shows %q, want Episode ep-new-click", got)
 		}
