@@ -90,14 +90,19 @@ test-deps: ## Install the Debian packages, pinned tools and desktop image the te
 	scripts/install-deps.sh
 	$(MAKE) --no-print-directory tools guest-image guest-qcow2
 
+# The viewer's browser tests keep their page screenshots here.
+VIEWER_ARTIFACTS ?= $(CURDIR)/artifacts/viewer
+
 # The Go tests find PostgreSQL and the S3 server through environment variables
 # that these scripts print; a developer without root gets those tests skipped
 # (CI=true makes them fail instead).
 .PHONY: test-go
-test-go: ## Run every Go module's tests (starts PostgreSQL, builds the S3 server)
+test-go: ## Run every Go module's tests (starts PostgreSQL, builds the S3 server); viewer screenshots go to artifacts/viewer
 	eval "$$(scripts/start-postgres.sh || echo 'echo "warning: PostgreSQL not started" >&2')"; \
 	test_servers_env=$$(scripts/build-test-servers.sh) || exit 1; eval "$$test_servers_env"; \
-	$(GO) test $(TESTFLAGS) $(PKGS)
+	status=0; \
+	ROLLOUTMESH_VIEWER_ARTIFACTS=$(VIEWER_ARTIFACTS) $(GO) test $(TESTFLAGS) $(PKGS) || status=$$?; \
+	echo "viewer page screenshots (headless Chromium): $(VIEWER_ARTIFACTS)"; exit $$status
 
 .PHONY: test-python
 test-python: build ## Test the Python client and the example training loop against `rollout up`
