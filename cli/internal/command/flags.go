@@ -20,6 +20,7 @@ import (
 // `rollout up` share: its VMs, its model and its data.
 type meshFlags struct {
 	numRollouts, numVMs                    int
+	warmSpares                             int
 	headless                               bool
 	provider, pathToVM, snapshot, password string
 	screenW, screenH                       int
@@ -38,6 +39,7 @@ type meshFlags struct {
 func (f *meshFlags) register(fs *flag.FlagSet, tokenUsage, taskRootUsage string) {
 	fs.IntVar(&f.numRollouts, "num-rollouts", 5, "parallel episodes (runner slots, N)")
 	fs.IntVar(&f.numVMs, "num-vms", 3, "VM pool size (M), desktop tasks only")
+	fs.IntVar(&f.warmSpares, "warm-spares", autoWarmSpares, "VMs booted beyond --num-vms so that a reset never holds up the next episode; -1 sizes them from N, M and the provider's reset time (docs/configuration.md)")
 	fs.StringVar(&f.provider, "provider", "process", "VM provider: process (local desktopd + Xvfb), docker, qemu (a qcow2 image, snapshot reset), vmware, virtualbox; also --provider_name")
 	fs.StringVar(&f.pathToVM, "path-to-vm", "", "VM image or .vmx path (docker: image; qemu: qcow2, default .cache/guest/desktop.qcow2; vmware/virtualbox: the VM)")
 	fs.StringVar(&f.snapshot, "snapshot-name", "init_state", "snapshot the VM is reset to")
@@ -69,6 +71,10 @@ func (f *meshFlags) validate() error {
 		return fmt.Errorf("--num-rollouts must be at least 1, not %d", f.numRollouts)
 	case f.numVMs < 1:
 		return fmt.Errorf("--num-vms must be at least 1, not %d", f.numVMs)
+	case f.warmSpares < autoWarmSpares:
+		return fmt.Errorf("--warm-spares must be -1 (sized automatically) or at least 0, not %d", f.warmSpares)
+	case f.numVMs+max(f.warmSpares, 0) > maxPoolVMs:
+		return fmt.Errorf("--num-vms + --warm-spares must be at most %d, not %d", maxPoolVMs, f.numVMs+f.warmSpares)
 	case !slices.Contains(providers, f.provider):
 		return fmt.Errorf("--provider %q is not a VM provider: want %s", f.provider, strings.Join(providers, ", "))
 	case f.screenW < 1 || f.screenW > 16384 || f.screenH < 1 || f.screenH > 16384:

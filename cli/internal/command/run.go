@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"os/exec"
@@ -245,6 +246,7 @@ func startEmbedded(ctx context.Context, f *runFlags, data string, modes map[stri
 		}
 		// More VMs than desktop episodes would only boot and idle.
 		p.Size = min(p.Size, n*f.groupSize)
+		p.WarmSpares = f.spares(p.Size, n*f.groupSize)
 		pools = []vmmanager.PoolSpec{p}
 	case modes == nil:
 		if pools, err = f.pools(stderr); err != nil {
@@ -271,6 +273,8 @@ func startEmbedded(ctx context.Context, f *runFlags, data string, modes map[stri
 		fmt.Fprintf(stderr, "starting the embedded mesh (data in %s, no VMs: no task runs on a desktop)...\n", f.dataDir)
 	case len(pools) == 0:
 		fmt.Fprintf(stderr, "starting the embedded mesh (data in %s, no VMs)...\n", f.dataDir)
+	case pools[0].WarmSpares > 0:
+		fmt.Fprintf(stderr, "starting the embedded mesh (data in %s, %d %s VMs + %d warm spare(s))...\n", f.dataDir, pools[0].Size, f.provider, pools[0].WarmSpares)
 	default:
 		fmt.Fprintf(stderr, "starting the embedded mesh (data in %s, %d %s VMs)...\n", f.dataDir, pools[0].Size, f.provider)
 	}
@@ -350,7 +354,74 @@ func (f *meshFlags) pools(stderr io.Writer) ([]vmmanager.PoolSpec, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.WarmSpares = f.spares(p.Size, -1)
 	return []vmmanager.PoolSpec{p}, nil
+}
+
+// autoWarmSpares is --warm-spares' default: size them (warmSpares).
+const autoWarmSpares = -1
+
+// maxPoolVMs is vmmanager's bound on size + warm_spares of one pool.
+const maxPoolVMs = 256
+
+// spares is the pool's warm spares: --warm-spares, or, by default, sized
+// for m VMs and the run's episodes desktop episodes (-1: not known).
+func (f *meshFlags) spares(m, episodes int) int {
+	if f.warmSpares != autoWarmSpares {
+		return f.warmSpares
+	}
+	return warmSpares(f.numRollouts, m, episodes, resetTime[f.provider])
+}
+
+// nominalEpisode is the desktop episode the sizing assumes: an OSWorld
+// task of up to 15 turns with a served model takes minutes; a shorter one
+// (the scripted stand-in's take seconds) gets at least one spare anyway.
+const nominalEpisode = 60 * time.Second
+
+// resetTime is each provider's reset time at p99: measured in
+// docs/benchmarks.md for process (0.5-1.4 s on a loaded machine), docker
+// (10-14 s) and qemu (2.5 s without KVM); assumed for vmware and
+// virtualbox, which revert a snapshot and wait for the guest.
+var resetTime = map[string]time.Duration{
+	"process":    time.Second,
+	"docker":     15 * time.Second,
+	"qemu":       3 * time.Second,
+	"vmware":     30 * time.Second,
+	"virtualbox": 30 * time.Second,
+}
+
+// warmSpares sizes the warm spares of a pool of m VMs shared by n runner
+// slots (N) for a run of episodes desktop episodes (-1: not known), whose
+// provider resets a VM in reset.
+//
+// A released VM resets before anyone gets it again, so an episode that
+// needs a VM while every other one is leased or resetting waits for a
+// reset. At most d = min(n, m) VMs are leased at once. In a steady state
+// each is released once per episode, so on average d × reset / episode of
+// them are resetting at any time (Little's law): that many ready VMs
+// besides the leased ones hide the reset. When n < m, the m − d VMs no
+// slot can lease are such VMs already, and only the rest need booting as
+// spares; when n ≥ m there is always a backlog, nothing idles, and every
+// release would make the next episode wait for the reset, so at least one
+// spare is worth its boot. No spares when every episode gets a VM of its
+// own (episodes ≤ m: no VM is used twice), never more spares than m (or
+// than the episodes beyond m), and size + spares stays within vmmanager's
+// 256.
+func warmSpares(n, m, episodes int, reset time.Duration) int {
+	if m < 1 || n < 1 || (episodes >= 0 && episodes <= m) {
+		return 0
+	}
+	d := min(n, m)
+	resetting := int(math.Ceil(float64(d) * reset.Seconds() / nominalEpisode.Seconds()))
+	s := resetting - (m - d)
+	if d == m {
+		s = max(s, 1)
+	}
+	s = min(max(s, 0), m, maxPoolVMs-m)
+	if episodes >= 0 {
+		s = min(s, episodes-m)
+	}
+	return s
 }
 
 var errNoDesktopd = errors.New("desktopd not found next to rollout or on PATH (make build)")
