@@ -467,7 +467,8 @@ func (e *env) waitPoolReady(ctx context.Context, timeout time.Duration) int {
 		if err1 == nil && err2 == nil {
 			size := 0
 			for _, p := range pr.GetPools() {
-				size += int(p.GetSize())
+				// Warm spares are booted VMs too (deploy/vmmanager.compose.yaml).
+				size += int(p.GetSize() + p.GetWarmSpares())
 			}
 			if size > 0 && poolClean(vr.GetVms(), size) {
 				return size
