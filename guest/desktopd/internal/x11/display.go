@@ -239,15 +239,35 @@ const wmCheckInterval = 100 * time.Millisecond
 type Probe struct {
 	d   *Display
 	wid xproto.Window
+	// remap is the wait, from the window manager's announcement, before
+	// the probe is mapped again (WaitManaged).
+	remap time.Duration
 }
 
-// MapProbe creates and maps a probe window. Mapped before the window
-// manager starts, it is among the windows the window manager takes over
-// when it starts, which it does in one pass right after it announces
-// itself (openbox: 10-50 ms later); a window mapped after the announcement
-// but before the window manager reads its events is never managed, and a
-// probe mapped then has to be mapped again (see WaitManaged).
+// MapProbe creates and maps a probe window; call it before the window
+// manager starts. The window manager then takes the probe over in the pass
+// over existing windows it makes once it has loaded its configuration and
+// theme, after it announced itself (openbox: 10-50 ms later on an idle
+// machine, over 0.5 s on a loaded one). A window mapped after the
+// announcement but before that pass is never managed (openbox 3.6 drops
+// its MapRequest) and has to be mapped again, which ProbeManaged does.
 func (d *Display) MapProbe() (*Probe, error) {
+	return d.mapProbe(premappedRemap)
+}
+
+// Re-mapping a probe: a re-map while the window manager is still taking
+// the window over undoes that work, so a probe mapped before the window
+// manager started (which it always finds) is re-mapped only as a last
+// resort; one mapped to a running window manager, which may have dropped
+// the MapRequest, sooner. Each later re-map waits twice as long, at most
+// remapMax.
+const (
+	premappedRemap = 3 * time.Second
+	lateRemap      = 500 * time.Millisecond
+	remapMax       = 4 * time.Second
+)
+
+func (d *Display) mapProbe(remap time.Duration) (*Probe, error) {
 	wid, err := xproto.NewWindowId(d.conn)
 	if err != nil {
 		return nil, fmt.Errorf("probe window id: %w", err)
@@ -257,7 +277,7 @@ func (d *Display) MapProbe() (*Probe, error) {
 		xproto.WindowClassInputOutput, s.RootVisual, 0, nil).Check(); err != nil {
 		return nil, fmt.Errorf("create probe window: %w", err)
 	}
-	p := &Probe{d: d, wid: wid}
+	p := &Probe{d: d, wid: wid, remap: remap}
 	if err := xproto.MapWindowChecked(d.conn, wid).Check(); err != nil {
 		p.Close()
 		return nil, fmt.Errorf("map probe window: %w", err)
@@ -268,27 +288,18 @@ func (d *Display) MapProbe() (*Probe, error) {
 // Close destroys the probe window.
 func (p *Probe) Close() { xproto.DestroyWindow(p.d.conn, p.wid) }
 
-// Probe re-mapping: the first re-map comes this long after the window
-// manager announced itself, each later one after twice the wait before,
-// at most remapMax. A re-map while the window manager is still managing
-// the window undoes that work, so the waits grow on a slow server.
-const (
-	remapFirst = 200 * time.Millisecond
-	remapMax   = time.Second
-)
-
 // WaitManaged waits until the window manager lists the probe in
 // _NET_CLIENT_LIST, then destroys the probe. It wakes on the root window's
 // property changes; once the window manager has announced itself and the
-// probe is still not managed, it maps the probe again (unmap, map: a fresh
-// MapRequest).
+// probe is still not managed after a while, it maps the probe again
+// (unmap, map: a fresh MapRequest).
 func (p *Probe) WaitManaged(ctx context.Context) error {
 	defer p.Close()
 	d := p.d
 	// since is when the window manager was first seen announced, later
 	// when the probe was last mapped again; zero before the announcement.
 	var since time.Time
-	wait := remapFirst
+	wait := p.remap
 	for {
 		changed := d.rootChanged()
 		if p.managed() {
@@ -334,7 +345,7 @@ func (p *Probe) managed() bool {
 // a probe is managed. With a window manager it starts itself, desktopd maps
 // the probe before starting it (MapProbe), which is faster.
 func (d *Display) ProbeManaged(ctx context.Context) error {
-	p, err := d.MapProbe()
+	p, err := d.mapProbe(lateRemap)
 	if err != nil {
 		return err
 	}

@@ -150,3 +150,61 @@ func TestProbeManaged(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestMapProbeBeforeWM: a probe mapped before openbox starts is managed in
+// openbox's first pass, without a re-map (desktopd's start-up path), and
+// a window mapped once right after that is managed too: a task's first
+// window does not wait.
+func TestMapProbeBeforeWM(t *testing.T) {
+	for _, bin := range []string{"Xvfb", "openbox"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			if os.Getenv("CI") != "" {
+				t.Fatalf("%s is required in CI: %v", bin, err)
+			}
+			t.Skipf("%s not installed (apt-get install xvfb openbox): %v", bin, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	log := zaptest.NewLogger(t)
+	srv, err := xserver.Start(ctx, xserver.Config{Width: 320, Height: 240, Dir: t.TempDir()}, log)
+	if err != nil {
+		t.Fatalf("start X: %v", err)
+	}
+	t.Cleanup(srv.Stop)
+	d, err := Open(ctx, srv.Display(), log)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(d.Close)
+	probe, err := d.MapProbe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.StartWindowManager("openbox"); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.WaitForWM(ctx); err != nil {
+		t.Fatalf("WaitForWM: %v", err)
+	}
+	announced := time.Now()
+	if err := probe.WaitManaged(ctx); err != nil {
+		t.Fatalf("WaitManaged: %v", err)
+	}
+	if took := time.Since(announced); took >= premappedRemap {
+		t.Errorf("probe managed %v after openbox announced itself: it needed a re-map", took)
+	} else {
+		t.Logf("probe managed %v after openbox announced itself", took)
+	}
+
+	// A second window, mapped once.
+	next, err := d.mapProbe(time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer wcancel()
+	if err := next.WaitManaged(wctx); err != nil {
+		t.Fatalf("a window mapped once after the probe was managed: %v", err)
+	}
+}
