@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
 	"sync/atomic"
 )
 
@@ -11,19 +12,29 @@ import (
 // commands are far smaller.
 const maxBody = 1 << 20
 
-// guest answers OSWorld's guest API for every port at once: the guests are
-// alike and hold no state beyond a screenshot counter.
+// guest answers OSWorld's guest API for one port. Its only state is which
+// frame its screen shows: the frame changes when an action runs, as a real
+// desktop's does after a click, and not between two screenshots with no
+// action in between (the runner waits for two equal screenshots before an
+// episode's first observation; a screen that changed on every answer would
+// keep it waiting 10 s, which no desktop at rest does).
 type guest struct {
+	id            int
 	shot          *screenshot
 	width, height int
-	frames        atomic.Uint64
+	frame         atomic.Uint64
 }
 
 func (g *guest) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /screenshot", func(w http.ResponseWriter, r *http.Request) {
+		tail := g.shot.tail(g.id, g.frame.Load())
 		w.Header().Set("Content-Type", "image/png")
-		_, _ = w.Write(g.shot.frame(g.frames.Add(1)))
+		w.Header().Set("Content-Length", strconv.Itoa(len(g.shot.head)+len(tail)))
+		// Two writes, so the shared PNG is never copied: the answer costs
+		// what a guest's HTTP server spends sending bytes it has.
+		_, _ = w.Write(g.shot.head)
+		_, _ = w.Write(tail)
 	})
 	mux.HandleFunc("GET /platform", func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "Linux")
@@ -46,12 +57,14 @@ func (g *guest) routes() http.Handler {
 			writeJSON(w, http.StatusBadRequest, map[string]string{"status": "error", "message": "body: want JSON with a command"})
 			return
 		}
+		g.frame.Add(1)
 		writeJSON(w, http.StatusOK, map[string]any{"status": "success", "output": "", "error": "", "returncode": 0})
 	}
 	mux.HandleFunc("POST /execute", exec)
 	mux.HandleFunc("POST /setup/execute", exec)
 	mux.HandleFunc("POST /run_python", func(w http.ResponseWriter, r *http.Request) {
 		drain(r)
+		g.frame.Add(1)
 		writeJSON(w, http.StatusOK, map[string]any{"status": "success", "output": "", "error": "", "return_code": 0})
 	})
 	mux.HandleFunc("POST /v1/actions", func(w http.ResponseWriter, r *http.Request) {
@@ -67,6 +80,7 @@ func (g *guest) routes() http.Handler {
 		for i := range res {
 			res[i].OK = true
 		}
+		g.frame.Add(1)
 		writeJSON(w, http.StatusOK, map[string]any{"results": res})
 	})
 	return mux

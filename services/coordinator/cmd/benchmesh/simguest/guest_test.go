@@ -12,36 +12,63 @@ import (
 )
 
 // TestScreenshotIsRealisticAndDistinct: every answer is a valid 1280×720
-// PNG of a busy desktop's size, and no two answers have the same bytes.
+// PNG of a busy desktop's size with its length declared; the screen stays
+// the same until an action runs and then changes, and two guests never
+// show the same bytes.
 func TestScreenshotIsRealisticAndDistinct(t *testing.T) {
 	shot, err := newScreenshot(1280, 720, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer((&guest{shot: shot, width: 1280, height: 720}).routes())
-	defer srv.Close()
-	var prev []byte
-	for i := 0; i < 2; i++ {
-		resp, err := http.Get(srv.URL + "/screenshot")
+	a := httptest.NewServer((&guest{id: 0, shot: shot, width: 1280, height: 720}).routes())
+	defer a.Close()
+	b := httptest.NewServer((&guest{id: 1, shot: shot, width: 1280, height: 720}).routes())
+	defer b.Close()
+	get := func(base string) []byte {
+		t.Helper()
+		resp, err := http.Get(base + "/screenshot")
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		img, err := png.Decode(bytes.NewReader(b))
+		defer resp.Body.Close()
+		data, err := io.ReadAll(resp.Body)
 		if err != nil {
-			t.Fatalf("answer %d does not decode as PNG: %v", i, err)
+			t.Fatal(err)
+		}
+		if resp.ContentLength != int64(len(data)) {
+			t.Errorf("Content-Length %d, body %d bytes", resp.ContentLength, len(data))
+		}
+		img, err := png.Decode(bytes.NewReader(data))
+		if err != nil {
+			t.Fatalf("answer does not decode as PNG: %v", err)
 		}
 		if got := img.Bounds().Size(); got.X != 1280 || got.Y != 720 {
 			t.Errorf("screenshot is %v, want 1280x720", got)
 		}
-		if len(b) < 100<<10 || len(b) > 300<<10 {
-			t.Errorf("screenshot is %d bytes, want 100-300 KB like a busy desktop", len(b))
+		if len(data) < 100<<10 || len(data) > 300<<10 {
+			t.Errorf("screenshot is %d bytes, want 100-300 KB like a busy desktop", len(data))
 		}
-		if bytes.Equal(b, prev) {
-			t.Error("two screenshots have the same bytes")
+		return data
+	}
+	act := func(base string) {
+		t.Helper()
+		resp, err := http.Post(base+"/execute", "application/json", strings.NewReader(`{"command": ["python", "-c", "pass"]}`))
+		if err != nil {
+			t.Fatal(err)
 		}
-		prev = b
+		resp.Body.Close()
+	}
+	first := get(a.URL)
+	if again := get(a.URL); !bytes.Equal(first, again) {
+		t.Error("two screenshots with no action between them differ; a desktop at rest gives equal ones")
+	}
+	act(a.URL)
+	after := get(a.URL)
+	if bytes.Equal(first, after) {
+		t.Error("the screenshot after an action has the bytes of the one before")
+	}
+	if other := get(b.URL); bytes.Equal(first, other) {
+		t.Error("two guests' screenshots have the same bytes")
 	}
 }
 

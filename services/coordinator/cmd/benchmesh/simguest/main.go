@@ -2,9 +2,12 @@
 // listening on N loopback ports, each answering the parts of OSWorld's
 // in-VM HTTP API a runner uses for a screenshot-only episode. There is no X
 // server: /screenshot returns a fixed 1280×720 PNG of a busy desktop,
-// generated once from a fixed seed, with a per-answer tEXt chunk so every
-// screenshot has distinct bytes (storage deduplicates by hash, and real
-// screenshots differ step to step); actions are accepted and do nothing.
+// generated once from a fixed seed, with a tEXt chunk naming the guest and
+// its frame. The frame changes with every action the guest runs, so every
+// step's screenshot has distinct bytes (storage deduplicates by hash, and
+// real screenshots differ step to step), while two screenshots with no
+// action between them are equal, as a desktop at rest gives. Actions are
+// accepted and do nothing else.
 //
 //	simguest -n 1024 -endpoints /tmp/endpoints.txt
 //
@@ -44,7 +47,7 @@ func main() {
 		log.Fatal(err)
 	}
 	if *writePNG != "" {
-		if err := os.WriteFile(*writePNG, shot.frame(0), 0o644); err != nil {
+		if err := os.WriteFile(*writePNG, shot.frame(0, 0), 0o644); err != nil {
 			log.Fatal(err)
 		}
 		return
@@ -57,14 +60,23 @@ func main() {
 }
 
 func run(ctx context.Context, n int, endpoints string, w, h int, shot *screenshot) error {
-	g := &guest{shot: shot, width: w, height: h}
-	srv := &http.Server{Handler: g.routes(), ReadHeaderTimeout: 10 * time.Second}
 	var urls []string
+	srvs := make([]*http.Server, 0, n)
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		for _, srv := range srvs {
+			_ = srv.Shutdown(sctx)
+		}
+	}()
 	for i := 0; i < n; i++ {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return fmt.Errorf("listen %d: %w", i, err)
 		}
+		g := &guest{id: i, shot: shot, width: w, height: h}
+		srv := &http.Server{Handler: g.routes(), ReadHeaderTimeout: 10 * time.Second}
+		srvs = append(srvs, srv)
 		urls = append(urls, "http://"+l.Addr().String())
 		go srv.Serve(l) //nolint:errcheck // ends with Shutdown
 	}
@@ -78,9 +90,7 @@ func run(ctx context.Context, n int, endpoints string, w, h int, shot *screensho
 			return err
 		}
 	}
-	log.Printf("simguest: %d guests, screenshot %d bytes", n, len(shot.frame(0)))
+	log.Printf("simguest: %d guests, screenshot %d bytes", n, len(shot.frame(0, 0)))
 	<-ctx.Done()
-	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	return srv.Shutdown(sctx)
+	return nil
 }

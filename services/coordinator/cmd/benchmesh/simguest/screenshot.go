@@ -9,11 +9,11 @@ import (
 	"image/color"
 	"image/png"
 	"math/rand/v2"
-	"strconv"
 )
 
 // screenshot is one PNG split before its IEND chunk, so that each answer
-// can carry its own tEXt chunk (a frame number) and still be a valid PNG.
+// can carry its own tEXt chunk (which guest, which frame) and still be a
+// valid PNG.
 type screenshot struct {
 	head []byte // signature and every chunk before IEND
 }
@@ -79,17 +79,22 @@ func newScreenshot(w, h int, seed uint64) (*screenshot, error) {
 	return &screenshot{head: b[:len(b)-len(iend)]}, nil
 }
 
-// frame returns the PNG with a tEXt chunk naming frame n.
-func (s *screenshot) frame(n uint64) []byte {
-	data := append([]byte("frame\x00"), strconv.FormatUint(n, 10)...)
-	out := make([]byte, 0, len(s.head)+12+len(data)+len(iend))
-	out = append(out, s.head...)
+// tail is what follows head in the answer for frame n of guest id: a
+// tEXt chunk naming both, then IEND. head is sent as it is (never copied),
+// so an answer costs the guest a few dozen bytes of its own.
+func (s *screenshot) tail(id int, n uint64) []byte {
+	data := fmt.Appendf([]byte("frame\x00"), "%d/%d", id, n)
+	out := make([]byte, 0, 12+len(data)+len(iend))
 	out = binary.BigEndian.AppendUint32(out, uint32(len(data)))
-	start := len(out)
 	out = append(out, "tEXt"...)
 	out = append(out, data...)
-	out = binary.BigEndian.AppendUint32(out, crc32.ChecksumIEEE(out[start:]))
+	out = binary.BigEndian.AppendUint32(out, crc32.ChecksumIEEE(out[4:]))
 	return append(out, iend...)
+}
+
+// frame returns the whole PNG of frame n of guest id.
+func (s *screenshot) frame(id int, n uint64) []byte {
+	return append(append([]byte(nil), s.head...), s.tail(id, n)...)
 }
 
 // glyph is a 6×10 bitmap, a stand-in for an anti-aliased letter.
