@@ -32,6 +32,8 @@ pkgs=(
 	# the desktop guest image, and its QEMU disk image (mkfs.ext4 -d,
 	# qemu-img) booted by the qemu provider under software emulation
 	debootstrap e2fsprogs qemu-system-x86 qemu-utils
+	# the qemu provider's bridge networking test: a DHCP server on a test bridge
+	dnsmasq-base
 	# instructions per request in the gateway benchmark
 	valgrind
 	# the compose deployment

@@ -5,7 +5,7 @@
 # kernel and initramfs are written next to the image, and the vmmanager
 # qemu provider passes them with -kernel/-initrd when it finds them there.
 # PID 1 is deploy/guest/qcow2/qemu-init, which sets up the system and the
-# user-mode network and execs the image's /sbin/desktop-init (desktopd with
+# network (user-mode's fixed address, or DHCP on a bridge) and execs the image's /sbin/desktop-init (desktopd with
 # Xvfb on guest port 5000).
 #
 #   deploy/guest/build-qcow2.sh [out-dir]     (root; default out-dir .cache/guest)
@@ -25,9 +25,9 @@ repo=$(cd "$here/../.." && pwd)
 out="${1:-$repo/.cache/guest}"
 image="${IMAGE:-rolloutmesh/desktop:dev}"
 suite="${SUITE:-bookworm}"
-# The kernel, what the initramfs needs to find the root disk, and ip(8)
-# for the init's static network.
-packages="linux-image-amd64 initramfs-tools iproute2"
+# The kernel, what the initramfs needs to find the root disk, ip(8) for
+# the init's static network, and a DHCP client for a VM on a host bridge.
+packages="linux-image-amd64 initramfs-tools iproute2 isc-dhcp-client"
 
 if [ -z "${MIRROR:-}" ]; then
 	MIRROR=$(grep -hoE '^URIs: *http[^ ]+/debian/?$' /etc/apt/sources.list.d/*.sources 2>/dev/null | head -n1 | sed 's/^URIs: *//')

@@ -349,7 +349,7 @@ func (s *Service) ListPools(ctx context.Context, r *rolloutmeshv1.ListPoolsReque
 		pp := &rolloutmeshv1.Pool{
 			Name: sp.Name, Provider: sp.Provider, Size: int32(sp.Size), WarmSpares: int32(sp.WarmSpares),
 			VmsByState: map[string]int32{}, Waiters: int32(st.Waiters), Utilisation: st.Utilisation,
-			EnvConfigSupported: envSupported(sp.Provider),
+			EnvConfigSupported: s.envOK[sp.Name],
 		}
 		for k, n := range st.ByState {
 			pp.VmsByState[k.String()] = int32(n)

@@ -85,16 +85,21 @@ func buildProvider(ctx context.Context, key string, spec PoolSpec, env providerE
 	return nil, fmt.Errorf("config: %s.provider: %q is not available in this build", key, spec.Provider)
 }
 
-// envSupported lists the EnvConfig overrides a provider kind applies at
+// envSupported lists the EnvConfig overrides a pool's provider applies at
 // AcquireLease, for ListPools, so that the coordinator refuses a rollout
 // asking for one the pool would refuse on every lease. It follows the
-// providers' Prepare: vmware and virtualbox revert to another snapshot, qemu
-// restores another internal snapshot, and they refuse the rest; the other
-// kinds are not Preparers, so their pools refuse every override.
-func envSupported(kind string) []string {
-	switch kind {
-	case config.ProviderVMware, config.ProviderVirtualBox, config.ProviderQEMU:
+// providers' Prepare: vmware and virtualbox revert to another snapshot and
+// refuse the rest; qemu restores another snapshot only when the pool saves
+// some (qemu.snapshots: a VM's overlay has no other); the other kinds are
+// not Preparers, so their pools refuse every override.
+func envSupported(spec PoolSpec) []string {
+	switch spec.Provider {
+	case config.ProviderVMware, config.ProviderVirtualBox:
 		return []string{pool.EnvSnapshot}
+	case config.ProviderQEMU:
+		if spec.QEMU != nil && len(spec.QEMU.Snapshots) > 0 {
+			return []string{pool.EnvSnapshot}
+		}
 	}
 	return nil
 }

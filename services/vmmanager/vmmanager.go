@@ -93,6 +93,8 @@ type Service struct {
 	pools []*pool.Pool // config order
 	byNm  map[string]*pool.Pool
 	keep  bool
+	// envOK lists by pool the env_config overrides its provider applies.
+	envOK map[string][]string
 
 	mu      sync.Mutex
 	drained bool
@@ -146,7 +148,7 @@ func New(ctx context.Context, cfg Config, env daemon.Env) (*Service, error) {
 	}
 	s := &Service{
 		log: env.Logger, store: st, hub: pool.NewHub(), byNm: map[string]*pool.Pool{},
-		keep: cfg.KeepVMsOnExit, watches: map[*pool.Subscription]struct{}{},
+		keep: cfg.KeepVMsOnExit, envOK: map[string][]string{}, watches: map[*pool.Subscription]struct{}{},
 	}
 	for i, spec := range specs {
 		prov, err := buildProvider(ctx, fmt.Sprintf("pools[%d]", i), spec, providerEnv{
@@ -176,6 +178,7 @@ func New(ctx context.Context, cfg Config, env daemon.Env) (*Service, error) {
 		}
 		s.pools = append(s.pools, p)
 		s.byNm[spec.Name] = p
+		s.envOK[spec.Name] = envSupported(spec)
 		if err := p.Restore(ctx, vms, leases); err != nil {
 			s.abort()
 			return nil, fmt.Errorf("restore pool %s: %w", spec.Name, err)

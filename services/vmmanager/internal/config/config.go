@@ -199,56 +199,6 @@ type VirtualBox struct {
 	HealthPath string `yaml:"health_path"`
 }
 
-// QEMU configures the qemu provider: each VM is a QEMU process running a
-// copy-on-write overlay of one base qcow2 image, reset by restoring a
-// memory+disk snapshot. The pool's cpus and memory_mb size each VM
-// (defaults 1 and 1024) and snapshot_name names the snapshot taken once the
-// guest answers (default "ready").
-type QEMU struct {
-	// Image is the base qcow2 (path_to_vm stands for it); it is only read.
-	Image string `yaml:"image"`
-	// Kernel and Initrd boot the image directly (no bootloader). Empty:
-	// <image without .qcow2>.vmlinuz and .initrd when both exist next to
-	// the image (what deploy/guest/build-qcow2.sh writes), else the
-	// image's own bootloader (OSWorld's Ubuntu.qcow2).
-	Kernel string `yaml:"kernel"`
-	Initrd string `yaml:"initrd"`
-	// Append is the kernel command line with Kernel (default: root on the
-	// virtio disk, the serial console and rolloutmesh's init).
-	Append string `yaml:"append"`
-	// Binary is the QEMU program (default qemu-system-x86_64).
-	Binary string `yaml:"binary"`
-	// Accel is auto (default: kvm when /dev/kvm works with hardware
-	// virtualization, else tcg), kvm or tcg.
-	Accel string `yaml:"accel"`
-	// GuestPort is the guest server's port inside the VM (default 5000;
-	// OSWorld's server also listens on 5000).
-	GuestPort int `yaml:"guest_port"`
-	// Ports are other guest ports to forward, by the name leases report
-	// them under, e.g. chrome: 9222, vlc: 8080.
-	Ports map[string]int `yaml:"ports"`
-	// Host is the host address the forwarded ports listen on (default
-	// 127.0.0.1).
-	Host string `yaml:"host"`
-	// HealthPath is probed for readiness after a boot and after every
-	// restore: default /healthz with a direct kernel boot (desktopd: the
-	// server answers and its X display pings back), /screenshot otherwise
-	// (what OSWorld waits for; its server has no /healthz).
-	HealthPath string `yaml:"health_path"`
-	// StateDir holds one directory per VM (overlay, QMP socket, log);
-	// default <data-dir>/vms/<pool>.
-	StateDir string `yaml:"state_dir"`
-	// VGA is the emulated display adapter: none (default with a direct
-	// kernel boot: the desktop runs on Xvfb in the guest) or std (default
-	// otherwise: OSWorld's image draws on the VM's screen).
-	VGA string `yaml:"vga"`
-	// GuestToken requires this bearer token on the guest API; the guest
-	// reads it from QEMU's fw_cfg file opt/rolloutmesh/token.
-	GuestToken string `yaml:"guest_token"`
-	// GuestTokenFile holds GuestToken.
-	GuestTokenFile string `yaml:"guest_token_file"`
-}
-
 // FieldError is a validation error naming the YAML key.
 type FieldError struct {
 	Key string

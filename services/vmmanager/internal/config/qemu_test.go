@@ -52,6 +52,19 @@ func TestQEMUConfigErrorsNameTheKey(t *testing.T) {
 		{"vga", pool("    qemu:\n      image: " + img + "\n      vga: cirrus\n"), "pools[0].qemu.vga"},
 		{"health path", pool("    qemu:\n      image: " + img + "\n      health_path: healthz\n"), "pools[0].qemu.health_path"},
 		{"section mismatch", pool("    docker: {}\n"), "pools[0].docker: section given but provider is \"qemu\""},
+		{"extra snapshot name", pool("    qemu:\n      image: " + img + "\n      snapshots: [{name: \"a b\", command: [\"true\"]}]\n"), "pools[0].qemu.snapshots[0].name: must match"},
+		{"extra snapshot is the pool's", pool("    qemu:\n      image: " + img + "\n      snapshots: [{name: ready, command: [\"true\"]}]\n"), "pools[0].qemu.snapshots[0].name: \"ready\" is also snapshot_name"},
+		{"extra snapshots twice", pool("    qemu:\n      image: " + img + "\n      snapshots: [{name: a, command: [\"true\"]}, {name: a, command: [\"true\"]}]\n"), "pools[0].qemu.snapshots[1].name: \"a\" is also snapshots[0]"},
+		{"extra snapshot without command", pool("    qemu:\n      image: " + img + "\n      snapshots: [{name: a}]\n"), "pools[0].qemu.snapshots[0].command: required"},
+		{"extra snapshot settle", pool("    qemu:\n      image: " + img + "\n      snapshots: [{name: a, command: [\"true\"], settle: 1h}]\n"), "pools[0].qemu.snapshots[0].settle: must be between 0 and 10m"},
+		{"network", pool("    qemu:\n      image: " + img + "\n      network: tap\n"), "pools[0].qemu.network: must be user or bridge"},
+		{"bridge with user network", pool("    qemu:\n      image: " + img + "\n      bridge: br0\n"), "pools[0].qemu.bridge: only with network bridge"},
+		{"bridge missing", pool("    qemu:\n      image: " + img + "\n      network: bridge\n"), "pools[0].qemu.bridge: required with network bridge"},
+		{"bridge name", pool("    qemu:\n      image: " + img + "\n      network: bridge\n      bridge: \"br 0\"\n"), "pools[0].qemu.bridge: \"br 0\" is not an interface name"},
+		{"lease file missing", pool("    qemu:\n      image: " + img + "\n      network: bridge\n      bridge: rmnosuch0\n"), "pools[0].qemu.dhcp_leases: required with network bridge"},
+		{"lease dir missing", pool("    qemu:\n      image: " + img + "\n      network: bridge\n      bridge: rmnosuch0\n      dhcp_leases: " + filepath.Join(dir, "no", "leases") + "\n"), "pools[0].qemu.dhcp_leases: directory of"},
+		{"bridge helper missing", pool("    qemu:\n      image: " + img + "\n      network: bridge\n      bridge: rmnosuch0\n      dhcp_leases: " + filepath.Join(dir, "leases") + "\n      bridge_helper: " + filepath.Join(dir, "helper") + "\n"), "pools[0].qemu.bridge_helper: "},
+		{"no such bridge", pool("    qemu:\n      image: " + img + "\n      network: bridge\n      bridge: rmnosuch0\n      dhcp_leases: " + filepath.Join(dir, "leases") + "\n      bridge_helper: " + img + "\n"), "pools[0].qemu.bridge: no bridge \"rmnosuch0\" on this host"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

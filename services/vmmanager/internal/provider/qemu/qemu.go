@@ -1,7 +1,9 @@
 // Package qemu is the disk-image VM provider: each VM is a QEMU process
 // running a copy-on-write qcow2 overlay of one base image (the base is never
 // written), with user-mode networking that forwards the guest server's port
-// and any other guest ports to free ports on the host's loopback.
+// and any other guest ports to free ports on the host's loopback, or (network
+// bridge) a tap on a host bridge, the guest reached at the address the
+// bridge's DHCP server gave its MAC (read from the server's lease file).
 //
 // Reset is a snapshot restore, not a reboot: at first start the VM boots,
 // the provider waits until the guest server answers its health path, and
@@ -9,7 +11,11 @@
 // the pool's snapshot name ("ready"). A reset restores it with QMP
 // (human-monitor-command "loadvm"), which reverts memory and disk at once,
 // sets the guest clock and probes the guest again; under software emulation
-// that takes well under a second where a boot takes tens of seconds.
+// that takes well under a second where a boot takes tens of seconds. The
+// overlay holds only the snapshots saved in it: the base image's own are
+// out of loadvm's reach. A pool's qemu.snapshots are saved at first boot
+// too, each after its command ran in the guest, for tasks whose
+// env_config.snapshot names one.
 //
 // The guest clock: a restored guest's clock is where it was when the
 // snapshot was saved. The second serial port of every VM is a unix socket
@@ -28,12 +34,14 @@ package qemu
 import (
 	"bufio"
 	"context"
-	"encoding/json"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,7 +52,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/digitalocean/go-qemu/qmp"
+	"github.com/digitalocean/go-qemu/qmp/raw"
 	"go.uber.org/zap"
 
 	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/clock"
@@ -110,6 +118,8 @@ const (
 	dataClock   = "clock"
 	dataPorts   = "host_ports" // name=port,name=port ("server" is the guest server)
 	dataAccel   = "accel"
+	dataMAC     = "mac"  // network bridge
+	dataAddr    = "addr" // network bridge: the guest's address
 )
 
 // maxSocketPath is the longest unix socket path Linux accepts.
@@ -178,23 +188,52 @@ func New(o Options) (*Provider, error) {
 // Accel is the accelerator the provider's VMs use (kvm or tcg).
 func (p *Provider) Accel() string { return p.accel }
 
-// DetectAccel resolves "auto" to kvm or tcg and says why. KVM counts as
-// working only when /dev/kvm opens read-write and the CPU has hardware
-// virtualization (vmx or svm): a paravirtual KVM (PVM, as in some cloud
-// sandboxes) offers /dev/kvm without it and cannot boot stock kernels.
+// DetectAccel resolves "auto" to kvm or tcg on this host and says why.
 func DetectAccel(configured string) (accel, reason string) {
+	return detectAccel(configured, hostAccel{})
+}
+
+// accelHost is what the accelerator choice reads of the host.
+type accelHost interface {
+	// OpenKVM opens /dev/kvm read-write and closes it.
+	OpenKVM() error
+	// PVM reports whether the KVM module is paravirtual (kvm_pvm).
+	PVM() bool
+	CPUInfo() ([]byte, error)
+}
+
+type hostAccel struct{}
+
+func (hostAccel) OpenKVM() error {
+	f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+func (hostAccel) PVM() bool {
+	_, err := os.Stat("/sys/module/kvm_pvm")
+	return err == nil
+}
+
+func (hostAccel) CPUInfo() ([]byte, error) { return os.ReadFile("/proc/cpuinfo") }
+
+// detectAccel: KVM counts as working only when /dev/kvm opens read-write
+// and the CPU has hardware virtualization (vmx or svm): a paravirtual KVM
+// (PVM, as in some cloud sandboxes) offers /dev/kvm without it and cannot
+// boot stock kernels.
+func detectAccel(configured string, h accelHost) (accel, reason string) {
 	if configured == "kvm" || configured == "tcg" {
 		return configured, "configured"
 	}
-	f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0)
-	if err != nil {
+	if err := h.OpenKVM(); err != nil {
 		return "tcg", fmt.Sprintf("no usable /dev/kvm: %v", err)
 	}
-	f.Close()
-	if _, err := os.Stat("/sys/module/kvm_pvm"); err == nil {
+	if h.PVM() {
 		return "tcg", "/dev/kvm is paravirtual (kvm_pvm), which cannot boot stock kernels"
 	}
-	b, err := os.ReadFile("/proc/cpuinfo")
+	b, err := h.CPUInfo()
 	if err != nil {
 		return "tcg", fmt.Sprintf("read /proc/cpuinfo: %v", err)
 	}
@@ -260,12 +299,17 @@ func (p *Provider) Create(ctx context.Context, id string) (pool.Instance, error)
 	if err := p.createOverlay(ctx, inst.Data[dataOverlay]); err != nil {
 		return fail(err)
 	}
-	ports, err := p.allocate(id)
-	if err != nil {
-		return fail(err)
+	var ports map[string]int
+	if p.bridged() {
+		inst.Data[dataMAC] = p.mac(id)
+	} else {
+		var err error
+		if ports, err = p.allocate(id); err != nil {
+			return fail(err)
+		}
+		inst.Data[dataPorts] = formatPorts(ports)
+		p.fillAddresses(&inst, p.o.Config.Host, ports)
 	}
-	inst.Data[dataPorts] = formatPorts(ports)
-	p.fillAddresses(&inst, ports)
 	c, err := p.start(id, inst, ports)
 	if err != nil {
 		return fail(err)
@@ -279,6 +323,14 @@ func (p *Provider) Create(ctx context.Context, id string) (pool.Instance, error)
 			return nil
 		}
 	}
+	if p.bridged() {
+		addr, err := p.waitLease(ctx, inst.Data[dataMAC], alive)
+		if err != nil {
+			return fail(fmt.Errorf("boot: %v (console: %s)", err, procinfo.Tail(filepath.Join(dir, "console.log"))))
+		}
+		inst.Data[dataAddr] = addr
+		p.fillAddresses(&inst, addr, p.guestPorts())
+	}
 	if err := p.guest.WaitReady(ctx, inst.Endpoint, p.o.Config.HealthPath, p.o.Config.GuestToken, alive); err != nil {
 		return fail(fmt.Errorf("boot: %v (console: %s)", err, procinfo.Tail(filepath.Join(dir, "console.log"))))
 	}
@@ -291,9 +343,53 @@ func (p *Provider) Create(ctx context.Context, id string) (pool.Instance, error)
 	if err := p.guest.WaitReady(ctx, inst.Endpoint, p.o.Config.HealthPath, p.o.Config.GuestToken, alive); err != nil {
 		return fail(fmt.Errorf("after saving snapshot: %w", err))
 	}
+	saved := p.clk.Now()
+	for _, s := range p.o.Config.Snapshots {
+		if err := p.saveExtra(ctx, id, inst, s, alive); err != nil {
+			return fail(fmt.Errorf("save snapshot %s: %w", s.Name, err))
+		}
+	}
+	if len(p.o.Config.Snapshots) > 0 {
+		if err := p.load(ctx, id, inst, p.o.Snapshot, alive); err != nil {
+			return fail(err)
+		}
+	}
 	p.o.Logger.Info("qemu vm booted", zap.String("vm_id", id), zap.String("endpoint", inst.Endpoint),
-		zap.Duration("boot", booted.Sub(start)), zap.Duration("savevm", p.clk.Now().Sub(booted)))
+		zap.Duration("boot", booted.Sub(start)), zap.Duration("savevm", saved.Sub(booted)),
+		zap.Int("extra_snapshots", len(p.o.Config.Snapshots)), zap.Duration("extra_snapshots_time", p.clk.Now().Sub(saved)))
 	return inst, nil
+}
+
+// saveExtra saves one of the pool's extra snapshots: from the pool's
+// snapshot, the snapshot's command runs in the guest, the guest settles
+// and answers its health path, and the snapshot is saved. The caller holds
+// the VM's lock.
+func (p *Provider) saveExtra(ctx context.Context, id string, inst pool.Instance, s config.QEMUSnapshot, alive func() error) error {
+	start := p.clk.Now()
+	if err := p.load(ctx, id, inst, p.o.Snapshot, alive); err != nil {
+		return err
+	}
+	if _, err := p.guest.Execute(ctx, inst.Endpoint, p.o.Config.GuestToken, s.Command); err != nil {
+		return fmt.Errorf("command %q: %w", s.Command, err)
+	}
+	if d := time.Duration(s.Settle); d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
+	if err := p.guest.WaitReady(ctx, inst.Endpoint, p.o.Config.HealthPath, p.o.Config.GuestToken, alive); err != nil {
+		return fmt.Errorf("after its command: %w", err)
+	}
+	if _, err := p.hmp(ctx, inst, "savevm "+s.Name); err != nil {
+		return err
+	}
+	p.o.Logger.Info("qemu snapshot saved", zap.String("vm_id", id), zap.String("snapshot", s.Name),
+		zap.Duration("took", p.clk.Now().Sub(start)))
+	return nil
 }
 
 func (p *Provider) createOverlay(ctx context.Context, overlay string) error {
@@ -322,6 +418,79 @@ func (p *Provider) guestPort(name string) int {
 		return p.o.Config.GuestPort
 	}
 	return p.o.Config.Ports[name]
+}
+
+// guestPorts maps every port name to its guest port: on a bridge the
+// guest's own ports are reached at its address.
+func (p *Provider) guestPorts() map[string]int {
+	out := map[string]int{}
+	for _, name := range p.portNames() {
+		out[name] = p.guestPort(name)
+	}
+	return out
+}
+
+func (p *Provider) bridged() bool { return p.o.Config.Network == "bridge" }
+
+// mac is the VM's MAC address on the bridge, the key of its DHCP lease:
+// QEMU's prefix 52:54:00 and three bytes of a hash of the state directory
+// and the VM id, so that VMs of other pools and hosts on the bridge differ.
+func (p *Provider) mac(id string) string {
+	h := sha256.Sum256([]byte(p.o.Dir + "\x00" + id))
+	return fmt.Sprintf("52:54:00:%02x:%02x:%02x", h[0], h[1], h[2])
+}
+
+// waitLease waits until the DHCP server's lease file holds an address for
+// mac.
+func (p *Provider) waitLease(ctx context.Context, mac string, alive func() error) (string, error) {
+	for {
+		b, err := os.ReadFile(p.o.Config.DHCPLeases)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return "", fmt.Errorf("read dhcp leases: %w", err)
+		}
+		if addr, ok := leaseAddr(b, mac); ok {
+			return addr, nil
+		}
+		if err := alive(); err != nil {
+			return "", err
+		}
+		t := time.NewTimer(250 * time.Millisecond)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return "", fmt.Errorf("no dhcp lease for mac %s in %s: %w", mac, p.o.Config.DHCPLeases, ctx.Err())
+		}
+	}
+}
+
+// leaseAddr finds mac's IPv4 address in a dnsmasq lease file ("expiry mac
+// ip hostname client-id" per line; expiry 0 is infinite); of several, the
+// one expiring last.
+func leaseAddr(leases []byte, mac string) (string, bool) {
+	var best string
+	var bestExp uint64
+	for _, line := range strings.Split(string(leases), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 3 || !strings.EqualFold(f[1], mac) {
+			continue
+		}
+		ip, err := netip.ParseAddr(f[2])
+		if err != nil || !ip.Is4() {
+			continue
+		}
+		exp, err := strconv.ParseUint(f[0], 10, 64)
+		if err != nil {
+			continue
+		}
+		if exp == 0 {
+			exp = math.MaxUint64
+		}
+		if best == "" || exp >= bestExp {
+			best, bestExp = ip.String(), exp
+		}
+	}
+	return best, best != ""
 }
 
 // allocate picks one free host port per forwarded guest port. The kernel
@@ -363,9 +532,11 @@ func (p *Provider) free(id string) {
 	}
 }
 
-func (p *Provider) fillAddresses(inst *pool.Instance, ports map[string]int) {
+// fillAddresses sets the endpoint and the other ports' addresses: host's
+// ports by name.
+func (p *Provider) fillAddresses(inst *pool.Instance, host string, ports map[string]int) {
 	for name, port := range ports {
-		addr := net.JoinHostPort(p.o.Config.Host, strconv.Itoa(port))
+		addr := net.JoinHostPort(host, strconv.Itoa(port))
 		if name == "server" {
 			inst.Endpoint = "http://" + addr
 			continue
@@ -406,9 +577,14 @@ func parsePorts(s string) (map[string]int, error) {
 // Args builds QEMU's command line for VM inst (pure, for tests).
 func (p *Provider) Args(id string, inst pool.Instance, ports map[string]int) []string {
 	dir := inst.Data[dataDir]
-	netdev := "user,id=net0"
-	for _, name := range p.portNames() {
-		netdev += fmt.Sprintf(",hostfwd=tcp:%s:%d-:%d", p.o.Config.Host, ports[name], p.guestPort(name))
+	netdev, nic := "user,id=net0", "virtio-net-pci,netdev=net0"
+	if p.bridged() {
+		netdev = "bridge,id=net0,br=" + p.o.Config.Bridge + ",helper=" + p.o.Config.BridgeHelper
+		nic += ",mac=" + inst.Data[dataMAC]
+	} else {
+		for _, name := range p.portNames() {
+			netdev += fmt.Sprintf(",hostfwd=tcp:%s:%d-:%d", p.o.Config.Host, ports[name], p.guestPort(name))
+		}
 	}
 	args := []string{
 		"-name", "rolloutmesh-" + id,
@@ -420,7 +596,7 @@ func (p *Provider) Args(id string, inst pool.Instance, ports map[string]int) []s
 		// makes savevm and guest writes cheaper; the host's page cache
 		// still outlives a vmmanager crash.
 		"-drive", "file=" + inst.Data[dataOverlay] + ",if=virtio,format=qcow2,cache=unsafe",
-		"-netdev", netdev, "-device", "virtio-net-pci,netdev=net0",
+		"-netdev", netdev, "-device", nic,
 		"-qmp", "unix:" + inst.Data[dataQMP] + ",server=on,wait=off",
 		// ttyS0: the console, to a file; ttyS1: the clock line.
 		"-serial", "file:" + filepath.Join(dir, "console.log"),
@@ -450,9 +626,15 @@ func (p *Provider) kernelCmdline() string {
 		return p.o.Config.Append
 	}
 	// init= is rolloutmesh's (deploy/guest/qcow2/qemu-init); the KEY=VALUE
-	// words reach it as environment.
-	return fmt.Sprintf("root=/dev/vda rw console=ttyS0 net.ifnames=0 panic=1 quiet init=/sbin/qemu-init "+
+	// words reach it as environment. GUEST_NET=dhcp: on a bridge the guest
+	// asks the bridge's DHCP server, instead of taking user-mode
+	// networking's fixed address.
+	line := fmt.Sprintf("root=/dev/vda rw console=ttyS0 net.ifnames=0 panic=1 quiet init=/sbin/qemu-init "+
 		"SCREEN_WIDTH=%d SCREEN_HEIGHT=%d DESKTOPD_ADDR=:%d", p.o.ScreenWidth, p.o.ScreenHeight, p.o.Config.GuestPort)
+	if p.bridged() {
+		line += " GUEST_NET=dhcp"
+	}
+	return line
 }
 
 // start launches QEMU in its own process group.
@@ -496,8 +678,19 @@ func (p *Provider) Reset(ctx context.Context, id string, inst pool.Instance) (po
 	return inst, p.restore(ctx, id, inst, p.o.Snapshot)
 }
 
+// SnapshotNames are the snapshots every VM of the pool has: the pool's,
+// then its extra ones.
+func (p *Provider) SnapshotNames() []string {
+	names := []string{p.o.Snapshot}
+	for _, s := range p.o.Config.Snapshots {
+		names = append(names, s.Name)
+	}
+	return names
+}
+
 // Prepare restores the task's snapshot when it names another one than the
-// pool's (which the reset before the lease already restored).
+// pool's (which the reset before the lease already restored); a name that
+// is not one of the pool's is refused without touching the VM.
 func (p *Provider) Prepare(ctx context.Context, id string, inst pool.Instance, env pool.EnvOverrides) error {
 	if env.Proxy || env.FixedIP || len(env.Extra) > 0 {
 		return fmt.Errorf("qemu supports only the snapshot override: %w", pool.ErrUnsupported)
@@ -505,8 +698,9 @@ func (p *Provider) Prepare(ctx context.Context, id string, inst pool.Instance, e
 	if env.Snapshot == "" || env.Snapshot == p.o.Snapshot {
 		return nil
 	}
-	if !config.SnapshotNameOK(env.Snapshot) {
-		return fmt.Errorf("snapshot name %q is not valid", env.Snapshot)
+	if !slices.Contains(p.SnapshotNames(), env.Snapshot) {
+		return fmt.Errorf("snapshot %q is not one of this pool's (%s; more are saved at boot by qemu.snapshots): %w",
+			env.Snapshot, strings.Join(p.SnapshotNames(), ", "), pool.ErrUnsupported)
 	}
 	return p.restore(ctx, id, inst, env.Snapshot)
 }
@@ -518,7 +712,6 @@ func (p *Provider) restore(ctx context.Context, id string, inst pool.Instance, n
 		return err
 	}
 	defer unlock()
-	start := p.clk.Now()
 	if err := p.alive(inst); err != nil {
 		return err
 	}
@@ -531,6 +724,13 @@ func (p *Provider) restore(ctx context.Context, id string, inst pool.Instance, n
 			return fmt.Errorf("snapshot %q does not exist in vm %s (it has: %s)", name, id, strings.Join(names, ", "))
 		}
 	}
+	return p.load(ctx, id, inst, name, func() error { return p.alive(inst) })
+}
+
+// load restores snapshot name, sets the guest clock and waits for health;
+// the caller holds the VM's lock.
+func (p *Provider) load(ctx context.Context, id string, inst pool.Instance, name string, alive func() error) error {
+	start := p.clk.Now()
 	if _, err := p.hmp(ctx, inst, "loadvm "+name); err != nil {
 		return fmt.Errorf("restore snapshot %s: %w", name, err)
 	}
@@ -539,7 +739,7 @@ func (p *Provider) restore(ctx context.Context, id string, inst pool.Instance, n
 		// Not fatal: the guest answers, only its clock lags.
 		p.o.Logger.Warn("guest clock not set", zap.String("vm_id", id), zap.Error(err))
 	}
-	if err := p.guest.WaitReady(ctx, inst.Endpoint, p.o.Config.HealthPath, p.o.Config.GuestToken, func() error { return p.alive(inst) }); err != nil {
+	if err := p.guest.WaitReady(ctx, inst.Endpoint, p.o.Config.HealthPath, p.o.Config.GuestToken, alive); err != nil {
 		return fmt.Errorf("after restoring snapshot %s: %w", name, err)
 	}
 	p.o.Logger.Debug("qemu vm restored", zap.String("vm_id", id), zap.String("snapshot", name),
@@ -660,7 +860,7 @@ func (p *Provider) stop(inst pool.Instance) {
 	}
 	if !dead() {
 		qctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		p.qmpRun(qctx, inst.Data[dataQMP], qmp.Command{Execute: "quit"})
+		qmpDo(qctx, inst.Data[dataQMP], "qmp quit", func(m *raw.Monitor) error { return m.Quit() })
 		cancel()
 		for i := 0; i < 100 && !dead(); i++ {
 			time.Sleep(20 * time.Millisecond)
@@ -710,7 +910,8 @@ func (p *Provider) Check(ctx context.Context, inst pool.Instance) error {
 
 // Adopt takes over a QEMU left by a previous vmmanager: the pid must still
 // be QEMU running this VM's overlay (pids get reused), QMP must report it
-// running and the guest must answer.
+// running, its overlay must hold every snapshot of the pool, and the guest
+// must answer.
 func (p *Provider) Adopt(ctx context.Context, id string, inst pool.Instance) error {
 	pid, _ := strconv.Atoi(inst.Data[dataPID])
 	if pid <= 0 || !procinfo.Alive(pid) {
@@ -719,9 +920,12 @@ func (p *Provider) Adopt(ctx context.Context, id string, inst pool.Instance) err
 	if inst.Data[dataOverlay] != filepath.Join(p.vmDir(id), "overlay.qcow2") || !p.isOurQEMU(pid, inst.Data[dataOverlay]) {
 		return fmt.Errorf("pid %d is no longer this vm's qemu", pid)
 	}
-	ports, err := parsePorts(inst.Data[dataPorts])
-	if err != nil {
-		return err
+	var ports map[string]int
+	if !p.bridged() {
+		var err error
+		if ports, err = parsePorts(inst.Data[dataPorts]); err != nil {
+			return err
+		}
 	}
 	st, err := p.Status(ctx, inst)
 	if err != nil {
@@ -729,6 +933,17 @@ func (p *Provider) Adopt(ctx context.Context, id string, inst pool.Instance) err
 	}
 	if st != "running" {
 		return fmt.Errorf("qemu status is %q, want running", st)
+	}
+	// A VM booted before the pool's snapshots changed cannot serve the
+	// tasks that name a new one: it is replaced.
+	have, err := p.Snapshots(ctx, inst)
+	if err != nil {
+		return err
+	}
+	for _, name := range p.SnapshotNames() {
+		if !slices.Contains(have, name) {
+			return fmt.Errorf("vm lacks snapshot %q (it has: %s)", name, strings.Join(have, ", "))
+		}
 	}
 	if err := p.guest.Probe(ctx, inst.Endpoint, p.o.Config.HealthPath, p.o.Config.GuestToken); err != nil {
 		return err
@@ -743,19 +958,16 @@ func (p *Provider) Adopt(ctx context.Context, id string, inst pool.Instance) err
 
 // Status is QMP's query-status: running, paused, inmigrate...
 func (p *Provider) Status(ctx context.Context, inst pool.Instance) (string, error) {
-	raw, err := p.qmpRun(ctx, inst.Data[dataQMP], qmp.Command{Execute: "query-status"})
+	var st raw.StatusInfo
+	err := qmpDo(ctx, inst.Data[dataQMP], "qmp query-status", func(m *raw.Monitor) error {
+		var err error
+		st, err = m.QueryStatus()
+		return err
+	})
 	if err != nil {
-		return "", fmt.Errorf("qmp query-status: %w", err)
+		return "", err
 	}
-	var r struct {
-		Return struct {
-			Status string `json:"status"`
-		} `json:"return"`
-	}
-	if err := json.Unmarshal(raw, &r); err != nil {
-		return "", fmt.Errorf("qmp query-status: %w", err)
-	}
-	return r.Return.Status, nil
+	return st.Status.String(), nil
 }
 
 // isOurQEMU reports whether pid's command line runs overlay.
@@ -813,67 +1025,21 @@ func (p *Provider) Sweep(ctx context.Context, known map[string]bool) error {
 // hmp runs a human-monitor command through QMP; HMP reports errors in its
 // output text, not as a QMP error.
 func (p *Provider) hmp(ctx context.Context, inst pool.Instance, line string) (string, error) {
-	raw, err := p.qmpRun(ctx, inst.Data[dataQMP], qmp.Command{
-		Execute: "human-monitor-command", Args: map[string]string{"command-line": line},
+	var out string
+	err := qmpDo(ctx, inst.Data[dataQMP], "hmp "+line, func(m *raw.Monitor) error {
+		var err error
+		out, err = m.HumanMonitorCommand(line, nil)
+		return err
 	})
 	if err != nil {
 		return "", err
 	}
-	var r struct {
-		Return string `json:"return"`
+	trimmed := strings.TrimSpace(out)
+	if strings.HasPrefix(trimmed, "Error") || strings.Contains(trimmed, "\nError") ||
+		(!strings.HasPrefix(line, "info ") && trimmed != "") {
+		return trimmed, fmt.Errorf("hmp %s: %s", line, trimmed)
 	}
-	if err := json.Unmarshal(raw, &r); err != nil {
-		return "", fmt.Errorf("hmp %s: %w", line, err)
-	}
-	out := strings.TrimSpace(r.Return)
-	if strings.HasPrefix(out, "Error") || strings.Contains(out, "\nError") ||
-		(!strings.HasPrefix(line, "info ") && out != "") {
-		return out, fmt.Errorf("hmp %s: %s", line, out)
-	}
-	return r.Return, nil
-}
-
-// qmpRun connects to the VM's QMP socket, runs one command and
-// disconnects: QMP takes one client at a time, and a connection per command
-// needs nothing to be re-established after a vmmanager restart. The qmp
-// package has no deadlines; a command still running when ctx ends is left
-// to finish (it ends at the latest with the QEMU process) and ctx's error is
-// returned.
-func (p *Provider) qmpRun(ctx context.Context, sock string, cmd qmp.Command) ([]byte, error) {
-	b, err := json.Marshal(cmd)
-	if err != nil {
-		return nil, err
-	}
-	type result struct {
-		raw []byte
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		mon, err := qmp.NewSocketMonitor("unix", sock, 2*time.Second)
-		if err != nil {
-			ch <- result{err: fmt.Errorf("qmp dial: %w", err)}
-			return
-		}
-		if err := mon.Connect(); err != nil {
-			ch <- result{err: fmt.Errorf("qmp handshake: %w", err)}
-			return
-		}
-		raw, err := mon.Run(b)
-		if cmd.Execute != "quit" {
-			mon.Disconnect()
-		}
-		if err != nil {
-			err = fmt.Errorf("qmp %s: %w", cmd.Execute, err)
-		}
-		ch <- result{raw: raw, err: err}
-	}()
-	select {
-	case r := <-ch:
-		return r.raw, r.err
-	case <-ctx.Done():
-		return nil, fmt.Errorf("qmp %s: %w", cmd.Execute, ctx.Err())
-	}
+	return out, nil
 }
 
 func (p *Provider) logTail(dir string) string { return procinfo.Tail(filepath.Join(dir, "qemu.log")) }

@@ -2,6 +2,7 @@ package qemu
 
 import (
 	"context"
+	"errors"
 	"net"
 	"os"
 	"os/exec"
@@ -99,18 +100,62 @@ func TestArgs(t *testing.T) {
 	}
 }
 
-func TestDetectAccelConfigured(t *testing.T) {
-	for _, a := range []string{"kvm", "tcg"} {
-		if got, _ := DetectAccel(a); got != a {
-			t.Errorf("DetectAccel(%q) = %q", a, got)
-		}
+// fakeAccelHost stands for the host's /dev/kvm, kvm_pvm module and
+// /proc/cpuinfo.
+type fakeAccelHost struct {
+	kvmErr  error
+	pvm     bool
+	cpuinfo string
+	cpuErr  error
+}
+
+func (h fakeAccelHost) OpenKVM() error           { return h.kvmErr }
+func (h fakeAccelHost) PVM() bool                { return h.pvm }
+func (h fakeAccelHost) CPUInfo() ([]byte, error) { return []byte(h.cpuinfo), h.cpuErr }
+
+func TestDetectAccel(t *testing.T) {
+	const (
+		intel = "processor\t: 0\nflags\t\t: fpu vme de pse tsc msr pae vmx ssse3\nbugs\t\t: spectre_v1\n"
+		amd   = "processor\t: 0\nflags\t\t: fpu vme svm sse4a\n"
+		plain = "processor\t: 0\nflags\t\t: fpu vme de pse tsc hypervisor\nvmx flags\t: ept\n"
+	)
+	noKVM := &os.PathError{Op: "open", Path: "/dev/kvm", Err: syscall.ENOENT}
+	tests := []struct {
+		name       string
+		configured string
+		host       fakeAccelHost
+		want       string
+		why        string // a part of the reason
+	}{
+		{"kvm configured without /dev/kvm", "kvm", fakeAccelHost{kvmErr: noKVM}, "kvm", "configured"},
+		{"tcg configured on a kvm host", "tcg", fakeAccelHost{cpuinfo: intel}, "tcg", "configured"},
+		{"no /dev/kvm", "auto", fakeAccelHost{kvmErr: noKVM, cpuinfo: intel}, "tcg", "no usable /dev/kvm"},
+		{"/dev/kvm not writable", "auto", fakeAccelHost{kvmErr: &os.PathError{Op: "open", Path: "/dev/kvm", Err: syscall.EACCES}, cpuinfo: intel}, "tcg", "permission denied"},
+		{"paravirtual kvm with vmx", "auto", fakeAccelHost{pvm: true, cpuinfo: intel}, "tcg", "kvm_pvm"},
+		{"intel vmx", "auto", fakeAccelHost{cpuinfo: intel}, "kvm", "(vmx)"},
+		{"amd svm", "auto", fakeAccelHost{cpuinfo: amd}, "kvm", "(svm)"},
+		// "vmx flags" is a line of its own, not the CPU's flags.
+		{"no vmx/svm flag", "auto", fakeAccelHost{cpuinfo: plain}, "tcg", "no vmx/svm"},
+		{"cpuinfo unreadable", "auto", fakeAccelHost{cpuErr: syscall.EIO}, "tcg", "read /proc/cpuinfo"},
 	}
-	got, why := DetectAccel("auto")
-	if got != "kvm" && got != "tcg" || why == "" {
-		t.Errorf("DetectAccel(auto) = %q, %q", got, why)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, why := detectAccel(tc.configured, tc.host)
+			if got != tc.want || !strings.Contains(why, tc.why) {
+				t.Errorf("detectAccel(%q) = %q, %q; want %q, a reason with %q", tc.configured, got, why, tc.want, tc.why)
+			}
+		})
 	}
-	if _, err := os.Stat("/sys/module/kvm_pvm"); err == nil && got != "tcg" {
-		t.Errorf("DetectAccel(auto) on a PVM host = %q, want tcg", got)
+}
+
+// TestDetectAccelThisHost: on a host with a paravirtual KVM (this CI's
+// machines) auto must not pick kvm.
+func TestDetectAccelThisHost(t *testing.T) {
+	if !(hostAccel{}).PVM() {
+		t.Skip("no kvm_pvm module on this host")
+	}
+	if got, why := DetectAccel("auto"); got != "tcg" {
+		t.Errorf("DetectAccel(auto) on a PVM host = %q (%s), want tcg", got, why)
 	}
 }
 
@@ -156,18 +201,85 @@ func TestSweepKillsStrays(t *testing.T) {
 }
 
 func TestPrepareRefusesOtherOverrides(t *testing.T) {
-	p := unitProvider(t, config.QEMU{})
-	ctx := context.Background()
-	if err := p.Prepare(ctx, "vm-1", pool.Instance{}, pool.EnvOverrides{Proxy: true}); err == nil {
-		t.Error("Prepare with proxy succeeded")
+	p := unitProvider(t, config.QEMU{Snapshots: []config.QEMUSnapshot{{Name: "task", Command: []string{"true"}}}})
+	gone := pool.Instance{Data: map[string]string{dataPID: strconv.Itoa(1 << 30)}}
+	tests := []struct {
+		name        string
+		env         pool.EnvOverrides
+		unsupported bool   // refused as ErrUnsupported (FAILED_PRECONDITION)
+		want        string // a part of the error; "" is success
+	}{
+		{"proxy", pool.EnvOverrides{Proxy: true}, true, "only the snapshot override"},
+		{"fixed ip", pool.EnvOverrides{FixedIP: true}, true, "only the snapshot override"},
+		{"the pool's own snapshot", pool.EnvOverrides{Snapshot: "ready"}, false, ""},
+		{"a snapshot no vm has", pool.EnvOverrides{Snapshot: "chrome"}, true, `snapshot "chrome" is not one of this pool's (ready, task;`},
+		{"a bad name", pool.EnvOverrides{Snapshot: "a b"}, true, "is not one of this pool's"},
+		// A configured one is restored: on a gone VM that fails, and not as
+		// an unsupported override.
+		{"a configured snapshot on a gone vm", pool.EnvOverrides{Snapshot: "task"}, false, "gone"},
 	}
-	if err := p.Prepare(ctx, "vm-1", pool.Instance{}, pool.EnvOverrides{Snapshot: "ready"}); err != nil {
-		t.Errorf("Prepare with the pool's own snapshot: %v", err)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := p.Prepare(context.Background(), "vm-1", gone, tc.env)
+			if tc.want == "" {
+				if err != nil {
+					t.Errorf("Prepare = %v, want success", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) || errors.Is(err, pool.ErrUnsupported) != tc.unsupported {
+				t.Errorf("Prepare = %v; want an error with %q, unsupported %v", err, tc.want, tc.unsupported)
+			}
+		})
 	}
-	if err := p.Prepare(ctx, "vm-1", pool.Instance{}, pool.EnvOverrides{Snapshot: "a b"}); err == nil || !strings.Contains(err.Error(), "not valid") {
-		t.Errorf("Prepare with a bad snapshot name = %v", err)
+}
+
+func TestLeaseAddr(t *testing.T) {
+	const mac = "52:54:00:ab:cd:ef"
+	tests := []struct {
+		name   string
+		leases string
+		want   string
+	}{
+		{"none", "", ""},
+		{"one", "1764340000 52:54:00:ab:cd:ef 10.77.0.23 rolloutmesh-guest 01:52:54:00:ab:cd:ef\n", "10.77.0.23"},
+		{"upper case mac", "1764340000 52:54:00:AB:CD:EF 10.77.0.23 * *\n", "10.77.0.23"},
+		{"another vm's", "1764340000 52:54:00:ab:cd:ee 10.77.0.24 * *\n", ""},
+		{"the later of two", "1764349999 52:54:00:ab:cd:ef 10.77.0.30 * *\n1764340000 52:54:00:ab:cd:ef 10.77.0.23 * *\n", "10.77.0.30"},
+		{"infinite wins", "0 52:54:00:ab:cd:ef 10.77.0.5 * *\n1764349999 52:54:00:ab:cd:ef 10.77.0.30 * *\n", "10.77.0.5"},
+		{"dhcpv6 lines skipped", "duid 00:01:00:01:2c:aa:bb:cc:52:54:00:00:00:01\n1764340000 1234 fd00::5 * 00:01\n1764340000 52:54:00:ab:cd:ef 10.77.0.23 * *\n", "10.77.0.23"},
+		{"garbage", "x 52:54:00:ab:cd:ef 10.77.0.23\n1764340000 52:54:00:ab:cd:ef not-an-ip\n", ""},
 	}
-	if err := p.Prepare(ctx, "vm-1", pool.Instance{Data: map[string]string{dataPID: strconv.Itoa(1 << 30)}}, pool.EnvOverrides{Snapshot: "other"}); err == nil {
-		t.Error("Prepare on a gone vm succeeded")
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := leaseAddr([]byte(tc.leases), mac)
+			if got != tc.want || ok != (tc.want != "") {
+				t.Errorf("leaseAddr = %q, %v; want %q", got, ok, tc.want)
+			}
+		})
+	}
+}
+
+func TestArgsBridge(t *testing.T) {
+	p := unitProvider(t, config.QEMU{Network: "bridge", Bridge: "br7", BridgeHelper: "/usr/lib/qemu/qemu-bridge-helper",
+		GuestPort: 5000, Kernel: "/k", Initrd: "/i", VGA: "none"})
+	mac := p.mac("vm-1")
+	if mac == p.mac("vm-2") || !strings.HasPrefix(mac, "52:54:00:") || len(mac) != 17 {
+		t.Errorf("mac(vm-1) = %q, mac(vm-2) = %q: want distinct 52:54:00 addresses", mac, p.mac("vm-2"))
+	}
+	inst := pool.Instance{Data: map[string]string{dataDir: "/s/vm-1", dataOverlay: "/s/vm-1/overlay.qcow2",
+		dataQMP: "/s/vm-1/qmp.sock", dataClock: "/s/vm-1/clock.sock", dataMAC: mac}}
+	args := strings.Join(p.Args("vm-1", inst, nil), " ")
+	for _, want := range []string{
+		"-netdev bridge,id=net0,br=br7,helper=/usr/lib/qemu/qemu-bridge-helper",
+		"-device virtio-net-pci,netdev=net0,mac=" + mac,
+		"DESKTOPD_ADDR=:5000 GUEST_NET=dhcp",
+	} {
+		if !strings.Contains(args, want) {
+			t.Errorf("args lack %q:\n%s", want, args)
+		}
+	}
+	if strings.Contains(args, "hostfwd") {
+		t.Errorf("bridged args forward ports:\n%s", args)
 	}
 }

@@ -2,16 +2,16 @@ package qemu
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -143,14 +143,16 @@ func guestClockSkew(t *testing.T, endpoint, token string) time.Duration {
 
 // TestResetRevertsDiskAndClock boots a VM, writes a file in the guest
 // through desktopd, resets and wants the file gone, the guest answering and
-// its clock corrected; then restores another named snapshot (a task's
-// env_config.snapshot) and refuses one that does not exist.
+// its clock corrected; then restores the pool's other snapshot (saved at
+// boot by qemu.snapshots, for a task's env_config.snapshot) and refuses one
+// the pool does not save.
 func TestResetRevertsDiskAndClock(t *testing.T) {
 	img := testImage(t)
 	spec := poolSpec(t, img)
 	// The guest reads its token from fw_cfg, never from a command line.
 	const token = "s3cret-qemu"
 	spec.QEMU.GuestToken = token
+	spec.QEMU.Snapshots = []config.QEMUSnapshot{{Name: "task", Command: []string{"sh", "-c", "echo task > /home/user/task.txt && sync"}}}
 	p := newProvider(t, spec, shortDir(t), zaptest.NewLogger(t))
 	ctx, cancel := context.WithTimeout(context.Background(), bootTimeout)
 	defer cancel()
@@ -206,26 +208,30 @@ func TestResetRevertsDiskAndClock(t *testing.T) {
 		t.Errorf("guest clock is %v off the host's after reset, want < 2s; guest:\n%s", skew, diag)
 	}
 
-	// A task's own snapshot: a file written before "other" was saved is
-	// there after Prepare restores it, and gone again after a reset.
-	if _, err := executeAs(t, inst.Endpoint, token, "echo task > /home/user/task.txt && sync"); err != nil {
-		t.Fatal(err)
+	// The task's snapshot: saved at boot after its command wrote
+	// task.txt; the VM was handed out at ready, without the file.
+	names, err := p.Snapshots(rctx, inst)
+	if err != nil || !slices.Equal(names, []string{"ready", "task"}) {
+		t.Errorf("snapshots of the vm = %q, %v; want ready, task", names, err)
 	}
-	if _, err := p.hmp(rctx, inst, "savevm other"); err != nil {
-		t.Fatalf("savevm other: %v", err)
+	if out, err := executeAs(t, inst.Endpoint, token, "test -e /home/user/task.txt && echo present || echo gone"); err != nil || strings.TrimSpace(out) != "gone" {
+		t.Errorf("at ready task.txt is %q (%v), want gone", strings.TrimSpace(out), err)
+	}
+	if err := p.Prepare(rctx, "vm-1", inst, pool.EnvOverrides{Snapshot: "task"}); err != nil {
+		t.Fatalf("prepare snapshot task: %v", err)
+	}
+	if out, err := executeAs(t, inst.Endpoint, token, "cat /home/user/task.txt"); err != nil || strings.TrimSpace(out) != "task" {
+		t.Errorf("after restoring task: task.txt = %q, %v", out, err)
 	}
 	if _, err := p.Reset(rctx, "vm-1", inst); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Prepare(rctx, "vm-1", inst, pool.EnvOverrides{Snapshot: "other"}); err != nil {
-		t.Fatalf("prepare snapshot other: %v", err)
-	}
-	if out, err := executeAs(t, inst.Endpoint, token, "cat /home/user/task.txt"); err != nil || strings.TrimSpace(out) != "task" {
-		t.Errorf("after restoring other: task.txt = %q, %v", out, err)
+	if out, err := executeAs(t, inst.Endpoint, token, "test -e /home/user/task.txt && echo present || echo gone"); err != nil || strings.TrimSpace(out) != "gone" {
+		t.Errorf("after reset task.txt is %q (%v), want gone", strings.TrimSpace(out), err)
 	}
 	err = p.Prepare(rctx, "vm-1", inst, pool.EnvOverrides{Snapshot: "nosuch"})
-	if err == nil || !strings.Contains(err.Error(), `snapshot "nosuch" does not exist`) {
-		t.Errorf("prepare of a missing snapshot = %v, want a does-not-exist error", err)
+	if !errors.Is(err, pool.ErrUnsupported) || !strings.Contains(err.Error(), `snapshot "nosuch" is not one of this pool's (ready, task`) {
+		t.Errorf("prepare of a snapshot the pool does not save = %v, want it refused as unsupported", err)
 	}
 	// The base image was never written.
 	if out, err := exec.Command("qemu-img", "snapshot", "-l", img).CombinedOutput(); err != nil || strings.Contains(string(out), "ready") {
@@ -335,123 +341,6 @@ func zeroFrom(t *testing.T, path string, off int64) {
 		if _, err := f.WriteAt(zero[:n], o); err != nil {
 			t.Fatal(err)
 		}
-	}
-}
-
-// kill9Record is what the child vmmanager hands the test.
-type kill9Record struct {
-	LeaseID, Token, VMID, Endpoint, Ref string
-}
-
-// TestKill9Child is the vmmanager that gets killed: it runs only when
-// TestKill9Adoption starts it.
-func TestKill9Child(t *testing.T) {
-	dataDir := os.Getenv("QEMU_KILL9_DATA")
-	if dataDir == "" {
-		t.Skip("child of TestKill9Adoption")
-	}
-	spec := poolSpec(t, os.Getenv("QEMU_KILL9_IMAGE"))
-	p, _, _ := testPool(t, spec, dataDir, zap.NewNop())
-	readyVM(t, p, "", bootTimeout)
-	g, err := p.Acquire(context.Background(), pool.AcquireRequest{Holder: "kill9", TTL: 10 * time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ref string
-	for _, v := range p.VMs() {
-		if v.ID == g.Lease.VMID {
-			ref = v.Ref
-		}
-	}
-	b, _ := json.Marshal(kill9Record{LeaseID: g.Lease.ID, Token: g.Token, VMID: g.Lease.VMID, Endpoint: g.Lease.Endpoint, Ref: ref})
-	if err := os.WriteFile(filepath.Join(dataDir, "lease.json.tmp"), b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	os.Rename(filepath.Join(dataDir, "lease.json.tmp"), filepath.Join(dataDir, "lease.json"))
-	select {} // until kill -9
-}
-
-// TestKill9Adoption runs a pool in a child process, leases its VM, kills
-// the child with SIGKILL and starts the pool again: the QEMU process, its
-// lease and its guest are adopted, a reset works over the new process's QMP
-// connection, and closing the pool stops QEMU and removes its files.
-func TestKill9Adoption(t *testing.T) {
-	img := testImage(t)
-	dataDir := shortDir(t)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestKill9Child$", "-test.timeout=10m")
-	cmd.Env = append(os.Environ(), "QEMU_KILL9_DATA="+dataDir, "QEMU_KILL9_IMAGE="+img)
-	logf, err := os.Create(filepath.Join(t.TempDir(), "child.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	childDone := make(chan struct{})
-	go func() { cmd.Wait(); close(childDone) }()
-	var rec kill9Record
-	deadline := time.Now().Add(bootTimeout + 30*time.Second)
-	for {
-		b, err := os.ReadFile(filepath.Join(dataDir, "lease.json"))
-		if err == nil && json.Unmarshal(b, &rec) == nil {
-			break
-		}
-		select {
-		case <-childDone:
-			b, _ := os.ReadFile(logf.Name())
-			t.Fatalf("child exited before leasing: %s", b)
-		case <-time.After(250 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatal("child leased nothing in time")
-		}
-	}
-	cmd.Process.Signal(syscall.SIGKILL)
-	<-childDone
-	pid, _ := strconv.Atoi(rec.Ref)
-	if pid <= 0 || !procinfo.Alive(pid) {
-		t.Fatalf("qemu pid %q did not survive the kill -9", rec.Ref)
-	}
-	// Make sure QEMU dies even if the test fails before Close.
-	defer syscall.Kill(-pid, syscall.SIGKILL)
-
-	spec := poolSpec(t, img)
-	p, _, st := testPool(t, spec, dataDir, zaptest.NewLogger(t))
-	defer st.Close()
-	leases := p.Leases("")
-	if len(leases) != 1 || leases[0].ID != rec.LeaseID || leases[0].VMID != rec.VMID {
-		t.Fatalf("leases after restart = %+v, want %s on %s", leases, rec.LeaseID, rec.VMID)
-	}
-	vms := p.VMs()
-	if len(vms) != 1 || vms[0].State != pool.StateLeased || vms[0].Ref != rec.Ref {
-		t.Fatalf("vms after restart = %+v, want %s leased with pid %s", vms, rec.VMID, rec.Ref)
-	}
-	if _, err := execute(t, rec.Endpoint, "echo after > /home/user/after-restart.txt"); err != nil {
-		t.Fatalf("adopted guest: %v", err)
-	}
-	if err := p.Release(rec.LeaseID, rec.Token, true); err != nil {
-		t.Fatal(err)
-	}
-	v := readyVM(t, p, "", time.Minute)
-	if v.ID != rec.VMID || v.Ref != rec.Ref {
-		t.Errorf("after reset: vm %s pid %s, want the adopted %s pid %s", v.ID, v.Ref, rec.VMID, rec.Ref)
-	}
-	if out, err := execute(t, rec.Endpoint, "test -e /home/user/after-restart.txt && echo present || echo gone"); err != nil || strings.TrimSpace(out) != "gone" {
-		t.Errorf("after reset of the adopted vm the file is %q (%v), want gone", out, err)
-	}
-	if err := p.Close(context.Background(), false); err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < 100 && procinfo.Alive(pid); i++ {
-		time.Sleep(50 * time.Millisecond)
-	}
-	if procinfo.Alive(pid) {
-		t.Errorf("qemu %d still runs after Close", pid)
-	}
-	if _, err := os.Stat(filepath.Join(dataDir, "vms", rec.VMID)); !os.IsNotExist(err) {
-		t.Errorf("vm dir still there after Close: %v", err)
 	}
 }
 
