@@ -169,26 +169,29 @@ func (r registryObj) GetChildren() ([]ref, *dbus.Error) { return []ref{r.f.ref("
 
 func serveFakeCalc(t *testing.T, addr string, f *fakeCalc) {
 	t.Helper()
-	conn, err := dbus.Connect(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	f.conn = conn
-	for _, name := range []string{"org.a11y.Bus", registry} {
-		if _, err := conn.RequestName(name, dbus.NameFlagDoNotQueue); err != nil {
-			t.Fatal(err)
-		}
-	}
 	must := func(err error) {
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
+	// Every object is exported before Auth starts the connection's reader:
+	// godbus reads an object's method table without a lock when it serves
+	// a call, so an export after the first call is a data race.
+	conn, err := dbus.Dial(addr)
+	must(err)
+	t.Cleanup(func() { conn.Close() })
+	f.conn = conn
 	must(conn.Export(busObj{addr}, "/org/a11y/bus", "org.a11y.Bus"))
 	must(conn.Export(registryObj{f}, rootPath, ifAccessible))
 	must(conn.ExportSubtree(f, "/f", ifAccessible))
 	must(conn.ExportSubtree(f, "/f", "org.freedesktop.DBus.Properties"))
+	must(conn.Auth(nil))
+	must(conn.Hello())
+	for _, name := range []string{"org.a11y.Bus", registry} {
+		if _, err := conn.RequestName(name, dbus.NameFlagDoNotQueue); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // TestSpreadsheetShowingCells: inside a spreadsheet document, the sheet's
