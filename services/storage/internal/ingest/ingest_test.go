@@ -3,6 +3,8 @@ package ingest
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -133,4 +135,68 @@ func asField(err error) (string, bool) {
 		return "", false
 	}
 	return fe.Field, true
+}
+
+// TestContentCarriedOncePerMessage: a step may carry its screenshot as the
+// observation and name it by hash in its new message, or carry it twice;
+// either way it is hashed from the bytes, written once, and both slots end
+// as references to it. A reference to content neither stored nor carried
+// is refused, and so is a digest the data does not hash to.
+func TestContentCarriedOncePerMessage(t *testing.T) {
+	shot := make([]byte, 32<<10)
+	rand.Read(shot)
+	sameLen := make([]byte, len(shot))
+	rand.Read(sameLen)
+	sum := sha256.Sum256(shot)
+	digest := hex.EncodeToString(sum[:])
+	other := sha256.Sum256(sameLen)
+	image := func(img *pb.Image) *pb.ModelCall {
+		return &pb.ModelCall{NewMessages: []*pb.ChatMessage{{Role: "user", Content: []*pb.ContentPart{{Part: &pb.ContentPart_Image{Image: img}}}}}}
+	}
+	tests := []struct {
+		name        string
+		obs         *pb.BlobRef
+		call        *pb.ModelCall
+		wantField   string // "" for success
+		wantWritten int64
+		wantImage   string // the digest the stored image names
+	}{
+		{"data twice", &pb.BlobRef{Data: shot}, image(&pb.Image{Data: shot, MediaType: "image/png"}), "", int64(len(shot)), digest},
+		{"image by hash of the observation", &pb.BlobRef{Data: shot, Sha256: digest}, image(&pb.Image{Blob: &pb.BlobRef{Sha256: digest, Size: int64(len(shot))}}), "", int64(len(shot)), digest},
+		{"image carried, observation by hash", &pb.BlobRef{Sha256: digest}, image(&pb.Image{Data: shot}), "", int64(len(shot)), digest},
+		{"same length, other bytes", &pb.BlobRef{Data: shot}, image(&pb.Image{Data: sameLen}), "", int64(2 * len(shot)), hex.EncodeToString(other[:])},
+		{"reference to nothing carried or stored", &pb.BlobRef{Data: sameLen}, image(&pb.Image{Blob: &pb.BlobRef{Sha256: digest}}), "step.model_call.new_messages[0].content[0].image.blob.sha256", 0, ""},
+		{"reference with the wrong size", &pb.BlobRef{Data: shot}, image(&pb.Image{Blob: &pb.BlobRef{Sha256: digest, Size: 5}}), "step.model_call.new_messages[0].content[0].image.blob.size", 0, ""},
+		{"digest the data does not hash to", &pb.BlobRef{Data: sameLen, Sha256: digest}, image(&pb.Image{Blob: &pb.BlobRef{Sha256: digest}}), "step.observation.screenshot.sha256", 0, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWriter(t, Limits{})
+			st := &pb.Step{EpisodeId: "e", Observation: &pb.Observation{Screenshot: tc.obs}, ModelCall: tc.call}
+			m := msgs{
+				{Item: &pb.AppendStepsRequest_Episode{Episode: &pb.Episode{EpisodeId: "e", RolloutId: "r"}}},
+				{Item: &pb.AppendStepsRequest_Step{Step: st}},
+			}
+			resp, err := w.Append(context.Background(), &m)
+			if tc.wantField != "" {
+				if field, ok := asField(err); !ok || field != tc.wantField {
+					t.Fatalf("got error %v, want a field error on %s", err, tc.wantField)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := resp.GetBlobBytesWritten(); got != tc.wantWritten {
+				t.Errorf("blob bytes written = %d, want %d", got, tc.wantWritten)
+			}
+			if got := st.GetObservation().GetScreenshot(); got.GetSha256() != digest || len(got.GetData()) != 0 {
+				t.Errorf("stored screenshot = %s with %d bytes inline, want a reference to %s", got.GetSha256(), len(got.GetData()), digest)
+			}
+			img := st.GetModelCall().GetNewMessages()[0].GetContent()[0].GetImage()
+			if img.GetBlob().GetSha256() != tc.wantImage || len(img.GetData()) != 0 || img.GetBlob().GetSize() != int64(len(shot)) {
+				t.Errorf("stored image = %v, want a reference to %s of %d bytes", img, tc.wantImage, len(shot))
+			}
+		})
+	}
 }
