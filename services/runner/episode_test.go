@@ -175,8 +175,18 @@ func TestDesktopEpisodes(t *testing.T) {
 				t.Errorf("stored episode %s score %v with %d steps", got.GetEpisode().GetStatus(), got.GetEpisode().GetScore(), len(got.GetSteps()))
 			}
 			for _, s := range got.GetSteps() {
-				if s.GetObservation().GetScreenshot().GetSha256() == "" {
+				shot := s.GetObservation().GetScreenshot().GetSha256()
+				if shot == "" {
 					t.Errorf("stored step %d has no screenshot", s.GetIndex())
+				}
+				// The turn's image went as a reference to the screenshot
+				// the step carries; storage resolved it.
+				for _, m := range s.GetModelCall().GetNewMessages() {
+					for _, p := range m.GetContent() {
+						if img := p.GetImage(); img != nil && img.GetBlob().GetSha256() != shot {
+							t.Errorf("stored step %d: message image %q, want the step's screenshot %s", s.GetIndex(), img.GetBlob().GetSha256(), shot)
+						}
+					}
 				}
 			}
 		})

@@ -6,8 +6,13 @@
 package trajectory
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,6 +21,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	rmv1 "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/agent"
@@ -64,6 +70,25 @@ type Streamer struct {
 	final   *rmv1.Episode
 	result  error
 	acked   int
+
+	// inline is set once storage refused a step whose image names the
+	// step's screenshot by hash (a storage from before such references):
+	// from then on every step goes with its images' bytes.
+	inline bool
+}
+
+// outgoing is a step as recorded (full) and as sent while storage takes
+// references to content of the same message (small).
+type outgoing struct {
+	full, small *rmv1.Step
+	size        int
+}
+
+func (o outgoing) step(inline bool) *rmv1.Step {
+	if inline {
+		return o.full
+	}
+	return o.small
 }
 
 // NewStreamer starts streaming the episode described by header (status
@@ -133,7 +158,7 @@ func (s *Streamer) run(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
 	defer cancel()
 	var (
-		retained      []*rmv1.Step
+		retained      []outgoing
 		retainedBytes int
 		stream        grpc.ClientStreamingClient[rmv1.AppendStepsRequest, rmv1.AppendStepsResponse]
 		attempts      int
@@ -141,7 +166,12 @@ func (s *Streamer) run(ctx context.Context) {
 	)
 	open := func() error {
 		for {
-			if permanent(err) {
+			if !s.inline && refusedReference(err) {
+				// Not a permanent refusal: an older storage, which wants
+				// the bytes of every image. Resend everything with them.
+				s.log.Info("storage resolves no references to a step's own screenshot; sending images inline")
+				s.inline = true
+			} else if permanent(err) {
 				return fmt.Errorf("storage refused the episode: %w", err)
 			}
 			if attempts >= s.cfg.Attempts {
@@ -161,8 +191,8 @@ func (s *Streamer) run(ctx context.Context) {
 				continue
 			}
 			ok := true
-			for _, st := range retained {
-				if err = send(stream, &rmv1.AppendStepsRequest{Item: &rmv1.AppendStepsRequest_Step{Step: st}}); err != nil {
+			for _, o := range retained {
+				if err = send(stream, &rmv1.AppendStepsRequest{Item: &rmv1.AppendStepsRequest_Step{Step: o.step(s.inline)}}); err != nil {
 					ok = false
 					break
 				}
@@ -185,14 +215,16 @@ func (s *Streamer) run(ctx context.Context) {
 		return
 	}
 	for st := range s.queue {
-		retained = append(retained, st)
-		retainedBytes += proto.Size(st)
+		o := outgoing{full: st, small: screenshotOnce(st)}
+		o.size = proto.Size(o.full)
+		retained = append(retained, o)
+		retainedBytes += o.size
 		for retainedBytes > s.cfg.MaxRetainedBytes && len(retained) > 1 {
-			retainedBytes -= proto.Size(retained[0])
+			retainedBytes -= retained[0].size
 			retained = retained[1:]
 		}
 		for {
-			if err = send(stream, &rmv1.AppendStepsRequest{Item: &rmv1.AppendStepsRequest_Step{Step: st}}); err == nil {
+			if err = send(stream, &rmv1.AppendStepsRequest{Item: &rmv1.AppendStepsRequest_Step{Step: o.step(s.inline)}}); err == nil {
 				break
 			}
 			if e := open(); e != nil {
@@ -229,6 +261,98 @@ func (s *Streamer) run(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// screenshotOnce returns the step as sent to storage: its screenshot
+// carried once. The agent puts each screenshot into its step twice, as the
+// observation and as the image of the turn's new user message (the same
+// bytes). Storage resolves a reference by hash to content another blob of
+// the same message carries, so the image goes as a reference: about 200 KB
+// less per step to marshal and send, and for storage to receive, parse and
+// compare. The hash costs the runner what storage no longer spends on the
+// second copy; storage still hashes the bytes it gets and refuses a digest
+// they do not match. The step and its messages are shared with the agent's
+// conversation and the other sinks, so what changes is copied.
+func screenshotOnce(st *rmv1.Step) *rmv1.Step {
+	shot := st.GetObservation().GetScreenshot()
+	data := shot.GetData()
+	if len(data) == 0 {
+		return st
+	}
+	var (
+		out    *rmv1.Step
+		digest string
+	)
+	for i, m := range st.GetModelCall().GetNewMessages() {
+		var content []*rmv1.ContentPart
+		for j, p := range m.GetContent() {
+			img := p.GetImage()
+			if img == nil || !sameBytes(img.GetData(), data) {
+				continue
+			}
+			if out == nil {
+				sum := sha256.Sum256(data)
+				digest = hex.EncodeToString(sum[:])
+				out = shallow(st)
+				out.Observation = shallow(st.GetObservation())
+				out.Observation.Screenshot = shallow(shot)
+				out.Observation.Screenshot.Sha256 = digest
+				out.ModelCall = shallow(st.GetModelCall())
+				out.ModelCall.NewMessages = slices.Clone(st.GetModelCall().GetNewMessages())
+			}
+			if content == nil {
+				content = slices.Clone(m.GetContent())
+			}
+			ref := shallow(img)
+			ref.Data = nil
+			ref.Blob = &rmv1.BlobRef{Sha256: digest, MediaType: img.GetMediaType(), Size: int64(len(data))}
+			content[j] = &rmv1.ContentPart{Part: &rmv1.ContentPart_Image{Image: ref}}
+		}
+		if content != nil {
+			nm := shallow(m)
+			nm.Content = content
+			out.ModelCall.NewMessages[i] = nm
+		}
+	}
+	if out == nil {
+		return st
+	}
+	return out
+}
+
+// sameBytes reports whether a and b hold the same bytes; the agent shares
+// one slice between the observation and the image, so the comparison
+// usually ends at the pointers.
+func sameBytes(a, b []byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	return len(a) == 0 || &a[0] == &b[0] || bytes.Equal(a, b)
+}
+
+// shallow copies m's fields into a new message: sub-messages, lists and
+// bytes are shared with m, so the copy costs no more than its top level
+// and keeps any field added to the API later. Only top-level fields of the
+// copy may be replaced; what it shares must not be changed.
+func shallow[M proto.Message](m M) M {
+	src := m.ProtoReflect()
+	dst := src.Type().New()
+	src.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		dst.Set(fd, v)
+		return true
+	})
+	if u := src.GetUnknown(); len(u) > 0 {
+		dst.SetUnknown(u)
+	}
+	return dst.Interface().(M)
+}
+
+// refusedReference reports storage's refusal of a blob named by hash that
+// it has not stored: what a storage from before references to content of
+// the same message answers to screenshotOnce's steps.
+func refusedReference(err error) bool {
+	st, ok := status.FromError(err)
+	return ok && st.Code() == codes.InvalidArgument && strings.Contains(st.Message(), "is not stored; send its data")
 }
 
 // permanent reports errors a resend cannot fix.
