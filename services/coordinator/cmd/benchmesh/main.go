@@ -29,6 +29,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/rolloutmesh/rolloutmesh/serverkit/benchreport"
 )
 
 // options are the benchmark's flags.
@@ -108,7 +110,7 @@ func run(ctx context.Context, o options) error {
 	}
 	host, _ := os.Hostname()
 	fmt.Printf("benchmesh: %s, %d CPUs, %s/%s %s; load average at start %s\n",
-		host, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), loadavg())
+		host, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), benchreport.LoadAvg())
 	fmt.Printf("separate processes over loopback gRPC: coordinator, %d runners, vmmanager (static pool of N simguest endpoints), modelgateway -> fakellm (zero latency), storage (SQLite + files)\n", o.runners)
 	fmt.Printf("each episode: lease a VM, %d steps of (model call with the recent screenshots -> pyautogui click -> screenshot), every step and screenshot to storage, release (reset = health probe)\n\n", o.steps)
 	largest := 0

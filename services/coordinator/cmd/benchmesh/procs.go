@@ -177,17 +177,4 @@ func waitServing(ctx context.Context, p *proc, addr string) error {
 	}
 }
 
-// loadavg is /proc/loadavg's first three fields.
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
-}
-
 func runtimeCPUs() int { return runtime.NumCPU() }

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	pb "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
+	"github.com/rolloutmesh/rolloutmesh/serverkit/benchreport"
 )
 
 // services are the rows of the CPU table, in order; "harness" is the
@@ -221,7 +222,7 @@ func runOnce(ctx context.Context, o options, dir string, n, perfSeconds int) (r 
 	}
 	var self0 syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &self0)
-	r.loadStart = loadavg()
+	r.loadStart = benchreport.LoadAvg()
 
 	// Busy share: the leased share of the N VMs, sampled every 100 ms.
 	rctx, rcancel := context.WithCancel(ctx)
@@ -309,7 +310,7 @@ func runOnce(ctx context.Context, o options, dir string, n, perfSeconds int) (r 
 	}
 	var self1 syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &self1)
-	r.loadEnd = loadavg()
+	r.loadEnd = benchreport.LoadAvg()
 	rcancel()
 	busyMu.Lock()
 	if r.busySamples > 0 {
@@ -569,5 +570,11 @@ func printSummary(o options, rs []result) {
 			epm, o.steps, r.n, o.goal, verdict, r.loadStart)
 		fmt.Printf("  CPU per episode: %.1f ms in all processes, %.1f ms in the five services; %d cores bound them at %.0f and %.0f episodes/min\n",
 			1000*perEp, 1000*svcEp, runtimeCPUs(), 60*cpus/max(perEp, 1e-9), 60*cpus/max(svcEp, 1e-9))
+		perStep := 1000 * total / float64(max(r.steps, 1))
+		benchreport.Goal(os.Stdout, "mesh-episodes-per-min",
+			fmt.Sprintf("mesh >= %.0f episodes/min of %d screenshot steps at N = %d", o.goal, o.steps, r.n),
+			fmt.Sprintf("%.0f/min; %.2f ms CPU per step in all processes (services %.2f), which caps %d cores at %.0f/min",
+				epm, perStep, 1000*r.servicesCPU()/float64(max(r.steps, 1)), runtimeCPUs(), 60*cpus/max(perEp, 1e-9)),
+			benchreport.Judge(epm >= o.goal))
 	}
 }
