@@ -215,6 +215,15 @@ bench-desktopd: ## Screenshot and action latency of desktopd on Xvfb (1280x720, 
 bench-vmmanager: ## Lease hand-off over gRPC and in-process, VM utilisation vs the bound, reset time of the process, docker and qemu providers
 	cd services/vmmanager && $(GO) run ./cmd/benchvmmanager
 
+# The kubernetes provider against a real kube-apiserver (built by
+# scripts/build-test-servers.sh): a pool of 1,024 pods, the kubelet's part in
+# a child process, so the CPU figures are vmmanager's own.
+K8S_BENCHTIME ?= 2048x
+.PHONY: bench-k8s
+bench-k8s: ## vmmanager's own CPU and latency per pod event, per lease (acquire, release, reset to a new pod) and per health check, 1,024 pods on a real kube-apiserver
+	test_servers_env=$$(scripts/build-test-servers.sh) || exit 1; eval "$$test_servers_env"; \
+	cd services/vmmanager && $(GO) test -count=1 -run '^$$' -bench . -benchtime $(K8S_BENCHTIME) -timeout 60m ./internal/provider/kubernetes
+
 .PHONY: bench-gateway
 bench-gateway: ## Gateway added latency vs fakellm direct vs nginx; sticky vs round-robin TTFT
 	cd services/modelgateway && $(GO) run ./cmd/benchgateway

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/testing/protocmp"
 
 	"github.com/google/go-cmp/cmp"
@@ -206,5 +207,79 @@ func TestStreamerFallsBackToInlineImages(t *testing.T) {
 	}
 	if !slices.Equal(idx, []int32{0, 1, 2}) {
 		t.Errorf("steps stored: %v, want [0 1 2]", idx)
+	}
+}
+
+// populated returns m with every field set, so that a copy missing a field
+// (one the API added after the copy was written) differs from it.
+func populated[M proto.Message](m M) M {
+	r := m.ProtoReflect()
+	fields := r.Descriptor().Fields()
+	for i := 0; i < fields.Len(); i++ {
+		fd := fields.Get(i)
+		if fd.IsList() {
+			l := r.Mutable(fd).List()
+			if fd.Kind() == protoreflect.MessageKind {
+				l.AppendMutable()
+			} else {
+				l.Append(scalar(fd))
+			}
+			continue
+		}
+		if fd.Kind() == protoreflect.MessageKind {
+			r.Mutable(fd)
+			continue
+		}
+		r.Set(fd, scalar(fd))
+	}
+	return m
+}
+
+func scalar(fd protoreflect.FieldDescriptor) protoreflect.Value {
+	switch fd.Kind() {
+	case protoreflect.StringKind:
+		return protoreflect.ValueOfString("x")
+	case protoreflect.BytesKind:
+		return protoreflect.ValueOfBytes([]byte{1})
+	case protoreflect.BoolKind:
+		return protoreflect.ValueOfBool(true)
+	case protoreflect.DoubleKind:
+		return protoreflect.ValueOfFloat64(1.5)
+	case protoreflect.FloatKind:
+		return protoreflect.ValueOfFloat32(1.5)
+	case protoreflect.EnumKind:
+		return protoreflect.ValueOfEnum(1)
+	case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Sfixed32Kind:
+		return protoreflect.ValueOfInt32(1)
+	case protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind:
+		return protoreflect.ValueOfInt64(1)
+	case protoreflect.Uint32Kind, protoreflect.Fixed32Kind:
+		return protoreflect.ValueOfUint32(1)
+	default:
+		return protoreflect.ValueOfUint64(1)
+	}
+}
+
+// TestCopiesNameEveryField: each top-level copy screenshotOnce makes
+// carries every field of the message, including any the API gains later.
+func TestCopiesNameEveryField(t *testing.T) {
+	tests := []struct {
+		name string
+		m    proto.Message
+		copy func(proto.Message) proto.Message
+	}{
+		{"Step", populated(&rmv1.Step{}), func(m proto.Message) proto.Message { return copyStep(m.(*rmv1.Step)) }},
+		{"Observation", populated(&rmv1.Observation{}), func(m proto.Message) proto.Message { return copyObservation(m.(*rmv1.Observation)) }},
+		{"BlobRef", populated(&rmv1.BlobRef{}), func(m proto.Message) proto.Message { return copyBlobRef(m.(*rmv1.BlobRef)) }},
+		{"ModelCall", populated(&rmv1.ModelCall{}), func(m proto.Message) proto.Message { return copyModelCall(m.(*rmv1.ModelCall)) }},
+		{"ChatMessage", populated(&rmv1.ChatMessage{}), func(m proto.Message) proto.Message { return copyChatMessage(m.(*rmv1.ChatMessage)) }},
+		{"Image", populated(&rmv1.Image{}), func(m proto.Message) proto.Message { return copyImage(m.(*rmv1.Image)) }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if d := cmp.Diff(tc.m, tc.copy(tc.m), protocmp.Transform()); d != "" {
+				t.Errorf("copy%s lost fields (-original +copy):\n%s", tc.name, d)
+			}
+		})
 	}
 }

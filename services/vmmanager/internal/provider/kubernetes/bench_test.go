@@ -29,6 +29,7 @@ func benchProvider(b *testing.B) (*Provider, *watch.FakeWatcher, []*corev1.Pod) 
 	fw := watch.NewFakeWithChanSize(benchPods, false)
 	cli := fake.NewClientset()
 	cli.PrependWatchReactor("pods", k8stesting.DefaultWatchReactor(fw, nil))
+	allowAll(cli)
 	cfg := testConfigB(b)
 	p, err := New(context.Background(), Options{Config: cfg, Pool: "desk", InstanceID: "i1", Client: cli})
 	if err != nil {

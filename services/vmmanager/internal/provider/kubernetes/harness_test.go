@@ -26,6 +26,7 @@ import (
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -47,13 +48,21 @@ var env struct {
 	kubeconfig string // the API server's own kubeconfig
 	desktopd   string
 	rest       *rest.Config
+	apiPID     int                 // the kubeapiserver process, for the benchmarks' CPU figures
 	cli        clientset.Interface // direct, for the tests and the fake kubelet
 }
 
 func TestMain(m *testing.M) {
+	if os.Getenv(envBenchKubelet) != "" {
+		// The API benchmarks' kubelet process (bench_api_test.go).
+		os.Exit(benchKubeletMain())
+	}
 	code, cleanup := setupEnv()
 	if code == 0 {
 		code = m.Run()
+	}
+	if apiBench.stop != nil {
+		apiBench.stop()
 	}
 	cleanup()
 	os.Exit(code)
@@ -98,6 +107,7 @@ func setupEnv() (int, func()) {
 		fmt.Fprintf(os.Stderr, "start %s: %v\n", bin, err)
 		return 1, cleanup
 	}
+	env.apiPID = cmd.Process.Pid
 	stop := func() {
 		cmd.Process.Signal(os.Interrupt)
 		done := make(chan struct{})
@@ -155,7 +165,18 @@ func setupFake() {
 		}
 		return false, nil, nil
 	})
+	allowAll(f)
 	env.fake, env.cli = true, f
+}
+
+// allowAll answers every SelfSubjectAccessReview of a fake clientset with
+// allowed, as AlwaysAllow would (the fake has no authorizer).
+func allowAll(f *fake.Clientset) {
+	f.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		r := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SelfSubjectAccessReview).DeepCopy()
+		r.Status.Allowed = true
+		return true, r, nil
+	})
 }
 
 // needRealAPI skips a test that needs the real API server's behaviour (the
@@ -190,7 +211,7 @@ func needAPI(t *testing.T) {
 }
 
 // namespace makes a fresh namespace for one test.
-func namespace(t *testing.T) string {
+func namespace(t testing.TB) string {
 	t.Helper()
 	name := "t-" + strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
 	if len(name) > 50 {
@@ -274,12 +295,19 @@ func newFaultProxy(t *testing.T) *faultProxy {
 	return p
 }
 
-// client is a clientset talking to the API server through the proxy.
+// client is a clientset talking to the API server through the proxy, as
+// the administrator.
 func (p *faultProxy) client() clientset.Interface {
 	if env.fake {
 		return env.cli
 	}
-	rc := &rest.Config{Host: p.url, BearerToken: env.rest.BearerToken, QPS: 200, Burst: 400}
+	return p.clientWithToken(env.rest.BearerToken)
+}
+
+// clientWithToken is a clientset talking to the API server through the
+// proxy with a bearer token (a ServiceAccount's).
+func (p *faultProxy) clientWithToken(token string) clientset.Interface {
+	rc := &rest.Config{Host: p.url, BearerToken: token, QPS: 200, Burst: 400}
 	return clientset.NewForConfigOrDie(rc)
 }
 
@@ -402,6 +430,14 @@ const (
 	// (its guest never starts).
 	neverReady
 )
+
+// setBehave sets what happens to the pods created from now on (nil: they
+// become ready); the kubelet's goroutines read it under k.mu.
+func (k *kubelet) setBehave(f func(*corev1.Pod) behaviour) {
+	k.mu.Lock()
+	k.behave = f
+	k.mu.Unlock()
+}
 
 // ipBase spreads the tests' loopback addresses so that two tests never
 // share one.

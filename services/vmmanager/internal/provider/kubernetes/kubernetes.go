@@ -7,7 +7,9 @@
 // checking it cost no API requests; a pod that fails, is evicted, is deleted
 // or loses its node fails Check, and the pool quarantines and replaces it.
 //
-// Creations are bounded per pool (create_concurrency) and every API call is
+// At start the provider asks the API server whether its Role allows every
+// verb it uses, and refuses to start naming the missing ones. Creations are
+// bounded per pool (create_concurrency) and every API call is
 // retried with exponential backoff on 429, 5xx, timeouts and connection
 // errors, honouring the server's Retry-After. After a restart pods of known
 // VMs are adopted and Sweep deletes the rest: pods of this pool no VM owns,
@@ -21,6 +23,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"os"
@@ -31,6 +34,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -183,6 +187,9 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 	if _, err := p.podFor("check-00000000", "x"); err != nil {
 		return nil, err
 	}
+	if err := p.checkAccess(ctx); err != nil {
+		return nil, err
+	}
 	if c.Owner != "" {
 		kind, name, _ := strings.Cut(c.Owner, "/")
 		meta, err := retryValue(ctx, p, "get owner", func(ctx context.Context) (*metav1.ObjectMeta, error) {
@@ -222,6 +229,16 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("pod informer: %w", err)
 	}
+	// The informer retries a failed list or watch forever, logging through
+	// klog, which vmmanager does not show: say it in vmmanager's log.
+	if err := inf.Informer().SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+		if errors.Is(err, io.EOF) || ctx.Err() != nil {
+			return // a watch closed by the server: the informer watches again
+		}
+		p.log.Warn("pod watch failed; the informer retries", zap.String("namespace", ns), zap.Error(err))
+	}); err != nil {
+		return nil, fmt.Errorf("pod informer: %w", err)
+	}
 	p.pods = inf.Lister().Pods(ns)
 	ictx, cancel := context.WithCancel(context.Background())
 	p.stop = cancel
@@ -231,6 +248,53 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 		return nil, fmt.Errorf("list pods in namespace %s: not synced: %w", ns, context.Cause(ctx))
 	}
 	return p, nil
+}
+
+// checkAccess asks the API server (SelfSubjectAccessReview, which every
+// authenticated user may create) whether vmmanager may do everything the
+// provider does: get, list, watch, create and delete pods in the namespace,
+// and get its owner. A Role missing a verb then fails the start, naming it,
+// instead of the first reset hours later (a missing watch would not even
+// fail: the informer falls back to relisting). When the review itself is
+// refused or unavailable the check is skipped with a warning.
+func (p *Provider) checkAccess(ctx context.Context) error {
+	var need []authorizationv1.ResourceAttributes
+	for _, verb := range []string{"get", "list", "watch", "create", "delete"} {
+		need = append(need, authorizationv1.ResourceAttributes{Namespace: p.ns, Verb: verb, Resource: "pods"})
+	}
+	if p.cfg.Owner != "" {
+		kind, name, _ := strings.Cut(p.cfg.Owner, "/")
+		need = append(need, authorizationv1.ResourceAttributes{Namespace: p.ns, Verb: "get", Group: "apps", Resource: kind + "s", Name: name})
+	}
+	var denied []string
+	for _, ra := range need {
+		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &ra}}
+		got, err := retryValue(ctx, p, "access review", func(ctx context.Context) (*authorizationv1.SelfSubjectAccessReview, error) {
+			return p.cli.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("access review: %w", err)
+			}
+			p.log.Warn("cannot review vmmanager's access to pods; not checked", zap.String("namespace", p.ns), zap.Error(err))
+			return nil
+		}
+		if !got.Status.Allowed {
+			what := ra.Verb + " " + ra.Resource
+			if ra.Group != "" {
+				what = ra.Verb + " " + ra.Resource + "." + ra.Group
+			}
+			if ra.Name != "" {
+				what += " " + ra.Name
+			}
+			denied = append(denied, what)
+		}
+	}
+	if len(denied) > 0 {
+		return fmt.Errorf("namespace %s: vmmanager may not %s (its Role needs get, list, watch, create and delete on pods, and get on its owner: see deploy/k8s/vmmanager.yaml)",
+			p.ns, strings.Join(denied, ", "))
+	}
+	return nil
 }
 
 // Close stops the informer; pods are left alone.

@@ -13,9 +13,12 @@ package kubernetes
 // kubelet (phase Failed, reason Evicted, written by the test) and the node
 // lifecycle controller (a DisruptionTarget condition, written by the test);
 // API errors (409, 429, 500) and dropped watches are injected by a reverse
-// proxy between the provider and the API server. The garbage collector does
-// not run, so the owner reference is checked on the pods, not by deleting
-// the Deployment. A vmmanager restart is in-process: the pool is closed
+// proxy between the provider and the API server. Authorization is RBAC: the
+// tests act as an administrator (system:masters), except TestAPIRole, which
+// acts as the ServiceAccount of deploy/k8s bound to exactly its Role. The
+// garbage collector does not run, so the owner reference (to a Deployment,
+// or to the StatefulSet deploy/k8s names, in TestAPIRole) is checked on the
+// pods, not by deleting its owner. A vmmanager restart is in-process: the pool is closed
 // keeping its VMs, a new provider and pool restore from the same store.
 //
 // Without the kubeapiserver binary ($KUBEAPISERVER or on $PATH) these tests
@@ -44,6 +47,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clientset "k8s.io/client-go/kubernetes"
 
 	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/clock"
 	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/config"
@@ -98,9 +102,15 @@ func newSetup(t *testing.T, edit func(*config.Kubernetes)) *setup {
 
 func (s *setup) provider(t *testing.T, ctx context.Context, poolName, instance string, pools ...string) *Provider {
 	t.Helper()
+	return s.providerWith(t, ctx, s.proxy.client(), poolName, instance, pools...)
+}
+
+// providerWith is provider with another client (another user's).
+func (s *setup) providerWith(t *testing.T, ctx context.Context, cli clientset.Interface, poolName, instance string, pools ...string) *Provider {
+	t.Helper()
 	p, err := New(ctx, Options{
 		Config: s.cfg, Pool: poolName, InstanceID: instance, Pools: pools, ScreenWidth: 1280, ScreenHeight: 720,
-		Logger: s.log, Client: s.proxy.client(), Guest: *guestClient(),
+		Logger: s.log, Client: cli, Guest: *guestClient(),
 	})
 	if err != nil {
 		t.Fatalf("New: %v", err)
@@ -264,7 +274,7 @@ func TestAPIInGuestReset(t *testing.T) {
 // boot timeout ends, with the pod's state in the error, and is deleted.
 func TestAPINeverReady(t *testing.T) {
 	s := newSetup(t, nil)
-	s.kube.behave = func(*corev1.Pod) behaviour { return neverReady }
+	s.kube.setBehave(func(*corev1.Pod) behaviour { return neverReady })
 	ctx := context.Background()
 	p := s.provider(t, ctx, "desk", "inst1")
 	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
@@ -282,7 +292,7 @@ func TestAPINeverReady(t *testing.T) {
 // the wait at once instead of at the boot timeout.
 func TestAPIBrokenPodEndsWaitAtOnce(t *testing.T) {
 	s := newSetup(t, nil)
-	s.kube.behave = func(*corev1.Pod) behaviour { return neverReady }
+	s.kube.setBehave(func(*corev1.Pod) behaviour { return neverReady })
 	ctx := context.Background()
 	p := s.provider(t, ctx, "desk", "inst1")
 	go func() {
@@ -454,11 +464,17 @@ func TestAPIWatchDrop(t *testing.T) {
 // newPool builds a real pool over the provider and a store in dir.
 func newPool(t *testing.T, st *store.Store, prov pool.Provider, size, spares int, log *zap.Logger) *pool.Pool {
 	t.Helper()
+	return newPoolHub(t, st, prov, size, spares, log, pool.NewHub())
+}
+
+// newPoolHub is newPool publishing the VMs' state changes on hub.
+func newPoolHub(t *testing.T, st *store.Store, prov pool.Provider, size, spares int, log *zap.Logger, hub *pool.Hub) *pool.Pool {
+	t.Helper()
 	return pool.New(pool.Spec{
 		Name: "desk", Provider: config.ProviderKubernetes, Size: size, WarmSpares: spares, OSType: "Debian",
 		ScreenWidth: 1280, ScreenHeight: 720, HealthInterval: time.Second,
 		BootTimeout: time.Minute, ResetTimeout: time.Minute,
-	}, pool.Options{Provider: prov, Store: st, Clock: clock.Real{}, Logger: log, Hub: pool.NewHub()})
+	}, pool.Options{Provider: prov, Store: st, Clock: clock.Real{}, Logger: log, Hub: hub})
 }
 
 func waitReady(t *testing.T, p *pool.Pool, n int) {
@@ -567,11 +583,11 @@ func TestAPIPoolLeaseEvictionRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s.kube.behave = func(*corev1.Pod) behaviour { return neverReady }
+	s.kube.setBehave(func(*corev1.Pod) behaviour { return neverReady })
 	stray("stray", "inst1", "desk", "desk-deadbeef")
 	stray("removed-pool", "inst1", "old", "old-deadbeef")
 	stray("other-vmmanager", "inst2", "desk", "desk-deadbeef")
-	s.kube.behave = nil
+	s.kube.setBehave(nil)
 
 	prov2 := s.provider(t, ctx, "desk", "inst1", "desk")
 	pl2 := newPool(t, st, prov2, 2, 0, s.log)
@@ -647,7 +663,7 @@ func podOf(t *testing.T, s *setup, id string) string {
 // the pool are waiting to become ready at once.
 func TestAPIBoundedCreation(t *testing.T) {
 	s := newSetup(t, func(c *config.Kubernetes) { c.CreateConcurrency = 2 })
-	s.kube.behave = func(*corev1.Pod) behaviour { return neverReady }
+	s.kube.setBehave(func(*corev1.Pod) behaviour { return neverReady })
 	ctx := context.Background()
 	p := s.provider(t, ctx, "desk", "inst1")
 	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
