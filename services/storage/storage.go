@@ -113,9 +113,13 @@ func New(ctx context.Context, cfg Config, env daemon.Env) (*Service, error) {
 		}
 		obs, readObs = m, m
 	}
+	// The pack store is this process's alone, so a filter of the digests
+	// stored spares the index a lookup per new blob; a bucket may be
+	// written by another replica too.
+	_, ownBlobs := blobs.(*blobstore.Files)
 	w := ingest.New(idx, blobs, ingest.Options{
 		Limits: ingest.Limits{MaxBlobBytes: cfg.MaxBlobBytes, MaxStepBytes: cfg.MaxStepBytes, BatchSteps: cfg.BatchSteps},
-		Logger: log, Observer: obs,
+		Logger: log, Observer: obs, FilterDigests: ownBlobs,
 	})
 	// The committer outlives the start context, which ends on SIGTERM
 	// before the drain: Close stops it once the server has stopped.

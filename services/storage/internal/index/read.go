@@ -536,6 +536,33 @@ func (db *DB) EachBlobLocation(ctx context.Context, fn func(loc string, size int
 	return nil
 }
 
+// EachBlobDigest calls fn with the digest of every stored blob, after
+// telling size how many there are (a hint: blobs committed meanwhile may
+// be listed too).
+func (db *DB) EachBlobDigest(ctx context.Context, size func(n int), fn func(sha string)) error {
+	var n int
+	if err := db.r.QueryRowContext(ctx, `SELECT count(*) FROM blobs`).Scan(&n); err != nil {
+		return fmt.Errorf("count blobs: %w", err)
+	}
+	size(n)
+	rows, err := db.r.QueryContext(ctx, `SELECT sha256 FROM blobs`)
+	if err != nil {
+		return fmt.Errorf("list blob digests: %w", err)
+	}
+	defer rows.Close()
+	var sha string
+	for rows.Next() {
+		if err := rows.Scan(&sha); err != nil {
+			return fmt.Errorf("list blob digests: %w", err)
+		}
+		fn(sha)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("list blob digests: %w", err)
+	}
+	return nil
+}
+
 // RolloutExists reports whether the index holds an episode of the rollout.
 func (db *DB) RolloutExists(ctx context.Context, rolloutID string) (bool, error) {
 	var n int

@@ -9,7 +9,9 @@ import (
 	"io"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	pb "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
 	"github.com/rolloutmesh/rolloutmesh/services/storage/internal/blobstore"
@@ -198,5 +200,144 @@ func TestContentCarriedOncePerMessage(t *testing.T) {
 				t.Errorf("stored image = %v, want a reference to %s of %d bytes", img, tc.wantImage, len(shot))
 			}
 		})
+	}
+}
+
+// countingIndex counts blob lookups.
+type countingIndex struct {
+	*index.DB
+	lookups atomic.Int64
+}
+
+func (c *countingIndex) Blob(ctx context.Context, sha string) (index.BlobRecord, error) {
+	c.lookups.Add(1)
+	return c.DB.Blob(ctx, sha)
+}
+
+// TestDigestFilter: with the filter loaded, a new blob is written without
+// an index lookup, content stored before (by an earlier process, found by
+// the load, or by this one) is still written once, and a filter outgrown
+// is replaced by a larger one holding every stored digest.
+func TestDigestFilter(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	open := func(minCapacity int) (*Writer, *countingIndex, func()) {
+		db, err := index.Open(ctx, filepath.Join(dir, "index.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files, err := blobstore.NewFiles(filepath.Join(dir, "blobs"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		idx := &countingIndex{DB: db}
+		w := New(idx, files, Options{FilterDigests: true})
+		w.digests.minCapacity = minCapacity
+		runCtx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			w.Run(runCtx)
+		}()
+		return w, idx, func() { cancel(); <-done; db.Close() }
+	}
+	waitReady := func(w *Writer, atLeast int64) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			b := w.digests.cur.Load()
+			if b.ready.Load() && b.capacity >= atLeast {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("filter not loaded: ready %v, capacity %d, want >= %d", b.ready.Load(), b.capacity, atLeast)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	shot := func(i int) []byte {
+		b := make([]byte, 4<<10)
+		rand.Read(b)
+		b[0] = byte(i)
+		return b
+	}
+	appendShots := func(w *Writer, ep string, shots [][]byte) int64 {
+		t.Helper()
+		m := msgs{{Item: &pb.AppendStepsRequest_Episode{Episode: &pb.Episode{EpisodeId: ep, RolloutId: "r"}}}}
+		for i, s := range shots {
+			m = append(m, &pb.AppendStepsRequest{Item: &pb.AppendStepsRequest_Step{Step: &pb.Step{EpisodeId: ep, Index: int32(i),
+				Observation: &pb.Observation{Screenshot: &pb.BlobRef{Data: s}}}}})
+		}
+		resp, err := w.Append(ctx, &m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.GetBlobBytesWritten()
+	}
+
+	first := [][]byte{shot(1), shot(2), shot(3)}
+	w, idx, stop := open(1 << 10)
+	waitReady(w, 1<<10)
+	before := idx.lookups.Load()
+	if got := appendShots(w, "e1", first); got != 3*4<<10 {
+		t.Errorf("new blobs: wrote %d bytes, want %d", got, 3*4<<10)
+	}
+	if n := idx.lookups.Load() - before; n != 0 {
+		t.Errorf("new blobs looked up %d times in the index, want 0", n)
+	}
+	if got := appendShots(w, "e2", first[:1]); got != 0 {
+		t.Errorf("content this process stored: wrote %d bytes again", got)
+	}
+	stop()
+
+	// A new process loads the digests stored before; a filter of 8 is
+	// soon outgrown and replaced.
+	w, _, stop = open(8)
+	defer stop()
+	waitReady(w, 8)
+	if got := appendShots(w, "e3", first); got != 0 {
+		t.Errorf("content an earlier process stored: wrote %d bytes again", got)
+	}
+	var more [][]byte
+	for i := 0; i < 40; i++ {
+		more = append(more, shot(10+i))
+	}
+	if got := appendShots(w, "e4", more); got != 40*4<<10 {
+		t.Errorf("40 new blobs: wrote %d bytes, want %d", got, 40*4<<10)
+	}
+	waitReady(w, 2*43)
+	for _, s := range append(first, more...) {
+		sum := sha256.Sum256(s)
+		if !w.digests.mayHold(hex.EncodeToString(sum[:])) {
+			t.Fatalf("the grown filter misses a stored digest")
+		}
+	}
+	if got := appendShots(w, "e5", more); got != 0 {
+		t.Errorf("after the filter grew: wrote %d bytes of stored content again", got)
+	}
+}
+
+// TestBloom: no false negatives, and about 1 % false positives at capacity.
+func TestBloom(t *testing.T) {
+	b := newBloom(10000)
+	digest := func(i int) string {
+		sum := sha256.Sum256([]byte(fmt.Sprint(i)))
+		return hex.EncodeToString(sum[:])
+	}
+	for i := 0; i < 10000; i++ {
+		b.add(digest(i))
+	}
+	for i := 0; i < 10000; i++ {
+		if !b.test(digest(i)) {
+			t.Fatalf("digest %d added but not held", i)
+		}
+	}
+	fp := 0
+	for i := 10000; i < 30000; i++ {
+		if b.test(digest(i)) {
+			fp++
+		}
+	}
+	if rate := float64(fp) / 20000; rate > 0.02 {
+		t.Errorf("false positives %.2f %%, want about 1 %%", 100*rate)
 	}
 }

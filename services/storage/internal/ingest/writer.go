@@ -77,6 +77,10 @@ type Writer struct {
 	stopped  chan struct{}
 	pins     pins
 	maxGroup int
+	// digests tells new blobs from stored ones without the index; nil
+	// unless Options.FilterDigests.
+	digests *digests
+	lister  digestLister
 }
 
 // lookup finds a blob a message references by hash: stored, or written by
@@ -97,6 +101,11 @@ type Options struct {
 	Now func() time.Time
 	// MaxGroup bounds the stream batches one transaction commits.
 	MaxGroup int
+	// FilterDigests keeps a filter of the stored blobs' digests, so that a
+	// new blob is written without asking the index whether it is stored
+	// (see digests). Only for a blob store this process alone writes, and
+	// an index that lists its digests (index.DB).
+	FilterDigests bool
 }
 
 // New returns a Writer. Call Run to start its committer.
@@ -138,7 +147,25 @@ func New(idx Index, blobs Blobs, opts Options) *Writer {
 		maxGroup = 64
 	}
 	w.maxGroup = maxGroup
+	if l, ok := idx.(digestLister); ok && opts.FilterDigests {
+		w.digests, w.lister = newDigests(), l
+	}
 	return w
+}
+
+// loadDigests fills the digest filter from the index; until it has, every
+// new blob is looked up as without one.
+func (w *Writer) loadDigests(ctx context.Context) {
+	start := w.now()
+	if err := w.digests.load(ctx, w.lister, w.pins.each); err != nil {
+		if ctx.Err() == nil {
+			w.log.Warn("load stored blob digests failed; looking every new blob up in the index", zap.Error(err))
+		}
+		return
+	}
+	b := w.digests.cur.Load()
+	w.log.Info("loaded stored blob digests", zap.Int64("digests", b.n.Load()), zap.Int64("capacity", b.capacity),
+		zap.Duration("took", w.now().Sub(start)))
 }
 
 type commitReq struct {
@@ -151,12 +178,20 @@ type commitReq struct {
 // Run commits batches until ctx is cancelled. Exactly one Run per Writer.
 func (w *Writer) Run(ctx context.Context) {
 	defer close(w.stopped)
+	var grow chan struct{}
+	if w.digests != nil {
+		grow = w.digests.grow
+		go w.loadDigests(ctx)
+	}
 	group := make([]*commitReq, 0, w.maxGroup)
 	for {
 		group = group[:0]
 		select {
 		case <-ctx.Done():
 			return
+		case <-grow:
+			go w.loadDigests(ctx)
+			continue
 		case r := <-w.commits:
 			group = append(group, r)
 		}
@@ -459,12 +494,16 @@ func (w *Writer) ensureStored(ctx context.Context, e *pinEntry, b pendingBlob) (
 	if e.stored {
 		return 0, nil
 	}
-	if rec, err := w.idx.Blob(ctx, b.rec.SHA256); err == nil {
-		e.stored, e.rec = true, rec
-		return 0, nil
-	} else if !errors.Is(err, index.ErrNotFound) {
-		return 0, err
+	if w.digests.mayHold(b.rec.SHA256) {
+		if rec, err := w.idx.Blob(ctx, b.rec.SHA256); err == nil {
+			e.stored, e.rec = true, rec
+			return 0, nil
+		} else if !errors.Is(err, index.ErrNotFound) {
+			return 0, err
+		}
 	}
+	// In the filter before it can be in the index.
+	w.digests.add(b.rec.SHA256)
 	loc, err := w.blobs.Write(ctx, b.rec.SHA256, b.data)
 	if err != nil {
 		return 0, fmt.Errorf("store blob %s: %w", b.rec.SHA256, err)
@@ -623,6 +662,15 @@ func (p *pins) storedRecord(sha string) (index.BlobRecord, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.rec, e.stored
+}
+
+// each calls fn with every pinned digest.
+func (p *pins) each(fn func(sha string)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for sha := range p.m {
+		fn(sha)
+	}
 }
 
 func (p *pins) init() {
