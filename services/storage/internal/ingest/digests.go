@@ -102,6 +102,14 @@ func (d *digests) load(ctx context.Context, idx digestLister, inflight func(fn f
 	}
 	nb.ready.Store(true)
 	d.cur.Store(nb)
+	if nb.n.Load() > nb.capacity {
+		// Blobs committed during the load outgrew it already.
+		d.growing = true
+		select {
+		case d.grow <- struct{}{}:
+		default:
+		}
+	}
 	return nil
 }
 

@@ -304,7 +304,7 @@ func TestDigestFilter(t *testing.T) {
 	if got := appendShots(w, "e4", more); got != 40*4<<10 {
 		t.Errorf("40 new blobs: wrote %d bytes, want %d", got, 40*4<<10)
 	}
-	waitReady(w, 2*43)
+	waitReady(w, 43)
 	for _, s := range append(first, more...) {
 		sum := sha256.Sum256(s)
 		if !w.digests.mayHold(hex.EncodeToString(sum[:])) {
