@@ -92,8 +92,11 @@ type QEMUSnapshot struct {
 	// the background with their output redirected, or /execute waits for
 	// them.
 	Command []string `yaml:"command"`
-	// Settle is waited after Command before the snapshot is saved (a
-	// window to open); default 0.
+	// ReadyCommand, when given, runs in the guest after Command every
+	// half second until it exits 0 (e.g. a window is open: wmctrl -l |
+	// grep -q TITLE), within the pool's boot_timeout.
+	ReadyCommand []string `yaml:"ready_command"`
+	// Settle is waited after that, before the snapshot is saved; default 0.
 	Settle Duration `yaml:"settle"`
 }
 
@@ -253,6 +256,9 @@ func validateQEMUSnapshots(qk string, p *Pool) error {
 		seen[s.Name] = fmt.Sprintf("snapshots[%d]", i)
 		if len(s.Command) == 0 || s.Command[0] == "" {
 			return bad(sk+".command", "required: the argv that prepares the guest before the snapshot is saved")
+		}
+		if len(s.ReadyCommand) > 0 && s.ReadyCommand[0] == "" {
+			return bad(sk+".ready_command", "the program is empty")
 		}
 		if s.Settle < 0 || s.Settle > Duration(10*time.Minute) {
 			return bad(sk+".settle", "must be between 0 and 10m, got %v", time.Duration(s.Settle))

@@ -56,6 +56,7 @@ func TestQEMUConfigErrorsNameTheKey(t *testing.T) {
 		{"extra snapshot is the pool's", pool("    qemu:\n      image: " + img + "\n      snapshots: [{name: ready, command: [\"true\"]}]\n"), "pools[0].qemu.snapshots[0].name: \"ready\" is also snapshot_name"},
 		{"extra snapshots twice", pool("    qemu:\n      image: " + img + "\n      snapshots: [{name: a, command: [\"true\"]}, {name: a, command: [\"true\"]}]\n"), "pools[0].qemu.snapshots[1].name: \"a\" is also snapshots[0]"},
 		{"extra snapshot without command", pool("    qemu:\n      image: " + img + "\n      snapshots: [{name: a}]\n"), "pools[0].qemu.snapshots[0].command: required"},
+		{"extra snapshot ready command", pool("    qemu:\n      image: " + img + "\n      snapshots: [{name: a, command: [\"true\"], ready_command: [\"\"]}]\n"), "pools[0].qemu.snapshots[0].ready_command: the program is empty"},
 		{"extra snapshot settle", pool("    qemu:\n      image: " + img + "\n      snapshots: [{name: a, command: [\"true\"], settle: 1h}]\n"), "pools[0].qemu.snapshots[0].settle: must be between 0 and 10m"},
 		{"network", pool("    qemu:\n      image: " + img + "\n      network: tap\n"), "pools[0].qemu.network: must be user or bridge"},
 		{"bridge with user network", pool("    qemu:\n      image: " + img + "\n      bridge: br0\n"), "pools[0].qemu.bridge: only with network bridge"},

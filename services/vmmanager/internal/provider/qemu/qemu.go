@@ -372,6 +372,11 @@ func (p *Provider) saveExtra(ctx context.Context, id string, inst pool.Instance,
 	if _, err := p.guest.Execute(ctx, inst.Endpoint, p.o.Config.GuestToken, s.Command); err != nil {
 		return fmt.Errorf("command %q: %w", s.Command, err)
 	}
+	if len(s.ReadyCommand) > 0 {
+		if err := p.waitCommand(ctx, inst, s.ReadyCommand); err != nil {
+			return err
+		}
+	}
 	if d := time.Duration(s.Settle); d > 0 {
 		t := time.NewTimer(d)
 		select {
@@ -399,6 +404,23 @@ func (p *Provider) createOverlay(ctx context.Context, overlay string) error {
 		return fmt.Errorf("qemu-img create overlay: %v: %s", err, strings.TrimSpace(string(out)))
 	}
 	return nil
+}
+
+// waitCommand runs argv in the guest every half second until it exits 0.
+func (p *Provider) waitCommand(ctx context.Context, inst pool.Instance, argv []string) error {
+	for {
+		_, err := p.guest.Execute(ctx, inst.Endpoint, p.o.Config.GuestToken, argv)
+		if err == nil {
+			return nil
+		}
+		t := time.NewTimer(500 * time.Millisecond)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("ready command %q never exited 0 (last: %v): %w", argv, err, ctx.Err())
+		}
+	}
 }
 
 // portNames lists the forwarded guest ports: the server first, then the
