@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -32,6 +33,7 @@ func main() {
 	flag.StringVar(&cfg.Home, "home", "", "home and working directory for commands and ~ expansion")
 	flag.Int64Var(&cfg.MaxUpload, "max-upload", 2<<30, "largest accepted upload or download, in bytes")
 	flag.DurationVar(&cfg.A11yTimeout, "a11y-timeout", api.DefaultA11yTimeout, "bound of one /accessibility request; a longer walk answers with the part it read")
+	flag.DurationVar(&cfg.StartTimeout, "start-timeout", 30*time.Second, "bound of each start-up wait (Xvfb, the display, the window manager); raise it for guests under software emulation")
 	flag.StringVar(&level, "log-level", "info", "debug, info, warn or error")
 	readyFD := flag.Int("ready-fd", -1, "once every endpoint serves (the display ready), write \"ready\\n\" to this inherited file descriptor and close it, so a supervisor need not poll /healthz")
 	flag.Parse()

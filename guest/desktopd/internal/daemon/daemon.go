@@ -39,6 +39,11 @@ type Config struct {
 	MaxUpload     int64
 	// A11yTimeout bounds one /accessibility walk (api.Config.A11yTimeout).
 	A11yTimeout time.Duration
+	// StartTimeout bounds each start-up wait: Xvfb taking its display,
+	// the display answering, the window manager managing the probe
+	// window (0: 30 s). A guest under software emulation on a busy host
+	// needs minutes.
+	StartTimeout time.Duration
 	// Ready, if set, is called with the listening address once the API
 	// serves every endpoint (tests and benchmarks use it).
 	Ready func(addr string)
@@ -55,6 +60,9 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		if cfg.Display == "" {
 			return errors.New("no display: pass --display :N, --xvfb, or --display none")
 		}
+	}
+	if cfg.StartTimeout <= 0 {
+		cfg.StartTimeout = 30 * time.Second
 	}
 	if cfg.Home != "" {
 		if err := os.MkdirAll(cfg.Home, 0o755); err != nil {
@@ -101,7 +109,7 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		// is mapped.
 		xs, err := xserver.Start(ctx, xserver.Config{
 			Display: cfg.Display, Width: cfg.Width, Height: cfg.Height,
-			SessionBus: cfg.SessionBus, Dir: state, Home: cfg.Home,
+			SessionBus: cfg.SessionBus, Dir: state, Home: cfg.Home, ReadyTimeout: cfg.StartTimeout,
 		}, log)
 		if err != nil {
 			return err
@@ -110,19 +118,19 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		xdone = xs.Exited()
 		runner.Env = xs.Env()
 		at.SessionBus = xs.BusAddress()
-		disp, err = openDisplay(ctx, xs.Display(), log)
+		disp, err = openDisplay(ctx, xs.Display(), cfg.StartTimeout, log)
 		if err != nil {
 			return err
 		}
 		defer disp.Close()
 		if cfg.WindowManager != "" {
-			if err := startWindowManager(ctx, xs, disp, cfg.WindowManager, log); err != nil {
-				return err
+			if err := startWindowManager(ctx, xs, disp, cfg.WindowManager, cfg.StartTimeout, log); err != nil {
+				return fmt.Errorf("window manager %s (start timeout %v): %w", cfg.WindowManager, cfg.StartTimeout, err)
 			}
 		}
 	default:
 		runner.Env = []string{"DISPLAY=" + cfg.Display}
-		disp, err = openDisplay(ctx, cfg.Display, log)
+		disp, err = openDisplay(ctx, cfg.Display, cfg.StartTimeout, log)
 		if err != nil {
 			return err
 		}
@@ -180,8 +188,8 @@ func Run(ctx context.Context, cfg Config, log *zap.Logger) error {
 // takes it over in the pass over existing windows it makes right after it
 // announces itself; a window mapped after the announcement but before the
 // window manager reads its events is lost until mapped again.
-func startWindowManager(ctx context.Context, xs *xserver.Server, disp *x11.Display, wm string, log *zap.Logger) error {
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+func startWindowManager(ctx context.Context, xs *xserver.Server, disp *x11.Display, wm string, timeout time.Duration, log *zap.Logger) error {
+	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	probe, err := disp.MapProbe()
 	if err != nil {
@@ -205,8 +213,8 @@ func startWindowManager(ctx context.Context, xs *xserver.Server, disp *x11.Displ
 
 // openDisplay connects, retrying for a while: the X server may still be
 // starting.
-func openDisplay(ctx context.Context, name string, log *zap.Logger) (*x11.Display, error) {
-	deadline := time.Now().Add(30 * time.Second)
+func openDisplay(ctx context.Context, name string, timeout time.Duration, log *zap.Logger) (*x11.Display, error) {
+	deadline := time.Now().Add(timeout)
 	for {
 		d, err := x11.Open(ctx, name, log)
 		if err == nil {

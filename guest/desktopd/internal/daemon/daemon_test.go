@@ -358,3 +358,20 @@ func parseTree(t *testing.T, at string) (string, string) {
 	}
 	return root, strings.Join(names, "\n")
 }
+
+// TestStartTimeout: a start-up wait that runs past --start-timeout stops
+// desktopd with an error naming the wait and the bound, not a hang.
+func TestStartTimeout(t *testing.T) {
+	requireTools(t, "Xvfb", "openbox")
+	cfg := Config{Addr: "127.0.0.1:0", Xvfb: true, Width: 640, Height: 480, WindowManager: "openbox",
+		Home: t.TempDir(), StartTimeout: time.Millisecond}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := Run(ctx, cfg, zaptest.NewLogger(t))
+	if err == nil || !strings.Contains(err.Error(), "1ms") {
+		t.Fatalf("Run with a 1ms start timeout = %v, want an error naming the 1ms bound", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("Run returned only when the test's own deadline passed: %v", err)
+	}
+}

@@ -35,6 +35,8 @@ type Config struct {
 	// desktopd's). It must be the commands' HOME: dconf-service writes
 	// the gsettings database under it, and gsettings reads it from there.
 	Home string
+	// ReadyTimeout bounds the wait for Xvfb to take its display (0: 30 s).
+	ReadyTimeout time.Duration
 }
 
 // Server is a running Xvfb with its companions.
@@ -97,6 +99,10 @@ func Start(ctx context.Context, cfg Config, logger *zap.Logger) (_ *Server, err 
 	xvfbBin, err := exec.LookPath("Xvfb")
 	if err != nil {
 		return nil, fmt.Errorf("Xvfb not found (install the xvfb package): %w", err)
+	}
+	readyTimeout := cfg.ReadyTimeout
+	if readyTimeout <= 0 {
+		readyTimeout = 30 * time.Second
 	}
 	s := &Server{log: logger}
 	defer func() {
@@ -162,8 +168,8 @@ func Start(ctx context.Context, cfg Config, logger *zap.Logger) (_ *Server, err 
 		return nil, fmt.Errorf("Xvfb exited at start (display %q busy?): %v", cfg.Display, p.err)
 	case <-ctx.Done():
 		return nil, fmt.Errorf("wait for Xvfb: %w", ctx.Err())
-	case <-time.After(30 * time.Second):
-		return nil, errors.New("Xvfb did not become ready within 30s")
+	case <-time.After(readyTimeout):
+		return nil, fmt.Errorf("Xvfb did not become ready within %v", readyTimeout)
 	}
 
 	if cfg.SessionBus && bus == nil {
