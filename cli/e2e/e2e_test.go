@@ -1,13 +1,19 @@
 //go:build e2e
 
 // Package e2e is the end-to-end and chaos test of the compose deployment
-// (`make e2e`): deploy/compose.yaml runs a rollout of examples/tasks/e2e while
-// each of the five services is killed with SIGKILL and restarted once and the
-// runners are scaled down and up; afterwards every episode must be stored
-// exactly once and the VM pool must be clean.
+// (`make e2e`). TestChaos runs a rollout of examples/tasks/e2e on
+// deploy/compose.yaml while each of the five services is killed with SIGKILL
+// and restarted once and the runners are scaled down and up; afterwards every
+// episode must be stored exactly once and the VM pool must be clean. Then, on
+// the same deployment (readme_test.go), the README's remote rollout of the
+// bundled tasks must score 1 in every episode, py tasks must run in the
+// runner image under the Kubernetes runner pod's security context, and once
+// the model backend is killed a new run must exit non-zero saying why.
 //
-// It needs Docker, docker-compose, the images (make images guest-image) and
-// the host ports of deploy/compose.yaml. Environment:
+// The tests share one deployment: the first that needs it starts it, and
+// TestMain removes it after the last. It needs Docker, docker-compose, the
+// images (make images guest-image) and the host ports of deploy/compose.yaml.
+// Environment:
 //
 //	E2E_COMPOSE  compose command and project (default "docker-compose -p rolloutmesh")
 //	E2E_KEEP=1   leave the mesh running afterwards (for debugging)
@@ -66,13 +72,7 @@ type env struct {
 func TestChaos(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
-	e := setup(t)
-
-	e.composeRun("up", "-d", "--scale", "runner=2")
-	e.waitProjectHealthy(3 * time.Minute)
-	e.dialAll()
-	poolSize := e.waitPoolReady(ctx, 3*time.Minute)
-	t.Logf("mesh up: pool of %d VMs, 2 runners", poolSize)
+	e, poolSize := deployment(t)
 
 	ro, err := e.coord.StartRollout(ctx, &pb.StartRolloutRequest{Spec: rolloutSpec()})
 	if err != nil {
@@ -124,7 +124,57 @@ func TestChaos(t *testing.T) {
 	e.checkPool(ctx, poolSize)
 }
 
-func setup(t *testing.T) *env {
+// shared is the compose deployment the tests share: deployment starts it
+// for the first test that needs it, TestMain removes it after the last.
+var shared struct {
+	mu       sync.Mutex
+	base     *env // its t is that of the test that started it
+	ready    bool
+	broken   bool // starting it failed: later tests fail at once
+	poolSize int
+	conns    []*grpc.ClientConn
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared.base != nil {
+		if err := shared.base.down(code != 0); err != nil {
+			fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// deployment returns the running compose deployment, bound to t, and the
+// size of its VM pool, starting it (with 2 runners) when no test has.
+func deployment(t *testing.T) (*env, int) {
+	t.Helper()
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if shared.broken {
+		t.Fatal("the compose deployment failed to start (see the first test)")
+	}
+	if !shared.ready {
+		ok := false
+		defer func() { shared.broken = !ok }()
+		e := newEnv(t)
+		shared.base = e
+		e.composeRun("up", "-d", "--scale", "runner=2")
+		e.waitProjectHealthy(3 * time.Minute)
+		e.dialAll()
+		shared.poolSize = e.waitPoolReady(context.Background(), 3*time.Minute)
+		t.Logf("mesh up: pool of %d VMs, 2 runners", shared.poolSize)
+		shared.ready, ok = true, true
+	}
+	e := *shared.base
+	e.t = t
+	return &e, shared.poolSize
+}
+
+// newEnv checks that the compose project is not running yet and notes the
+// guest containers that exist before it starts.
+func newEnv(t *testing.T) *env {
 	t.Helper()
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
@@ -142,14 +192,16 @@ func setup(t *testing.T) *env {
 		t.Fatalf("the compose project is already running (%s); run `make down` first", strings.Join(e.compose, " "))
 	}
 	e.preGuests = e.guestContainers()
-	t.Cleanup(e.teardown)
 	return e
 }
 
-// teardown shows logs on failure and removes the mesh, its volume and any
-// guest container it left behind.
-func (e *env) teardown() {
-	t := e.t
+// down shows the logs when a test failed and removes the mesh (keeping its
+// volumes) and any guest container it left behind, which is an error.
+func (e *env) down(failed bool) error {
+	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
+	for _, c := range shared.conns {
+		c.Close()
+	}
 	if dir := os.Getenv("E2E_LOG_DIR"); dir != "" {
 		out, _ := e.exec(e.compose[0], append(e.compose[1:], "logs", "--no-color", "--timestamps")...)
 		err := os.MkdirAll(dir, 0o755)
@@ -157,33 +209,38 @@ func (e *env) teardown() {
 			err = os.WriteFile(filepath.Join(dir, "compose.log"), []byte(out), 0o644)
 		}
 		if err != nil {
-			t.Logf("writing compose logs: %v", err)
+			logf("writing compose logs: %v", err)
 		}
 	}
-	if t.Failed() {
+	if failed {
 		out, _ := e.exec(e.compose[0], append(e.compose[1:], "ps")...)
-		t.Logf("compose ps:\n%s", out)
+		logf("compose ps:\n%s", out)
 		out, _ = e.exec(e.compose[0], append(e.compose[1:], "logs", "--no-color", "--tail", "60")...)
-		t.Logf("compose logs (last 60 lines per container):\n%s", out)
+		logf("compose logs (last 60 lines per container):\n%s", out)
 	}
 	if os.Getenv("E2E_KEEP") == "1" {
-		t.Log("E2E_KEEP=1: leaving the mesh running")
-		return
+		logf("E2E_KEEP=1: leaving the mesh running")
+		return nil
 	}
 	if out, err := e.exec(e.compose[0], append(e.compose[1:], "down", "--remove-orphans", "-t", "20")...); err != nil {
-		t.Errorf("compose down: %v\n%s", err, out)
+		return fmt.Errorf("compose down: %v\n%s", err, out)
+	}
+	out, err := e.exec("docker", "ps", "-aq", "--no-trunc", "--filter", "label="+guestLabel)
+	if err != nil {
+		return fmt.Errorf("docker ps: %v\n%s", err, out)
 	}
 	var left []string
-	for id := range e.guestContainers() {
+	for _, id := range strings.Fields(out) {
 		if !e.preGuests[id] {
 			left = append(left, id)
 		}
 	}
 	if len(left) > 0 {
 		// vmmanager stops its VMs on SIGTERM; what is left was leaked.
-		t.Errorf("%d guest containers left after compose down (removing them): %v", len(left), left)
 		e.exec("docker", append([]string{"rm", "-f"}, left...)...)
+		return fmt.Errorf("%d guest containers left after compose down (removed them): %v", len(left), left)
 	}
+	return nil
 }
 
 func rolloutSpec() *pb.RolloutSpec {
@@ -593,7 +650,8 @@ func (e *env) dialAll() {
 		if err != nil {
 			e.t.Fatalf("dial %s: %v", addr, err)
 		}
-		e.t.Cleanup(func() { conn.Close() })
+		// The tests share the connections; TestMain closes them.
+		shared.conns = append(shared.conns, conn)
 		return conn
 	}
 	e.coord = pb.NewCoordinatorClient(dial(coordinatorAddr))
