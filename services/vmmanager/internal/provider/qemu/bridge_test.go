@@ -151,7 +151,7 @@ func TestBridgeNetwork(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), bootTimeout)
 	defer cancel()
 	start := time.Now()
-	inst, err := createVM(ctx, t, p, "vm-b")
+	inst, err := p.Create(ctx, "vm-b")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,8 +31,7 @@ import (
 // software emulation unless /dev/kvm works. They skip on a machine without
 // qemu-system-x86_64, qemu-img or the image, and fail under CI.
 
-// bootTimeout bounds a boot to a healthy guest on a busy 2-core machine
-// (two, when the first guest dies: see createVM).
+// bootTimeout bounds a boot to a healthy guest on a busy 2-core machine.
 const bootTimeout = 6 * time.Minute
 
 func need(t *testing.T, what string, ok bool) {
@@ -101,21 +100,6 @@ func newProvider(t *testing.T, spec config.Pool, dir string, log *zap.Logger) *P
 	return p
 }
 
-// createVM boots a VM, and boots it once more when the guest died during
-// its first boot, as the pool would: under software emulation on a loaded
-// host desktopd can miss its own start-up deadline (the window manager
-// taking over 30 s to manage its first window), exit, and take the guest
-// down with it.
-func createVM(ctx context.Context, t *testing.T, p *Provider, id string) (pool.Instance, error) {
-	t.Helper()
-	inst, err := p.Create(ctx, id)
-	if err != nil && strings.Contains(err.Error(), "qemu exited") && ctx.Err() == nil {
-		t.Logf("boot failed, the guest died; booting again as the pool would: %v", err)
-		inst, err = p.Create(ctx, id)
-	}
-	return inst, err
-}
-
 func execute(t *testing.T, endpoint string, script string) (string, error) {
 	t.Helper()
 	return executeAs(t, endpoint, "", script)
@@ -177,7 +161,7 @@ func TestResetRevertsDiskAndClock(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), bootTimeout)
 	defer cancel()
 	start := time.Now()
-	inst, err := createVM(ctx, t, p, "vm-1")
+	inst, err := p.Create(ctx, "vm-1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -386,7 +370,7 @@ func TestMeasureResets(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), bootTimeout)
 	defer cancel()
 	start := time.Now()
-	inst, err := createVM(ctx, t, p, "vm-m")
+	inst, err := p.Create(ctx, "vm-m")
 	if err != nil {
 		t.Fatal(err)
 	}
