@@ -140,9 +140,8 @@ func fillAPIBench(b *testing.B) error {
 	if err := config.Validate([]config.Pool{{Name: "bench", Provider: config.ProviderKubernetes, Size: 1, Kubernetes: &c}}); err != nil {
 		return err
 	}
-	rc := *env.rest
-	rc.QPS, rc.Burst = float32(c.QPS), c.Burst
-	cli, err := clientset.NewForConfig(&rc)
+	// The client vmmanager builds, from the API server's kubeconfig.
+	cli, _, err := NewClient(env.kubeconfig, c.QPS, c.Burst)
 	if err != nil {
 		return err
 	}

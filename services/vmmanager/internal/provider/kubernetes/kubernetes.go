@@ -143,6 +143,16 @@ func NewClient(kubeconfig string, qps float64, burst int) (clientset.Interface, 
 	}
 	rc.QPS, rc.Burst = float32(qps), burst
 	rc.UserAgent = "rolloutmesh-vmmanager"
+	// Every watch event and most answers are a pod to decode. Protobuf,
+	// which the API server speaks for the built-in types, instead of
+	// client-go's default JSON (a pod with its managedFields: 16 µs instead of
+	// 100-170 µs here), and no gzip: the API server compresses a watch event
+	// by event, and unpacking each cost another 50-100 µs (11 % of
+	// vmmanager's CPU samples in the pod event benchmark). Together they cut
+	// vmmanager's CPU per pod event by ~20 % (docs/benchmarks.md).
+	rc.ContentType = "application/vnd.kubernetes.protobuf"
+	rc.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	rc.DisableCompression = true
 	cli, err := clientset.NewForConfig(rc)
 	if err != nil {
 		return nil, "", fmt.Errorf("kubernetes client: %w", err)
