@@ -53,7 +53,7 @@ var resetProviders = flag.String("reset-providers", "process,docker,qemu", "prov
 // itself (what the pool calls after a release) and prints the reset time,
 // its parts, and the VM busy share bound a 60 s episode leaves with it.
 func resetTable(k int, qemuImage string) error {
-	fmt.Printf("(c) reset time per provider, one VM reset %d times in a row (docker, qemu: at most 10) through the provider; load average %s\n", k, loadavg())
+	fmt.Printf("(c) reset time per provider, one VM reset %d times in a row (docker: at most 10) through the provider; load average %s\n", k, loadavg())
 	dir, err := os.MkdirTemp("", "benchvmmanager-resets-")
 	if err != nil {
 		return err
@@ -68,7 +68,7 @@ func resetTable(k int, qemuImage string) error {
 		case "docker":
 			runs = append(runs, resetDocker(ctx, min(k, 10)))
 		case "qemu":
-			runs = append(runs, resetQEMU(ctx, qemuImage, min(k, 10)))
+			runs = append(runs, resetQEMU(ctx, qemuImage, k))
 		default:
 			return fmt.Errorf("-reset-providers: %q is not process, docker or qemu", name)
 		}
