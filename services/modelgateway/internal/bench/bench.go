@@ -27,6 +27,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	rmv1 "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
+	"github.com/rolloutmesh/rolloutmesh/serverkit/benchreport"
 	"github.com/rolloutmesh/rolloutmesh/serverkit/daemon"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/fakellm"
@@ -383,14 +384,20 @@ func costVerdicts(w io.Writer, rate int, ng, httpFront, grpcFront, direct sample
 	hr, gr := float64(httpFront.cpuPerRequest())/float64(ngCPU), float64(grpcFront.cpuPerRequest())/float64(ngCPU)
 	fmt.Fprintf(w, "    goal CPU/req <= 1.5x nginx's at %d req/s: HTTP front %s (%.2fx: %s vs %s), gRPC front %s (%.2fx: %s)\n",
 		rate, verdict(hr <= 1.5), hr, us(httpFront.cpuPerRequest()), us(ngCPU), verdict(gr <= 1.5), gr, us(grpcFront.cpuPerRequest()))
+	benchreport.Goal(w, fmt.Sprintf("gateway-cpu-%d", rate), fmt.Sprintf("gateway CPU per request ≤ 1.5× nginx's, both fronts, %d req/s", rate),
+		fmt.Sprintf("HTTP %.2f×, gRPC %.2f× (nginx %s)", hr, gr, us(ngCPU)), benchreport.Judge(hr <= 1.5 && gr <= 1.5))
 	if rate != lowest {
 		return
 	}
 	g, h := addedRoundP99(grpcFront, direct), addedRoundP99(httpFront, direct)
 	if d := roundP99(direct); d > 2*time.Millisecond {
 		fmt.Fprintf(w, "    goal gRPC added p99 <= HTTP's at %d req/s: not measurable (fakellm direct p99 %s in the median round); gRPC %s, HTTP %s\n", rate, us(d), us(g), us(h))
+		benchreport.Goal(w, "gateway-grpc-p99", fmt.Sprintf("gateway gRPC front's added p99 ≤ the HTTP front's, %d req/s", rate),
+			fmt.Sprintf("not measurable: fakellm direct p99 %s; gRPC %s, HTTP %s", us(d), us(g), us(h)), benchreport.NotJudged)
 		return
 	}
+	benchreport.Goal(w, "gateway-grpc-p99", fmt.Sprintf("gateway gRPC front's added p99 ≤ the HTTP front's, %d req/s", rate),
+		fmt.Sprintf("gRPC %s, HTTP %s (median round)", us(g), us(h)), benchreport.Judge(g <= h))
 	fmt.Fprintf(w, "    goal gRPC added p99 <= HTTP's at %d req/s: %s (gRPC %s, HTTP %s, median round; pooled %s vs %s)\n", rate, verdict(g <= h), us(g), us(h),
 		us(grpcFront.pct(.99)-direct.pct(.99)), us(httpFront.pct(.99)-direct.pct(.99)))
 }

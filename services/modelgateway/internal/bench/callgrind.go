@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	rmv1 "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
+	"github.com/rolloutmesh/rolloutmesh/serverkit/benchreport"
 )
 
 // Instructions per request under valgrind's callgrind: unlike CPU time
@@ -238,5 +239,7 @@ func runInstructions(ctx context.Context, o Options, w io.Writer) error {
 	}
 	fmt.Fprintf(w, "    goal <= 1.5x nginx's instructions/req: HTTP front %s (%.2fx), gRPC front %s (%.2fx)\n\n",
 		verdict(per[1] <= 1.5*per[0]), per[1]/per[0], verdict(per[2] <= 1.5*per[0]), per[2]/per[0])
+	benchreport.Goal(w, "gateway-instructions", "gateway instructions per request ≤ 1.5× nginx's, both fronts (callgrind)",
+		fmt.Sprintf("HTTP %.2f×, gRPC %.2f× (nginx %.0f)", per[1]/per[0], per[2]/per[0], per[0]), benchreport.Judge(per[1] <= 1.5*per[0] && per[2] <= 1.5*per[0]))
 	return nil
 }

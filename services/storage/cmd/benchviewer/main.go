@@ -42,6 +42,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	pb "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
+	"github.com/rolloutmesh/rolloutmesh/serverkit/benchreport"
 	"github.com/rolloutmesh/rolloutmesh/serverkit/daemon"
 	"github.com/rolloutmesh/rolloutmesh/services/storage"
 	"github.com/rolloutmesh/rolloutmesh/services/storage/internal/index"
@@ -198,15 +199,15 @@ func run(ctx context.Context, o options) error {
 	}
 	lastPage := (o.episodes + 49) / 50
 	type page struct {
-		name, path, check string
-		goal              time.Duration
+		id, name, path, check string
+		goal                  time.Duration
 	}
 	pages := []page{
-		{fmt.Sprintf("episode page, %d steps", o.steps), "/ui/episodes/ep-bench", `id="step-` + fmt.Sprint(min(o.steps, 50)-1) + `"`, o.episodeGoal},
-		{fmt.Sprintf("rollout page, %d episodes, page 1", o.episodes), "/ui/rollouts/big", `class="episode-row"`, o.rolloutGoal},
-		{fmt.Sprintf("rollout page, %d episodes, last page (%d)", o.episodes, lastPage), fmt.Sprintf("/ui/rollouts/big?page=%d", lastPage), `class="episode-row"`, o.rolloutGoal},
-		{fmt.Sprintf("rollout page, %d episodes, filtered (domain, status)", o.episodes), "/ui/rollouts/big?domain=chrome&status=failed", `class="episode-row"`, o.rolloutGoal},
-		{"rollouts page", "/ui/", `class="rollout-row"`, o.rolloutGoal},
+		{"viewer-episode-page", fmt.Sprintf("episode page, %d steps", o.steps), "/ui/episodes/ep-bench", `id="step-` + fmt.Sprint(min(o.steps, 50)-1) + `"`, o.episodeGoal},
+		{"viewer-rollout-page", fmt.Sprintf("rollout page, %d episodes, page 1", o.episodes), "/ui/rollouts/big", `class="episode-row"`, o.rolloutGoal},
+		{"viewer-rollout-last-page", fmt.Sprintf("rollout page, %d episodes, last page (%d)", o.episodes, lastPage), fmt.Sprintf("/ui/rollouts/big?page=%d", lastPage), `class="episode-row"`, o.rolloutGoal},
+		{"viewer-rollout-filtered", fmt.Sprintf("rollout page, %d episodes, filtered (domain, status)", o.episodes), "/ui/rollouts/big?domain=chrome&status=failed", `class="episode-row"`, o.rolloutGoal},
+		{"viewer-rollouts-page", "rollouts page", "/ui/", `class="rollout-row"`, o.rolloutGoal},
 	}
 	fmt.Printf("%-58s %8s %10s %10s %10s %10s %10s  %s\n", "page (server time)", "requests", "p50", "p99", "CPU p50", "CPU p99", "goal p99", "verdict")
 	failed := false
@@ -219,7 +220,7 @@ func run(ctx context.Context, o options) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", p.name, err)
 		}
-		failed = verdict(p.name, ds, cpus, p.goal) || failed
+		failed = verdict(p.id, p.name, ds, cpus, p.goal) || failed
 	}
 
 	// A first view aggregates the rollout's statistics (later views within
@@ -242,7 +243,7 @@ func run(ctx context.Context, o options) error {
 		}
 		cold0, cold0CPU = append(cold0, d), append(cold0CPU, c)
 	}
-	failed = verdict(fmt.Sprintf("rollout page, %d episodes, first view", o.episodes), cold0, cold0CPU, o.firstViewGoal) || failed
+	failed = verdict("viewer-rollout-first-view", fmt.Sprintf("rollout page, %d episodes, first view", o.episodes), cold0, cold0CPU, o.firstViewGoal) || failed
 
 	// Thumbnails: the first request shrinks the screenshot, later ones
 	// come from the LRU.
@@ -278,9 +279,9 @@ func run(ctx context.Context, o options) error {
 		}
 		full = append(full, d)
 	}
-	verdict(fmt.Sprintf("thumbnail, first request (decode+shrink %dx%d)", o.shotW, o.shotH), cold, coldCPU, 0)
-	failed = verdict("thumbnail, cached", warm, warmCPU, o.thumbCachedGoal) || failed
-	verdict("full screenshot (read + sha256 check)", full, cpus, 0)
+	verdict("", fmt.Sprintf("thumbnail, first request (decode+shrink %dx%d)", o.shotW, o.shotH), cold, coldCPU, 0)
+	failed = verdict("viewer-thumbnail-cached", "thumbnail, cached", warm, warmCPU, o.thumbCachedGoal) || failed
+	verdict("", "full screenshot (read + sha256 check)", full, cpus, 0)
 	fmt.Printf("\nload average after: %s\n", loadavg())
 	if failed {
 		fmt.Println("some goals were missed")
@@ -288,9 +289,9 @@ func run(ctx context.Context, o options) error {
 	return nil
 }
 
-// verdict prints one line and reports whether a goal was missed (goal 0:
-// measured only).
-func verdict(name string, ds, cpus []time.Duration, goal time.Duration) bool {
+// verdict prints one line, and the goal line of id for make bench, and
+// reports whether a goal was missed (goal 0: measured only).
+func verdict(id, name string, ds, cpus []time.Duration, goal time.Duration) bool {
 	p50, p99 := percentile(ds, 0.50), percentile(ds, 0.99)
 	v, g := "measured", "-"
 	missed := false
@@ -303,6 +304,10 @@ func verdict(name string, ds, cpus []time.Duration, goal time.Duration) bool {
 	}
 	fmt.Printf("%-58s %8d %10s %10s %10s %10s %10s  %s\n", name, len(ds), round(p50), round(p99),
 		round(percentile(cpus, 0.50)), round(percentile(cpus, 0.99)), g, v)
+	if id != "" && goal > 0 {
+		benchreport.Goal(os.Stdout, id, fmt.Sprintf("viewer: %s, server time p99 < %v", name, goal),
+			fmt.Sprintf("p99 %s, p50 %s", round(p99), round(p50)), benchreport.Judge(!missed))
+	}
 	return missed
 }
 
@@ -500,10 +505,4 @@ func cpuTime() time.Duration {
 
 // loadavg is /proc/loadavg's first three fields: the machine is shared,
 // so a figure comes with the load it was measured under.
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
-		return strings.Join(f[:3], " ")
-	}
-	return "?"
-}
+func loadavg() string { return benchreport.LoadAvg() }
