@@ -16,9 +16,13 @@ import (
 // Bounds of the wait for an activate_window step of a task's config. The
 // window may still be starting (tasks launch an application and activate
 // it in the next step), so a missing window is looked for again; once one
-// matches, it must become the active window.
+// matches, it must become the active window. Mousepad took 11-15 s to map
+// its window on a freshly booted qemu guest under software emulation with
+// the host's two cores busy; with a 10 s bound the agent typed into an
+// empty desktop. A name no window ever takes (a title another desktop
+// does not give) costs the whole bound once per episode.
 const (
-	windowAppearWait = 10 * time.Second
+	windowAppearWait = 30 * time.Second
 	windowFocusWait  = 5 * time.Second
 	windowPoll       = 200 * time.Millisecond
 	// windowReactivate re-sends the activation while waiting for the
