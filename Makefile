@@ -181,7 +181,7 @@ up: images guest-image ## Start the mesh with docker compose (deploy/compose.yam
 	COMPOSE="$(COMPOSE)" scripts/compose-wait.sh deploy/compose.yaml 180
 
 .PHONY: e2e
-e2e: images guest-image ## End-to-end and chaos test of the compose deployment (kills every service once mid-rollout)
+e2e: images guest-image ## End-to-end tests of the compose deployment: the README's remote rollout at 100 %, py tasks in a runner pod's sandbox, a killed model backend, and the chaos test (kills every service once mid-rollout)
 	@status=0; E2E_COMPOSE="$(COMPOSE)" $(GO) test -tags e2e -count=1 -timeout 30m -v ./cli/e2e/... || status=$$?; \
 		$(COMPOSE) -f deploy/compose.yaml down --remove-orphans >/dev/null 2>&1 || true; exit $$status
 
