@@ -129,8 +129,11 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	outDir, exported := filepath.Join(f.outputDir, id), true
 	if _, err := export(ctx, sconn, id, outDir, bothFormats); status.Code(err) == codes.NotFound {
 		// Every episode failed before a runner streamed a step: there is
-		// nothing to write, but the summary below says why.
+		// nothing to write, but the summary below says why. The export
+		// made the rollout's folder before storage answered; remove it
+		// (only if empty) so that no empty result looks like a run.
 		exported = false
+		_ = os.Remove(outDir)
 	} else if err != nil {
 		return err
 	}
