@@ -24,16 +24,41 @@ const (
 )
 
 // Pieces splits text into word pieces the way the fake tokenizer does: every
-// word keeps the space before it, as BPE vocabularies do.
+// word keeps the whitespace before it, as BPE vocabularies do, and the last
+// keeps the whitespace after it, so the pieces joined are the text again
+// (a scripted reply's code block keeps its lines). Whitespace alone is no
+// piece.
 func Pieces(text string) []string {
 	var out []string
-	for i, w := range strings.Fields(text) {
-		if i > 0 {
-			w = " " + w
+	start := 0
+	for i := 0; i < len(text); {
+		// Skip the whitespace before the next word, then the word.
+		for i < len(text) && isSpace(text[i]) {
+			i++
 		}
-		out = append(out, w)
+		if i == len(text) {
+			break
+		}
+		for i < len(text) && !isSpace(text[i]) {
+			i++
+		}
+		out = append(out, text[start:i])
+		start = i
+	}
+	if len(out) > 0 && start < len(text) {
+		out[len(out)-1] += text[start:]
 	}
 	return out
+}
+
+// isSpace is ASCII whitespace, as strings.Fields splits ASCII text; other
+// bytes, including those of multi-byte runes, belong to words.
+func isSpace(b byte) bool {
+	switch b {
+	case ' ', '\t', '\n', '\r', '\v', '\f':
+		return true
+	}
+	return false
 }
 
 // PieceID is the deterministic token id of a word piece: a hash, so tests can
