@@ -291,26 +291,9 @@ func latency(n int) (ready, waiter, afterRelease, afterReset []time.Duration, er
 		return nil, nil, nil, nil, err
 	}
 	for i := 0; i < n; i++ {
-		got := make(chan *rolloutmeshv1.Lease, 1)
-		var done atomic.Int64
-		go func() {
-			l, err := c.AcquireLease(ctx, acq)
-			if err != nil {
-				panic(err) // a benchmark bug, not an input
-			}
-			done.Store(time.Now().UnixNano())
-			got <- l
-		}()
-		// Wait until the acquirer is queued.
-		for {
-			pools, err := c.ListPools(ctx, &rolloutmeshv1.ListPoolsRequest{})
-			if err != nil {
-				return nil, nil, nil, nil, err
-			}
-			if pools.Pools[0].Waiters == 1 {
-				break
-			}
-			time.Sleep(50 * time.Microsecond)
+		got, done, err := parkWaiter(ctx, c, acq)
+		if err != nil {
+			return nil, nil, nil, nil, err
 		}
 		t0 := time.Now()
 		if err := release(held); err != nil {
@@ -326,25 +309,9 @@ func latency(n int) (ready, waiter, afterRelease, afterReset []time.Duration, er
 	// probe answered by the guest to the waiter's answer.
 	yes := true
 	for i := 0; i < max(1, n/3); i++ {
-		got := make(chan *rolloutmeshv1.Lease, 1)
-		var done atomic.Int64
-		go func() {
-			l, err := c.AcquireLease(ctx, acq)
-			if err != nil {
-				panic(err) // a benchmark bug, not an input
-			}
-			done.Store(time.Now().UnixNano())
-			got <- l
-		}()
-		for {
-			pools, err := c.ListPools(ctx, &rolloutmeshv1.ListPoolsRequest{})
-			if err != nil {
-				return nil, nil, nil, nil, err
-			}
-			if pools.Pools[0].Waiters == 1 {
-				break
-			}
-			time.Sleep(50 * time.Microsecond)
+		got, done, err := parkWaiter(ctx, c, acq)
+		if err != nil {
+			return nil, nil, nil, nil, err
 		}
 		if _, err := c.ReleaseLease(ctx, &rolloutmeshv1.ReleaseLeaseRequest{LeaseId: held.LeaseId, Token: held.Token, Reset_: &yes}); err != nil {
 			return nil, nil, nil, nil, err
@@ -356,6 +323,32 @@ func latency(n int) (ready, waiter, afterRelease, afterReset []time.Duration, er
 		return nil, nil, nil, nil, err
 	}
 	return ready, waiter, afterRelease, afterReset, nil
+}
+
+// parkWaiter starts an AcquireLease that must wait (the pool's one VM is
+// held) and returns once the pool counts it as a waiter: the lease it gets
+// arrives on got, and done holds when its answer came (Unix nanoseconds).
+func parkWaiter(ctx context.Context, c rolloutmeshv1.VMManagerClient, acq *rolloutmeshv1.AcquireLeaseRequest) (<-chan *rolloutmeshv1.Lease, *atomic.Int64, error) {
+	got := make(chan *rolloutmeshv1.Lease, 1)
+	done := new(atomic.Int64)
+	go func() {
+		l, err := c.AcquireLease(ctx, acq)
+		if err != nil {
+			panic(err) // a benchmark bug, not an input
+		}
+		done.Store(time.Now().UnixNano())
+		got <- l
+	}()
+	for {
+		pools, err := c.ListPools(ctx, &rolloutmeshv1.ListPoolsRequest{})
+		if err != nil {
+			return nil, nil, err
+		}
+		if pools.Pools[0].Waiters == 1 {
+			return got, done, nil
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
 }
 
 // inProcess times the same two hand-offs on the pool directly (real
