@@ -24,6 +24,7 @@ type meshFlags struct {
 	headless                               bool
 	provider, pathToVM, snapshot, password string
 	screenW, screenH                       int
+	vmCPUs, vmMemoryMB                     int
 	model, baseURL                         string
 	serve                                  serveFlags
 	dataDir                                string
@@ -45,6 +46,8 @@ func (f *meshFlags) register(fs *flag.FlagSet, tokenUsage, taskRootUsage string)
 	fs.StringVar(&f.snapshot, "snapshot-name", "init_state", "snapshot the VM is reset to")
 	fs.IntVar(&f.screenW, "screen-width", 1280, "guest screen width")
 	fs.IntVar(&f.screenH, "screen-height", 720, "guest screen height")
+	fs.IntVar(&f.vmCPUs, "vm-cpus", 0, "CPUs of each VM (qemu: -smp; docker: a CPU limit; process VMs are not limited); 0: the provider's default (qemu 1, docker none)")
+	fs.IntVar(&f.vmMemoryMB, "vm-memory-mb", 0, "memory of each VM in MB (qemu: -m; docker: a memory limit; process VMs are not limited); 0: the provider's default (qemu 1024, docker none)")
 	fs.BoolVar(&f.headless, "headless", true, "run VMs without a visible display")
 	fs.StringVar(&f.password, "client-password", "password", "guest user password ({CLIENT_PASSWORD} in task steps)")
 	fs.StringVar(&f.model, "model", envOr("ROLLOUTMESH_MODEL", ""), "model name (default: the one the model server lists, when it lists one; fake-model for the stand-in)")
@@ -79,6 +82,10 @@ func (f *meshFlags) validate() error {
 		return fmt.Errorf("--provider %q is not a VM provider: want %s", f.provider, strings.Join(providers, ", "))
 	case f.screenW < 1 || f.screenW > 16384 || f.screenH < 1 || f.screenH > 16384:
 		return fmt.Errorf("--screen-width and --screen-height must be between 1 and 16384, not %dx%d", f.screenW, f.screenH)
+	case f.vmCPUs < 0 || f.vmCPUs > 1024:
+		return fmt.Errorf("--vm-cpus must be between 0 (the provider's default) and 1024, not %d", f.vmCPUs)
+	case f.vmMemoryMB != 0 && (f.vmMemoryMB < 128 || f.vmMemoryMB > 1<<20):
+		return fmt.Errorf("--vm-memory-mb must be 0 (the provider's default) or between 128 and 1048576, not %d", f.vmMemoryMB)
 	}
 	if _, err := zapcore.ParseLevel(f.logLevel); err != nil {
 		return fmt.Errorf("--log-level %q is not a level: want debug, info, warn or error", f.logLevel)

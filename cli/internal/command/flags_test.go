@@ -30,6 +30,8 @@ func TestRunRefusesBadFlagsFirst(t *testing.T) {
 		{"group size", []string{"--group-size", "0"}, "--group-size must be at least 1, not 0"},
 		{"max turns", []string{"--max-turns", "0"}, "--max-turns must be between 1 and 1000, not 0"},
 		{"provider", []string{"--provider", "hyperv"}, `--provider "hyperv" is not a VM provider`},
+		{"VM CPUs", []string{"--vm-cpus", "-1"}, "--vm-cpus must be between 0 (the provider's default) and 1024, not -1"},
+		{"VM memory", []string{"--vm-memory-mb", "64"}, "--vm-memory-mb must be 0 (the provider's default) or between 128 and 1048576, not 64"},
 		{"fail threshold", []string{"--fail-threshold", "2"}, "--fail-threshold must be a fraction between 0 and 1, not 2"},
 		{"episode timeout", []string{"--episode-timeout", "0s"}, "--episode-timeout must be positive"},
 		{"log level", []string{"--log-level", "loud"}, `--log-level "loud" is not a level`},

@@ -433,6 +433,7 @@ func (f *meshFlags) pool() (vmmanager.PoolSpec, error) {
 	p := vmmanager.PoolSpec{
 		Name: "default", Provider: f.provider, Size: f.numVMs,
 		ScreenWidth: f.screenW, ScreenHeight: f.screenH, Headless: &f.headless,
+		CPUs: f.vmCPUs, MemoryMB: f.vmMemoryMB,
 		ClientPassword: f.password, SnapshotName: f.snapshot, PathToVM: f.pathToVM,
 	}
 	switch f.provider {

@@ -355,6 +355,7 @@ func (p *Provider) Create(ctx context.Context, id string) (pool.Instance, error)
 		}
 	}
 	p.o.Logger.Info("qemu vm booted", zap.String("vm_id", id), zap.String("endpoint", inst.Endpoint),
+		zap.Int("cpus", p.o.CPUs), zap.Int("memory_mb", p.o.MemoryMB),
 		zap.Duration("boot", booted.Sub(start)), zap.Duration("savevm", saved.Sub(booted)),
 		zap.Int("extra_snapshots", len(p.o.Config.Snapshots)), zap.Duration("extra_snapshots_time", p.clk.Now().Sub(saved)))
 	return inst, nil
