@@ -130,14 +130,16 @@ func resetTable(k int, qemuImage string) error {
 		fmt.Printf("    verdict: qemu reset p99 < 1 s: %s (p99 %s, %s; load average %s)\n", benchreport.Judge(p99 < time.Second), fmtS(p99), r.provider, loadavg())
 		benchreport.Goal(os.Stdout, "qemu-reset-p99", "qemu reset p99 < 1 s, software emulation",
 			fmt.Sprintf("%s p99, %s p50 (%d restores, %s)", fmtS(p99), fmtS(pct(r.total, 50)), len(r.total), r.provider), benchreport.Judge(p99 < time.Second))
-		figure := fmt.Sprintf("qemu %.1f %% at p99", busy)
-		ok := busy >= 98
+		// The goal compares with docker's: without a docker row it is
+		// not judged, whatever qemu's own share.
+		figure := fmt.Sprintf("qemu %.1f %% at p99, docker not measured", busy)
+		v := benchreport.NotJudged
 		if dockerP99 > 0 {
 			dockerBusy := 100 * 60 / (60 + dockerP99.Seconds())
-			figure += fmt.Sprintf(", docker %.1f %%", dockerBusy)
-			ok = ok && dockerBusy < busy
+			figure = fmt.Sprintf("qemu %.1f %% at p99, docker %.1f %%", busy, dockerBusy)
+			v = benchreport.Judge(busy >= 98 && dockerBusy < busy)
 		}
-		benchreport.Goal(os.Stdout, "qemu-busy-share", "busy share of a 60 s episode with qemu's reset ≥ 98 %, above docker's", figure, benchreport.Judge(ok))
+		benchreport.Goal(os.Stdout, "qemu-busy-share", "busy share of a 60 s episode with qemu's reset ≥ 98 %, above docker's", figure, v)
 	}
 	fmt.Println()
 	return nil
