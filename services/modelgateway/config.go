@@ -77,7 +77,16 @@ type Limits struct {
 	MaxMessages int `yaml:"max_messages"`
 	// MaxImages bounds the images of one request (default 128).
 	MaxImages int `yaml:"max_images"`
+	// ImageCacheBytes bounds the images of recent gRPC Chat requests kept
+	// by digest, which later requests may name instead of sending the
+	// bytes again (default 512 MiB; negative turns the cache off).
+	ImageCacheBytes int64 `yaml:"image_cache_bytes"`
 }
+
+// DefaultImageCacheBytes is the image cache's default bound: about 2,500
+// screenshots of 200 KB, which is two steps' worth of images for 1,024
+// episodes sending three recent screenshots per request.
+const DefaultImageCacheBytes = 512 << 20
 
 func (l *Limits) defaults() {
 	if l.MaxImageBytes <= 0 {
@@ -97,6 +106,9 @@ func (l *Limits) defaults() {
 	}
 	if l.MaxImages <= 0 {
 		l.MaxImages = 128
+	}
+	if l.ImageCacheBytes == 0 {
+		l.ImageCacheBytes = DefaultImageCacheBytes
 	}
 }
 

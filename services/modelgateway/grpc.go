@@ -55,6 +55,10 @@ func (s *Service) toStatus(err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return status.FromContextError(err).Err()
 	}
+	var ire *imageRefError
+	if errors.As(err, &ire) {
+		return ire.status()
+	}
 	var se *gateway.StatusError
 	if errors.As(err, &se) {
 		switch {
@@ -113,6 +117,10 @@ func (s *Service) chat(ctx context.Context, req *rmv1.ChatRequest) (*rmv1.ChatRe
 	if err != nil {
 		return nil, err
 	}
+	release, err := s.resolveImages(req)
+	if err != nil {
+		return nil, err
+	}
 	// The body's buffer comes from the process's buffer pool, which
 	// serverkit/grpcserver makes one with a class at every power of two
 	// that does not clear what it hands out. Once the backend's answer is
@@ -121,6 +129,20 @@ func (s *Service) chat(ctx context.Context, req *rmv1.ChatRequest) (*rmv1.ChatRe
 	pool := mem.DefaultBufferPool()
 	buf := pool.Get(bodySize(req, model))
 	body, err := appendChatBody((*buf)[:0], req, model, false)
+	// A second body only for a backend of kind openai, which refuses
+	// vLLM's extra fields, and only when the request goes to one; made
+	// now, while cached images are pinned, when the request named any.
+	openAIBody := func() ([]byte, error) { return chatBody(req, model, true) }
+	if release != nil && err == nil && s.anyOpenAI {
+		b, oerr := openAIBody()
+		openAIBody = func() ([]byte, error) { return b, oerr }
+	}
+	// Cached images are pinned only while the bodies are written: the
+	// oldest images in the cache are the ones most often named, and a
+	// pin held for a whole generation would keep new images out.
+	if release != nil {
+		release()
+	}
 	if err != nil {
 		pool.Put(buf)
 		return nil, err
@@ -129,9 +151,6 @@ func (s *Service) chat(ctx context.Context, req *rmv1.ChatRequest) (*rmv1.ChatRe
 		*buf = body[:0]
 		pool.Put(buf)
 	}()
-	// A second body only for a backend of kind openai, which refuses
-	// vLLM's extra fields, and only when the request goes to one.
-	openAIBody := func() ([]byte, error) { return chatBody(req, model, true) }
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, s.limits.RequestTimeout)

@@ -152,6 +152,9 @@ func TestLaunchStartupGating(t *testing.T) {
 	fc := launchedConfig(t, fake+" --addr {host}:{port} --model {name} --slow-start 5s", 1, nil)
 	start := time.Now()
 	h := startGateway(t, fc, nil)
+	// The replica is "starting" a moment before its process has a pid (on
+	// a loaded machine, long enough for the first ListBackends to see it).
+	waitFor(t, "the replica's process", func() bool { return listBackends(t, h)[0].GetReplica().GetPid() != 0 })
 	// While the replica loads (5 s), every request is refused by the
 	// gateway and none reaches the replica.
 	var before int

@@ -92,6 +92,12 @@ type Service struct {
 	clk    clock.Clock
 	// front holds the gRPC front's latency histograms.
 	front metrics.Front
+	// images holds recent gRPC requests' images by digest; nil when
+	// limits.image_cache_bytes turned it off.
+	images *images
+	// anyOpenAI is set when a backend is of kind openai, for which a
+	// request needs a second body.
+	anyOpenAI bool
 
 	// launcher runs the replicas of backends with a launch section;
 	// watcher loads new checkpoints.
@@ -158,6 +164,14 @@ func New(ctx context.Context, cfg Config, env daemon.Env) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{g: g, met: met, log: env.Logger, limits: limits, clk: clk, front: met.Front("grpc")}
+	for _, b := range backends {
+		s.anyOpenAI = s.anyOpenAI || b.Kind == KindOpenAI
+	}
+	if limits.ImageCacheBytes > 0 {
+		if s.images, err = newImages(limits.ImageCacheBytes, env.Registry); err != nil {
+			return nil, fmt.Errorf("limits.image_cache_bytes: %w", err)
+		}
+	}
 	openaiTLS := false
 	if cfg.OpenAIAddr != "" {
 		token := cfg.AuthToken

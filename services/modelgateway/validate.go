@@ -175,6 +175,7 @@ func validateExtraBody(extra string) error {
 }
 
 var (
+	sha256Hex = regexp.MustCompile(`^[0-9a-f]{64}$`)
 	pngMagic  = []byte("\x89PNG\r\n\x1a\n")
 	jpegMagic = []byte{0xff, 0xd8, 0xff}
 )
@@ -191,13 +192,27 @@ func (s *Service) validateImage(img *rmv1.Image) *daemon.FieldError {
 	if set != 1 {
 		return daemon.InvalidField("", "exactly one of data, url or blob must be set")
 	}
-	if img.GetBlob() != nil {
-		return daemon.InvalidField(".blob", "the gateway cannot fetch stored blobs; send the bytes in data")
-	}
 	switch img.GetDetail() {
 	case "", "auto", "low", "high":
 	default:
 		return daemon.InvalidField(".detail", "%s is not auto, low or high", reqcheck.Quote(img.GetDetail()))
+	}
+	if b := img.GetBlob(); b != nil {
+		// A reference to an image an earlier request of this gateway
+		// carried (its image cache); resolved or refused in the handler,
+		// and its bytes were checked when they came.
+		if !sha256Hex.MatchString(b.GetSha256()) {
+			return daemon.InvalidField(".blob.sha256", "must be 64 lowercase hex digits (the SHA-256 of an image an earlier request sent)")
+		}
+		if len(b.GetData()) > 0 {
+			return daemon.InvalidField(".blob.data", "must be empty: send an image's bytes in image.data")
+		}
+		switch img.GetMediaType() {
+		case "", "image/png", "image/jpeg":
+		default:
+			return daemon.InvalidField(".media_type", "%s is not image/png or image/jpeg", reqcheck.Quote(img.GetMediaType()))
+		}
+		return nil
 	}
 	if u := img.GetUrl(); u != "" {
 		if len(u) > s.limits.MaxImageBytes*4/3+64 {

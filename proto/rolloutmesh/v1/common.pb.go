@@ -1028,7 +1028,7 @@ type ContentPart_Text struct {
 }
 
 type ContentPart_Image struct {
-	// An image (PNG or JPEG bytes, or a blob reference in stored steps).
+	// An image (PNG or JPEG bytes, or a reference by digest).
 	Image *Image `protobuf:"bytes,2,opt,name=image,proto3,oneof"`
 }
 
@@ -1047,7 +1047,15 @@ type Image struct {
 	Url string `protobuf:"bytes,3,opt,name=url,proto3" json:"url,omitempty"`
 	// OpenAI detail hint: "auto", "low" or "high".
 	Detail string `protobuf:"bytes,4,opt,name=detail,proto3" json:"detail,omitempty"`
-	// Reference to a stored blob (used in stored steps and exports).
+	// Reference by SHA-256 (lowercase hex, in blob.sha256; blob.data empty).
+	// In stored steps and exports: a blob of storage. In a ModelGateway Chat
+	// request: an image an earlier Chat to the same gateway carried as data,
+	// which the gateway keeps in its image cache (limits.image_cache_bytes).
+	// A digest the gateway does not hold fails the call, before any model
+	// sees it, with FAILED_PRECONDITION and a google.rpc.ErrorInfo of domain
+	// "modelgateway.rolloutmesh" and reason IMAGE_NOT_CACHED (send the bytes
+	// again) or IMAGE_CACHE_OFF (the gateway keeps no images); its metadata
+	// names the field and the digest.
 	Blob          *BlobRef `protobuf:"bytes,5,opt,name=blob,proto3" json:"blob,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -183,6 +183,8 @@ type loop struct {
 	retryOfCall int
 	// callUsers counts the call_user answers turned into WAIT.
 	callUsers int
+	// refs are the images the gateway holds (imagerefs.go).
+	refs imageRefs
 }
 
 // callUserTolerance is how many call_user answers an episode turns into
@@ -419,10 +421,7 @@ func (l *loop) ask(ctx context.Context, obs env.Observation) (*rmv1.ChatMessage,
 			}
 		}
 		start := l.d.Clock.Now()
-		req := l.request()
-		cctx, cancel := context.WithTimeout(ctx, l.cfg.ChatTimeout)
-		resp, err := l.d.Chat.Chat(cctx, req)
-		cancel()
+		req, resp, err := l.chat(ctx)
 		if err == nil && (len(resp.GetChoices()) == 0 || resp.GetChoices()[0].GetMessage() == nil) {
 			err = fmt.Errorf("model answered with no choices")
 		}
@@ -705,7 +704,7 @@ func (l *loop) record(ctx context.Context, obs env.Observation, resp *rmv1.ChatM
 	st := &rmv1.Step{
 		EpisodeId:   l.cfg.EpisodeID,
 		Index:       int32(l.stepIdx),
-		Observation: observationProto(obs),
+		Observation: observationProto(obs, l.refs.digestOf(obs.Screenshot)),
 		ModelCall:   mc,
 		Done:        done,
 		Error:       stepErr,
@@ -729,10 +728,12 @@ func (l *loop) record(ctx context.Context, obs env.Observation, resp *rmv1.ChatM
 	l.d.Progress("acting", l.stepIdx)
 }
 
-func observationProto(o env.Observation) *rmv1.Observation {
+// observationProto is the step's observation; shotSHA, when known, is the
+// screenshot's digest (storage checks it against the bytes).
+func observationProto(o env.Observation, shotSHA string) *rmv1.Observation {
 	p := &rmv1.Observation{Terminal: o.Terminal, Text: o.Text}
 	if len(o.Screenshot) > 0 {
-		p.Screenshot = &rmv1.BlobRef{MediaType: mediaType(o.Screenshot), Size: int64(len(o.Screenshot)), Data: o.Screenshot}
+		p.Screenshot = &rmv1.BlobRef{MediaType: mediaType(o.Screenshot), Size: int64(len(o.Screenshot)), Data: o.Screenshot, Sha256: shotSHA}
 	}
 	if o.A11yTree != "" {
 		p.AccessibilityTree = &rmv1.BlobRef{MediaType: "application/xml", Size: int64(len(o.A11yTree)), Data: []byte(o.A11yTree)}

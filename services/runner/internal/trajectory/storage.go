@@ -290,8 +290,12 @@ func screenshotOnce(st *rmv1.Step) *rmv1.Step {
 				continue
 			}
 			if out == nil {
-				sum := sha256.Sum256(data)
-				digest = hex.EncodeToString(sum[:])
+				// The agent passes the digest it took for the gateway's
+				// image cache; storage checks it against the bytes.
+				if digest = shot.GetSha256(); digest == "" {
+					sum := sha256.Sum256(data)
+					digest = hex.EncodeToString(sum[:])
+				}
 				out = copyStep(st)
 				out.Observation = copyObservation(st.GetObservation())
 				out.Observation.Screenshot = copyBlobRef(shot)

@@ -1,0 +1,205 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"image"
+	"image/color"
+	"image/png"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	rmv1 "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
+	"github.com/rolloutmesh/rolloutmesh/serverkit/daemon/daemontest"
+	"github.com/rolloutmesh/rolloutmesh/services/modelgateway"
+	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/fakellm"
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/clock"
+)
+
+// sentLog records, per Chat call the client made, how each image went:
+// 'd' for bytes, 'r' for a reference.
+type sentLog struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (s *sentLog) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	if r, ok := req.(*rmv1.ChatRequest); ok {
+		var kinds []byte
+		for _, m := range r.GetMessages() {
+			for _, p := range m.GetContent() {
+				switch img := p.GetImage(); {
+				case img == nil:
+				case img.GetBlob() != nil:
+					kinds = append(kinds, 'r')
+				default:
+					kinds = append(kinds, 'd')
+				}
+			}
+		}
+		s.mu.Lock()
+		s.calls = append(s.calls, string(kinds))
+		s.mu.Unlock()
+	}
+	return invoker(ctx, method, req, reply, cc, opts...)
+}
+
+func (s *sentLog) take() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.calls
+	s.calls = nil
+	return c
+}
+
+// gatewayClient runs fakellm behind a real modelgateway with the given
+// image cache bound and returns a client that logs what it sends.
+func gatewayClient(t *testing.T, cacheBytes int64) (rmv1.ModelGatewayClient, *sentLog) {
+	t.Helper()
+	f, err := fakellm.Start(context.Background(), "127.0.0.1:0", fakellm.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	env := daemontest.Env(t)
+	svc, err := modelgateway.New(context.Background(), modelgateway.Config{File: &modelgateway.FileConfig{
+		Backends: []modelgateway.BackendConfig{{ID: "fake", BaseURL: f.URL, Kind: modelgateway.KindVLLM, Model: "fake-model"}},
+		Limits:   modelgateway.Limits{ImageCacheBytes: cacheBytes},
+	}}, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := daemontest.Serve(t, env, svc)
+	log := &sentLog{}
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithUnaryInterceptor(log.intercept))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return rmv1.NewModelGatewayClient(cc), log
+}
+
+func shotPNG(t *testing.T, shade uint8) []byte {
+	t.Helper()
+	img := image.NewGray(image.Rect(0, 0, 64, 48))
+	img.SetGray(1, 1, color.Gray{Y: shade})
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, img); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func shotMsg(data []byte) *rmv1.ChatMessage {
+	return &rmv1.ChatMessage{Role: "user", Content: []*rmv1.ContentPart{
+		{Part: &rmv1.ContentPart_Text{Text: "Given the screenshot as below."}},
+		{Part: &rmv1.ContentPart_Image{Image: &rmv1.Image{Data: data, MediaType: "image/png"}}},
+	}}
+}
+
+// turns runs n turns of a loop against cli, each adding a new screenshot
+// and an answer, and returns what each Chat call carried.
+func turns(t *testing.T, cli rmv1.ModelGatewayClient, log *sentLog, n int) (*loop, []string) {
+	t.Helper()
+	l := &loop{d: Deps{Chat: cli, Clock: clock.Real{}}, log: zap.NewNop(),
+		cfg: Config{HistoryImages: 3, EpisodeID: "ep-1", ChatTimeout: 10 * time.Second}}
+	l.conv = []*rmv1.ChatMessage{textMsg("system", "sys")}
+	for i := range n {
+		l.conv = append(l.conv, shotMsg(shotPNG(t, uint8(10+i))))
+		if _, _, err := l.chat(context.Background()); err != nil {
+			t.Fatalf("turn %d: %v", i, err)
+		}
+		l.conv = append(l.conv, textMsg("assistant", "click"))
+	}
+	return l, log.take()
+}
+
+func equal(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestImageRefsThroughTheGateway: each screenshot crosses to a real
+// gateway once; the next requests name it by digest, within the
+// HistoryImages window.
+func TestImageRefsThroughTheGateway(t *testing.T) {
+	cli, log := gatewayClient(t, 0)
+	l, calls := turns(t, cli, log, 5)
+	if want := []string{"d", "rd", "rrd", "rrd", "rrd"}; !equal(calls, want) {
+		t.Errorf("images per call = %q, want %q", calls, want)
+	}
+	if len(l.refs.sent) != 3 {
+		t.Errorf("the loop remembers %d images, want the 3 of the window", len(l.refs.sent))
+	}
+	// The step's screenshot goes to storage with the digest the loop took.
+	last := l.conv[len(l.conv)-2].GetContent()[1].GetImage().GetData()
+	sum := sha256.Sum256(last)
+	if got := l.refs.digestOf(last); got != hex.EncodeToString(sum[:]) {
+		t.Errorf("digestOf(the last screenshot) = %q, want its SHA-256", got)
+	}
+	if got := l.refs.digestOf(bytes.Clone(last)); got != "" {
+		t.Errorf("digestOf(other bytes) = %q, want empty", got)
+	}
+}
+
+// TestImageRefsResentOnMiss: a gateway that holds no image (a cache too
+// small, as after a restart or on another replica) refuses each reference
+// and the loop sends the bytes again in the same turn; no turn fails.
+func TestImageRefsResentOnMiss(t *testing.T) {
+	cli, log := gatewayClient(t, 16) // smaller than any screenshot
+	_, calls := turns(t, cli, log, 3)
+	if want := []string{"d", "rd", "dd", "rrd", "ddd"}; !equal(calls, want) {
+		t.Errorf("images per call = %q, want %q", calls, want)
+	}
+}
+
+// TestImageRefsOffWhenGatewayKeepsNone: a gateway with its cache off says
+// so once, and the loop sends bytes from then on.
+func TestImageRefsOffWhenGatewayKeepsNone(t *testing.T) {
+	cli, log := gatewayClient(t, -1)
+	l, calls := turns(t, cli, log, 4)
+	if want := []string{"d", "rd", "dd", "ddd", "ddd"}; !equal(calls, want) {
+		t.Errorf("images per call = %q, want %q", calls, want)
+	}
+	if !l.refs.off {
+		t.Error("references still on")
+	}
+}
+
+func TestCopyMessageNamesEveryField(t *testing.T) {
+	m := &rmv1.ChatMessage{}
+	r := m.ProtoReflect()
+	fields := r.Descriptor().Fields()
+	for i := 0; i < fields.Len(); i++ {
+		fd := fields.Get(i)
+		switch {
+		case fd.IsList():
+			r.Mutable(fd).List().AppendMutable()
+		case fd.Kind() == protoreflect.StringKind:
+			r.Set(fd, protoreflect.ValueOfString("x"))
+		default:
+			t.Fatalf("field %s: kind %v; teach this test to set it", fd.Name(), fd.Kind())
+		}
+	}
+	c := copyMessage(m).ProtoReflect()
+	for i := 0; i < fields.Len(); i++ {
+		if fd := fields.Get(i); !c.Has(fd) {
+			t.Errorf("copyMessage lost field %s", fd.Name())
+		}
+	}
+}
