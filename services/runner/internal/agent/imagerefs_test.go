@@ -8,6 +8,7 @@ import (
 	"image"
 	"image/color"
 	"image/png"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -122,25 +123,13 @@ func turns(t *testing.T, cli rmv1.ModelGatewayClient, log *sentLog, n int) (*loo
 	return l, log.take()
 }
 
-func equal(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // TestImageRefsThroughTheGateway: each screenshot crosses to a real
 // gateway once; the next requests name it by digest, within the
 // HistoryImages window.
 func TestImageRefsThroughTheGateway(t *testing.T) {
 	cli, log := gatewayClient(t, 0)
 	l, calls := turns(t, cli, log, 5)
-	if want := []string{"d", "rd", "rrd", "rrd", "rrd"}; !equal(calls, want) {
+	if want := []string{"d", "rd", "rrd", "rrd", "rrd"}; !slices.Equal(calls, want) {
 		t.Errorf("images per call = %q, want %q", calls, want)
 	}
 	if len(l.refs.sent) != 3 {
@@ -163,7 +152,7 @@ func TestImageRefsThroughTheGateway(t *testing.T) {
 func TestImageRefsResentOnMiss(t *testing.T) {
 	cli, log := gatewayClient(t, 16) // smaller than any screenshot
 	_, calls := turns(t, cli, log, 3)
-	if want := []string{"d", "rd", "dd", "rrd", "ddd"}; !equal(calls, want) {
+	if want := []string{"d", "rd", "dd", "rrd", "ddd"}; !slices.Equal(calls, want) {
 		t.Errorf("images per call = %q, want %q", calls, want)
 	}
 }
@@ -173,7 +162,7 @@ func TestImageRefsResentOnMiss(t *testing.T) {
 func TestImageRefsOffWhenGatewayKeepsNone(t *testing.T) {
 	cli, log := gatewayClient(t, -1)
 	l, calls := turns(t, cli, log, 4)
-	if want := []string{"d", "rd", "dd", "ddd", "ddd"}; !equal(calls, want) {
+	if want := []string{"d", "rd", "dd", "ddd", "ddd"}; !slices.Equal(calls, want) {
 		t.Errorf("images per call = %q, want %q", calls, want)
 	}
 	if !l.refs.off {
