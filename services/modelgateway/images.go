@@ -125,9 +125,11 @@ func (s *Service) resolveImages(req *rmv1.ChatRequest) (release func(), err erro
 					return nil, &imageRefError{field: field, sha256: sha, reason: ReasonImageCacheOff}
 				}
 				var key [32]byte
-				_, decErr := hex.Decode(key[:], []byte(sha))
-				got, unpin, ok := s.images.cache.Get(key)
-				if decErr != nil || !ok {
+				got, unpin, ok := imagecache.Image{}, func() {}, false
+				if _, decErr := hex.Decode(key[:], []byte(sha)); decErr == nil {
+					got, unpin, ok = s.images.cache.Get(key)
+				}
+				if !ok {
 					s.images.misses.Inc()
 					release()
 					return nil, &imageRefError{field: field, sha256: sha, reason: ReasonImageNotCached}

@@ -14,8 +14,12 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/protoadapt"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	rmv1 "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
@@ -189,6 +193,36 @@ func TestCopyMessageNamesEveryField(t *testing.T) {
 	for i := 0; i < fields.Len(); i++ {
 		if fd := fields.Get(i); !c.Has(fd) {
 			t.Errorf("copyMessage lost field %s", fd.Name())
+		}
+	}
+}
+
+func TestRefusedReasons(t *testing.T) {
+	withDetail := func(c codes.Code, d protoadapt.MessageV1) error {
+		st, err := status.New(c, "refused").WithDetails(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Err()
+	}
+	tests := []struct {
+		name          string
+		err           error
+		refused, stop bool
+	}{
+		{"not cached", withDetail(codes.FailedPrecondition, &errdetails.ErrorInfo{Reason: reasonImageNotCached}), true, false},
+		{"cache off", withDetail(codes.FailedPrecondition, &errdetails.ErrorInfo{Reason: reasonImageCacheOff}), true, true},
+		{"a gateway from before references", withDetail(codes.InvalidArgument, &errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{
+			{Field: "messages[3].content[1].image.blob", Description: "the gateway cannot fetch stored blobs; send the bytes in data"}}}), true, true},
+		{"a malformed digest", withDetail(codes.InvalidArgument, &errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{
+			{Field: "messages[3].content[1].image.blob.sha256"}}}), false, false},
+		{"another precondition", withDetail(codes.FailedPrecondition, &errdetails.ErrorInfo{Reason: "STALE_VERSION"}), false, false},
+		{"unavailable", status.Error(codes.Unavailable, "no backend"), false, false},
+	}
+	for _, tt := range tests {
+		var r imageRefs
+		if refused, stop := r.refused(tt.err); refused != tt.refused || stop != tt.stop {
+			t.Errorf("%s: refused, stop = %v, %v; want %v, %v", tt.name, refused, stop, tt.refused, tt.stop)
 		}
 	}
 }
