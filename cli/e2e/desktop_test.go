@@ -198,10 +198,16 @@ func runDesktop(t *testing.T, rollout, dir, data, policy, provider string, extra
 	outDir := filepath.Join(dir, "out")
 	// Episodes of 4-5 s on M VMs, plus boots; generous for a loaded
 	// machine. A qemu guest under software emulation boots in up to 90 s
-	// and runs an episode in 10-30 s when the host's cores are busy.
+	// and runs an episode in 10-30 s when the host's cores are busy. A
+	// docker VM's reset recreates its container: on a machine where
+	// system calls cost more (session 15's, page-table isolation on) an
+	// episode and its reset took 25 s per VM, against 9 s in CI before.
 	perEpisode, boot := 20*time.Second, 2*time.Minute
-	if provider == "qemu" {
+	switch provider {
+	case "qemu":
 		perEpisode, boot = 40*time.Second, 3*time.Minute
+	case "docker":
+		perEpisode = 40 * time.Second
 	}
 	timeout := boot + time.Duration(episodes*len(desktopTasks))*perEpisode/time.Duration(vms)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
