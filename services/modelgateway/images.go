@@ -119,20 +119,22 @@ func (s *Service) resolveImages(req *rmv1.ChatRequest) (release func(), err erro
 				}
 			case img.GetBlob() != nil:
 				sha := img.GetBlob().GetSha256()
-				field := fmt.Sprintf("messages[%d].content[%d].image.blob", i, j)
-				if s.images == nil {
+				refErr := func(reason string) error {
 					release()
-					return nil, &imageRefError{field: field, sha256: sha, reason: ReasonImageCacheOff}
+					return &imageRefError{field: fmt.Sprintf("messages[%d].content[%d].image.blob", i, j), sha256: sha, reason: reason}
+				}
+				if s.images == nil {
+					return nil, refErr(ReasonImageCacheOff)
 				}
 				var key [32]byte
-				got, unpin, ok := imagecache.Image{}, func() {}, false
-				if _, decErr := hex.Decode(key[:], []byte(sha)); decErr == nil {
-					got, unpin, ok = s.images.cache.Get(key)
+				if _, err := hex.Decode(key[:], []byte(sha)); err != nil {
+					s.images.misses.Inc()
+					return nil, refErr(ReasonImageNotCached)
 				}
+				got, unpin, ok := s.images.cache.Get(key)
 				if !ok {
 					s.images.misses.Inc()
-					release()
-					return nil, &imageRefError{field: field, sha256: sha, reason: ReasonImageNotCached}
+					return nil, refErr(ReasonImageNotCached)
 				}
 				pins = append(pins, unpin)
 				resolved = append(resolved, img)

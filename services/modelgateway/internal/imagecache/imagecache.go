@@ -39,6 +39,8 @@ type entry struct {
 	off, n    int
 	mediaType string
 	pins      int
+	// seq is the number of its slot in write order.
+	seq uint64
 }
 
 // slot is a span of the ring written once; e is nil once its image moved
@@ -58,8 +60,9 @@ type Cache struct {
 	head int // where the next image is written
 	// order holds the slots in the order they were written: those of the
 	// ring's previous pass (at or after head), then those of this pass
-	// (before head).
+	// (before head). first is the seq of order[0].
 	order []slot
+	first uint64
 	byKey map[[32]byte]*entry
 	used  int64
 }
@@ -112,7 +115,7 @@ func (c *Cache) Put(data []byte, mediaType string) ([32]byte, bool) {
 	// The copy runs under the lock, which readers take only to pin and
 	// unpin: about 20 us for a 200 KB screenshot.
 	copy(c.ring[off:off+n], data)
-	c.order = append(c.order, slot{off: off, n: n, e: e})
+	c.push(e)
 	c.byKey[key] = e
 	c.used += int64(n)
 	return key, true
@@ -152,7 +155,14 @@ func (c *Cache) evictOldest() bool {
 	}
 	c.order[0] = slot{}
 	c.order = c.order[1:]
+	c.first++
 	return true
+}
+
+// push appends e's slot at its current offset.
+func (c *Cache) push(e *entry) {
+	e.seq = c.first + uint64(len(c.order))
+	c.order = append(c.order, slot{off: e.off, n: e.n, e: e})
 }
 
 // refresh moves an image that is past the newest quarter of the ring to
@@ -174,14 +184,9 @@ func (c *Cache) refresh(e *entry) {
 		return
 	}
 	copy(c.ring[off:off+e.n], c.ring[e.off:e.off+e.n])
-	for i := range c.order {
-		if c.order[i].e == e {
-			c.order[i].e = nil
-			break
-		}
-	}
+	c.order[e.seq-c.first].e = nil // pinned, so not evicted: still in order
 	e.off = off
-	c.order = append(c.order, slot{off: off, n: e.n, e: e})
+	c.push(e)
 }
 
 // Get returns the image stored under key, pinned: call release once done

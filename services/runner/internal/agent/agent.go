@@ -506,7 +506,8 @@ func (l *loop) request() *rmv1.ChatRequest {
 }
 
 func withoutImages(m *rmv1.ChatMessage) *rmv1.ChatMessage {
-	c := &rmv1.ChatMessage{Role: m.Role, ToolCalls: m.ToolCalls, ToolCallId: m.ToolCallId, Name: m.Name}
+	c := copyMessage(m)
+	c.Content = nil
 	for _, p := range m.GetContent() {
 		if p.GetImage() != nil {
 			c.Content = append(c.Content, &rmv1.ContentPart{Part: &rmv1.ContentPart_Text{Text: "(an earlier screenshot, omitted)"}})

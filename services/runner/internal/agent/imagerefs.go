@@ -140,10 +140,10 @@ func (r *imageRefs) digestOf(data []byte) string {
 	return r.lastSHA
 }
 
-// refused reports whether err is the gateway refusing a request for its
+// refusedRef reports whether err is the gateway refusing a request for its
 // image references: it does not hold one (send the bytes again), or keeps
 // no images at all, or predates references (stop sending them).
-func (r *imageRefs) refused(err error) (refused, stop bool) {
+func refusedRef(err error) (refused, stop bool) {
 	st, ok := status.FromError(err)
 	if !ok {
 		return false, false
@@ -183,7 +183,7 @@ func (l *loop) chat(ctx context.Context) (*rmv1.ChatRequest, *rmv1.ChatResponse,
 	resp, err := l.d.Chat.Chat(cctx, req)
 	cancel()
 	if err != nil && refs {
-		if refused, stop := l.refs.refused(err); refused {
+		if refused, stop := refusedRef(err); refused {
 			l.log.Info("gateway did not resolve an image reference; sending the images' bytes", zap.Bool("references_off", stop), zap.Error(err))
 			clear(l.refs.sent)
 			l.refs.off = l.refs.off || stop

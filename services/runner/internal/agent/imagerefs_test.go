@@ -220,8 +220,7 @@ func TestRefusedReasons(t *testing.T) {
 		{"unavailable", status.Error(codes.Unavailable, "no backend"), false, false},
 	}
 	for _, tt := range tests {
-		var r imageRefs
-		if refused, stop := r.refused(tt.err); refused != tt.refused || stop != tt.stop {
+		if refused, stop := refusedRef(tt.err); refused != tt.refused || stop != tt.stop {
 			t.Errorf("%s: refused, stop = %v, %v; want %v, %v", tt.name, refused, stop, tt.refused, tt.stop)
 		}
 	}
