@@ -116,11 +116,10 @@ FUZZTIME ?= 200000x
 # checks run Python patterns with a 2 s match limit) cost a millisecond or
 # more per input: a smaller count keeps `make fuzz` within minutes.
 FUZZTIME_FILES ?= 20000x
-# Fuzz targets, package and target name pairs: the parsers and encoders, then
-# every service's request handling (requests built from fuzz input, sent over
-# an in-process gRPC connection through the real interceptor chain), the
-# gateway's HTTP front and desktopd's HTTP API.
-FUZZ_TARGETS := services/runner/internal/actionspace/computer13:FuzzParse \
+# Fuzz targets, package and target name pairs (a third field overrides
+# FUZZTIME). The parsers and encoders: everything that reads model output,
+# task files or a guest's files, whose test binaries are small.
+FUZZ_PARSERS := services/runner/internal/actionspace/computer13:FuzzParse \
 	services/runner/internal/actionspace/pyautogui:FuzzParse \
 	services/runner/internal/actionspace/uitars:FuzzParse \
 	services/runner/internal/actionspace/claude:FuzzParse \
@@ -136,14 +135,6 @@ FUZZ_TARGETS := services/runner/internal/actionspace/computer13:FuzzParse \
 	services/modelgateway/internal/fakellm:FuzzDecodeChat \
 	guest/desktopd/internal/pyautogui:FuzzCompile \
 	services/coordinator/internal/tasksource:FuzzParseFile \
-	services/coordinator:FuzzCoordinatorRequests \
-	services/coordinator:FuzzWorkStream \
-	services/vmmanager:FuzzRequests \
-	services/runner:FuzzRequests \
-	services/modelgateway:FuzzGRPC \
-	services/modelgateway:FuzzHTTPFront \
-	services/storage:FuzzStorageRequests \
-	guest/desktopd/internal/api:FuzzAPI \
 	services/runner/internal/osworld/metric:FuzzParsePrefs \
 	services/runner/internal/osworld/metric:FuzzParseFilters \
 	services/runner/internal/osworld/metric/media:FuzzReadVLCConfig:$(FUZZTIME_FILES) \
@@ -156,14 +147,30 @@ FUZZ_TARGETS := services/runner/internal/actionspace/computer13:FuzzParse \
 	services/runner/internal/osworld/metric/slides/pptx:FuzzReadPresentation:$(FUZZTIME_FILES) \
 	services/runner/internal/osworld/metric/table:FuzzCompareTable:$(FUZZTIME_FILES) \
 	services/runner/internal/osworld/metric/docs/docx:FuzzReadDocument:$(FUZZTIME_FILES)
+# Every service's request handling: requests built from fuzz input, sent
+# over an in-process gRPC connection through the real interceptor chain,
+# the gateway's HTTP front and desktopd's HTTP API. Each links a whole
+# service with coverage instrumentation, a minute or more per package on
+# two cores before the first input runs.
+FUZZ_SERVERS := services/coordinator:FuzzCoordinatorRequests \
+	services/coordinator:FuzzWorkStream \
+	services/vmmanager:FuzzRequests \
+	services/runner:FuzzRequests \
+	services/modelgateway:FuzzGRPC \
+	services/modelgateway:FuzzHTTPFront \
+	services/storage:FuzzStorageRequests \
+	guest/desktopd/internal/api:FuzzAPI
+FUZZ_TARGETS := $(FUZZ_PARSERS) $(FUZZ_SERVERS)
 
+# scripts/fuzz.sh builds each package's instrumented test binary once and
+# runs all of its targets from it.
 .PHONY: fuzz
 fuzz: ## Run every fuzz target (parsers and every service's request handling) for FUZZTIME executions (default 200000x) each
-	@set -e; for t in $(FUZZ_TARGETS); do \
-		pkg=$${t%%:*}; rest=$${t#*:}; fn=$${rest%%:*}; n=$(FUZZTIME); \
-		case $$rest in *:*) n=$${rest#*:};; esac; echo "fuzz $$pkg $$fn ($$n)"; \
-		$(GO) test ./$$pkg -run '^$$' -fuzz "^$$fn$$" -fuzztime $$n; \
-	done
+	scripts/fuzz.sh $(FUZZTIME) $(FUZZ_TARGETS)
+
+.PHONY: fuzz-parsers
+fuzz-parsers: ## Run the parsers' and file readers' fuzz targets only (what CI runs)
+	scripts/fuzz.sh $(FUZZTIME) $(FUZZ_PARSERS)
 
 .PHONY: smoke
 smoke: build ## Start each binary on its default ports, check grpcurl/metrics, SIGTERM it

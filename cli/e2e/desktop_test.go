@@ -29,6 +29,9 @@
 //	DESKTOP_QEMU_IMAGE qemu guest image (default .cache/guest/desktop.qcow2, make guest-qcow2)
 //	DESKTOP_QEMU_EPISODES, DESKTOP_QEMU_VMS  the same for qemu (default 20 and 4:
 //	                   its guests run under software emulation here, ~10x slower)
+//	DESKTOP_PROCESS_EPISODES, DESKTOP_DOCKER_EPISODES  one provider's episodes
+//	                   per task (default DESKTOP_EPISODES); CI runs fewer on
+//	                   docker VMs (.ci/run)
 //	DESKTOP_KEEP=1     keep the work directory (it is kept on failure anyway)
 //
 // Without Xvfb, openbox, xterm and mousepad (process), docker and the image
@@ -154,6 +157,10 @@ func TestDesktopFreshVMs(t *testing.T) {
 		t.Run(provider, func(t *testing.T) {
 			var extra []string
 			episodes, vms := episodes, vms
+			switch provider {
+			case "process", "docker":
+				episodes = envInt(t, "DESKTOP_"+strings.ToUpper(provider)+"_EPISODES", episodes)
+			}
 			switch provider {
 			case "process":
 				for _, prog := range []string{"Xvfb", "openbox", "xterm", "mousepad"} {
