@@ -328,6 +328,7 @@ func runOverhead(ctx context.Context, o Options, w io.Writer) error {
 			verdicts(w, rate, targets[1].name, targets[2].name, lats)
 		}
 		costVerdicts(w, rate, lats[1], lats[2], lats[3], direct, o.Rates[0])
+		grpcFloor(w, rate, lats[1], lats[4])
 		fmt.Fprintln(w)
 	}
 	return nil
@@ -400,6 +401,25 @@ func costVerdicts(w io.Writer, rate int, ng, httpFront, grpcFront, direct sample
 		fmt.Sprintf("gRPC %s, HTTP %s (median round)", us(g), us(h)), benchreport.Judge(g <= h))
 	fmt.Fprintf(w, "    goal gRPC added p99 <= HTTP's at %d req/s: %s (gRPC %s, HTTP %s, median round; pooled %s vs %s)\n", rate, verdict(g <= h), us(g), us(h),
 		us(grpcFront.pct(.99)-direct.pct(.99)), us(httpFront.pct(.99)-direct.pct(.99)))
+}
+
+// grpcFloor says what a grpc-go round trip that reaches no backend and
+// runs no gateway code (the health check) costs the gateway, against
+// nginx's whole proxied request: when that alone is over 1.5x, no change
+// to the gateway's own code can meet the gRPC front's cost goal, and the
+// summary says so rather than leave it to be inferred.
+func grpcFloor(w io.Writer, rate int, ng, health sample) {
+	ngCPU, hCPU := ng.cpuPerRequest(), health.cpuPerRequest()
+	if ngCPU <= 0 || hCPU <= 0 {
+		return
+	}
+	r := float64(hCPU) / float64(ngCPU)
+	reach := "within reach of the gateway's own code"
+	if r > 1.5 {
+		reach = "out of reach of the gateway's own code: the floor is grpc-go's"
+	}
+	fmt.Fprintf(w, "    gRPC floor at %d req/s: a health check (no backend, no gateway code) costs the gateway %s, %.2fx nginx's proxied request (%s); the 1.5x goal on the gRPC front is %s\n",
+		rate, us(hCPU), r, us(ngCPU), reach)
 }
 
 func verdict(ok bool) string {

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -39,5 +40,37 @@ func TestMergeKeepsRoundOrder(t *testing.T) {
 	}
 	if got := s.roundP99; len(got) != 3 || got[0] != 3 || got[1] != 1 || got[2] != 2 {
 		t.Errorf("roundP99 after merges = %v, want [3 1 2]", got)
+	}
+}
+
+func TestGRPCFloor(t *testing.T) {
+	// n requests of cpu each: cpuPerRequest is cpu.
+	per := func(cpu time.Duration) sample {
+		return sample{lats: make([]time.Duration, 10), cpu: 10 * cpu}
+	}
+	tests := []struct {
+		name        string
+		ng, health  sample
+		want, wantN string
+	}{
+		{"over 1.5x", per(100 * time.Microsecond), per(180 * time.Microsecond), "1.80x nginx's", "out of reach of the gateway's own code"},
+		{"under 1.5x", per(100 * time.Microsecond), per(120 * time.Microsecond), "1.20x nginx's", "within reach of the gateway's own code"},
+		{"no nginx CPU", sample{}, per(120 * time.Microsecond), "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var b strings.Builder
+			grpcFloor(&b, 1000, tt.ng, tt.health)
+			got := b.String()
+			if tt.want == "" {
+				if got != "" {
+					t.Fatalf("got %q, want nothing", got)
+				}
+				return
+			}
+			if !strings.Contains(got, tt.want) || !strings.Contains(got, tt.wantN) {
+				t.Errorf("got %q, want %q and %q in it", got, tt.want, tt.wantN)
+			}
+		})
 	}
 }
