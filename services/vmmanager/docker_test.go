@@ -14,11 +14,13 @@ import (
 	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"go.uber.org/zap/zaptest"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/rolloutmesh/rolloutmesh/serverkit/daemon/daemontest"
+	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/pool"
 	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/provider/docker"
 
 	rolloutmeshv1 "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
@@ -178,6 +180,77 @@ func TestDockerPool(t *testing.T) {
 	}
 	if got := len(poolContainers(t, name)); got != 0 {
 		t.Errorf("%d containers after Close, want 0", got)
+	}
+}
+
+// TestDockerDestroyRemovesUnrecordedContainer destroys a VM by a stale
+// instance, the one a reset replaced, as a pool closing mid-reset does:
+// the container the reset made must go too (compose down left one behind).
+func TestDockerDestroyRemovesUnrecordedContainer(t *testing.T) {
+	need(t, "a Docker engine", dockerReady())
+	desktopd, _ := binaries(t)
+	buildScratchImage(t, desktopd)
+	name := fmt.Sprintf("dd%d", time.Now().UnixNano()%1e6)
+	p, err := docker.New(docker.Options{Config: DockerSpec{Image: scratchImage}, Pool: name, InstanceID: "test-" + name,
+		ScreenWidth: 1280, ScreenHeight: 720, Logger: zaptest.NewLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t, 2*time.Minute)
+	id := name + "-vm"
+	t.Cleanup(func() { p.Destroy(context.Background(), id, pool.Instance{}) })
+	old, err := p.Create(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	made, err := p.Reset(ctx, id, old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if made.Ref == old.Ref {
+		t.Fatalf("reset kept container %s, want a new one", old.Ref)
+	}
+	if err := p.Destroy(ctx, id, old); err != nil {
+		t.Fatal(err)
+	}
+	if left := poolContainers(t, name); len(left) != 0 {
+		t.Errorf("%d containers after Destroy of the replaced instance, want 0 (%s)", len(left), left[0].ID)
+	}
+}
+
+// TestDockerCloseMidReset closes the service while a released VM's
+// container is being replaced, at several points of the replacement: no
+// container may be left.
+func TestDockerCloseMidReset(t *testing.T) {
+	need(t, "a Docker engine", dockerReady())
+	desktopd, _ := binaries(t)
+	buildScratchImage(t, desktopd)
+	for _, delay := range []time.Duration{0, 50 * time.Millisecond, 200 * time.Millisecond, 500 * time.Millisecond} {
+		t.Run(delay.String(), func(t *testing.T) {
+			name := fmt.Sprintf("dc%d", time.Now().UnixNano()%1e6)
+			env := daemontest.Env(t)
+			svc, err := New(ctxT(t, time.Minute), Config{Pools: []PoolSpec{dockerPool(name, 1)}}, env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := dial(t, daemontest.Serve(t, env, svc))
+			ctx := ctxT(t, 2*time.Minute)
+			l, err := c.AcquireLease(ctx, &rolloutmeshv1.AcquireLeaseRequest{Pool: name, WaitTimeout: durationpb.New(30 * time.Second), Ttl: durationpb.New(time.Minute)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.ReleaseLease(ctx, &rolloutmeshv1.ReleaseLeaseRequest{LeaseId: l.LeaseId, Token: l.Token}); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(delay)
+			svc.Close(context.Background())
+			if left := poolContainers(t, name); len(left) != 0 {
+				t.Errorf("%d containers after Close %v into a reset, want 0", len(left), delay)
+				for _, c := range left {
+					t.Logf("left: %s %s", c.ID, c.State)
+				}
+			}
+		})
 	}
 }
 

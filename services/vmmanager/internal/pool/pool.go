@@ -620,14 +620,22 @@ func (p *Pool) goReset(v *vm) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		v := p.vms[id]
-		if v == nil || p.closed {
+		if v == nil {
+			return
+		}
+		if err == nil {
+			// Recorded even when the pool is closing: a reset that ends
+			// while Close waits made a new instance, and Close destroys
+			// v.inst, not the old one the reset already removed.
+			v.inst = ni
+		}
+		if p.closed {
 			return
 		}
 		if err != nil {
 			p.quarantineLocked(v, "reset", err)
 			return
 		}
-		v.inst = ni
 		v.resets++
 		v.state, v.stateTime = StateReady, p.clk.Now()
 		p.emitLocked(v, StateResetting, "reset done")

@@ -32,6 +32,11 @@ type memProvider struct {
 	failCheck  map[string]bool
 	resetGate  chan struct{} // when set, Reset waits for a value
 	failCreate error         // when set, every Create fails with it
+	// resetHold, when set, holds Reset until it is closed, deaf to the
+	// context (as a provider call already under way in the engine), and
+	// the reset then makes a new instance: a new Ref, as docker's does.
+	resetHold     chan struct{}
+	destroyedRefs []string
 }
 
 func newMem() *memProvider {
@@ -51,8 +56,16 @@ func (m *memProvider) Create(ctx context.Context, id string) (Instance, error) {
 
 func (m *memProvider) Reset(ctx context.Context, id string, inst Instance) (Instance, error) {
 	m.mu.Lock()
-	gate, d, fail := m.resetGate, m.resetDelay, m.failReset[id]
+	gate, d, fail, hold := m.resetGate, m.resetDelay, m.failReset[id], m.resetHold
 	m.mu.Unlock()
+	if hold != nil {
+		<-hold
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		m.resets++
+		inst.Ref = fmt.Sprintf("mem-%s-r%d", id, m.resets)
+		return inst, nil
+	}
 	if gate != nil {
 		select {
 		case <-gate:
@@ -76,6 +89,7 @@ func (m *memProvider) Destroy(ctx context.Context, id string, inst Instance) err
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.destroyed++
+	m.destroyedRefs = append(m.destroyedRefs, inst.Ref)
 	delete(m.live, id)
 	return nil
 }
@@ -290,6 +304,43 @@ func TestReleaseReturnsBeforeReset(t *testing.T) {
 	f.prov.resetGate <- struct{}{}
 	if _, err := f.acquire(5 * time.Second); err != nil {
 		t.Fatalf("acquire after reset: %v", err)
+	}
+}
+
+// TestCloseDestroysWhatAResetMade closes the pool while a reset is under
+// way that ends only after Close began: Close must destroy the instance
+// that reset made, not the one it replaced (on compose down, a docker VM's
+// new container was left behind).
+func TestCloseDestroysWhatAResetMade(t *testing.T) {
+	f := newFixture(t, 1, 0)
+	hold := make(chan struct{})
+	f.prov.mu.Lock()
+	f.prov.resetHold = hold
+	f.prov.mu.Unlock()
+	g, err := f.acquire(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.p.Release(g.Lease.ID, g.Token, true); err != nil {
+		t.Fatal(err)
+	}
+	f.close = true
+	closed := make(chan error, 1)
+	go func() { closed <- f.p.Close(context.Background(), false) }()
+	waitFor(t, "Close to begin", func() bool {
+		f.p.mu.Lock()
+		defer f.p.mu.Unlock()
+		return f.p.closed
+	})
+	close(hold)
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	f.prov.mu.Lock()
+	defer f.prov.mu.Unlock()
+	want := "mem-" + g.Lease.VMID + "-r1"
+	if got := f.prov.destroyedRefs; len(got) != 1 || got[0] != want {
+		t.Errorf("Close destroyed %v, want [%s], the instance the reset made", got, want)
 	}
 }
 

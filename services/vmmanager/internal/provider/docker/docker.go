@@ -42,6 +42,10 @@ const (
 	LabelVM       = "rolloutmesh.vm"
 )
 
+// createTimeout bounds one container create, which runs to its end even
+// when its caller's context ends (Create).
+const createTimeout = 30 * time.Second
+
 // Guest ports inside the container, by the name used in Lease.ports.
 var osworldPorts = []struct {
 	name string
@@ -187,11 +191,23 @@ func (p *Provider) Create(ctx context.Context, id string) (pool.Instance, error)
 	spec := ContainerSpec(p.o, id, p.kvm)
 	// A container of the same name can only be a leftover of this VM.
 	p.cli.ContainerRemove(ctx, spec.Name, container.RemoveOptions{Force: true})
-	resp, err := p.cli.ContainerCreate(ctx, spec.Config, spec.Host, nil, nil, spec.Name)
+	// The engine goes on creating a container after its caller hung up, so
+	// a create cut off by the context (a pool closing mid-reset) would
+	// leave one that no record names: the create itself runs to its end
+	// under its own bound, and what it made is removed if ctx ended.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
+	resp, err := p.cli.ContainerCreate(cctx, spec.Config, spec.Host, nil, nil, spec.Name)
+	cancel()
 	if err != nil {
+		// A create that timed out may still have made it: by name.
+		p.remove(spec.Name)
 		return pool.Instance{}, fmt.Errorf("create container from %s: %w", p.o.Config.Image, err)
 	}
 	inst := pool.Instance{Ref: resp.ID, Data: map[string]string{"health_path": spec.HealthPath}}
+	if err := ctx.Err(); err != nil {
+		p.remove(resp.ID)
+		return inst, fmt.Errorf("create container: %w", err)
+	}
 	if err := p.cli.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
 		p.remove(resp.ID)
 		return inst, fmt.Errorf("start container: %w", err)
@@ -346,12 +362,15 @@ func (p *Provider) Reset(ctx context.Context, id string, inst pool.Instance) (po
 	return p.Create(ctx, id)
 }
 
-// Destroy removes the container.
+// Destroy removes the container, and any other container of the VM's
+// name: one a reset made that the pool never recorded.
 func (p *Provider) Destroy(ctx context.Context, id string, inst pool.Instance) error {
-	if inst.Ref == "" {
-		return p.remove(p.name(id))
+	var errs []error
+	if inst.Ref != "" {
+		errs = append(errs, p.remove(inst.Ref))
 	}
-	return p.remove(inst.Ref)
+	errs = append(errs, p.remove(p.name(id)))
+	return errors.Join(errs...)
 }
 
 // Check wants the container running and the guest answering.
