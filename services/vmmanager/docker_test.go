@@ -246,8 +246,8 @@ func TestDockerCloseMidReset(t *testing.T) {
 			svc.Close(context.Background())
 			if left := poolContainers(t, name); len(left) != 0 {
 				t.Errorf("%d containers after Close %v into a reset, want 0", len(left), delay)
-				for _, c := range left {
-					t.Logf("left: %s %s", c.ID, c.State)
+				for _, ct := range left {
+					t.Logf("left: %s %s", ct.ID, ct.State)
 				}
 			}
 		})
