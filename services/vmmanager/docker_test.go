@@ -117,6 +117,24 @@ func dockerPool(name string, size int) PoolSpec {
 	}
 }
 
+// dockerLease serves a docker pool of size VMs of the scratch image over
+// gRPC and leases one of them.
+func dockerLease(t *testing.T, name string, size int) (*Service, rolloutmeshv1.VMManagerClient, *rolloutmeshv1.Lease) {
+	t.Helper()
+	env := daemontest.Env(t)
+	svc, err := New(ctxT(t, time.Minute), Config{Pools: []PoolSpec{dockerPool(name, size)}}, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, daemontest.Serve(t, env, svc))
+	l, err := c.AcquireLease(ctxT(t, time.Minute), &rolloutmeshv1.AcquireLeaseRequest{Pool: name,
+		WaitTimeout: durationpb.New(30 * time.Second), Ttl: durationpb.New(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc, c, l
+}
+
 // TestDockerPool runs a pool of real containers: leases answer, a release
 // replaces the container, ListVMs shows the container ids, and shutdown
 // removes every container.
@@ -125,17 +143,8 @@ func TestDockerPool(t *testing.T) {
 	desktopd, _ := binaries(t)
 	buildScratchImage(t, desktopd)
 	name := fmt.Sprintf("dk%d", time.Now().UnixNano()%1e6)
-	env := daemontest.Env(t)
-	svc, err := New(ctxT(t, time.Minute), Config{Pools: []PoolSpec{dockerPool(name, 2)}}, env)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := dial(t, daemontest.Serve(t, env, svc))
+	svc, c, l := dockerLease(t, name, 2)
 	ctx := ctxT(t, 2*time.Minute)
-	l, err := c.AcquireLease(ctx, &rolloutmeshv1.AcquireLeaseRequest{Pool: name, WaitTimeout: durationpb.New(30 * time.Second), Ttl: durationpb.New(time.Minute)})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if code, body := get(t, l.Endpoint+"/platform"); code != 200 || string(body) != "Linux" {
 		t.Errorf("%s/platform = %d %q, want 200 Linux", l.Endpoint, code, body)
 	}
@@ -228,18 +237,8 @@ func TestDockerCloseMidReset(t *testing.T) {
 	for _, delay := range []time.Duration{0, 50 * time.Millisecond, 200 * time.Millisecond, 500 * time.Millisecond} {
 		t.Run(delay.String(), func(t *testing.T) {
 			name := fmt.Sprintf("dc%d", time.Now().UnixNano()%1e6)
-			env := daemontest.Env(t)
-			svc, err := New(ctxT(t, time.Minute), Config{Pools: []PoolSpec{dockerPool(name, 1)}}, env)
-			if err != nil {
-				t.Fatal(err)
-			}
-			c := dial(t, daemontest.Serve(t, env, svc))
-			ctx := ctxT(t, 2*time.Minute)
-			l, err := c.AcquireLease(ctx, &rolloutmeshv1.AcquireLeaseRequest{Pool: name, WaitTimeout: durationpb.New(30 * time.Second), Ttl: durationpb.New(time.Minute)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := c.ReleaseLease(ctx, &rolloutmeshv1.ReleaseLeaseRequest{LeaseId: l.LeaseId, Token: l.Token}); err != nil {
+			svc, c, l := dockerLease(t, name, 1)
+			if _, err := c.ReleaseLease(ctxT(t, time.Minute), &rolloutmeshv1.ReleaseLeaseRequest{LeaseId: l.LeaseId, Token: l.Token}); err != nil {
 				t.Fatal(err)
 			}
 			time.Sleep(delay)
