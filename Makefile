@@ -169,7 +169,7 @@ fuzz: ## Run every fuzz target (parsers and every service's request handling) fo
 	scripts/fuzz.sh $(FUZZTIME) $(FUZZ_TARGETS)
 
 .PHONY: fuzz-parsers
-fuzz-parsers: ## Run the parsers' and file readers' fuzz targets only (what CI runs)
+fuzz-parsers: ## Run the parsers' and file readers' fuzz targets only
 	scripts/fuzz.sh $(FUZZTIME) $(FUZZ_PARSERS)
 
 .PHONY: smoke
