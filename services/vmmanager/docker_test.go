@@ -242,7 +242,9 @@ func TestDockerCloseMidReset(t *testing.T) {
 				t.Fatal(err)
 			}
 			time.Sleep(delay)
-			svc.Close(context.Background())
+			if err := svc.Close(context.Background()); err != nil {
+				t.Errorf("Close %v into a reset: %v", delay, err)
+			}
 			if left := poolContainers(t, name); len(left) != 0 {
 				t.Errorf("%d containers after Close %v into a reset, want 0", len(left), delay)
 				for _, ct := range left {
