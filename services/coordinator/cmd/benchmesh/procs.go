@@ -178,3 +178,66 @@ func waitServing(ctx context.Context, p *proc, addr string) error {
 }
 
 func runtimeCPUs() int { return runtime.NumCPU() }
+
+// ioCounts are a process's kernel counters the benchmark reads per step:
+// bytes and calls through read and write system calls (sockets and files
+// alike, /proc/PID/io) and minor page faults (/proc/PID/stat).
+type ioCounts struct {
+	rchar, wchar, syscr, syscw, minflt int64
+}
+
+func (c ioCounts) sub(d ioCounts) ioCounts {
+	return ioCounts{c.rchar - d.rchar, c.wchar - d.wchar, c.syscr - d.syscr, c.syscw - d.syscw, c.minflt - d.minflt}
+}
+
+func (c ioCounts) add(d ioCounts) ioCounts {
+	return ioCounts{c.rchar + d.rchar, c.wchar + d.wchar, c.syscr + d.syscr, c.syscw + d.syscw, c.minflt + d.minflt}
+}
+
+// readIO reads pid's ioCounts.
+func readIO(pid int) (ioCounts, error) {
+	var c ioCounts
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		return c, err
+	}
+	fields := map[string]*int64{"rchar": &c.rchar, "wchar": &c.wchar, "syscr": &c.syscr, "syscw": &c.syscw}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if p := fields[k]; ok && p != nil {
+			if *p, err = strconv.ParseInt(strings.TrimSpace(v), 10, 64); err != nil {
+				return c, fmt.Errorf("/proc/%d/io: %s: %w", pid, k, err)
+			}
+		}
+	}
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return c, err
+	}
+	i := bytes.LastIndexByte(st, ')')
+	if i < 0 {
+		return c, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	// minflt is field 10 of stat(5); after ")" state (3) is f[0].
+	f := strings.Fields(string(st[i+1:]))
+	if len(f) < 8 {
+		return c, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+	}
+	if c.minflt, err = strconv.ParseInt(f[7], 10, 64); err != nil {
+		return c, fmt.Errorf("/proc/%d/stat: minflt: %w", pid, err)
+	}
+	return c, nil
+}
+
+// ioAll reads every live process's ioCounts, by process name.
+func ioAll(procs []*proc) (map[string]ioCounts, error) {
+	out := map[string]ioCounts{}
+	for _, p := range procs {
+		c, err := readIO(p.cmd.Process.Pid)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p.name, err)
+		}
+		out[p.name] = c
+	}
+	return out, nil
+}

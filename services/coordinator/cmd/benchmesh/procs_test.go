@@ -28,3 +28,61 @@ func TestCPUTicksGrowsWithWork(t *testing.T) {
 		t.Error("cpuTicks(-1): no error")
 	}
 }
+
+// TestSteadyPerStep: the steady window's CPU per step adds every process
+// and is 0 (not measured) without a window.
+func TestSteadyPerStep(t *testing.T) {
+	tests := []struct {
+		name string
+		r    result
+		want float64
+	}{
+		{"no window", result{}, 0},
+		{"no steps", result{steadyCPU: map[string]float64{"runner": 1}}, 0},
+		{"every process", result{steadyCPU: map[string]float64{"runner": 2, "storage": 1, "fakellm": 0.5, "benchmesh": 0.5}, steadySteps: 1000}, 4},
+	}
+	for _, tt := range tests {
+		if got := tt.r.steadyPerStep(); got != tt.want {
+			t.Errorf("%s: steadyPerStep() = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestReadIOGrowsWithWork: the /proc/PID/io and stat reader sees this
+// process's writes, write calls and page faults grow.
+func TestReadIOGrowsWithWork(t *testing.T) {
+	before, err := readIO(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(t.TempDir() + "/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 64<<10)
+	for i := 0; i < 16; i++ {
+		if _, err := f.Write(buf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Fresh memory touched page by page: a fault each.
+	big := make([]byte, 8<<20)
+	for i := 0; i < len(big); i += 4096 {
+		big[i] = 1
+	}
+	after, err := readIO(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := after.sub(before)
+	if d.wchar < 16*64<<10 || d.syscw < 16 {
+		t.Errorf("16 writes of 64 KiB: wchar +%d, syscw +%d, want >= %d and >= 16", d.wchar, d.syscw, 16*64<<10)
+	}
+	if d.minflt < 100 {
+		t.Errorf("8 MiB of fresh memory touched: minflt +%d, want >= 100", d.minflt)
+	}
+	if _, err := readIO(-1); err == nil {
+		t.Error("readIO(-1): no error")
+	}
+}
