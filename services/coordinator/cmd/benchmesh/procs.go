@@ -241,3 +241,24 @@ func ioAll(procs []*proc) (map[string]ioCounts, error) {
 	}
 	return out, nil
 }
+
+// peakRSS reads pid's peak resident set size (VmHWM of /proc/PID/status)
+// in bytes.
+func peakRSS(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		v, ok := strings.CutPrefix(line, "VmHWM:")
+		if !ok {
+			continue
+		}
+		kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/%d/status: VmHWM: %w", pid, err)
+		}
+		return kb << 10, nil
+	}
+	return 0, fmt.Errorf("/proc/%d/status: no VmHWM", pid)
+}

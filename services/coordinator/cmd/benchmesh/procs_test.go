@@ -86,3 +86,26 @@ func TestReadIOGrowsWithWork(t *testing.T) {
 		t.Error("readIO(-1): no error")
 	}
 }
+
+// TestPeakRSSSeesGrowth: the peak resident size grows when this process
+// touches 64 MiB of fresh memory.
+func TestPeakRSSSeesGrowth(t *testing.T) {
+	before, err := peakRSS(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := make([]byte, 64<<20)
+	for i := 0; i < len(big); i += 4096 {
+		big[i] = 1
+	}
+	after, err := peakRSS(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after-before < 32<<20 {
+		t.Errorf("64 MiB touched: peak RSS %d -> %d, want +32 MiB at least", before, after)
+	}
+	if _, err := peakRSS(-1); err == nil {
+		t.Error("peakRSS(-1): no error")
+	}
+}

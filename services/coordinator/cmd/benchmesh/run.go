@@ -48,8 +48,11 @@ type result struct {
 	steadySteps int
 	// io is each service's kernel counters per step over the steady
 	// window (the whole run when there was none), ioSteps their steps.
-	io                 map[string]ioCounts
-	ioSteps            int
+	io      map[string]ioCounts
+	ioSteps int
+	// rss is each service's peak resident set size at the run's end, in
+	// bytes (the runners summed).
+	rss                map[string]int64
 	busy               float64 // mean leased share of the N VMs
 	busySamples        int
 	loadStart, loadEnd string
@@ -349,6 +352,14 @@ func runOnce(ctx context.Context, o options, dir string, n, perfSeconds int) (r 
 	if err != nil {
 		return r, err
 	}
+	r.rss = map[string]int64{}
+	for _, p := range procs {
+		b, err := peakRSS(p.cmd.Process.Pid)
+		if err != nil {
+			return r, fmt.Errorf("%s: %w", p.name, err)
+		}
+		r.rss[p.service] += b
+	}
 	var self1 syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &self1)
 	r.loadEnd = benchreport.LoadAvg()
@@ -638,16 +649,24 @@ func (r result) print(o options) {
 		}
 		return fmt.Sprintf("%.2f", 1000*r.steadyCPU[s]/float64(r.steadySteps))
 	}
-	fmt.Printf("  | service | CPU s | CPU ms/step | steady CPU ms/step | share of CPU | cores used |\n  |---|---|---|---|---|---|\n")
+	rss := func(s string) string {
+		if b, ok := r.rss[s]; ok {
+			return fmt.Sprintf("%.0f", float64(b)/(1<<20))
+		}
+		return "-"
+	}
+	fmt.Printf("  | service | CPU s | CPU ms/step | steady CPU ms/step | share of CPU | cores used | peak RSS MiB |\n  |---|---|---|---|---|---|---|\n")
+	var allRSS int64
 	for _, s := range services {
 		c := r.cpu[s]
-		fmt.Printf("  | %s | %.1f | %.2f | %s | %.0f %% | %.2f |\n", s, c, 1000*c/float64(max(r.steps, 1)), steady(s), 100*c/max(total, 1e-9), c/r.elapsed.Seconds())
+		allRSS += r.rss[s]
+		fmt.Printf("  | %s | %.1f | %.2f | %s | %.0f %% | %.2f | %s |\n", s, c, 1000*c/float64(max(r.steps, 1)), steady(s), 100*c/max(total, 1e-9), c/r.elapsed.Seconds(), rss(s))
 	}
 	steadyAll := "-"
 	if r.steadyCPU != nil {
 		steadyAll = fmt.Sprintf("%.2f", 1000*r.steadyAllCPU()/float64(r.steadySteps))
 	}
-	fmt.Printf("  | all | %.1f | %.2f | %s | 100 %% | %.2f |\n", total, 1000*total/float64(max(r.steps, 1)), steadyAll, total/r.elapsed.Seconds())
+	fmt.Printf("  | all | %.1f | %.2f | %s | 100 %% | %.2f | %.0f |\n", total, 1000*total/float64(max(r.steps, 1)), steadyAll, total/r.elapsed.Seconds(), float64(allRSS)/(1<<20))
 	r.printIO()
 	if r.steadyCPU != nil {
 		fmt.Printf("  (steady: the %d steps handed out between the 10th and the 90th percentile episode, without the start, when connections open, heaps grow and the gateway's image ring is first written, nor the tail)\n", r.steadySteps)
