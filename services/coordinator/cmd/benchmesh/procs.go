@@ -117,19 +117,10 @@ func (p *proc) logTail() string {
 
 // cpuTicks reads utime+stime of pid from /proc/PID/stat, in clock ticks.
 func cpuTicks(pid int) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	// utime is field 14 of stat(5): f[11].
+	f, err := statFields(pid, 13)
 	if err != nil {
 		return 0, err
-	}
-	// The command name may hold spaces; fields start after its ")".
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
-	}
-	f := strings.Fields(string(b[i+1:]))
-	// After ")": state is field 3 of stat(5), so utime (14) is f[11].
-	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
 	}
 	u, err1 := strconv.ParseInt(f[11], 10, 64)
 	s, err2 := strconv.ParseInt(f[12], 10, 64)
@@ -137,6 +128,25 @@ func cpuTicks(pid int) (int64, error) {
 		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
 	}
 	return u + s, nil
+}
+
+// statFields reads /proc/PID/stat and returns its fields after the
+// command name, state (field 3 of stat(5)) first, at least n of them.
+func statFields(pid, n int) ([]string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil, err
+	}
+	// The command name may hold spaces; fields start after its ")".
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return nil, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < n {
+		return nil, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+	}
+	return f, nil
 }
 
 // clockTicks is USER_HZ, 100 on every Linux this runs on.
@@ -210,18 +220,10 @@ func readIO(pid int) (ioCounts, error) {
 			}
 		}
 	}
-	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	// minflt is field 10 of stat(5): f[7].
+	f, err := statFields(pid, 8)
 	if err != nil {
 		return c, err
-	}
-	i := bytes.LastIndexByte(st, ')')
-	if i < 0 {
-		return c, fmt.Errorf("/proc/%d/stat: no command name", pid)
-	}
-	// minflt is field 10 of stat(5); after ")" state (3) is f[0].
-	f := strings.Fields(string(st[i+1:]))
-	if len(f) < 8 {
-		return c, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
 	}
 	if c.minflt, err = strconv.ParseInt(f[7], 10, 64); err != nil {
 		return c, fmt.Errorf("/proc/%d/stat: minflt: %w", pid, err)
@@ -230,14 +232,17 @@ func readIO(pid int) (ioCounts, error) {
 }
 
 // ioAll reads every live process's ioCounts, by process name.
-func ioAll(procs []*proc) (map[string]ioCounts, error) {
-	out := map[string]ioCounts{}
+func ioAll(procs []*proc) (map[string]ioCounts, error) { return readAll(procs, readIO) }
+
+// readAll reads one figure of every live process, by process name.
+func readAll[T any](procs []*proc, read func(pid int) (T, error)) (map[string]T, error) {
+	out := map[string]T{}
 	for _, p := range procs {
-		c, err := readIO(p.cmd.Process.Pid)
+		v, err := read(p.cmd.Process.Pid)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", p.name, err)
 		}
-		out[p.name] = c
+		out[p.name] = v
 	}
 	return out, nil
 }

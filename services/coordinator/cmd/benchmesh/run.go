@@ -443,17 +443,7 @@ func trainer(ctx context.Context, co pb.CoordinatorClient, id string, batch int,
 }
 
 // cpuAll reads every live process's CPU ticks.
-func cpuAll(procs []*proc) (map[string]int64, error) {
-	out := map[string]int64{}
-	for _, p := range procs {
-		t, err := cpuTicks(p.cmd.Process.Pid)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", p.name, err)
-		}
-		out[p.name] = t
-	}
-	return out, nil
-}
+func cpuAll(procs []*proc) (map[string]int64, error) { return readAll(procs, cpuTicks) }
 
 // cpuByService reads every live process's CPU seconds, summed by service,
 // with this process's own as "benchmesh".
