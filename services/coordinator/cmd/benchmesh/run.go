@@ -317,16 +317,11 @@ func runOnce(ctx context.Context, o options, dir string, n, perfSeconds int) (r 
 					r.episodes++
 					r.steps += int(ep.NumSteps)
 					marks = append(marks, at)
-					if (len(marks) == loMark && cpuLo == nil) || (len(marks) == hiMark && cpuHi == nil) {
-						// A process that already exited leaves the window unmeasured.
-						c, err := cpuByService(procs)
-						if err != nil {
-							c = nil
-						}
-						io, err := ioAll(procs)
-						if err != nil {
-							io = nil
-						}
+					if len(marks) == loMark || len(marks) == hiMark {
+						// A process that already exited (nil, error) leaves
+						// the window unmeasured.
+						c, _ := cpuByService(procs)
+						io, _ := ioAll(procs)
 						if len(marks) == loMark {
 							cpuLo, ioLo, stepsLo = c, io, r.steps
 						} else {
@@ -634,7 +629,7 @@ func (r result) print(o options) {
 		total += r.cpu[s]
 	}
 	steady := func(s string) string {
-		if r.steadyCPU == nil {
+		if r.steadyCPU == nil || r.steadySteps == 0 {
 			return "-"
 		}
 		return fmt.Sprintf("%.2f", 1000*r.steadyCPU[s]/float64(r.steadySteps))
@@ -653,8 +648,8 @@ func (r result) print(o options) {
 		fmt.Printf("  | %s | %.1f | %.2f | %s | %.0f %% | %.2f | %s |\n", s, c, 1000*c/float64(max(r.steps, 1)), steady(s), 100*c/max(total, 1e-9), c/r.elapsed.Seconds(), rss(s))
 	}
 	steadyAll := "-"
-	if r.steadyCPU != nil {
-		steadyAll = fmt.Sprintf("%.2f", 1000*r.steadyAllCPU()/float64(r.steadySteps))
+	if v := r.steadyPerStep(); v > 0 {
+		steadyAll = fmt.Sprintf("%.2f", v)
 	}
 	fmt.Printf("  | all | %.1f | %.2f | %s | 100 %% | %.2f | %.0f |\n", total, 1000*total/float64(max(r.steps, 1)), steadyAll, total/r.elapsed.Seconds(), float64(allRSS)/(1<<20))
 	r.printIO()
@@ -717,15 +712,14 @@ func printSummary(o options, rs []result) {
 			epm, o.steps, r.n, o.goal, verdict, r.loadStart)
 		fmt.Printf("  CPU per episode: %.1f ms in all processes, %.1f ms in the five services; %d cores bound them at %.0f and %.0f episodes/min\n",
 			1000*perEp, 1000*svcEp, runtimeCPUs(), 60*cpus/max(perEp, 1e-9), 60*cpus/max(svcEp, 1e-9))
-		if v := r.steadyPerStep(); v > 0 {
-			fmt.Printf("  steady (10th-90th percentile hand-out): %.2f ms CPU per step in all processes; %d cores would run %.0f episodes/min at that cost\n",
-				v, runtimeCPUs(), 60*1000*cpus/(v*float64(o.steps)))
-		}
 		perStep := 1000 * total / float64(max(r.steps, 1))
 		figure := fmt.Sprintf("%.0f/min; %.2f ms CPU per step in all processes (services %.2f), which caps %d cores at %.0f/min",
 			epm, perStep, 1000*r.servicesCPU()/float64(max(r.steps, 1)), runtimeCPUs(), 60*cpus/max(perEp, 1e-9))
 		if v := r.steadyPerStep(); v > 0 {
-			figure += fmt.Sprintf(" (steady: %.2f ms, %.0f/min)", v, 60*1000*cpus/(v*float64(o.steps)))
+			steadyEPM := 60 * 1000 * cpus / (v * float64(o.steps))
+			fmt.Printf("  steady (10th-90th percentile hand-out): %.2f ms CPU per step in all processes; %d cores would run %.0f episodes/min at that cost\n",
+				v, runtimeCPUs(), steadyEPM)
+			figure += fmt.Sprintf(" (steady: %.2f ms, %.0f/min)", v, steadyEPM)
 		}
 		benchreport.Goal(os.Stdout, "mesh-episodes-per-min",
 			fmt.Sprintf("mesh >= %.0f episodes/min of %d screenshot steps at N = %d", o.goal, o.steps, r.n),
