@@ -335,7 +335,7 @@ func (p *Pool) acquire(ctx context.Context, req AcquireRequest) (Grant, error) {
 	// A newcomer may take a ready VM only when nobody is queued ahead of it.
 	if p.waiters.Len() == 0 {
 		if v := p.pickReadyLocked(); v != nil {
-			g, err := p.grantLocked(v, req.Holder, copyMap(req.Labels), req.TTL, 0)
+			g, err := p.grantLocked(v, req.Holder, copyMap(req.Labels), req.TTL, 0, nil)
 			p.mu.Unlock()
 			return g, err
 		}
@@ -397,7 +397,19 @@ func (p *Pool) pickReadyLocked() *vm {
 	return best
 }
 
-func (p *Pool) grantLocked(v *vm, holder string, labels map[string]string, ttl time.Duration, ticket uint64) (Grant, error) {
+// ending is a lease being ended whose end is persisted in the same
+// transaction as the grant that follows it (Store.HandOff).
+type ending struct {
+	leaseID string
+	vm      store.VM // the released VM's row
+	// done does the end's in-memory work once both are persisted, before
+	// the grant's, so that watchers see the release before the grant.
+	done func()
+}
+
+// grantLocked leases v; with end set, the end of that lease is persisted
+// in the same transaction.
+func (p *Pool) grantLocked(v *vm, holder string, labels map[string]string, ttl time.Duration, ticket uint64, end *ending) (Grant, error) {
 	now := p.clk.Now()
 	tok := newID("", 24)
 	l := &lease{
@@ -406,9 +418,18 @@ func (p *Pool) grantLocked(v *vm, holder string, labels map[string]string, ttl t
 	}
 	prev := *v
 	v.state, v.stateTime, v.leaseID, v.holder = StateLeased, now, l.id, holder
-	if err := p.store.SaveLease(p.leaseRecord(l), p.vmRecord(v)); err != nil {
+	var err error
+	if end == nil {
+		err = p.store.SaveLease(p.leaseRecord(l), p.vmRecord(v))
+	} else {
+		err = p.store.HandOff(end.leaseID, end.vm, p.leaseRecord(l), p.vmRecord(v))
+	}
+	if err != nil {
 		*v = prev
 		return Grant{}, fmt.Errorf("persist lease: %w", err)
+	}
+	if end != nil {
+		end.done()
 	}
 	p.leases[l.id] = l
 	p.armLocked(l)
@@ -422,26 +443,35 @@ func (p *Pool) grantLocked(v *vm, holder string, labels map[string]string, ttl t
 	}, nil
 }
 
-// dispatchLocked hands ready VMs to waiters in arrival order.
-func (p *Pool) dispatchLocked() {
+// dispatchLocked hands ready VMs to waiters in arrival order. With end
+// set, the first grant persists that lease's end with it; it reports
+// whether that happened (no grant, or a failed one, leaves the end to the
+// caller).
+func (p *Pool) dispatchLocked(end *ending) (ended bool) {
 	for p.waiters.Len() > 0 {
 		v := p.pickReadyLocked()
 		if v == nil {
-			return
+			return ended
 		}
 		w := p.waiters.Front().Value.(*waiter)
-		g, err := p.grantLocked(v, w.holder, w.labels, w.ttl, w.ticket)
+		var withEnd *ending
+		if !ended {
+			withEnd = end
+		}
+		g, err := p.grantLocked(v, w.holder, w.labels, w.ttl, w.ticket, withEnd)
 		if err != nil {
 			// The store failed: leave the waiter queued; it times out or
 			// the next state change tries again.
 			p.log.Error("grant failed", zap.String("vm_id", v.id), zap.Error(err))
-			return
+			return ended
 		}
+		ended = ended || withEnd != nil
 		p.waiters.Remove(w.elem)
 		w.elem = nil
 		w.granted = true
 		w.ch <- g
 	}
+	return ended
 }
 
 func (p *Pool) armLocked(l *lease) {
@@ -580,27 +610,43 @@ func (p *Pool) endLocked(l *lease, reset bool, reason string) error {
 	} else {
 		v.state = StateReady
 	}
+	// The event shows the VM as released even when the same VM is granted
+	// before done runs.
+	released := p.vmViewLocked(v)
+	done := func() {
+		if l.timer != nil {
+			l.timer.Stop()
+		}
+		hold := now.Sub(l.acquire)
+		p.busyDone += hold
+		if p.metrics != nil {
+			p.metrics.hold.WithLabelValues(p.spec.Name).Observe(hold.Seconds())
+		}
+		if p.hub != nil {
+			p.hub.publish(Event{Time: p.clk.Now(), VM: released, Previous: prevState, Reason: reason})
+		}
+		p.log.Info("lease ended", zap.String("lease_id", l.id), zap.String("vm_id", v.id), zap.String("reason", reason), zap.Bool("reset", reset))
+		if reset {
+			p.goReset(v)
+		}
+	}
+	// The lease slot is free again: this VM, when not reset, or a warm
+	// spare may go to the next waiter at once. Its grant persists this end
+	// with it, one commit where there were two.
+	delete(p.leases, l.id)
+	if p.dispatchLocked(&ending{leaseID: l.id, vm: p.vmRecord(v), done: done}) {
+		p.updateGaugesLocked()
+		return nil
+	}
 	if err := p.store.EndLease(l.id, p.vmRecord(v)); err != nil {
 		*v = prev
+		p.leases[l.id] = l
 		return fmt.Errorf("persist release: %w", err)
 	}
-	if l.timer != nil {
-		l.timer.Stop()
-	}
-	delete(p.leases, l.id)
-	hold := now.Sub(l.acquire)
-	p.busyDone += hold
-	if p.metrics != nil {
-		p.metrics.hold.WithLabelValues(p.spec.Name).Observe(hold.Seconds())
-	}
-	p.emitLocked(v, prevState, reason)
-	p.log.Info("lease ended", zap.String("lease_id", l.id), zap.String("vm_id", v.id), zap.String("reason", reason), zap.Bool("reset", reset))
-	if reset {
-		p.goReset(v)
-	}
-	// The lease slot is free again: with warm spares a ready VM may now go
-	// to the next waiter even while this one resets.
-	p.dispatchLocked()
+	done()
+	// A grant that failed above is tried once more now that the end is
+	// persisted on its own.
+	p.dispatchLocked(nil)
 	p.updateGaugesLocked()
 	return nil
 }
@@ -639,7 +685,7 @@ func (p *Pool) goReset(v *vm) {
 		v.resets++
 		v.state, v.stateTime = StateReady, p.clk.Now()
 		p.emitLocked(v, StateResetting, "reset done")
-		p.dispatchLocked()
+		p.dispatchLocked(nil)
 		// Persist "ready" only when no waiter took the VM at once: a grant
 		// writes the VM as leased in its own transaction, and one write
 		// less is a shorter hand-off.
@@ -786,7 +832,7 @@ func (p *Pool) goProvision(id string, delay time.Duration) {
 		p.failStreak = 0
 		p.log.Info("vm ready", zap.String("vm_id", id), zap.String("endpoint", inst.Endpoint))
 		p.setStateLocked(v, StateReady, "booted")
-		p.dispatchLocked()
+		p.dispatchLocked(nil)
 	}()
 }
 

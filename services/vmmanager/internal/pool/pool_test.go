@@ -141,11 +141,19 @@ type fixture struct {
 	dir   string
 	t     *testing.T
 	close bool
+	// wrap, when set, stands between the pool and the store.
+	wrap func(Store) Store
+	hub  *Hub
 }
 
 func newFixture(t *testing.T, size, spares int) *fixture {
 	t.Helper()
-	f := &fixture{prov: newMem(), clk: clock.NewFake(time.Unix(1_700_000_000, 0)), dir: t.TempDir(), t: t}
+	return newFixtureWrapped(t, size, spares, nil)
+}
+
+func newFixtureWrapped(t *testing.T, size, spares int, wrap func(Store) Store) *fixture {
+	t.Helper()
+	f := &fixture{prov: newMem(), clk: clock.NewFake(time.Unix(1_700_000_000, 0)), dir: t.TempDir(), t: t, wrap: wrap}
 	f.spec = Spec{Name: "p", Provider: "mem", Size: size, WarmSpares: spares, ResetTimeout: 5 * time.Second,
 		BootTimeout: 5 * time.Second, HealthInterval: time.Minute, ClientPassword: "pw", ScreenWidth: 1280, ScreenHeight: 720}
 	f.open()
@@ -172,7 +180,12 @@ func (f *fixture) open() {
 		f.t.Fatal(err)
 	}
 	f.m = m
-	f.p = New(f.spec, Options{Provider: f.prov, Store: st, Clock: f.clk, Logger: zaptest.NewLogger(f.t), Metrics: m, Hub: NewHub()})
+	f.hub = NewHub()
+	var ps Store = st
+	if f.wrap != nil {
+		ps = f.wrap(st)
+	}
+	f.p = New(f.spec, Options{Provider: f.prov, Store: ps, Clock: f.clk, Logger: zaptest.NewLogger(f.t), Metrics: m, Hub: f.hub})
 }
 
 // restart simulates a crash: it drops the pool without closing it and

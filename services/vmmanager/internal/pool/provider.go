@@ -74,6 +74,7 @@ type Store interface {
 	DeleteVM(id string) error
 	SaveLease(store.Lease, store.VM) error
 	EndLease(leaseID string, v store.VM) error
+	HandOff(endedLeaseID string, ended store.VM, l store.Lease, v store.VM) error
 }
 
 // Spec is a pool's configuration as the pool needs it.

@@ -289,6 +289,28 @@ func (s *Store) EndLease(leaseID string, v VM) error {
 	})
 }
 
+// HandOff ends a lease and grants another in one transaction: it deletes
+// endedLeaseID, writes ended (the released VM) and then the new lease l
+// and its VM v. When the released VM is the one granted, v's row, written
+// last, is the one kept. One commit rather than two is a shorter hand-off
+// from a release to a waiting acquirer.
+func (s *Store) HandOff(endedLeaseID string, ended VM, l Lease, v VM) error {
+	return s.tx(func(tx *sql.Tx) error {
+		if _, err := inTx(tx)(s.st.delLease, endedLeaseID); err != nil {
+			return fmt.Errorf("delete lease %s: %w", endedLeaseID, err)
+		}
+		if ended.ID != v.ID {
+			if err := s.putVM(inTx(tx), ended); err != nil {
+				return err
+			}
+		}
+		if err := s.putLease(inTx(tx), l); err != nil {
+			return err
+		}
+		return s.putVM(inTx(tx), v)
+	})
+}
+
 func (s *Store) tx(f func(*sql.Tx) error) error {
 	tx, err := s.db.Begin()
 	if err != nil {

@@ -103,3 +103,61 @@ INSERT INTO leases VALUES('lease-1','p','p-1',x'01','ep',60000000000,1,2,0);`); 
 		t.Errorf("labels after save = %+v, want task=t-1", leases)
 	}
 }
+
+func TestHandOff(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	lease := func(id, vm string) Lease {
+		return Lease{ID: id, Pool: "p", VMID: vm, TokenHash: []byte{1}, Holder: "h", TTL: time.Minute, AcquireTime: now, ExpireTime: now.Add(time.Minute)}
+	}
+	vm := func(id, state string) VM {
+		return VM{ID: id, Pool: "p", Provider: "process", State: state, CreateTime: now, StateTime: now}
+	}
+	tests := []struct {
+		name       string
+		ended      VM
+		granted    VM
+		wantStates map[string]string
+	}{
+		{"the released VM granted again", vm("a", "ready"), vm("a", "leased"), map[string]string{"a": "leased", "b": "ready"}},
+		{"another VM granted", vm("a", "resetting"), vm("b", "leased"), map[string]string{"a": "resetting", "b": "leased"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			s, err := Open(ctx, t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if err := s.SaveLease(lease("lease-1", "a"), vm("a", "leased")); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.SaveVM(vm("b", "ready")); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.HandOff("lease-1", tt.ended, lease("lease-2", tt.granted.ID), tt.granted); err != nil {
+				t.Fatal(err)
+			}
+			leases, err := s.Leases(ctx, "p")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(leases) != 1 || leases[0].ID != "lease-2" || leases[0].VMID != tt.granted.ID {
+				t.Errorf("leases = %+v, want lease-2 on %s only", leases, tt.granted.ID)
+			}
+			vms, err := s.VMs(ctx, "p")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]string{}
+			for _, v := range vms {
+				got[v.ID] = v.State
+			}
+			for id, want := range tt.wantStates {
+				if got[id] != want {
+					t.Errorf("vm %s state = %q, want %q", id, got[id], want)
+				}
+			}
+		})
+	}
+}
