@@ -3,39 +3,118 @@ package modelgateway
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"strconv"
 	"strings"
+	"sync/atomic"
 )
 
-// DefaultGOGC is the garbage collector's target the gateway binary runs
-// with when GOGC is not set. The gateway's live heap is a few megabytes,
-// which Go's default (100) collects every few thousand requests: at 400,
-// a text Chat call on the gRPC front cost 15 % fewer instructions under
-// callgrind, an HTTP call 7 % fewer.
-const DefaultGOGC = 400
+// DefaultHeapHeadroom is how far above the live heap the gateway binary
+// keeps the collector's heap goal at least, when GOGC is not set. Two
+// loads pull the collector's target apart:
+//   - one request at a time, the live heap is a few megabytes and a
+//     screenshot turn allocates about 1 MB: Go's default (GOGC=100)
+//     collects every few requests (callgrind: 344.5k instructions per
+//     gRPC Chat call against 134.0k at GOGC=400);
+//   - with hundreds of screenshot turns in flight the live heap is
+//     hundreds of megabytes, and GOGC=400 lets the heap grow to five
+//     times it: at 1,024 desktop episodes GOGC=100 spent 7-33 % less
+//     CPU per step and peaked at half the memory.
+//
+// A floor under the goal serves both: the goal is the live heap plus the
+// larger of this headroom and the live heap itself (GOGC=100).
+const DefaultHeapHeadroom = 64 << 20
+
+// maxGCPercent bounds the target the floor sets when the live heap is
+// tiny, so that a heap that starts to grow is still collected.
+const maxGCPercent = 10_000
 
 // memLimitShare is the share of the cgroup's memory limit the gateway
 // asks the collector to stay under when GOMEMLIMIT is not set: screenshot
-// turns in flight make the live heap large, and GOGC 400 lets the heap
-// grow to five times it.
+// turns in flight make the live heap large.
 const memLimitShare = 0.8
 
-// SetGCDefaults sets the collector's target to DefaultGOGC unless GOGC is
-// in the environment, and a soft memory limit of 80 % of the cgroup's
-// memory limit (a container's) unless GOMEMLIMIT is, or there is none.
-// The gateway binary calls it first thing; it is process-wide, so the
+// SetGCDefaults keeps the collector's heap goal DefaultHeapHeadroom above
+// the live heap at least (GOGC=100 beyond that) unless GOGC is in the
+// environment, and sets a soft memory limit of 80 % of the cgroup's memory
+// limit (a container's) unless GOMEMLIMIT is set, or there is none. The
+// gateway binary calls it first thing; it is process-wide, so the
 // all-in-one binary, whose other services have heaps of their own, does
 // not.
 func SetGCDefaults() {
 	if _, ok := os.LookupEnv("GOGC"); !ok {
-		debug.SetGCPercent(DefaultGOGC)
+		startHeapFloor(DefaultHeapHeadroom, 100)
 	}
 	if _, ok := os.LookupEnv("GOMEMLIMIT"); !ok {
 		if limit, ok := cgroupMemoryLimit("/"); ok {
 			debug.SetMemoryLimit(int64(float64(limit) * memLimitShare))
 		}
 	}
+}
+
+// gcPercent is the GOGC that puts the heap goal headroom bytes above a
+// live heap of live bytes, never below base and never above
+// maxGCPercent. (Go's goal also counts stacks and globals, a few hundred
+// kilobytes here, which only raise it.)
+func gcPercent(live, headroom uint64, base int) int {
+	if live == 0 {
+		return maxGCPercent
+	}
+	p := headroom * 100 / live
+	switch {
+	case p < uint64(base):
+		return base
+	case p > maxGCPercent:
+		return maxGCPercent
+	}
+	return int(p)
+}
+
+// startHeapFloor re-sets GOGC after every collection from the live heap
+// that collection marked, so that the next goal is at least headroom above
+// it. Go has no setting for a floor: GOMEMLIMIT is a ceiling, and a ballast
+// (a large never-touched allocation) would show as live heap in every
+// metric an operator reads. A cleanup on an object dropped right away runs
+// once per collection, after it. stop ends the re-arming; the target last
+// set stays.
+func startHeapFloor(headroom uint64, base int) (stop func()) {
+	f := &heapFloor{headroom: headroom, base: base}
+	f.sample[0].Name = "/gc/heap/live:bytes"
+	// Until the first collection has marked a live heap, base: Go's first
+	// goal is 4 MB at GOGC=100, and maxGCPercent would make it 400 MB.
+	debug.SetGCPercent(base)
+	f.arm()
+	return func() { f.stopped.Store(true) }
+}
+
+type heapFloor struct {
+	headroom uint64
+	base     int
+	stopped  atomic.Bool
+	// Cleanups run one at a time on one goroutine, so the sample is
+	// reused without a lock.
+	sample [1]metrics.Sample
+}
+
+// gcSentinel is large enough not to share a tiny-allocator block, whose
+// objects' cleanups may never run.
+type gcSentinel struct{ _ [64]byte }
+
+func (f *heapFloor) arm() {
+	runtime.AddCleanup(new(gcSentinel), func(f *heapFloor) { f.collected() }, f)
+}
+
+func (f *heapFloor) collected() {
+	if f.stopped.Load() {
+		return
+	}
+	metrics.Read(f.sample[:])
+	if f.sample[0].Value.Kind() == metrics.KindUint64 {
+		debug.SetGCPercent(gcPercent(f.sample[0].Value.Uint64(), f.headroom, f.base))
+	}
+	f.arm()
 }
 
 // cgroupMemoryLimit reads the memory limit of this process's cgroup (v2)

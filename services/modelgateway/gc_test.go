@@ -3,7 +3,11 @@ package modelgateway
 import (
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
 	"testing"
+	"time"
 )
 
 func TestCgroupMemoryLimit(t *testing.T) {
@@ -46,5 +50,85 @@ func write(t *testing.T, path, content string) {
 	}
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestGCPercent(t *testing.T) {
+	const mib = 1 << 20
+	tests := []struct {
+		name           string
+		live, headroom uint64
+		base           int
+		want           int
+	}{
+		{"small live heap: the headroom sets the goal", 4 * mib, 64 * mib, 100, 1600},
+		{"live heap at the headroom: base", 64 * mib, 64 * mib, 100, 100},
+		{"live heap above the headroom: base", 700 * mib, 64 * mib, 100, 100},
+		{"between", 32 * mib, 64 * mib, 100, 200},
+		{"tiny live heap: capped", 1024, 64 * mib, 100, maxGCPercent},
+		{"nothing measured yet: capped", 0, 64 * mib, 100, maxGCPercent},
+		{"other base", 700 * mib, 64 * mib, 50, 50},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := gcPercent(tt.live, tt.headroom, tt.base); got != tt.want {
+				t.Errorf("gcPercent(%d, %d, %d) = %d; want %d", tt.live, tt.headroom, tt.base, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestHeapFloorFollowsLiveHeap runs the floor in this process: after a
+// collection with a small live heap GOGC is the headroom's share of it,
+// and once the live heap is larger than the headroom it is the base.
+func TestHeapFloorFollowsLiveHeap(t *testing.T) {
+	prev := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(prev) })
+	const headroom = 64 << 20
+	stop := startHeapFloor(headroom, 100)
+	defer stop()
+
+	gogc := func() int {
+		s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+		metrics.Read(s)
+		return int(s[0].Value.Uint64())
+	}
+	waitFor := func(what string, ok func(int) bool) int {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			runtime.GC()
+			if g := gogc(); ok(g) {
+				return g
+			} else if time.Now().After(deadline) {
+				t.Fatalf("GOGC = %d after 10 s of collections; want %s", g, what)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+
+	// The test binary's live heap is a few megabytes: the goal is the
+	// headroom above it.
+	got := waitFor("> 100 with a small live heap", func(g int) bool { return g > 100 })
+	if got > maxGCPercent {
+		t.Errorf("GOGC = %d; want at most %d", got, maxGCPercent)
+	}
+
+	// 256 MiB live, four times the headroom: Go's default.
+	live := make([]byte, 256<<20)
+	waitFor("100 with a 256 MiB live heap", func(g int) bool { return g == 100 })
+	runtime.KeepAlive(live)
+	live = nil
+
+	// Stopped, the floor no longer moves the target.
+	stop()
+	runtime.GC()
+	time.Sleep(50 * time.Millisecond)
+	debug.SetGCPercent(123)
+	runtime.GC()
+	runtime.GC()
+	time.Sleep(50 * time.Millisecond)
+	if g := gogc(); g != 123 {
+		t.Errorf("GOGC = %d after stop; want the 123 set after it", g)
 	}
 }
