@@ -54,15 +54,21 @@ func SetGCDefaults() {
 	}
 }
 
+// heapMinimum is Go's smallest heap goal at GOGC=100; the runtime scales
+// it by GOGC/100 (runtime/mgcpacer.go, defaultHeapMinimum).
+const heapMinimum = 4 << 20
+
 // gcPercent is the GOGC that puts the heap goal headroom bytes above a
-// live heap of live bytes, never below base and never above
-// maxGCPercent. (Go's goal also counts stacks and globals, a few hundred
-// kilobytes here, which only raise it.)
-func gcPercent(live, headroom uint64, base int) int {
-	if live == 0 {
+// live heap of live bytes, never below base and never above maxGCPercent.
+// Go's goal is the live heap plus GOGC percent of scan (the live heap, and
+// the stacks and globals the last collection scanned), and at least
+// heapMinimum times GOGC/100: with a heap of a few megabytes that minimum
+// is the goal.
+func gcPercent(live, scan, headroom uint64, base int) int {
+	if scan == 0 {
 		return maxGCPercent
 	}
-	p := headroom * 100 / live
+	p := min(headroom*100/scan, (live+headroom)*100/heapMinimum)
 	switch {
 	case p < uint64(base):
 		return base
@@ -72,16 +78,18 @@ func gcPercent(live, headroom uint64, base int) int {
 	return int(p)
 }
 
-// startHeapFloor re-sets GOGC after every collection from the live heap
-// that collection marked, so that the next goal is at least headroom above
-// it. Go has no setting for a floor: GOMEMLIMIT is a ceiling, and a ballast
+// startHeapFloor re-sets GOGC after every collection from what that
+// collection marked and scanned, so that the next goal is at least
+// headroom above the live heap. Go has no setting for a floor: GOMEMLIMIT is a ceiling, and a ballast
 // (a large never-touched allocation) would show as live heap in every
 // metric an operator reads. A cleanup on an object dropped right away runs
 // once per collection, after it. stop ends the re-arming; the target last
 // set stays.
 func startHeapFloor(headroom uint64, base int) (stop func()) {
 	f := &heapFloor{headroom: headroom, base: base}
-	f.sample[0].Name = "/gc/heap/live:bytes"
+	for i, name := range []string{"/gc/heap/live:bytes", "/gc/scan/stack:bytes", "/gc/scan/globals:bytes"} {
+		f.sample[i].Name = name
+	}
 	// Until the first collection has marked a live heap, base: Go's first
 	// goal is 4 MB at GOGC=100, and maxGCPercent would make it 400 MB.
 	debug.SetGCPercent(base)
@@ -95,7 +103,7 @@ type heapFloor struct {
 	stopped  atomic.Bool
 	// Cleanups run one at a time on one goroutine, so the sample is
 	// reused without a lock.
-	sample [1]metrics.Sample
+	sample [3]metrics.Sample
 }
 
 // gcSentinel is large enough not to share a tiny-allocator block, whose
@@ -111,9 +119,17 @@ func (f *heapFloor) collected() {
 		return
 	}
 	metrics.Read(f.sample[:])
-	if f.sample[0].Value.Kind() == metrics.KindUint64 {
-		debug.SetGCPercent(gcPercent(f.sample[0].Value.Uint64(), f.headroom, f.base))
+	var scan uint64
+	for _, s := range f.sample {
+		if s.Value.Kind() == metrics.KindUint64 {
+			scan += s.Value.Uint64()
+		}
 	}
+	live := uint64(0)
+	if v := f.sample[0].Value; v.Kind() == metrics.KindUint64 {
+		live = v.Uint64()
+	}
+	debug.SetGCPercent(gcPercent(live, scan, f.headroom, f.base))
 	f.arm()
 }
 

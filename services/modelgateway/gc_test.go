@@ -56,23 +56,24 @@ func write(t *testing.T, path, content string) {
 func TestGCPercent(t *testing.T) {
 	const mib = 1 << 20
 	tests := []struct {
-		name           string
-		live, headroom uint64
-		base           int
-		want           int
+		name       string
+		live, scan uint64
+		headroom   uint64
+		base       int
+		want       int
 	}{
-		{"small live heap: the headroom sets the goal", 4 * mib, 64 * mib, 100, 1600},
-		{"live heap at the headroom: base", 64 * mib, 64 * mib, 100, 100},
-		{"live heap above the headroom: base", 700 * mib, 64 * mib, 100, 100},
-		{"between", 32 * mib, 64 * mib, 100, 200},
-		{"tiny live heap: capped", 1024, 64 * mib, 100, maxGCPercent},
-		{"nothing measured yet: capped", 0, 64 * mib, 100, maxGCPercent},
-		{"other base", 700 * mib, 64 * mib, 50, 50},
+		{"live heap of 16 MiB: the headroom over what is scanned", 16 * mib, 20 * mib, 64 * mib, 100, 320},
+		{"live heap of 2 MiB: Go's heap minimum sets the goal", 2 * mib, 3 * mib, 64 * mib, 100, 1650},
+		{"live heap at the headroom: base", 64 * mib, 65 * mib, 64 * mib, 100, 100},
+		{"live heap above the headroom: base", 700 * mib, 701 * mib, 64 * mib, 100, 100},
+		{"nothing scanned yet: capped", 0, 0, 64 * mib, 100, maxGCPercent},
+		{"huge headroom: capped", 16 * mib, 20 * mib, 64 << 30, 100, maxGCPercent},
+		{"other base", 700 * mib, 701 * mib, 64 * mib, 50, 50},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := gcPercent(tt.live, tt.headroom, tt.base); got != tt.want {
-				t.Errorf("gcPercent(%d, %d, %d) = %d; want %d", tt.live, tt.headroom, tt.base, got, tt.want)
+			if got := gcPercent(tt.live, tt.scan, tt.headroom, tt.base); got != tt.want {
+				t.Errorf("gcPercent(%d, %d, %d, %d) = %d; want %d", tt.live, tt.scan, tt.headroom, tt.base, got, tt.want)
 			}
 		})
 	}
@@ -112,6 +113,22 @@ func TestHeapFloorFollowsLiveHeap(t *testing.T) {
 	got := waitFor("> 100 with a small live heap", func(g int) bool { return g > 100 })
 	if got > maxGCPercent {
 		t.Errorf("GOGC = %d; want at most %d", got, maxGCPercent)
+	}
+	// The goal is the headroom above the live heap, stacks and globals
+	// included (within a few MiB: the heap moves between the reads).
+	s := []metrics.Sample{{Name: "/gc/heap/goal:bytes"}, {Name: "/gc/heap/live:bytes"}}
+	var above int64
+	for range 50 {
+		runtime.GC()
+		time.Sleep(20 * time.Millisecond)
+		metrics.Read(s)
+		above = int64(s[0].Value.Uint64()) - int64(s[1].Value.Uint64())
+		if d := above - headroom; d > -4<<20 && d < 4<<20 {
+			break
+		}
+	}
+	if d := above - headroom; d <= -4<<20 || d >= 4<<20 {
+		t.Errorf("heap goal - live heap = %d MiB; want %d MiB", above>>20, headroom>>20)
 	}
 
 	// 256 MiB live, four times the headroom: Go's default.
