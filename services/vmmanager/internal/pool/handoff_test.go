@@ -92,15 +92,7 @@ func TestReleaseHandsOffInOneCommit(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := make(chan Grant, 1)
-			go func() {
-				g, err := f.acquire(5 * time.Second)
-				if err != nil {
-					t.Error(err)
-				}
-				got <- g
-			}()
-			waitFor(t, "one waiter", func() bool { return f.p.Stats().Waiters == 1 })
+			got := f.waiter()
 			sub := f.hub.Subscribe(16)
 			defer sub.Cancel()
 			before := cs.snapshot()

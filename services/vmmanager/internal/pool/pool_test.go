@@ -229,6 +229,22 @@ func (f *fixture) acquire(wait time.Duration) (Grant, error) {
 	return f.p.Acquire(context.Background(), AcquireRequest{Holder: "h", TTL: time.Minute, Wait: wait})
 }
 
+// waiter starts an acquirer that waits up to 5 s and returns once it is
+// queued; its grant arrives on the channel.
+func (f *fixture) waiter() <-chan Grant {
+	f.t.Helper()
+	got := make(chan Grant, 1)
+	go func() {
+		g, err := f.acquire(5 * time.Second)
+		if err != nil {
+			f.t.Error(err)
+		}
+		got <- g
+	}()
+	waitFor(f.t, "one waiter", func() bool { return f.p.Stats().Waiters == 1 })
+	return got
+}
+
 func TestAcquireReleaseReset(t *testing.T) {
 	f := newFixture(t, 2, 0)
 	g1, err := f.acquire(0)
@@ -259,15 +275,7 @@ func TestAcquireReleaseReset(t *testing.T) {
 		t.Errorf("Leases() has %d, want 2", got)
 	}
 	// A blocked acquirer gets the released VM once it is reset.
-	done := make(chan Grant, 1)
-	go func() {
-		g, err := f.acquire(5 * time.Second)
-		if err != nil {
-			t.Error(err)
-		}
-		done <- g
-	}()
-	waitFor(t, "one waiter", func() bool { return f.p.Stats().Waiters == 1 })
+	done := f.waiter()
 	if err := f.p.Release(g1.Lease.ID, g1.Token, true); err != nil {
 		t.Fatal(err)
 	}
@@ -489,15 +497,7 @@ func TestWarmSpareServesDuringReset(t *testing.T) {
 	}
 	// A queued waiter gets the spare as soon as the lease ends, without
 	// waiting for the reset.
-	got := make(chan Grant, 1)
-	go func() {
-		g, err := f.acquire(5 * time.Second)
-		if err != nil {
-			t.Error(err)
-		}
-		got <- g
-	}()
-	waitFor(t, "one waiter", func() bool { return f.p.Stats().Waiters == 1 })
+	got := f.waiter()
 	if err := f.p.Release(g.Lease.ID, g.Token, true); err != nil {
 		t.Fatal(err)
 	}
