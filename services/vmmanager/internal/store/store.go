@@ -290,10 +290,9 @@ func (s *Store) EndLease(leaseID string, v VM) error {
 }
 
 // HandOff ends a lease and grants another in one transaction: it deletes
-// endedLeaseID, writes ended (the released VM) and then the new lease l
-// and its VM v. When the released VM is the one granted, v's row, written
-// last, is the one kept. One commit rather than two is a shorter hand-off
-// from a release to a waiting acquirer.
+// endedLeaseID, writes ended (the released VM) unless it is the VM
+// granted, and then the new lease l and its VM v. One commit rather than
+// two is a shorter hand-off from a release to a waiting acquirer.
 func (s *Store) HandOff(endedLeaseID string, ended VM, l Lease, v VM) error {
 	return s.tx(func(tx *sql.Tx) error {
 		if _, err := inTx(tx)(s.st.delLease, endedLeaseID); err != nil {
