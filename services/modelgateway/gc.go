@@ -80,11 +80,11 @@ func gcPercent(live, scan, headroom uint64, base int) int {
 
 // startHeapFloor re-sets GOGC after every collection from what that
 // collection marked and scanned, so that the next goal is at least
-// headroom above the live heap. Go has no setting for a floor: GOMEMLIMIT is a ceiling, and a ballast
-// (a large never-touched allocation) would show as live heap in every
-// metric an operator reads. A cleanup on an object dropped right away runs
-// once per collection, after it. stop ends the re-arming; the target last
-// set stays.
+// headroom above the live heap. Go has no setting for a floor: GOMEMLIMIT
+// is a ceiling, and a ballast (a large never-touched allocation) would
+// show as live heap in every metric an operator reads. A cleanup on an
+// object dropped right away runs once per collection, after it. stop ends
+// the re-arming; the target last set stays.
 func startHeapFloor(headroom uint64, base int) (stop func()) {
 	f := &heapFloor{headroom: headroom, base: base}
 	for i, name := range []string{"/gc/heap/live:bytes", "/gc/scan/stack:bytes", "/gc/scan/globals:bytes"} {
