@@ -119,17 +119,13 @@ func (f *heapFloor) collected() {
 		return
 	}
 	metrics.Read(f.sample[:])
-	var scan uint64
-	for _, s := range f.sample {
+	var v [len(f.sample)]uint64 // live heap, stacks, globals; 0 if unsupported
+	for i, s := range f.sample {
 		if s.Value.Kind() == metrics.KindUint64 {
-			scan += s.Value.Uint64()
+			v[i] = s.Value.Uint64()
 		}
 	}
-	live := uint64(0)
-	if v := f.sample[0].Value; v.Kind() == metrics.KindUint64 {
-		live = v.Uint64()
-	}
-	debug.SetGCPercent(gcPercent(live, scan, f.headroom, f.base))
+	debug.SetGCPercent(gcPercent(v[0], v[0]+v[1]+v[2], f.headroom, f.base))
 	f.arm()
 }
 

@@ -135,7 +135,6 @@ func TestHeapFloorFollowsLiveHeap(t *testing.T) {
 	live := make([]byte, 256<<20)
 	waitFor("100 with a 256 MiB live heap", func(g int) bool { return g == 100 })
 	runtime.KeepAlive(live)
-	live = nil
 
 	// Stopped, the floor no longer moves the target.
 	stop()

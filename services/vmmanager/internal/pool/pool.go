@@ -454,18 +454,16 @@ func (p *Pool) dispatchLocked(end *ending) (ended bool) {
 			return ended
 		}
 		w := p.waiters.Front().Value.(*waiter)
-		var withEnd *ending
-		if !ended {
-			withEnd = end
-		}
-		g, err := p.grantLocked(v, w.holder, w.labels, w.ttl, w.ticket, withEnd)
+		g, err := p.grantLocked(v, w.holder, w.labels, w.ttl, w.ticket, end)
 		if err != nil {
 			// The store failed: leave the waiter queued; it times out or
 			// the next state change tries again.
 			p.log.Error("grant failed", zap.String("vm_id", v.id), zap.Error(err))
 			return ended
 		}
-		ended = ended || withEnd != nil
+		if end != nil {
+			ended, end = true, nil
+		}
 		p.waiters.Remove(w.elem)
 		w.elem = nil
 		w.granted = true
@@ -634,11 +632,12 @@ func (p *Pool) endLocked(l *lease, reset bool, reason string) error {
 	// spare may go to the next waiter at once. Its grant persists this end
 	// with it, one commit where there were two.
 	delete(p.leases, l.id)
-	if p.dispatchLocked(&ending{leaseID: l.id, vm: p.vmRecord(v), done: done}) {
+	end := &ending{leaseID: l.id, vm: p.vmRecord(v), done: done}
+	if p.dispatchLocked(end) {
 		p.updateGaugesLocked()
 		return nil
 	}
-	if err := p.store.EndLease(l.id, p.vmRecord(v)); err != nil {
+	if err := p.store.EndLease(end.leaseID, end.vm); err != nil {
 		*v = prev
 		p.leases[l.id] = l
 		return fmt.Errorf("persist release: %w", err)
