@@ -81,6 +81,16 @@ type desktopLine struct {
 	} `json:"evaluation"`
 }
 
+// succeeded says whether the episode scored 1 on its first attempt with
+// its evaluation reading exactly what task wants, and what it read.
+func (e desktopLine) succeeded(task desktopTask) (string, bool) {
+	got := ""
+	if len(e.Evaluation.Results) > 0 {
+		got = fmt.Sprint(e.Evaluation.Results[0])
+	}
+	return got, e.TaskID == task.id && e.Status == "EPISODE_STATUS_DONE" && e.Reward == 1 && e.Attempt == 1 && got == task.want
+}
+
 func TestDesktopFreshVMs(t *testing.T) {
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
@@ -271,11 +281,8 @@ func runDesktop(t *testing.T, rollout, dir, data, policy, provider string, extra
 			continue
 		}
 		total[e.TaskID]++
-		got := ""
-		if len(e.Evaluation.Results) > 0 {
-			got = fmt.Sprint(e.Evaluation.Results[0])
-		}
-		if e.Status == "EPISODE_STATUS_DONE" && e.Reward == 1 && e.Attempt == 1 && got == task.want {
+		got, good := e.succeeded(task)
+		if good {
 			ok[e.TaskID]++
 			continue
 		}
@@ -292,6 +299,11 @@ func runDesktop(t *testing.T, rollout, dir, data, policy, provider string, extra
 	sort.Strings(failed)
 	for _, f := range failed {
 		t.Errorf("failed episode %s", f)
+	}
+	if len(failed) > 0 {
+		// CI keeps the test's output, not its work directory: the
+		// services' lines about the failed episodes go with it.
+		t.Logf("what the services logged about the failed episodes:\n%s", episodeLines(t, logPath, lines, want))
 	}
 	checkFreshLeases(t, logPath, lines, vms)
 }
@@ -379,6 +391,41 @@ func checkFreshLeases(t *testing.T, logPath string, lines []desktopLine, vms int
 	for _, q := range quarantined {
 		t.Logf("vmmanager: quarantined %s", q)
 	}
+}
+
+// episodeLines are the log lines that name an episode that failed, but
+// for the coordinator's retries of a lease while the VMs boot, at most 20
+// per episode.
+func episodeLines(t *testing.T, logPath string, lines []desktopLine, want map[string]desktopTask) string {
+	t.Helper()
+	failed := map[string]int{}
+	for _, e := range lines {
+		if _, good := e.succeeded(want[e.TaskID]); !good {
+			failed[`"episode_id": "`+e.EpisodeID+`"`] = 0
+			failed[`"holder": "`+e.EpisodeID+`"`] = 0
+		}
+	}
+	raw, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, l := range strings.Split(string(raw), "\n") {
+		if strings.Contains(l, "lease acquire failed") {
+			continue
+		}
+		for key, n := range failed {
+			if strings.Contains(l, key) && n < 20 {
+				failed[key]++
+				if len(l) > 600 {
+					l = l[:600] + "..."
+				}
+				b.WriteString(l + "\n")
+				break
+			}
+		}
+	}
+	return b.String()
 }
 
 // readDesktopRollout reads the one rollout.jsonl under dir.

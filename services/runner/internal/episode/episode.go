@@ -181,7 +181,11 @@ func Run(ctx context.Context, d Deps, o Options, s Spec) Result {
 	if err != nil {
 		return finish(agent.Outcome{Status: rmv1.EpisodeStatus_EPISODE_STATUS_FAILED, FailureReason: "bad_config", Error: err.Error()}, nil, nil)
 	}
-	e, err := newEnvironment(s, o, d)
+	// The environment's log lines (a setup step passed over, a screen
+	// that never settled) name the episode too.
+	envDeps := d
+	envDeps.Log = log
+	e, err := newEnvironment(s, o, envDeps)
 	if err != nil {
 		out := agent.Outcome{Status: rmv1.EpisodeStatus_EPISODE_STATUS_FAILED, FailureReason: "bad_config", Error: err.Error()}
 		if u, ok := env.AsUnsupported(err); ok {

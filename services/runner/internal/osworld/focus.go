@@ -20,7 +20,12 @@ import (
 // its window on a freshly booted qemu guest under software emulation with
 // the host's two cores busy; with a 10 s bound the agent typed into an
 // empty desktop. A name no window ever takes (a title another desktop
-// does not give) costs the whole bound once per episode.
+// does not give) costs the whole bound once per episode. Past the bound
+// the wait goes on, up to the session's windowWait (--setup-window-timeout,
+// as for an open step), only while a program the config launched is
+// running without a window of its own: a cold start on a loaded host (the
+// first Mousepad of a freshly booted qemu guest took over 30 s beside
+// three other guests booting).
 const (
 	windowAppearWait = 30 * time.Second
 	windowFocusWait  = 5 * time.Second
@@ -36,8 +41,9 @@ const (
 // through /execute on any guest server. It prints "none" when no window
 // is active, and exits non-zero when it cannot tell.
 const activeWindowScript = `a=$(xprop -root _NET_ACTIVE_WINDOW) || exit 3
+case "$a" in *"not found"*) echo none; exit 0;; esac
 id=${a##* }
-case "$id" in 0x0|""|*"not found"*) echo none; exit 0;; esac
+case "$id" in 0x0|"") echo none; exit 0;; esac
 xprop -id "$id" -notype _NET_WM_NAME WM_NAME WM_CLASS`
 
 // activeWindow is the window with the input focus as xprop describes it.
@@ -142,7 +148,8 @@ func (s *Session) log() *zap.Logger {
 // activateAndWait is a config activate_window step proven done: it
 // activates the window, looking for it again while it does not exist yet,
 // then waits until it is the active window. A window that never appears
-// is logged and passed over, as OSWorld's wmctrl call does (tasks name
+// (within windowAppearWait, or longer while the program launched for it
+// is still starting: launchStarting) is logged and passed over, as OSWorld's wmctrl call does (tasks name
 // windows by titles that another desktop may not give, such as
 // "Terminal"); one that exists but never takes the focus fails the step,
 // since the agent would then type into another window.
@@ -161,6 +168,7 @@ func (s *Session) activateAndWait(ctx context.Context, name string, strict, byCl
 		return "", err
 	}
 	var matched string
+	extended := false
 	for waited := time.Duration(0); ; waited += windowPoll {
 		n, err := activate()
 		if err == nil {
@@ -173,10 +181,21 @@ func (s *Session) activateAndWait(ctx context.Context, name string, strict, byCl
 			s.log().Warn("activate_window failed", zap.String("window", name), zap.Error(err))
 			return ctx.Err()
 		}
-		if waited >= windowAppearWait {
-			s.log().Warn("activate_window: no window matches; going on as OSWorld does",
-				zap.String("window", name), zap.Duration("waited", waited))
-			return ctx.Err()
+		if waited >= s.windowAppearWait() && waited%windowReactivate == 0 {
+			starting := ""
+			if waited < s.windowWait() {
+				starting = s.launchStarting(ctx)
+			}
+			if starting == "" {
+				s.log().Warn("activate_window: no window matches; going on as OSWorld does",
+					zap.String("window", name), zap.Duration("waited", waited))
+				return ctx.Err()
+			}
+			if !extended {
+				extended = true
+				s.log().Info("activate_window: no window matches yet, but the program launched for it is still starting; waiting longer",
+					zap.String("window", name), zap.String("program", starting), zap.Duration("waited", waited), zap.Duration("bound", s.windowWait()))
+			}
 		}
 		if err := s.sleep(ctx, windowPoll); err != nil {
 			return err
@@ -215,6 +234,52 @@ func (s *Session) activateAndWait(ctx context.Context, name string, strict, byCl
 			return err
 		}
 	}
+}
+
+func (s *Session) windowAppearWait() time.Duration {
+	if s.appearWait > 0 {
+		return s.appearWait
+	}
+	return windowAppearWait
+}
+
+// launchStarting names a program this config launched that is still
+// starting: running, with no window of its own mapped yet. It returns ""
+// when every launched program has exited or mapped a window (it is up, and
+// the step's name just selects none of its windows), and when the guest
+// cannot tell (no pgrep or wmctrl).
+func (s *Session) launchStarting(ctx context.Context) string {
+	if len(s.launched) == 0 {
+		return ""
+	}
+	pids := map[string]string{} // pid -> program
+	for _, name := range s.launched {
+		res, err := s.Guest.Execute(ctx, []string{"pgrep", "-x", "--", name}, false, true)
+		if err != nil || res.ReturnCode != 0 {
+			continue // exit 1: no such process
+		}
+		for _, pid := range strings.Fields(res.Output) {
+			pids[pid] = name
+		}
+	}
+	if len(pids) == 0 {
+		return ""
+	}
+	// wmctrl -lp: "<id> <desktop> <pid> <host> <title>"; the pid is the
+	// window's _NET_WM_PID.
+	res, err := s.Guest.Execute(ctx, []string{"wmctrl", "-lp"}, false, true)
+	if err != nil || res.ReturnCode != 0 {
+		return ""
+	}
+	for _, line := range strings.Split(res.Output, "\n") {
+		if f := strings.Fields(line); len(f) >= 3 && pids[f[2]] != "" {
+			return ""
+		}
+	}
+	for _, prog := range pids {
+		return prog
+	}
+	return ""
 }
 
 // windowExists says whether the window manager lists a window that name

@@ -146,3 +146,101 @@ func TestActivateWindowWaitsForFocus(t *testing.T) {
 		}
 	})
 }
+
+// TestActivateWindowWaitsForLaunchedProgram runs a launch step and an
+// activate_window step against a guest whose window is missing past
+// windowAppearWait, and checks the wait goes on only while the launched
+// program runs without a window of its own, up to the session's
+// windowWait.
+func TestActivateWindowWaitsForLaunchedProgram(t *testing.T) {
+	const bound = 50 * time.Second // the session's windowWait
+	tests := []struct {
+		name       string
+		appearsAt  time.Duration // when the window first matches (0: never)
+		running    bool          // pgrep finds the launched program
+		ownWindow  bool          // wmctrl -lp lists a window of its pid
+		wantWaited time.Duration // how long the step polled, to windowPoll
+	}{
+		{name: "slow start: the window appears at 40 s", appearsAt: 40 * time.Second, running: true, wantWaited: 40 * time.Second},
+		{name: "still starting at the bound", running: true, wantWaited: bound},
+		{name: "program up with another window", running: true, ownWindow: true, wantWaited: windowAppearWait},
+		{name: "program exited", wantWaited: windowAppearWait},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g, gc := newTestGuest(t)
+			// Read by the guest's handler, written by the session's sleep.
+			var waited atomic.Int64
+			var launched atomic.Value
+			g.extra["/setup/launch"] = func(w http.ResponseWriter, r *http.Request) {
+				var req map[string]any
+				_ = json.NewDecoder(r.Body).Decode(&req)
+				launched.Store(fmt.Sprint(req["command"]))
+				_, _ = w.Write([]byte("launched"))
+			}
+			g.extra["/setup/activate_window"] = func(w http.ResponseWriter, r *http.Request) {
+				if tt.appearsAt == 0 || time.Duration(waited.Load()) < tt.appearsAt {
+					http.Error(w, `{"error":"no window matches"}`, http.StatusNotFound)
+					return
+				}
+				_, _ = w.Write([]byte("Window activated successfully"))
+			}
+			g.exec = func(c any, shell bool) guest.ExecResult {
+				switch argv := fmt.Sprint(c); argv {
+				case "[pgrep -x -- mousepad]":
+					if !tt.running {
+						return guest.ExecResult{ReturnCode: 1}
+					}
+					return guest.ExecResult{Output: "4242\n"}
+				case "[wmctrl -lp]":
+					out := "0x0040000c  0 977  host bash\n"
+					if tt.ownWindow {
+						out += "0x01e00003  0 4242  host Untitled 1 - Mousepad\n"
+					}
+					return guest.ExecResult{Output: out}
+				default:
+					if !strings.Contains(argv, "_NET_ACTIVE_WINDOW") {
+						t.Errorf("unexpected command %s", argv)
+					}
+					return guest.ExecResult{Output: "_NET_WM_NAME = \"note.txt - Mousepad\"\nWM_CLASS = \"mousepad\", \"Mousepad\"\n"}
+				}
+			}
+			s := &Session{Guest: gc, CacheDir: t.TempDir(), WindowWait: bound,
+				Sleep: func(_ context.Context, d time.Duration) error { waited.Add(int64(d)); return nil }}
+			err := s.Run(context.Background(), []Step{
+				{Type: "launch", Parameters: json.RawMessage(`{"command": ["/usr/bin/mousepad", "~/note.txt"]}`)},
+				{Type: "activate_window", Parameters: json.RawMessage(`{"window_name": "mousepad", "by_class": true}`)},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := launched.Load(); got != "[/usr/bin/mousepad ~/note.txt]" {
+				t.Errorf("launched %v", got)
+			}
+			if got := time.Duration(waited.Load()); got < tt.wantWaited || got > tt.wantWaited+windowPoll {
+				t.Errorf("waited %v for the window, want %v", got, tt.wantWaited)
+			}
+		})
+	}
+}
+
+func TestProcessName(t *testing.T) {
+	tests := []struct {
+		cmd  any
+		want string
+	}{
+		{[]string{"/usr/bin/mousepad", "a.txt"}, "mousepad"},
+		{[]string{"libreoffice", "--writer"}, "libreoffice"},
+		{"gnome-terminal --maximize", "gnome-terminal"},
+		{[]string{"/opt/app/a-very-long-program-name"}, "a-very-long-pro"},
+		{"FOO=1 app", ""},
+		{"(cd /tmp && app)", ""},
+		{[]string{}, ""},
+		{"", ""},
+	}
+	for _, tt := range tests {
+		if got := processName(tt.cmd); got != tt.want {
+			t.Errorf("processName(%q) = %q, want %q", tt.cmd, got, tt.want)
+		}
+	}
+}

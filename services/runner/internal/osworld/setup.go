@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -73,6 +74,13 @@ type Session struct {
 	// WindowWait bounds a setup step that waits for a window to appear
 	// (open); default DefaultWindowWait.
 	WindowWait time.Duration
+
+	// launched are the process names (as pgrep -x reads them) of the
+	// programs this config's launch steps started: an activate_window
+	// step waits longer for a window while one of them is still starting.
+	launched []string
+	// appearWait replaces windowAppearWait in tests; zero keeps it.
+	appearWait time.Duration
 
 	// postconfig is set while the evaluator's postconfig runs: its
 	// activate_window steps are best effort, as in OSWorld (the agent may
@@ -287,7 +295,38 @@ func stepLaunch(ctx context.Context, s *Session, p map[string]any) error {
 			cmd = f
 		}
 	}
-	return s.Guest.Launch(ctx, cmd, boolean(p, "shell"))
+	if err := s.Guest.Launch(ctx, cmd, boolean(p, "shell")); err != nil {
+		return err
+	}
+	if name := processName(cmd); name != "" {
+		s.launched = append(s.launched, name)
+	}
+	return nil
+}
+
+// processName is the name the kernel gives the process a launch command
+// starts (its program's base name, cut to the 15 bytes of a task's comm),
+// or "" when the command is shell code whose first word names no program.
+func processName(cmd any) string {
+	var first string
+	switch c := cmd.(type) {
+	case []string:
+		if len(c) > 0 {
+			first = c[0]
+		}
+	case string:
+		if f := strings.Fields(c); len(f) > 0 {
+			first = f[0]
+		}
+	}
+	name := path.Base(first)
+	if first == "" || strings.ContainsAny(name, "=;&|<>()$`\"'") {
+		return ""
+	}
+	if len(name) > 15 {
+		name = name[:15]
+	}
+	return name
 }
 
 // stepOpen opens a file (or starts a program) in the guest, which answers

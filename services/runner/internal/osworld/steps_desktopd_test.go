@@ -193,3 +193,37 @@ func TestCacheFileGetter(t *testing.T) {
 		})
 	}
 }
+
+// TestActivateWindowOfSlowProgram launches, on a real desktopd, a program
+// that maps its window only after the step's first bound (a cold start),
+// and checks the activate_window step waited for it: the window is the
+// active one when the step returns. The program (on desktopd's PATH)
+// sleeps, then runs xterm and waits for it, so the process launched keeps
+// its name and never owns the window itself.
+func TestActivateWindowOfSlowProgram(t *testing.T) {
+	bin := t.TempDir()
+	script := "#!/bin/sh\nsleep 4\nxterm -T rm-slow-window -e sleep 60 &\nwait\n"
+	if err := os.WriteFile(filepath.Join(bin, "rm-slow-window"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	c := startDesktopd(t, t.TempDir())
+	s := &Session{Guest: c, CacheDir: t.TempDir(), WindowWait: 30 * time.Second, appearWait: time.Second}
+	t0 := time.Now()
+	err := runSteps(t, s, `[{"type": "launch", "parameters": {"command": ["rm-slow-window"]}},
+		{"type": "activate_window", "parameters": {"window_name": "rm-slow-window", "strict": true}}]`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(t0)
+	w, err := s.activeWindow(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Title != "rm-slow-window" {
+		t.Errorf("after %v the active window is %v, want the slow program's (the step gave up at its first bound?)", took, w)
+	}
+	if took < 4*time.Second {
+		t.Errorf("the steps took %v, less than the program's own 4 s start", took)
+	}
+}
