@@ -102,7 +102,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.CacheDir, "cache-dir", "", "host cache of OSWorld task files, and in <cache-dir>/downloads the download cache shared by runners; default <data-dir>/cache")
 	fs.BoolVar(&c.Offline, "offline", false, "fail OSWorld downloads (download steps, cloud_file getters) that are not in the download cache, naming the URL, instead of fetching them")
 	fs.StringVar(&c.GoogleSettings, "google-settings", "", "folder of OSWorld's Google settings (googledrive/settings.yml with its credentials, google/settings.json) for the googledrive and login steps and the googledrive_file getter; empty refuses those tasks")
-	fs.DurationVar(&c.SetupWindowTimeout, "setup-window-timeout", osworld.DefaultWindowWait, "bound of an OSWorld setup step that waits for a window to appear (open): past it the episode fails with the file named, instead of waiting OSWorld's 1800 s")
+	fs.DurationVar(&c.SetupWindowTimeout, "setup-window-timeout", osworld.DefaultWindowWait, "bound of an OSWorld setup step that waits for a window to appear (open, and activate_window while the program launched for it starts): past it an open step fails the episode with the file named, instead of waiting OSWorld's 1800 s")
 	fs.StringVar(&c.ClientPassword, "client-password", "password", "guest password for {CLIENT_PASSWORD} when the lease has none")
 	fs.DurationVar(&c.PyTimeout, "py-timeout", py.DefaultLimits.Timeout, "wall-clock limit of one local Python run")
 	fs.IntVar(&c.PyMemoryMB, "py-memory-mb", int(py.DefaultLimits.MemoryBytes>>20), "address-space limit of one local Python run, MiB")
