@@ -149,10 +149,11 @@ func (s *Session) log() *zap.Logger {
 // activates the window, looking for it again while it does not exist yet,
 // then waits until it is the active window. A window that never appears
 // (within windowAppearWait, or longer while the program launched for it
-// is still starting: launchStarting) is logged and passed over, as OSWorld's wmctrl call does (tasks name
-// windows by titles that another desktop may not give, such as
-// "Terminal"); one that exists but never takes the focus fails the step,
-// since the agent would then type into another window.
+// is still starting: launchStarting) is logged and passed over, as
+// OSWorld's wmctrl call does (tasks name windows by titles that another
+// desktop may not give, such as "Terminal"); one that exists but never
+// takes the focus fails the step, since the agent would then type into
+// another window.
 func (s *Session) activateAndWait(ctx context.Context, name string, strict, byClass bool) error {
 	names := []string{name}
 	if alt := chromiumTitle(name, byClass); alt != name {
@@ -247,7 +248,10 @@ func (s *Session) windowAppearWait() time.Duration {
 // starting: running, with no window of its own mapped yet. It returns ""
 // when every launched program has exited or mapped a window (it is up, and
 // the step's name just selects none of its windows), and when the guest
-// cannot tell (no pgrep or wmctrl).
+// cannot tell (no pgrep or wmctrl). Process VMs share the host's process
+// table: another VM's program of the same name, which has no window on
+// this display, reads as starting, and a name no window takes then waits
+// the longer bound.
 func (s *Session) launchStarting(ctx context.Context) string {
 	if len(s.launched) == 0 {
 		return ""
