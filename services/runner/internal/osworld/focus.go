@@ -188,6 +188,13 @@ func (s *Session) activateAndWait(ctx context.Context, name string, strict, byCl
 				starting = s.launchStarting(ctx)
 			}
 			if starting == "" {
+				// The program may have mapped the window since the
+				// activation above (launchStarting then finds it up):
+				// look once more.
+				if n, err := activate(); err == nil {
+					matched = n
+					break
+				}
 				s.log().Warn("activate_window: no window matches; going on as OSWorld does",
 					zap.String("window", name), zap.Duration("waited", waited))
 				return ctx.Err()

@@ -68,7 +68,8 @@ func TestActivateWindowWaitsForFocus(t *testing.T) {
 		{name: "focused at once", wantActMin: 1, wantActMax: 1, wantReadMax: 1},
 		{name: "focus after a few polls", focusAfter: 3, wantActMin: 1, wantActMax: 1, wantReadMax: 4},
 		{name: "window appears late", missingFor: 5, wantActMin: 6, wantActMax: 6, wantReadMax: 1},
-		{name: "window never appears", missingFor: -1, wantActMin: int(windowAppearWait/windowPoll) + 1, wantActMax: int(windowAppearWait/windowPoll) + 1},
+		// One activation per poll, and a last look at the bound.
+		{name: "window never appears", missingFor: -1, wantActMin: int(windowAppearWait/windowPoll) + 2, wantActMax: int(windowAppearWait/windowPoll) + 2},
 		{name: "listed window never takes the focus", focusAfter: -1,
 			wmctrl:  "0x01e00003  0 libreoffice.libreoffice-calc  host " + calc + "\n0x0040000c  0 xterm.XTerm  host bash\n",
 			wantErr: "never became the active window", wantActMin: 2, wantActMax: 10, wantReadMax: int(windowFocusWait/windowPoll) + 1},
@@ -159,9 +160,12 @@ func TestActivateWindowWaitsForLaunchedProgram(t *testing.T) {
 		appearsAt  time.Duration // when the window first matches (0: never)
 		running    bool          // pgrep finds the launched program
 		ownWindow  bool          // wmctrl -lp lists a window of its pid
+		lateMap    bool          // the window matches once wmctrl -lp has listed it
 		wantWaited time.Duration // how long the step polled, to windowPoll
+		wantFocus  bool          // the step found the window and read the focus
 	}{
-		{name: "slow start: the window appears at 40 s", appearsAt: 40 * time.Second, running: true, wantWaited: 40 * time.Second},
+		{name: "slow start: the window appears at 40 s", appearsAt: 40 * time.Second, running: true, wantWaited: 40 * time.Second, wantFocus: true},
+		{name: "the window maps as the first bound ends", running: true, ownWindow: true, lateMap: true, wantWaited: windowAppearWait, wantFocus: true},
 		{name: "still starting at the bound", running: true, wantWaited: bound},
 		{name: "program up with another window", running: true, ownWindow: true, wantWaited: windowAppearWait},
 		{name: "program exited", wantWaited: windowAppearWait},
@@ -172,6 +176,8 @@ func TestActivateWindowWaitsForLaunchedProgram(t *testing.T) {
 			// Read by the guest's handler, written by the session's sleep.
 			var waited atomic.Int64
 			var launched atomic.Value
+			var listed atomic.Bool // wmctrl -lp answered with the program's window
+			var reads atomic.Int32
 			g.extra["/setup/launch"] = func(w http.ResponseWriter, r *http.Request) {
 				var req map[string]any
 				_ = json.NewDecoder(r.Body).Decode(&req)
@@ -179,7 +185,8 @@ func TestActivateWindowWaitsForLaunchedProgram(t *testing.T) {
 				_, _ = w.Write([]byte("launched"))
 			}
 			g.extra["/setup/activate_window"] = func(w http.ResponseWriter, r *http.Request) {
-				if tt.appearsAt == 0 || time.Duration(waited.Load()) < tt.appearsAt {
+				appeared := tt.appearsAt != 0 && time.Duration(waited.Load()) >= tt.appearsAt || tt.lateMap && listed.Load()
+				if !appeared {
 					http.Error(w, `{"error":"no window matches"}`, http.StatusNotFound)
 					return
 				}
@@ -196,12 +203,14 @@ func TestActivateWindowWaitsForLaunchedProgram(t *testing.T) {
 					out := "0x0040000c  0 977  host bash\n"
 					if tt.ownWindow {
 						out += "0x01e00003  0 4242  host Untitled 1 - Mousepad\n"
+						listed.Store(true)
 					}
 					return guest.ExecResult{Output: out}
 				default:
 					if !strings.Contains(argv, "_NET_ACTIVE_WINDOW") {
 						t.Errorf("unexpected command %s", argv)
 					}
+					reads.Add(1)
 					return guest.ExecResult{Output: "_NET_WM_NAME = \"note.txt - Mousepad\"\nWM_CLASS = \"mousepad\", \"Mousepad\"\n"}
 				}
 			}
@@ -219,6 +228,9 @@ func TestActivateWindowWaitsForLaunchedProgram(t *testing.T) {
 			}
 			if got := time.Duration(waited.Load()); got < tt.wantWaited || got > tt.wantWaited+windowPoll {
 				t.Errorf("waited %v for the window, want %v", got, tt.wantWaited)
+			}
+			if got := reads.Load() > 0; got != tt.wantFocus {
+				t.Errorf("read the active window: %v, want %v (whether the step found the window)", got, tt.wantFocus)
 			}
 		})
 	}
