@@ -276,7 +276,7 @@ func runDesktop(t *testing.T, rollout, dir, data, policy, provider string, extra
 	}
 	ok := map[string]int{}
 	total := map[string]int{}
-	var failed []string
+	var failed, failedIDs []string
 	for _, e := range lines {
 		task, known := want[e.TaskID]
 		if !known {
@@ -289,6 +289,7 @@ func runDesktop(t *testing.T, rollout, dir, data, policy, provider string, extra
 			ok[e.TaskID]++
 			continue
 		}
+		failedIDs = append(failedIDs, e.EpisodeID)
 		failed = append(failed, fmt.Sprintf("%s (task %s, attempt %d): status %s, reward %v, %d steps, reason %q, evaluation read %q, want %q; screenshots: %s",
 			e.EpisodeID, e.TaskID, e.Attempt, e.Status, e.Reward, e.NumSteps, e.Reason, got, task.want,
 			strings.Join(screenshots(rolloutDir, e.EpisodeID), " ")))
@@ -306,7 +307,7 @@ func runDesktop(t *testing.T, rollout, dir, data, policy, provider string, extra
 	if len(failed) > 0 {
 		// CI keeps the test's output, not its work directory: the
 		// services' lines about the failed episodes go with it.
-		t.Logf("what the services logged about the failed episodes:\n%s", episodeLines(t, logPath, lines, want))
+		t.Logf("what the services logged about the failed episodes:\n%s", episodeLines(t, logPath, failedIDs))
 	}
 	checkFreshLeases(t, logPath, lines, vms)
 }
@@ -396,36 +397,33 @@ func checkFreshLeases(t *testing.T, logPath string, lines []desktopLine, vms int
 	}
 }
 
-// episodeLines are the log lines that name an episode that failed, but
-// for the coordinator's retries of a lease while the VMs boot, at most 20
-// per episode.
-func episodeLines(t *testing.T, logPath string, lines []desktopLine, want map[string]desktopTask) string {
+// episodeLines are the log lines that name one of the episodes ids (as
+// the episode or as a lease's holder), at most 20 per episode, without
+// the coordinator's retries of a lease while the VMs boot.
+func episodeLines(t *testing.T, logPath string, ids []string) string {
 	t.Helper()
-	failed := map[string]int{}
-	for _, e := range lines {
-		if _, good := e.succeeded(want[e.TaskID]); !good {
-			failed[`"episode_id": "`+e.EpisodeID+`"`] = 0
-			failed[`"holder": "`+e.EpisodeID+`"`] = 0
-		}
-	}
 	raw, err := os.ReadFile(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
+	printed := map[string]int{}
 	var b strings.Builder
 	for _, l := range strings.Split(string(raw), "\n") {
 		if strings.Contains(l, "lease acquire failed") {
 			continue
 		}
-		for key, n := range failed {
-			if strings.Contains(l, key) && n < 20 {
-				failed[key]++
+		for _, id := range ids {
+			if !strings.Contains(l, `"episode_id": "`+id+`"`) && !strings.Contains(l, `"holder": "`+id+`"`) {
+				continue
+			}
+			if printed[id] < 20 {
+				printed[id]++
 				if len(l) > 600 {
 					l = l[:600] + "..."
 				}
 				b.WriteString(l + "\n")
-				break
 			}
+			break
 		}
 	}
 	return b.String()
