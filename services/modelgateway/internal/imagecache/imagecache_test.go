@@ -3,6 +3,7 @@ package imagecache
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"sync"
 	"testing"
 )
@@ -173,29 +174,90 @@ func TestConcurrentUse(t *testing.T) {
 	}
 }
 
-// TestGetRefreshesAnOldImage: an image asked for when it is past the
-// newest quarter of the ring moves to the head and outlives one that was not asked
-// for.
+// TestGetRefreshesAnOldImage: an image asked for a third time when it is in
+// the oldest eighth of the ring moves to the head and outlives the images
+// written after it; one asked for only twice does not move.
 func TestGetRefreshesAnOldImage(t *testing.T) {
-	c := newCache(t, 300)
-	a, b, cc, d := img('a', 100), img('b', 100), img('c', 100), img('d', 100)
-	c.Put(a, "image/png")
-	c.Put(b, "image/png")
-	if !get(c, a) { // a is 200 bytes behind head: moves to 200..300
-		t.Fatal("a not held")
-	}
-	c.Put(cc, "image/png") // wraps to 0, where a was
-	c.Put(d, "image/png")  // 100..200, over b
 	for _, tt := range []struct {
-		name string
-		data []byte
-		want bool
-	}{{"a", a, true}, {"b", b, false}, {"c", cc, true}, {"d", d, true}} {
-		if got := held(c, tt.data); got != tt.want {
-			t.Errorf("%s held = %v, want %v", tt.name, got, tt.want)
+		name      string
+		reads     int // Gets of a while it is new
+		wantMoved bool
+	}{
+		{"asked for a third time", 2, true},
+		{"asked for a second time", 1, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newCache(t, 800)
+			a := img('a', 100)
+			c.Put(a, "image/png")
+			for range tt.reads {
+				if !get(c, a) { // new: stays where it is
+					t.Fatal("a not held")
+				}
+			}
+			var later [][]byte
+			for i := range 6 { // 100..700: a is 700 bytes behind head, in the oldest eighth
+				later = append(later, img(byte('b'+i), 100))
+				c.Put(later[i], "image/png")
+			}
+			if !get(c, a) {
+				t.Fatal("a not held before the ring turns")
+			}
+			h := img('h', 100)
+			c.Put(h, "image/png") // the ring's end if a moved there, else 700..800
+			c.Put(img('i', 100), "image/png")
+			// Moved: a at 700..800, h at 0..100 (a's old place), i over b.
+			// Not moved: h at 700..800, i over a.
+			if got := held(c, a); got != tt.wantMoved {
+				t.Errorf("a held = %v, want %v", got, tt.wantMoved)
+			}
+			if got := held(c, later[0]); got == tt.wantMoved {
+				t.Errorf("b held = %v, want %v", got, !tt.wantMoved)
+			}
+			if !held(c, h) || !held(c, later[5]) {
+				t.Error("h or g not held")
+			}
+			if n, used := c.Usage(); n != 8 || used != 800 {
+				t.Errorf("Usage = %d images, %d bytes; want 8, 800", n, used)
+			}
+		})
+	}
+}
+
+// TestRecentScreenshotsWrittenOnce: the runner's pattern, episodes taking
+// steps in turn, each request naming its episode's two previous
+// screenshots and carrying a new one. A ring a little larger than two
+// screenshots per episode serves every reference and writes each
+// screenshot once. The first version, which moved any image named past the
+// newest quarter of the ring, wrote 1,340 slots here for 640 screenshots.
+func TestRecentScreenshotsWrittenOnce(t *testing.T) {
+	const episodes, size = 16, 100
+	c := newCache(t, size*(2*episodes+2))
+	history := make([][][]byte, episodes)
+	misses, puts := 0, 0
+	for round := range 40 {
+		for e := range episodes {
+			for _, old := range history[e] {
+				if !get(c, old) {
+					misses++
+					c.Put(old, "image/png") // the runner sends it again
+					puts++
+				}
+			}
+			shot := img(byte(e), size)
+			binary.BigEndian.PutUint32(shot, uint32(round)) // each step's screenshot its own
+			c.Put(shot, "image/png")
+			puts++
+			history[e] = append(history[e], shot)
+			if len(history[e]) > 2 {
+				history[e] = history[e][1:]
+			}
 		}
 	}
-	if n, used := c.Usage(); n != 3 || used != 300 {
-		t.Errorf("Usage = %d images, %d bytes; want 3, 300", n, used)
+	c.mu.Lock()
+	written := int(c.first) + len(c.order) // slots written, moves included
+	c.mu.Unlock()
+	if misses != 0 || written != puts {
+		t.Errorf("%d references missed, %d slots written for %d screenshots; want 0 and %d", misses, written, puts, puts)
 	}
 }
