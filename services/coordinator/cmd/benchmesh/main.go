@@ -107,6 +107,10 @@ func run(ctx context.Context, o options) error {
 	}
 	if o.perfDir == "" {
 		o.perfDir = dir
+	} else if o.perfSeconds > 0 {
+		if err := os.MkdirAll(o.perfDir, 0o755); err != nil {
+			return err
+		}
 	}
 	host, _ := os.Hostname()
 	fmt.Printf("benchmesh: %s, %d CPUs, %s/%s %s; load average at start %s\n",

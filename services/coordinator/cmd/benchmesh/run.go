@@ -57,6 +57,11 @@ type result struct {
 	busySamples        int
 	loadStart, loadEnd string
 	perf               map[string]string // service -> top functions
+	// images is the gateway's image cache at the run's end: references
+	// it resolved and missed (each miss makes a runner send the request
+	// again with the bytes), and images it stored. ok is false when its
+	// metrics could not be read.
+	images imageCounts
 }
 
 // script answers every desktop step with a click; the runner ends the
@@ -128,7 +133,7 @@ func runOnce(ctx context.Context, o options, dir string, n, perfSeconds int) (r 
 
 	// The five services, in dependency order.
 	addrs := map[string]string{}
-	for _, s := range []string{"storage", "modelgateway", "vmmanager", "coordinator"} {
+	for _, s := range []string{"storage", "modelgateway", "vmmanager", "coordinator", "modelgateway-http"} {
 		if addrs[s], err = freeAddr(); err != nil {
 			return r, err
 		}
@@ -161,7 +166,9 @@ func runOnce(ctx context.Context, o options, dir string, n, perfSeconds int) (r 
 	}
 	starts := []svc{
 		{"storage", []string{"--data-dir", filepath.Join(dir, "storage")}},
-		{"modelgateway", []string{"--config", gwConfig, "--openai-addr", ""}},
+		// Its metrics (the image cache's hits and misses) on loopback; the
+		// last --http-addr wins over common's.
+		{"modelgateway", []string{"--config", gwConfig, "--openai-addr", "", "--http-addr", addrs["modelgateway-http"]}},
 		{"vmmanager", []string{"--config", vmConfig, "--data-dir", filepath.Join(dir, "vmmanager")}},
 		{"coordinator", []string{"--data-dir", filepath.Join(dir, "coordinator"),
 			"--vmmanager", addrs["vmmanager"], "--storage", addrs["storage"], "--gateway", addrs["modelgateway"]}},
@@ -358,6 +365,7 @@ func runOnce(ctx context.Context, o options, dir string, n, perfSeconds int) (r 
 	var self1 syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &self1)
 	r.loadEnd = benchreport.LoadAvg()
+	r.images = readImageCounts(ctx, addrs["modelgateway-http"])
 	rcancel()
 	busyMu.Lock()
 	if r.busySamples > 0 {
@@ -624,6 +632,7 @@ func (r result) print(o options) {
 		fmt.Printf("; steady (10th-90th percentile hand-out): %.0f episodes/min", float64(r.steadyEpisodes)/r.steady.Minutes())
 	}
 	fmt.Printf("\n  VM busy share (leased, sampled %d times): %.1f %%\n", r.busySamples, 100*r.busy)
+	fmt.Printf("  %s\n", r.images)
 	var total float64
 	for _, s := range services {
 		total += r.cpu[s]
