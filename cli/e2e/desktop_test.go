@@ -397,7 +397,7 @@ func checkFreshLeases(t *testing.T, logPath string, lines []desktopLine, vms int
 	}
 }
 
-// episodeLines are the log lines that name one of the episodes ids (as
+// episodeLines are the log lines that name one of the episodes in ids (as
 // the episode or as a lease's holder), at most 20 per episode, without
 // the coordinator's retries of a lease while the VMs boot.
 func episodeLines(t *testing.T, logPath string, ids []string) string {
