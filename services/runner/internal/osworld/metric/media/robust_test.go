@@ -26,7 +26,16 @@ func hugePNG() []byte {
 	return b.Bytes()
 }
 
-// TestBadInputs: corrupt, truncated and oversized inputs score 0 quickly.
+// hangBound only catches a metric that hangs on bad input (decodes a
+// 100000×100000 image, inflates a zip bomb whole). It is not a speed goal:
+// alone the whole test takes under a second, but in `make test`, beside
+// the other packages' tests on 2 cores, compare_epub of the bomb once took
+// 5.6 s against the 5 s this was. That the caps apply is shown by the
+// score: the bomb compared with itself would score 1 if it were read.
+const hangBound = time.Minute
+
+// TestBadInputs: corrupt, truncated and oversized inputs score 0, without
+// hanging.
 func TestBadInputs(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name string, data []byte) string {
@@ -58,8 +67,8 @@ func TestBadInputs(t *testing.T) {
 			"check_structure_sim_with_threshold", "check_green_background", "check_file_exists_and_structure_sim"} {
 			start := time.Now()
 			got, err := Metrics()[name].Fn(bad, fixture("src.png"), true, nil)
-			if err != nil || got != 0 || time.Since(start) > 5*time.Second {
-				t.Errorf("%s(%s) got %v, %v after %v; want 0 at once", name, filepath.Base(bad), got, err, time.Since(start))
+			if err != nil || got != 0 || time.Since(start) > hangBound {
+				t.Errorf("%s(%s) got %v, %v after %v; want 0", name, filepath.Base(bad), got, err, time.Since(start))
 			}
 		}
 		for _, name := range []string{"check_textbox_on_leftside", "check_triangle_position"} {
@@ -72,7 +81,7 @@ func TestBadInputs(t *testing.T) {
 		}
 	}
 	start := time.Now()
-	if got, err := metricCompareEPUB(bomb, bomb, true, nil); err != nil || got != 0 || time.Since(start) > 5*time.Second {
+	if got, err := metricCompareEPUB(bomb, bomb, true, nil); err != nil || got != 0 || time.Since(start) > hangBound {
 		t.Errorf("compare_epub of an oversized page got %v, %v after %v", got, err, time.Since(start))
 	}
 }
