@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"syscall"
 	"testing"
@@ -24,10 +23,15 @@ import (
 	"github.com/rolloutmesh/rolloutmesh/services/storage"
 )
 
-// repoRoot is the repository root, found from this file.
+// repoRoot is the repository root. go test runs a package's tests in its
+// directory; the source file's own path is no guide, since -trimpath (the
+// Makefile's builds) makes it a module path.
 func repoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "../..")
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		panic(err)
+	}
+	return root
 }
 
 func examplePath(p string) string { return filepath.Join(repoRoot(), "examples", p) }

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -49,9 +48,14 @@ func TestNormalizeArgs(t *testing.T) {
 	}
 }
 
+// repoRoot is the repository root: go test runs in the package's
+// directory (the source file's path is a module path under -trimpath).
 func repoRoot(t *testing.T) string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "..")
+	root, err := filepath.Abs(filepath.Join("..", "..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
 }
 
 var (

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
-	"runtime"
 	"sort"
 	"strings"
 	"syscall"
@@ -28,8 +27,11 @@ func startDesktopd(t *testing.T, home string, flags ...string) *guest.Client {
 	for _, prog := range []string{"go", "Xvfb", "openbox", "xterm"} {
 		needProgram(t, prog)
 	}
-	_, self, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(self), "..", "..", "..", "..")
+	// go test runs in the package's directory.
+	root, err := filepath.Abs(filepath.Join("..", "..", "..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
 	bin := filepath.Join(t.TempDir(), "desktopd")
 	build := exec.Command("go", "build", "-o", bin, "./cmd/desktopd")
 	build.Dir = filepath.Join(root, "guest", "desktopd")
