@@ -117,7 +117,7 @@ func (s *Service) chat(ctx context.Context, req *rmv1.ChatRequest) (*rmv1.ChatRe
 	if err != nil {
 		return nil, err
 	}
-	release, err := s.resolveImages(req)
+	digests, release, err := s.resolveImages(req)
 	if err != nil {
 		return nil, err
 	}
@@ -189,6 +189,7 @@ func (s *Service) chat(ctx context.Context, req *rmv1.ChatRequest) (*rmv1.ChatRe
 	out.Latency = durationpb.New(latency)
 	out.TimeToFirstToken = durationpb.New(latency)
 	out.Attempts = int32(resp.Attempts)
+	out.ImageSha256 = digests
 	s.front.Latency.Observe(latency.Seconds())
 	s.front.TTFT.Observe(latency.Seconds())
 	if u := out.GetUsage(); u != nil {

@@ -91,9 +91,11 @@ func (e *imageRefError) status() error {
 // each image named by digest with the cached bytes, in place: the request
 // is the handler's own. The cached bytes stay pinned until release is
 // called, once the bodies are written; release then empties those images.
-// release is nil when the request named no image.
+// release is nil when the request named no image. digests are the hex
+// SHA-256 of the images the request carried as data, in order, when the
+// cache is on (ChatResponse.image_sha256).
 // Validation has checked every reference's form.
-func (s *Service) resolveImages(req *rmv1.ChatRequest) (release func(), err error) {
+func (s *Service) resolveImages(req *rmv1.ChatRequest) (digests []string, release func(), err error) {
 	var (
 		pins     []func()
 		resolved []*rmv1.Image
@@ -114,8 +116,9 @@ func (s *Service) resolveImages(req *rmv1.ChatRequest) (release func(), err erro
 			case img == nil:
 			case len(img.GetData()) > 0:
 				if s.images != nil {
-					s.images.cache.Put(img.GetData(), img.GetMediaType())
+					key, _ := s.images.cache.Put(img.GetData(), img.GetMediaType())
 					s.images.stored.Inc()
+					digests = append(digests, hex.EncodeToString(key[:]))
 				}
 			case img.GetBlob() != nil:
 				sha := img.GetBlob().GetSha256()
@@ -124,17 +127,17 @@ func (s *Service) resolveImages(req *rmv1.ChatRequest) (release func(), err erro
 					return &imageRefError{field: fmt.Sprintf("messages[%d].content[%d].image.blob", i, j), sha256: sha, reason: reason}
 				}
 				if s.images == nil {
-					return nil, refErr(ReasonImageCacheOff)
+					return nil, nil, refErr(ReasonImageCacheOff)
 				}
 				var key [32]byte
 				if _, err := hex.Decode(key[:], []byte(sha)); err != nil {
 					s.images.misses.Inc()
-					return nil, refErr(ReasonImageNotCached)
+					return nil, nil, refErr(ReasonImageNotCached)
 				}
 				got, unpin, ok := s.images.cache.Get(key)
 				if !ok {
 					s.images.misses.Inc()
-					return nil, refErr(ReasonImageNotCached)
+					return nil, nil, refErr(ReasonImageNotCached)
 				}
 				pins = append(pins, unpin)
 				resolved = append(resolved, img)
@@ -147,7 +150,7 @@ func (s *Service) resolveImages(req *rmv1.ChatRequest) (release func(), err erro
 		}
 	}
 	if len(pins) == 0 {
-		return nil, nil
+		return digests, nil, nil
 	}
-	return release, nil
+	return digests, release, nil
 }

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -137,6 +138,49 @@ func TestImageReferences(t *testing.T) {
 			_, err := h.cli.Chat(ctxT(t, 5*time.Second), &rmv1.ChatRequest{Messages: []*rmv1.ChatMessage{imageMsg(&rmv1.Image{Blob: tt.blob})}})
 			if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), tt.wantField) {
 				t.Errorf("err = %v, want InvalidArgument naming %s", err, tt.wantField)
+			}
+		})
+	}
+}
+
+// TestChatAnswersImageDigests: the answer names the SHA-256 of each image
+// the request carried as data, in order, and none for an image named by
+// reference; with the cache off, none at all.
+func TestChatAnswersImageDigests(t *testing.T) {
+	f := startFake(t, fakellm.Config{})
+	a, b := pngBytes(t, 40), pngBytes(t, 41)
+	tests := []struct {
+		name       string
+		cacheBytes int64
+		first      []*rmv1.ChatMessage
+		second     []*rmv1.ChatMessage
+		want       []string
+	}{
+		{"two images as data", 0, nil,
+			[]*rmv1.ChatMessage{imageMsg(&rmv1.Image{Data: a}), imageMsg(&rmv1.Image{Data: b})},
+			[]string{digest(a), digest(b)}},
+		{"one by reference, one as data", 0,
+			[]*rmv1.ChatMessage{imageMsg(&rmv1.Image{Data: a})},
+			[]*rmv1.ChatMessage{imageMsg(&rmv1.Image{Blob: &rmv1.BlobRef{Sha256: digest(a)}}), imageMsg(&rmv1.Image{Data: b})},
+			[]string{digest(b)}},
+		{"no image", 0, nil, []*rmv1.ChatMessage{userMsg("hi")}, nil},
+		{"cache off", -1, nil,
+			[]*rmv1.ChatMessage{imageMsg(&rmv1.Image{Data: a})}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := startGateway(t, &FileConfig{Backends: backends("vllm", f), Limits: Limits{ImageCacheBytes: tt.cacheBytes}}, nil)
+			if tt.first != nil {
+				if _, err := h.cli.Chat(ctxT(t, 5*time.Second), &rmv1.ChatRequest{Messages: tt.first}); err != nil {
+					t.Fatalf("first chat: %v", err)
+				}
+			}
+			resp, err := h.cli.Chat(ctxT(t, 5*time.Second), &rmv1.ChatRequest{Messages: tt.second})
+			if err != nil {
+				t.Fatalf("chat: %v", err)
+			}
+			if got := resp.GetImageSha256(); !slices.Equal(got, tt.want) {
+				t.Errorf("image_sha256 = %q, want %q", got, tt.want)
 			}
 		})
 	}

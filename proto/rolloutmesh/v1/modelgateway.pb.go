@@ -370,7 +370,14 @@ type ChatResponse struct {
 	// Time to the first token (equal to latency for non-streamed backends).
 	TimeToFirstToken *durationpb.Duration `protobuf:"bytes,10,opt,name=time_to_first_token,json=timeToFirstToken,proto3" json:"time_to_first_token,omitempty"`
 	// Backend attempts made (1 when the first backend answered).
-	Attempts      int32 `protobuf:"varint,11,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	Attempts int32 `protobuf:"varint,11,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	// SHA-256 (lowercase hex) of each image the request carried as data, in
+	// the order they appear (by message, then by content part), when the
+	// gateway keeps images (limits.image_cache_bytes >= 0); empty when it
+	// keeps none. The gateway digests every such image for its cache anyway,
+	// so a client names the images in later calls (Image.blob), and in what
+	// it stores, without hashing the bytes again.
+	ImageSha256   []string `protobuf:"bytes,12,rep,name=image_sha256,json=imageSha256,proto3" json:"image_sha256,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -480,6 +487,13 @@ func (x *ChatResponse) GetAttempts() int32 {
 		return x.Attempts
 	}
 	return 0
+}
+
+func (x *ChatResponse) GetImageSha256() []string {
+	if x != nil {
+		return x.ImageSha256
+	}
+	return nil
 }
 
 // ListBackendsRequest has no fields.
@@ -1130,7 +1144,7 @@ const file_rolloutmesh_v1_modelgateway_proto_rawDesc = "" +
 	"\amessage\x18\x02 \x01(\v2\x1b.rolloutmesh.v1.ChatMessageR\amessage\x12#\n" +
 	"\rfinish_reason\x18\x03 \x01(\tR\ffinishReason\x12\x1b\n" +
 	"\ttoken_ids\x18\x04 \x03(\x05R\btokenIds\x128\n" +
-	"\blogprobs\x18\x05 \x03(\v2\x1c.rolloutmesh.v1.TokenLogprobR\blogprobs\"\xc4\x03\n" +
+	"\blogprobs\x18\x05 \x03(\v2\x1c.rolloutmesh.v1.TokenLogprobR\blogprobs\"\xe7\x03\n" +
 	"\fChatResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x124\n" +
@@ -1143,7 +1157,8 @@ const file_rolloutmesh_v1_modelgateway_proto_rawDesc = "" +
 	"\alatency\x18\t \x01(\v2\x19.google.protobuf.DurationR\alatency\x12H\n" +
 	"\x13time_to_first_token\x18\n" +
 	" \x01(\v2\x19.google.protobuf.DurationR\x10timeToFirstToken\x12\x1a\n" +
-	"\battempts\x18\v \x01(\x05R\battempts\"\x15\n" +
+	"\battempts\x18\v \x01(\x05R\battempts\x12!\n" +
+	"\fimage_sha256\x18\f \x03(\tR\vimageSha256\"\x15\n" +
 	"\x13ListBackendsRequest\"\xb4\x04\n" +
 	"\aBackend\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +

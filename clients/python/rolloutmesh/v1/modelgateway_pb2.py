@@ -16,7 +16,7 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from rolloutmesh.v1 import common_pb2 as rolloutmesh_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!rolloutmesh/v1/modelgateway.proto\x12\x0erolloutmesh.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1brolloutmesh/v1/common.proto\"\xa7\x02\n\x0b\x43hatRequest\x12\r\n\x05model\x18\x01 \x01(\t\x12-\n\x08messages\x18\x02 \x03(\x0b\x32\x1b.rolloutmesh.v1.ChatMessage\x12#\n\x05tools\x18\x03 \x03(\x0b\x32\x14.rolloutmesh.v1.Tool\x12\x13\n\x0btool_choice\x18\x04 \x01(\t\x12\x30\n\x08sampling\x18\x05 \x01(\x0b\x32\x1e.rolloutmesh.v1.SamplingParams\x12\x13\n\x0brouting_key\x18\x06 \x01(\t\x12\x10\n\x08logprobs\x18\x07 \x01(\x08\x12\x14\n\x0ctop_logprobs\x18\x08 \x01(\x05\x12\x18\n\x10return_token_ids\x18\t \x01(\x08\x12\x17\n\x0f\x65xtra_body_json\x18\n \x01(\t\"\xa3\x01\n\nChatChoice\x12\r\n\x05index\x18\x01 \x01(\x05\x12,\n\x07message\x18\x02 \x01(\x0b\x32\x1b.rolloutmesh.v1.ChatMessage\x12\x15\n\rfinish_reason\x18\x03 \x01(\t\x12\x11\n\ttoken_ids\x18\x04 \x03(\x05\x12.\n\x08logprobs\x18\x05 \x03(\x0b\x32\x1c.rolloutmesh.v1.TokenLogprob\"\xcd\x02\n\x0c\x43hatResponse\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12+\n\x07\x63hoices\x18\x03 \x03(\x0b\x32\x1a.rolloutmesh.v1.ChatChoice\x12$\n\x05usage\x18\x04 \x01(\x0b\x32\x15.rolloutmesh.v1.Usage\x12\x18\n\x10prompt_token_ids\x18\x05 \x03(\x05\x12\x0f\n\x07\x62\x61\x63kend\x18\x06 \x01(\t\x12\x15\n\rmodel_version\x18\x07 \x01(\x03\x12\x17\n\x0fversion_changed\x18\x08 \x01(\x08\x12*\n\x07latency\x18\t \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x36\n\x13time_to_first_token\x18\n \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x10\n\x08\x61ttempts\x18\x0b \x01(\x05\"\x15\n\x13ListBackendsRequest\"\x8f\x03\n\x07\x42\x61\x63kend\x12\n\n\x02id\x18\x01 \x01(\t\x12\x10\n\x08\x62\x61se_url\x18\x02 \x01(\t\x12\x0c\n\x04kind\x18\x03 \x01(\t\x12\r\n\x05model\x18\x04 \x01(\t\x12\x0f\n\x07healthy\x18\x05 \x01(\x08\x12-\n\x07\x62reaker\x18\x06 \x01(\x0e\x32\x1c.rolloutmesh.v1.BreakerState\x12\x11\n\tin_flight\x18\x07 \x01(\x05\x12\x16\n\x0emax_concurrent\x18\x08 \x01(\x05\x12\x0e\n\x06weight\x18\t \x01(\x01\x12\x15\n\rmodel_version\x18\n \x01(\x03\x12\x10\n\x08updating\x18\x0b \x01(\x08\x12.\n\x0blatency_p50\x18\x0c \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x10\n\x08requests\x18\r \x01(\x03\x12\x10\n\x08\x66\x61ilures\x18\x0e \x01(\x03\x12\x12\n\nlast_error\x18\x0f \x01(\t\x12\x13\n\x0bpinned_keys\x18\x10 \x01(\x05\x12(\n\x07replica\x18\x11 \x01(\x0b\x32\x17.rolloutmesh.v1.Replica\"g\n\x07Replica\x12\r\n\x05state\x18\x01 \x01(\t\x12\x0e\n\x06\x64\x65tail\x18\x02 \x01(\t\x12\x0b\n\x03pid\x18\x03 \x01(\x05\x12\x0c\n\x04port\x18\x04 \x01(\x05\x12\x10\n\x08restarts\x18\x05 \x01(\x05\x12\x10\n\x08log_file\x18\x06 \x01(\t\"\xa5\x01\n\x14ListBackendsResponse\x12)\n\x08\x62\x61\x63kends\x18\x01 \x03(\x0b\x32\x17.rolloutmesh.v1.Backend\x12\x15\n\rmodel_version\x18\x02 \x01(\x03\x12\x16\n\x0erouting_policy\x18\x03 \x01(\t\x12\x19\n\x11\x63heckpoint_loaded\x18\x04 \x01(\t\x12\x18\n\x10\x63heckpoint_error\x18\x05 \x01(\t\"\x82\x01\n\x14UpdateWeightsRequest\x12\x0f\n\x07version\x18\x01 \x01(\x03\x12\x0e\n\x06source\x18\x02 \x01(\t\x12\x30\n\x08strategy\x18\x03 \x01(\x0e\x32\x1e.rolloutmesh.v1.UpdateStrategy\x12\x17\n\x0f\x61\x62ort_in_flight\x18\x04 \x01(\x08\"h\n\rBackendUpdate\x12\x0f\n\x07\x62\x61\x63kend\x18\x01 \x01(\t\x12\n\n\x02ok\x18\x02 \x01(\x08\x12\r\n\x05\x65rror\x18\x03 \x01(\t\x12+\n\x08\x64uration\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\"\xa4\x01\n\x15UpdateWeightsResponse\x12\x0f\n\x07version\x18\x01 \x01(\x03\x12\x18\n\x10previous_version\x18\x02 \x01(\x03\x12/\n\x08\x62\x61\x63kends\x18\x03 \x03(\x0b\x32\x1d.rolloutmesh.v1.BackendUpdate\x12/\n\x0bupdate_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp*|\n\x0c\x42reakerState\x12\x1d\n\x19\x42REAKER_STATE_UNSPECIFIED\x10\x00\x12\x18\n\x14\x42REAKER_STATE_CLOSED\x10\x01\x12\x16\n\x12\x42REAKER_STATE_OPEN\x10\x02\x12\x1b\n\x17\x42REAKER_STATE_HALF_OPEN\x10\x03*o\n\x0eUpdateStrategy\x12\x1f\n\x1bUPDATE_STRATEGY_UNSPECIFIED\x10\x00\x12\x1f\n\x1bUPDATE_STRATEGY_ALL_AT_ONCE\x10\x01\x12\x1b\n\x17UPDATE_STRATEGY_ROLLING\x10\x02\x32\x8a\x02\n\x0cModelGateway\x12\x41\n\x04\x43hat\x12\x1b.rolloutmesh.v1.ChatRequest\x1a\x1c.rolloutmesh.v1.ChatResponse\x12Y\n\x0cListBackends\x12#.rolloutmesh.v1.ListBackendsRequest\x1a$.rolloutmesh.v1.ListBackendsResponse\x12\\\n\rUpdateWeights\x12$.rolloutmesh.v1.UpdateWeightsRequest\x1a%.rolloutmesh.v1.UpdateWeightsResponseBGZEgithub.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1;rolloutmeshv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!rolloutmesh/v1/modelgateway.proto\x12\x0erolloutmesh.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1brolloutmesh/v1/common.proto\"\xa7\x02\n\x0b\x43hatRequest\x12\r\n\x05model\x18\x01 \x01(\t\x12-\n\x08messages\x18\x02 \x03(\x0b\x32\x1b.rolloutmesh.v1.ChatMessage\x12#\n\x05tools\x18\x03 \x03(\x0b\x32\x14.rolloutmesh.v1.Tool\x12\x13\n\x0btool_choice\x18\x04 \x01(\t\x12\x30\n\x08sampling\x18\x05 \x01(\x0b\x32\x1e.rolloutmesh.v1.SamplingParams\x12\x13\n\x0brouting_key\x18\x06 \x01(\t\x12\x10\n\x08logprobs\x18\x07 \x01(\x08\x12\x14\n\x0ctop_logprobs\x18\x08 \x01(\x05\x12\x18\n\x10return_token_ids\x18\t \x01(\x08\x12\x17\n\x0f\x65xtra_body_json\x18\n \x01(\t\"\xa3\x01\n\nChatChoice\x12\r\n\x05index\x18\x01 \x01(\x05\x12,\n\x07message\x18\x02 \x01(\x0b\x32\x1b.rolloutmesh.v1.ChatMessage\x12\x15\n\rfinish_reason\x18\x03 \x01(\t\x12\x11\n\ttoken_ids\x18\x04 \x03(\x05\x12.\n\x08logprobs\x18\x05 \x03(\x0b\x32\x1c.rolloutmesh.v1.TokenLogprob\"\xe3\x02\n\x0c\x43hatResponse\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12+\n\x07\x63hoices\x18\x03 \x03(\x0b\x32\x1a.rolloutmesh.v1.ChatChoice\x12$\n\x05usage\x18\x04 \x01(\x0b\x32\x15.rolloutmesh.v1.Usage\x12\x18\n\x10prompt_token_ids\x18\x05 \x03(\x05\x12\x0f\n\x07\x62\x61\x63kend\x18\x06 \x01(\t\x12\x15\n\rmodel_version\x18\x07 \x01(\x03\x12\x17\n\x0fversion_changed\x18\x08 \x01(\x08\x12*\n\x07latency\x18\t \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x36\n\x13time_to_first_token\x18\n \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x10\n\x08\x61ttempts\x18\x0b \x01(\x05\x12\x14\n\x0cimage_sha256\x18\x0c \x03(\t\"\x15\n\x13ListBackendsRequest\"\x8f\x03\n\x07\x42\x61\x63kend\x12\n\n\x02id\x18\x01 \x01(\t\x12\x10\n\x08\x62\x61se_url\x18\x02 \x01(\t\x12\x0c\n\x04kind\x18\x03 \x01(\t\x12\r\n\x05model\x18\x04 \x01(\t\x12\x0f\n\x07healthy\x18\x05 \x01(\x08\x12-\n\x07\x62reaker\x18\x06 \x01(\x0e\x32\x1c.rolloutmesh.v1.BreakerState\x12\x11\n\tin_flight\x18\x07 \x01(\x05\x12\x16\n\x0emax_concurrent\x18\x08 \x01(\x05\x12\x0e\n\x06weight\x18\t \x01(\x01\x12\x15\n\rmodel_version\x18\n \x01(\x03\x12\x10\n\x08updating\x18\x0b \x01(\x08\x12.\n\x0blatency_p50\x18\x0c \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x10\n\x08requests\x18\r \x01(\x03\x12\x10\n\x08\x66\x61ilures\x18\x0e \x01(\x03\x12\x12\n\nlast_error\x18\x0f \x01(\t\x12\x13\n\x0bpinned_keys\x18\x10 \x01(\x05\x12(\n\x07replica\x18\x11 \x01(\x0b\x32\x17.rolloutmesh.v1.Replica\"g\n\x07Replica\x12\r\n\x05state\x18\x01 \x01(\t\x12\x0e\n\x06\x64\x65tail\x18\x02 \x01(\t\x12\x0b\n\x03pid\x18\x03 \x01(\x05\x12\x0c\n\x04port\x18\x04 \x01(\x05\x12\x10\n\x08restarts\x18\x05 \x01(\x05\x12\x10\n\x08log_file\x18\x06 \x01(\t\"\xa5\x01\n\x14ListBackendsResponse\x12)\n\x08\x62\x61\x63kends\x18\x01 \x03(\x0b\x32\x17.rolloutmesh.v1.Backend\x12\x15\n\rmodel_version\x18\x02 \x01(\x03\x12\x16\n\x0erouting_policy\x18\x03 \x01(\t\x12\x19\n\x11\x63heckpoint_loaded\x18\x04 \x01(\t\x12\x18\n\x10\x63heckpoint_error\x18\x05 \x01(\t\"\x82\x01\n\x14UpdateWeightsRequest\x12\x0f\n\x07version\x18\x01 \x01(\x03\x12\x0e\n\x06source\x18\x02 \x01(\t\x12\x30\n\x08strategy\x18\x03 \x01(\x0e\x32\x1e.rolloutmesh.v1.UpdateStrategy\x12\x17\n\x0f\x61\x62ort_in_flight\x18\x04 \x01(\x08\"h\n\rBackendUpdate\x12\x0f\n\x07\x62\x61\x63kend\x18\x01 \x01(\t\x12\n\n\x02ok\x18\x02 \x01(\x08\x12\r\n\x05\x65rror\x18\x03 \x01(\t\x12+\n\x08\x64uration\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\"\xa4\x01\n\x15UpdateWeightsResponse\x12\x0f\n\x07version\x18\x01 \x01(\x03\x12\x18\n\x10previous_version\x18\x02 \x01(\x03\x12/\n\x08\x62\x61\x63kends\x18\x03 \x03(\x0b\x32\x1d.rolloutmesh.v1.BackendUpdate\x12/\n\x0bupdate_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp*|\n\x0c\x42reakerState\x12\x1d\n\x19\x42REAKER_STATE_UNSPECIFIED\x10\x00\x12\x18\n\x14\x42REAKER_STATE_CLOSED\x10\x01\x12\x16\n\x12\x42REAKER_STATE_OPEN\x10\x02\x12\x1b\n\x17\x42REAKER_STATE_HALF_OPEN\x10\x03*o\n\x0eUpdateStrategy\x12\x1f\n\x1bUPDATE_STRATEGY_UNSPECIFIED\x10\x00\x12\x1f\n\x1bUPDATE_STRATEGY_ALL_AT_ONCE\x10\x01\x12\x1b\n\x17UPDATE_STRATEGY_ROLLING\x10\x02\x32\x8a\x02\n\x0cModelGateway\x12\x41\n\x04\x43hat\x12\x1b.rolloutmesh.v1.ChatRequest\x1a\x1c.rolloutmesh.v1.ChatResponse\x12Y\n\x0cListBackends\x12#.rolloutmesh.v1.ListBackendsRequest\x1a$.rolloutmesh.v1.ListBackendsResponse\x12\\\n\rUpdateWeights\x12$.rolloutmesh.v1.UpdateWeightsRequest\x1a%.rolloutmesh.v1.UpdateWeightsResponseBGZEgithub.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1;rolloutmeshv1b\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'rolloutmesh.v1.modelgateway_pb2', globals())
@@ -24,30 +24,30 @@ if _descriptor._USE_C_DESCRIPTORS == False:
 
   DESCRIPTOR._options = None
   DESCRIPTOR._serialized_options = b'ZEgithub.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1;rolloutmeshv1'
-  _BREAKERSTATE._serialized_start=2051
-  _BREAKERSTATE._serialized_end=2175
-  _UPDATESTRATEGY._serialized_start=2177
-  _UPDATESTRATEGY._serialized_end=2288
+  _BREAKERSTATE._serialized_start=2073
+  _BREAKERSTATE._serialized_end=2197
+  _UPDATESTRATEGY._serialized_start=2199
+  _UPDATESTRATEGY._serialized_end=2310
   _CHATREQUEST._serialized_start=148
   _CHATREQUEST._serialized_end=443
   _CHATCHOICE._serialized_start=446
   _CHATCHOICE._serialized_end=609
   _CHATRESPONSE._serialized_start=612
-  _CHATRESPONSE._serialized_end=945
-  _LISTBACKENDSREQUEST._serialized_start=947
-  _LISTBACKENDSREQUEST._serialized_end=968
-  _BACKEND._serialized_start=971
-  _BACKEND._serialized_end=1370
-  _REPLICA._serialized_start=1372
-  _REPLICA._serialized_end=1475
-  _LISTBACKENDSRESPONSE._serialized_start=1478
-  _LISTBACKENDSRESPONSE._serialized_end=1643
-  _UPDATEWEIGHTSREQUEST._serialized_start=1646
-  _UPDATEWEIGHTSREQUEST._serialized_end=1776
-  _BACKENDUPDATE._serialized_start=1778
-  _BACKENDUPDATE._serialized_end=1882
-  _UPDATEWEIGHTSRESPONSE._serialized_start=1885
-  _UPDATEWEIGHTSRESPONSE._serialized_end=2049
-  _MODELGATEWAY._serialized_start=2291
-  _MODELGATEWAY._serialized_end=2557
+  _CHATRESPONSE._serialized_end=967
+  _LISTBACKENDSREQUEST._serialized_start=969
+  _LISTBACKENDSREQUEST._serialized_end=990
+  _BACKEND._serialized_start=993
+  _BACKEND._serialized_end=1392
+  _REPLICA._serialized_start=1394
+  _REPLICA._serialized_end=1497
+  _LISTBACKENDSRESPONSE._serialized_start=1500
+  _LISTBACKENDSRESPONSE._serialized_end=1665
+  _UPDATEWEIGHTSREQUEST._serialized_start=1668
+  _UPDATEWEIGHTSREQUEST._serialized_end=1798
+  _BACKENDUPDATE._serialized_start=1800
+  _BACKENDUPDATE._serialized_end=1904
+  _UPDATEWEIGHTSRESPONSE._serialized_start=1907
+  _UPDATEWEIGHTSRESPONSE._serialized_end=2071
+  _MODELGATEWAY._serialized_start=2313
+  _MODELGATEWAY._serialized_end=2579
 # @@protoc_insertion_point(module_scope)

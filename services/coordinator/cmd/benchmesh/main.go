@@ -64,7 +64,7 @@ func main() {
 	flag.StringVar(&o.logLevel, "log-level", "info", "the services' --log-level (info is what a deployment runs)")
 	flag.StringVar(&o.binDir, "bin", "", "directory with prebuilt binaries (coordinator, runner, vmmanager, modelgateway, storage, fakellm, simguest); default: go build into a temporary directory")
 	flag.BoolVar(&o.keep, "keep", false, "keep the temporary directory (logs, data)")
-	flag.IntVar(&o.perfSeconds, "perf", 0, "at the largest N, record each service with `perf record` for this many seconds mid-run and print its hottest functions (0: off)")
+	flag.IntVar(&o.perfSeconds, "perf", 0, "at the largest N, record each service with `perf record -g` for this many seconds mid-run and print its hottest functions (0: off); `perf report -g` on the kept data shows the call paths")
 	flag.StringVar(&o.perfDir, "perf-dir", "", "keep perf.data files here (default: the temporary directory)")
 	flag.Float64Var(&o.goal, "goal", 5000, "goal in episodes/min at -goal-n VMs")
 	flag.IntVar(&o.goalN, "goal-n", 1024, "the N the goal applies to")

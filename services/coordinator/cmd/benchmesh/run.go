@@ -546,14 +546,14 @@ func profile(ctx context.Context, dir string, n int, procs []*proc, seconds int)
 		go func() {
 			defer wg.Done()
 			data := filepath.Join(dir, fmt.Sprintf("perf-n%d-%s.data", n, svc))
-			rec := exec.CommandContext(ctx, "perf", "record", "-F", "499", "-o", data, "-p", strings.Join(ps, ","), "--", "sleep", strconv.Itoa(seconds))
+			rec := exec.CommandContext(ctx, "perf", "record", "-g", "-F", "499", "-o", data, "-p", strings.Join(ps, ","), "--", "sleep", strconv.Itoa(seconds))
 			if b, err := rec.CombinedOutput(); err != nil {
 				mu.Lock()
 				out[svc] = fmt.Sprintf("perf record: %v: %.300s", err, b)
 				mu.Unlock()
 				return
 			}
-			rep, err := exec.CommandContext(ctx, "perf", "report", "-i", data, "--stdio", "--no-children", "--sort", "symbol", "--percent-limit", "1.5").Output()
+			rep, err := exec.CommandContext(ctx, "perf", "report", "-i", data, "--stdio", "--no-children", "-g", "none", "--sort", "symbol", "--percent-limit", "1.5").Output()
 			var lines []string
 			for _, l := range strings.Split(string(rep), "\n") {
 				// Drop the empty columns perf pads each row with.

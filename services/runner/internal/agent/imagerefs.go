@@ -86,29 +86,59 @@ func copyMessage(m *rmv1.ChatMessage) *rmv1.ChatMessage {
 }
 
 // delivered notes the images whose bytes the successful request wire
-// carried.
-func (r *imageRefs) delivered(wire *rmv1.ChatRequest) {
+// carried, by the digests the gateway answered with
+// (ChatResponse.image_sha256, one per such image, in order), or, from a
+// gateway that sends none, by hashing them here.
+func (r *imageRefs) delivered(wire *rmv1.ChatRequest, resp *rmv1.ChatResponse) {
 	if r.off {
 		return
 	}
+	var carried []*rmv1.Image
 	for _, m := range wire.GetMessages() {
 		for _, p := range m.GetContent() {
-			img := p.GetImage()
-			if img == nil || len(img.GetData()) == 0 {
-				continue
+			if img := p.GetImage(); img != nil && len(img.GetData()) > 0 {
+				carried = append(carried, img)
 			}
-			if _, ok := r.sent[img]; ok {
-				continue
-			}
-			sum := sha256.Sum256(img.GetData())
-			sha := hex.EncodeToString(sum[:])
-			if r.sent == nil {
-				r.sent = make(map[*rmv1.Image]string)
-			}
-			r.sent[img] = sha
-			r.lastData, r.lastSHA = img.GetData(), sha
 		}
 	}
+	digests := resp.GetImageSha256()
+	if len(digests) != len(carried) || !allDigests(digests) {
+		digests = nil
+	}
+	for i, img := range carried {
+		if _, ok := r.sent[img]; ok {
+			continue
+		}
+		var sha string
+		if digests != nil {
+			sha = digests[i]
+		} else {
+			sum := sha256.Sum256(img.GetData())
+			sha = hex.EncodeToString(sum[:])
+		}
+		if r.sent == nil {
+			r.sent = make(map[*rmv1.Image]string)
+		}
+		r.sent[img] = sha
+		r.lastData, r.lastSHA = img.GetData(), sha
+	}
+}
+
+// allDigests reports whether every one of ds is a SHA-256 in lowercase
+// hex, the only form a reference may take: a gateway that answered
+// anything else is not trusted for any of them.
+func allDigests(ds []string) bool {
+	for _, d := range ds {
+		if len(d) != 2*sha256.Size {
+			return false
+		}
+		for i := 0; i < len(d); i++ {
+			if c := d[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // forget drops the images no request will carry again (older than the
@@ -194,7 +224,7 @@ func (l *loop) chat(ctx context.Context) (*rmv1.ChatRequest, *rmv1.ChatResponse,
 		}
 	}
 	if err == nil {
-		l.refs.delivered(req)
+		l.refs.delivered(req, resp)
 	}
 	return req, resp, err
 }

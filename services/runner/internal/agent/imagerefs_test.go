@@ -9,6 +9,7 @@ import (
 	"image/color"
 	"image/png"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -171,6 +172,47 @@ func TestImageRefsOffWhenGatewayKeepsNone(t *testing.T) {
 	}
 	if !l.refs.off {
 		t.Error("references still on")
+	}
+}
+
+// TestDeliveredTakesTheGatewaysDigests: the loop names the images a
+// request carried by the digests the gateway answered with, one per image
+// in order, and hashes them itself only when the answer has none, or not
+// one per image, or one that is not a lowercase hex SHA-256.
+func TestDeliveredTakesTheGatewaysDigests(t *testing.T) {
+	a, b := shotPNG(t, 1), shotPNG(t, 2)
+	sumA, sumB := sha256.Sum256(a), sha256.Sum256(b)
+	hashedA, hashedB := hex.EncodeToString(sumA[:]), hex.EncodeToString(sumB[:])
+	// Not the images' SHA-256: taken as is, it shows no hash was computed.
+	fromGW := []string{strings.Repeat("1", 64), strings.Repeat("2", 64)}
+	tests := []struct {
+		name   string
+		answer []string
+		wantA  string
+		wantB  string
+	}{
+		{"one digest per image", fromGW, fromGW[0], fromGW[1]},
+		{"none (an older gateway)", nil, hashedA, hashedB},
+		{"one too few", fromGW[:1], hashedA, hashedB},
+		{"not lowercase hex", []string{strings.Repeat("A", 64), fromGW[1]}, hashedA, hashedB},
+		{"too short", []string{"abc", fromGW[1]}, hashedA, hashedB},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := &rmv1.ChatRequest{Messages: []*rmv1.ChatMessage{textMsg("system", "sys"), shotMsg(a), shotMsg(b)}}
+			imgA, imgB := req.Messages[1].Content[1].GetImage(), req.Messages[2].Content[1].GetImage()
+			var r imageRefs
+			r.delivered(req, &rmv1.ChatResponse{ImageSha256: tt.answer})
+			if got := r.sent[imgA]; got != tt.wantA {
+				t.Errorf("first image named %q, want %q", got, tt.wantA)
+			}
+			if got := r.sent[imgB]; got != tt.wantB {
+				t.Errorf("second image named %q, want %q", got, tt.wantB)
+			}
+			if got := r.digestOf(b); got != tt.wantB {
+				t.Errorf("digestOf(the last image) = %q, want %q", got, tt.wantB)
+			}
+		})
 	}
 }
 
