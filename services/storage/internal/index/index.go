@@ -75,7 +75,12 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 		q.Add("_pragma", "busy_timeout(10000)")
 		q.Add("_pragma", "foreign_keys(0)")
 		u := "file:" + dsn + "?" + q.Encode()
-		w, err := sql.Open("sqlite", u)
+		// The writer's statement journals (SQLite keeps one for a statement
+		// inside a transaction that may have to undo it alone) went to a temp
+		// file, written a few hundred times a second under ingest; in memory
+		// they cost at most one statement's changes.
+		wq := url.Values{"_pragma": append([]string{"temp_store(MEMORY)"}, q["_pragma"]...)}
+		w, err := sql.Open("sqlite", "file:"+dsn+"?"+wq.Encode())
 		if err != nil {
 			return nil, fmt.Errorf("open sqlite: %w", err)
 		}

@@ -244,3 +244,31 @@ func diffAt(got, want []bool) []int {
 	}
 	return at
 }
+
+// TestSQLiteWriterSettings reads back the settings every connection of the
+// SQLite writer must run with: a commit durable before AppendSteps answers,
+// and statement journals in memory rather than in a temp file per statement.
+func TestSQLiteWriterSettings(t *testing.T) {
+	ctx := context.Background()
+	db, err := Open(ctx, filepath.Join(t.TempDir(), "index.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, tc := range []struct {
+		pragma string
+		want   string
+	}{
+		{"journal_mode", "wal"},
+		{"synchronous", "2"}, // FULL
+		{"temp_store", "2"},  // MEMORY
+	} {
+		var got string
+		if err := db.w.QueryRowContext(ctx, "PRAGMA "+tc.pragma).Scan(&got); err != nil {
+			t.Fatalf("PRAGMA %s: %v", tc.pragma, err)
+		}
+		if got != tc.want {
+			t.Errorf("writer PRAGMA %s = %q, want %q", tc.pragma, got, tc.want)
+		}
+	}
+}

@@ -15,7 +15,25 @@ import (
 
 // Client reaches guest servers.
 type Client struct {
+	// HTTP, when nil, is a client shared by every guest.Client whose pool
+	// keeps an idle connection to each guest (see pooled).
 	HTTP *http.Client
+}
+
+// pooled is the client a Client with no HTTP of its own uses. Go's default
+// transport keeps at most 100 idle connections in all, so with more guests
+// than that (a vmmanager serves pools of up to 256 VMs, and many pools) each
+// readiness probe and command dialled anew: a connect for vmmanager and an
+// accept for the guest on every reset. With no total bound the pool keeps one
+// per guest (at most two), bounded by the guests there are; a connection a
+// guest's restart closed is retried on a new one by net/http for idempotent
+// requests, and dropped after IdleConnTimeout.
+var pooled = &http.Client{Transport: pooledTransport()}
+
+func pooledTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = 0 // no bound in all; MaxIdleConnsPerHost (2) still holds
+	return t
 }
 
 // maxBody bounds what is read from a guest answer.
@@ -42,7 +60,7 @@ func (c *Client) do(ctx context.Context, method, url, token string, body any) (i
 	}
 	hc := c.HTTP
 	if hc == nil {
-		hc = http.DefaultClient
+		hc = pooled
 	}
 	resp, err := hc.Do(req)
 	if err != nil {

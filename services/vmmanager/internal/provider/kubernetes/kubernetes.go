@@ -92,7 +92,7 @@ type Options struct {
 	Client clientset.Interface
 	// Clock times the API backoff; nil is the real clock.
 	Clock clock.Clock
-	// Guest reaches the guest servers; its zero value uses http.DefaultClient.
+	// Guest reaches the guest servers; its zero value shares one pooled client.
 	Guest guest.Client
 }
 
