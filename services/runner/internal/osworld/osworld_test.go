@@ -195,6 +195,43 @@ func TestEvaluateUnsupportedIsNamed(t *testing.T) {
 	}
 }
 
+// TestEvaluateMakesCacheFolderOnlyForGetters: an episode scored without
+// postconfig or getters (infeasible, or a last action of FAIL) leaves no
+// folder behind; one whose evaluator reads results has its folder made
+// before the getters run.
+func TestEvaluateMakesCacheFolderOnlyForGetters(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		task      string
+		in        env.EvalInput
+		wantDir   bool
+		wantScore float64
+	}{
+		{"infeasible", `{"instruction":"x","evaluator":{"func":"infeasible"}}`, env.EvalInput{LastActionFailed: true}, false, 1},
+		{"last action FAIL", `{"instruction":"x","evaluator":{"func":"exact_match","result":{"type":"rule","rules":{"expected":1}},"expected":{"type":"rule","rules":{"expected":1}}}}`, env.EvalInput{LastActionFailed: true}, false, 0},
+		{"getters", `{"instruction":"x","evaluator":{"func":"exact_match","result":{"type":"rule","rules":"a"},"expected":{"type":"rule","rules":{"expected":"a"}}}}`, env.EvalInput{}, true, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			task, err := ParseTask([]byte(tc.task))
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := filepath.Join(t.TempDir(), "task", "episode-1")
+			ev, err := (&Session{CacheDir: dir}).Evaluate(context.Background(), task, tc.in)
+			if err != nil {
+				t.Fatalf("Evaluate: %v", err)
+			}
+			if ev.Score != tc.wantScore {
+				t.Errorf("score = %v, want %v", ev.Score, tc.wantScore)
+			}
+			_, err = os.Stat(dir)
+			if got := err == nil; got != tc.wantDir {
+				t.Errorf("cache folder made = %v (stat: %v), want %v", got, err, tc.wantDir)
+			}
+		})
+	}
+}
+
 func FuzzParseTask(f *testing.F) {
 	f.Add([]byte(`{"id":"a","instruction":"do","evaluator":{"func":["exact_match"],"result":[{"type":"rule"}],"expected":[null]}}`))
 	f.Add([]byte(`{"instruction":"x","evaluator":{"func":"a","options":[1]}}`))
