@@ -267,3 +267,52 @@ func peakRSS(pid int) (int64, error) {
 	}
 	return 0, fmt.Errorf("/proc/%d/status: no VmHWM", pid)
 }
+
+// machineTicks is the machine's CPU time by kind, summed over its CPUs,
+// from the first line of /proc/stat, in clock ticks.
+type machineTicks struct {
+	busy  int64 // user, nice, system, irq, softirq
+	idle  int64 // idle and iowait
+	steal int64 // time the hypervisor ran something else on our vCPUs
+}
+
+func (m machineTicks) sub(o machineTicks) machineTicks {
+	return machineTicks{busy: m.busy - o.busy, idle: m.idle - o.idle, steal: m.steal - o.steal}
+}
+
+// shares is the busy, idle and steal shares of m's total.
+func (m machineTicks) shares() (busy, idle, steal float64) {
+	t := float64(m.busy + m.idle + m.steal)
+	if t <= 0 {
+		return 0, 0, 0
+	}
+	return float64(m.busy) / t, float64(m.idle) / t, float64(m.steal) / t
+}
+
+// readMachineTicks reads the "cpu" line of /proc/stat (proc(5)): user
+// nice system idle iowait irq softirq steal guest guest_nice. Guest time
+// is already counted in user and nice.
+func readMachineTicks() (machineTicks, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return machineTicks{}, err
+	}
+	return parseMachineTicks(string(b))
+}
+
+func parseMachineTicks(stat string) (machineTicks, error) {
+	line, _, _ := strings.Cut(stat, "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return machineTicks{}, fmt.Errorf("/proc/stat: first line %.80q is not the cpu total with 8 counters", line)
+	}
+	var v [8]int64
+	for i := range v {
+		n, err := strconv.ParseInt(f[i+1], 10, 64)
+		if err != nil {
+			return machineTicks{}, fmt.Errorf("/proc/stat: cpu counter %d: %w", i+1, err)
+		}
+		v[i] = n
+	}
+	return machineTicks{busy: v[0] + v[1] + v[2] + v[5] + v[6], idle: v[3] + v[4], steal: v[7]}, nil
+}

@@ -109,3 +109,39 @@ func TestPeakRSSSeesGrowth(t *testing.T) {
 		t.Error("peakRSS(-1): no error")
 	}
 }
+
+func TestParseMachineTicks(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		in      string
+		want    machineTicks
+		wantErr bool
+	}{
+		{"kernel 6 line", "cpu  100 5 50 1000 20 3 7 40 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\n", machineTicks{busy: 100 + 5 + 50 + 3 + 7, idle: 1000 + 20, steal: 40}, false},
+		{"no steal column", "cpu  100 5 50 1000 20 3 7\n", machineTicks{}, true},
+		{"per-CPU line first", "cpu0 1 2 3 4 5 6 7 8\n", machineTicks{}, true},
+		{"not a number", "cpu  1 2 3 x 5 6 7 8\n", machineTicks{}, true},
+		{"empty", "", machineTicks{}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseMachineTicks(tc.in)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("parseMachineTicks error = %v, want error %v", err, tc.wantErr)
+			}
+			if got != tc.want {
+				t.Errorf("parseMachineTicks = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+	m, err := readMachineTicks()
+	if err != nil {
+		t.Fatalf("readMachineTicks: %v", err)
+	}
+	if m.busy+m.idle <= 0 {
+		t.Errorf("readMachineTicks = %+v: no time counted", m)
+	}
+	busy, idle, steal := machineTicks{busy: 60, idle: 30, steal: 10}.shares()
+	if busy != 0.6 || idle != 0.3 || steal != 0.1 {
+		t.Errorf("shares = %v, %v, %v, want 0.6, 0.3, 0.1", busy, idle, steal)
+	}
+}

@@ -62,6 +62,10 @@ type result struct {
 	// again with the bytes), and images it stored. ok is false when its
 	// metrics could not be read.
 	images imageCounts
+	// machine is the whole machine's CPU time over the run (/proc/stat);
+	// machineOK is false when it could not be read.
+	machine   machineTicks
+	machineOK bool
 }
 
 // script answers every desktop step with a click; the runner ends the
@@ -241,6 +245,7 @@ func runOnce(ctx context.Context, o options, dir string, n, perfSeconds int) (r 
 	if err != nil {
 		return r, err
 	}
+	machineBefore, machineErr := readMachineTicks()
 	ioBefore, err := ioAll(procs)
 	if err != nil {
 		return r, err
@@ -349,6 +354,9 @@ func runOnce(ctx context.Context, o options, dir string, n, perfSeconds int) (r 
 	after, err := cpuAll(procs)
 	if err != nil {
 		return r, err
+	}
+	if m, err := readMachineTicks(); err == nil && machineErr == nil {
+		r.machine, r.machineOK = m.sub(machineBefore), true
 	}
 	ioAfter, err := ioAll(procs)
 	if err != nil {
@@ -632,6 +640,11 @@ func (r result) print(o options) {
 		fmt.Printf("; steady (10th-90th percentile hand-out): %.0f episodes/min", float64(r.steadyEpisodes)/r.steady.Minutes())
 	}
 	fmt.Printf("\n  VM busy share (leased, sampled %d times): %.1f %%\n", r.busySamples, 100*r.busy)
+	if r.machineOK {
+		busy, idle, steal := r.machine.shares()
+		fmt.Printf("  the machine's CPUs over the run (/proc/stat): busy %.1f %%, idle %.1f %%, steal %.1f %% (the hypervisor ran something else on them)\n",
+			100*busy, 100*idle, 100*steal)
+	}
 	fmt.Printf("  %s\n", r.images)
 	var total float64
 	for _, s := range services {
@@ -729,6 +742,14 @@ func printSummary(o options, rs []result) {
 			fmt.Printf("  steady (10th-90th percentile hand-out): %.2f ms CPU per step in all processes; %d cores would run %.0f episodes/min at that cost\n",
 				v, runtimeCPUs(), steadyEPM)
 			figure += fmt.Sprintf(" (steady: %.2f ms, %.0f/min)", v, steadyEPM)
+		}
+		if r.machineOK {
+			// Steal is CPU time the run could not have: on a shared host
+			// the same mesh runs slower for it, so the goal line says it.
+			_, _, steal := r.machine.shares()
+			fmt.Printf("  the hypervisor took %.1f %% of the CPUs' time (steal): the mesh had %.2f of the %d cores\n",
+				100*steal, cpus*(1-steal), runtimeCPUs())
+			figure += fmt.Sprintf("; steal %.1f %%", 100*steal)
 		}
 		benchreport.Goal(os.Stdout, "mesh-episodes-per-min",
 			fmt.Sprintf("mesh >= %.0f episodes/min of %d screenshot steps at N = %d", o.goal, o.steps, r.n),
