@@ -26,6 +26,7 @@ import (
 
 	pb "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
 	"github.com/rolloutmesh/rolloutmesh/serverkit/daemon"
+	"github.com/rolloutmesh/rolloutmesh/serverkit/grpcserver"
 	"github.com/rolloutmesh/rolloutmesh/serverkit/tlscreds"
 	"github.com/rolloutmesh/rolloutmesh/services/coordinator/internal/leasing"
 	"github.com/rolloutmesh/rolloutmesh/services/coordinator/internal/scheduler"
@@ -174,6 +175,7 @@ func New(ctx context.Context, cfg Config, env daemon.Env) (*Service, error) {
 			// large; the servers allow 64 MiB messages.
 			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxPeerMsg), grpc.MaxCallSendMsgSize(maxPeerMsg)),
 		}
+		opts = append(opts, grpcserver.PeerDialOptions()...)
 		if cfg.PeerToken != "" {
 			opts = append(opts, grpc.WithPerRPCCredentials(bearer(cfg.PeerToken)))
 		}

@@ -29,6 +29,7 @@ import (
 	rmv1 "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
 	"github.com/rolloutmesh/rolloutmesh/serverkit/benchreport"
 	"github.com/rolloutmesh/rolloutmesh/serverkit/daemon"
+	"github.com/rolloutmesh/rolloutmesh/serverkit/grpcserver"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/fakellm"
 )
@@ -190,7 +191,7 @@ func runOverhead(ctx context.Context, o Options, w io.Writer) error {
 		defer unpin()
 	}
 
-	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := runnerConn(grpcAddr)
 	if err != nil {
 		return err
 	}
@@ -630,4 +631,12 @@ func streamTurn(ctx context.Context, c *http.Client, url, key string, msgs []map
 		return 0, "", errors.New("stream ended without [DONE]")
 	}
 	return ttft, reply.String(), nil
+}
+
+// runnerConn dials the gateway's gRPC front the way a runner does (the
+// mesh's fixed flow-control windows, grpcserver.PeerDialOptions), so the
+// gateway's cost per call is the one runners put on it.
+func runnerConn(addr string) (*grpc.ClientConn, error) {
+	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, grpcserver.PeerDialOptions()...)
+	return grpc.NewClient(addr, opts...)
 }

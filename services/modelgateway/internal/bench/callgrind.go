@@ -16,9 +16,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	rmv1 "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
 	"github.com/rolloutmesh/rolloutmesh/serverkit/benchreport"
 )
@@ -202,7 +199,7 @@ func runInstructions(ctx context.Context, o Options, w io.Writer) error {
 			if !grpcFront {
 				return httpSend(gw.addrs[0]), func() { hc.CloseIdleConnections(); gw.stop() }, nil
 			}
-			conn, err := grpc.NewClient(gw.addrs[1], grpc.WithTransportCredentials(insecure.NewCredentials()))
+			conn, err := runnerConn(gw.addrs[1])
 			if err != nil {
 				gw.stop()
 				return nil, nil, err

@@ -1,7 +1,7 @@
 // Package dial opens the runner's outbound gRPC connections (coordinator,
 // gateway, storage): plaintext by default or TLS (optionally with a client
-// certificate), with an optional bearer token on every call and message
-// size limits fit for screenshots.
+// certificate), with an optional bearer token on every call, message
+// size limits fit for screenshots and the mesh's fixed flow-control windows.
 package dial
 
 import (
@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/rolloutmesh/rolloutmesh/serverkit/grpcserver"
 )
 
 // MaxMessage bounds messages both ways (screenshots and recordings ride
@@ -33,6 +35,7 @@ func ConnWith(addr, token string, creds credentials.TransportCredentials) (*grpc
 		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessage), grpc.MaxCallSendMsgSize(MaxMessage)),
 	}
+	opts = append(opts, grpcserver.PeerDialOptions()...)
 	if token != "" {
 		opts = append(opts, grpc.WithPerRPCCredentials(bearer(token)))
 	}
