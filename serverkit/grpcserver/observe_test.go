@@ -79,6 +79,18 @@ var echoDesc = grpc.ServiceDesc{
 
 func startEcho(t *testing.T) (*grpc.ClientConn, *observer.ObservedLogs, *prometheus.Registry) {
 	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, conn, logs, reg := serveEcho(t, ln)
+	return conn, logs, reg
+}
+
+// serveEcho serves the echo service on ln and dials it, with opts after
+// plaintext credentials. Both end with the test.
+func serveEcho(t *testing.T, ln net.Listener, opts ...grpc.DialOption) (*Server, *grpc.ClientConn, *observer.ObservedLogs, *prometheus.Registry) {
+	t.Helper()
 	core, logs := observer.New(zapcore.DebugLevel)
 	reg := prometheus.NewRegistry()
 	s, err := New(Options{Logger: zap.New(core), Registry: reg, SlowCall: slowCall})
@@ -87,18 +99,15 @@ func startEcho(t *testing.T) (*grpc.ClientConn, *observer.ObservedLogs, *prometh
 	}
 	s.GRPC.RegisterService(&echoDesc, echoServer{})
 	s.Ready()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	go s.GRPC.Serve(ln)
 	t.Cleanup(s.GRPC.Stop)
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(ln.Addr().String(),
+		append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	return conn, logs, reg
+	return s, conn, logs, reg
 }
 
 // metricValue is the value of the series of name with exactly labels, or

@@ -10,11 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap"
 	"golang.org/x/net/http2"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
@@ -92,25 +89,12 @@ func TestPeerDialOptionsSendNoPings(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, err := New(Options{Logger: zap.NewNop(), Registry: prometheus.NewRegistry()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			s.GRPC.RegisterService(&echoDesc, echoServer{})
-			s.Ready()
 			inner, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
 				t.Fatal(err)
 			}
 			ln := &tapListener{Listener: inner}
-			go s.GRPC.Serve(ln)
-			defer s.GRPC.Stop()
-			conn, err := grpc.NewClient(inner.Addr().String(),
-				append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, tt.opts...)...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
+			s, conn, _, _ := serveEcho(t, ln, tt.opts...)
 			for i := 0; i < 10; i++ {
 				in := wrapperspb.String("hello")
 				out := new(wrapperspb.StringValue)
