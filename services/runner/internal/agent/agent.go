@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -505,6 +506,58 @@ func (l *loop) request() *rmv1.ChatRequest {
 	}
 }
 
+// shedImages drops the bytes of the recorded images that have left the
+// HistoryImages window. No request carries them again (request puts a note
+// in their place) and the steps that carried them are with the sinks
+// already; kept, every screenshot of an episode stayed in memory until the
+// episode ended, about 100 MB for 50 steps of 1080p screenshots, per
+// episode in flight. The conversation keeps each image's media type and
+// size, which conversation.json reports. Messages are replaced, not
+// changed: the sinks may still be sending the originals.
+func (l *loop) shedImages() {
+	images := 0
+	for i := len(l.conv) - 1; i >= 0; i-- {
+		m := l.conv[i]
+		if !slices.ContainsFunc(m.GetContent(), func(p *rmv1.ContentPart) bool { return p.GetImage() != nil }) {
+			continue
+		}
+		images++
+		if images <= l.cfg.HistoryImages || i >= l.mark {
+			continue
+		}
+		shed, ok := withoutImageBytes(m)
+		if !ok {
+			return // shed before, and so is everything older
+		}
+		l.conv[i] = shed
+	}
+}
+
+// withoutImageBytes is a copy of m whose images keep their media type and
+// size (in blob) but not their bytes; false when no image had bytes.
+func withoutImageBytes(m *rmv1.ChatMessage) (*rmv1.ChatMessage, bool) {
+	var content []*rmv1.ContentPart
+	for i, p := range m.GetContent() {
+		img := p.GetImage()
+		if img == nil || len(img.GetData()) == 0 {
+			continue
+		}
+		if content == nil {
+			content = slices.Clone(m.GetContent())
+		}
+		content[i] = &rmv1.ContentPart{Part: &rmv1.ContentPart_Image{Image: &rmv1.Image{
+			MediaType: img.GetMediaType(), Url: img.GetUrl(), Detail: img.GetDetail(),
+			Blob: &rmv1.BlobRef{MediaType: img.GetMediaType(), Size: int64(len(img.GetData()))},
+		}}}
+	}
+	if content == nil {
+		return m, false
+	}
+	c := copyMessage(m)
+	c.Content = content
+	return c, true
+}
+
 func withoutImages(m *rmv1.ChatMessage) *rmv1.ChatMessage {
 	c := copyMessage(m)
 	c.Content = nil
@@ -699,6 +752,7 @@ func (l *loop) record(ctx context.Context, obs env.Observation, resp *rmv1.ChatM
 	// step that carries them.
 	mc.NewMessages = append(mc.NewMessages, l.conv[l.mark:]...)
 	l.mark = len(l.conv)
+	l.shedImages()
 	if retry == 0 {
 		retry = l.retryOfCall
 	}

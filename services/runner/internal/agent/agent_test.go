@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"image"
 	"image/png"
+	"slices"
 	"testing"
+
+	"google.golang.org/protobuf/proto"
 
 	rmv1 "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/action"
@@ -68,5 +71,53 @@ func TestScalePNG(t *testing.T) {
 	}
 	if _, err := scalePNG([]byte("not an image"), action.Screen{Width: 1, Height: 1}); err == nil {
 		t.Error("scalePNG of garbage gave no error")
+	}
+}
+
+// TestShedImages: once recorded, images older than the HistoryImages
+// window lose their bytes but keep media type and size; images in the
+// window or not yet recorded keep their bytes; the messages the sinks
+// were given are not changed; requests are the same as before.
+func TestShedImages(t *testing.T) {
+	tests := []struct {
+		name string
+		keep int
+		mark int    // messages recorded
+		want []bool // per observation message: bytes kept
+	}{
+		{name: "all recorded", keep: 2, mark: 9, want: []bool{false, false, true, true}},
+		{name: "the last two not recorded", keep: 1, mark: 5, want: []bool{false, false, true, true}},
+		{name: "window covers all", keep: 4, mark: 9, want: []bool{true, true, true, true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := &loop{cfg: Config{HistoryImages: tt.keep, EpisodeID: "ep"}, mark: tt.mark}
+			l.conv = []*rmv1.ChatMessage{textMsg("system", "sys")}
+			for i := 0; i < 4; i++ {
+				l.conv = append(l.conv, imageMsg("obs"), textMsg("assistant", "act"))
+			}
+			given := slices.Clone(l.conv) // what the sinks hold
+			before := l.request()
+			l.shedImages()
+			l.shedImages() // a second pass changes nothing
+			for i, want := range tt.want {
+				img := l.conv[1+2*i].GetContent()[1].GetImage()
+				if got := len(img.GetData()) > 0; got != want {
+					t.Errorf("observation %d: bytes kept = %v, want %v", i, got, want)
+				}
+				if !want && (img.GetMediaType() != "image/png" || img.GetBlob().GetSize() != 3 || img.GetBlob().GetMediaType() != "image/png") {
+					t.Errorf("observation %d: shed image %v, want its media type and size 3", i, img)
+				}
+				if given[1+2*i].GetContent()[1].GetImage().GetData() == nil {
+					t.Errorf("observation %d: the message the sinks hold lost its bytes", i)
+				}
+				if got := l.conv[1+2*i].GetContent()[0].GetText(); got != "obs" {
+					t.Errorf("observation %d: text %q, want obs", i, got)
+				}
+			}
+			if after := l.request(); !proto.Equal(before, after) {
+				t.Errorf("request after shedding differs:\n%v\nbefore:\n%v", after, before)
+			}
+		})
 	}
 }

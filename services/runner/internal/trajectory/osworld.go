@@ -130,7 +130,13 @@ func (o *OSWorldWriter) WriteConversation(msgs []*rmv1.ChatMessage) error {
 		mm := message{Role: m.GetRole(), ToolCallID: m.GetToolCallId()}
 		for _, p := range m.GetContent() {
 			if img := p.GetImage(); img != nil {
-				mm.Content = append(mm.Content, map[string]any{"type": "image", "media_type": img.GetMediaType(), "bytes": len(img.GetData())})
+				// The agent drops the bytes of images older than its
+				// window and keeps their size in blob.
+				n := int64(len(img.GetData()))
+				if n == 0 {
+					n = img.GetBlob().GetSize()
+				}
+				mm.Content = append(mm.Content, map[string]any{"type": "image", "media_type": img.GetMediaType(), "bytes": n})
 				continue
 			}
 			mm.Content = append(mm.Content, map[string]any{"type": "text", "text": p.GetText()})

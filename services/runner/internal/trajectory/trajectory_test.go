@@ -2,6 +2,7 @@ package trajectory
 
 import (
 	"context"
+	"encoding/json"
 	"net"
 	"os"
 	"path/filepath"
@@ -86,6 +87,36 @@ func TestOSWorldWriter(t *testing.T) {
 		if b, err := os.ReadFile(filepath.Join(dir, name)); err != nil || string(b) != content {
 			t.Errorf("%s = %q, %v; want %q", name, b, err, content)
 		}
+	}
+
+	// conversation.json: images as a note of their size, whether the agent
+	// still holds their bytes or kept only the size (older than its window).
+	image := func(img *rmv1.Image) *rmv1.ContentPart {
+		return &rmv1.ContentPart{Part: &rmv1.ContentPart_Image{Image: img}}
+	}
+	conv := []*rmv1.ChatMessage{
+		{Role: "user", Content: []*rmv1.ContentPart{
+			{Part: &rmv1.ContentPart_Text{Text: "old"}},
+			image(&rmv1.Image{MediaType: "image/png", Blob: &rmv1.BlobRef{MediaType: "image/png", Size: 209000}}),
+		}},
+		{Role: "user", Content: []*rmv1.ContentPart{image(&rmv1.Image{MediaType: "image/jpeg", Data: []byte("jpeg")})}},
+	}
+	if err := w.WriteConversation(conv); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "conversation.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []struct {
+		Role    string           `json:"role"`
+		Content []map[string]any `json:"content"`
+	}
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatalf("conversation.json: %v\n%s", err, b)
+	}
+	if len(got) != 2 || len(got[0].Content) != 2 || got[0].Content[1]["bytes"] != 209000.0 || got[1].Content[0]["bytes"] != 4.0 {
+		t.Errorf("conversation.json images, want sizes 209000 and 4:\n%s", b)
 	}
 }
 
