@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"net"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -279,6 +280,97 @@ func TestCopiesNameEveryField(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if d := cmp.Diff(tc.m, tc.copy(tc.m), protocmp.Transform()); d != "" {
 				t.Errorf("copy%s lost fields (-original +copy):\n%s", tc.name, d)
+			}
+		})
+	}
+}
+
+// countingClient counts the AppendSteps streams opened.
+type countingClient struct {
+	rmv1.StorageClient
+	mu      sync.Mutex
+	streams int
+}
+
+func (c *countingClient) AppendSteps(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[rmv1.AppendStepsRequest, rmv1.AppendStepsResponse], error) {
+	c.mu.Lock()
+	c.streams++
+	c.mu.Unlock()
+	return c.StorageClient.AppendSteps(ctx, opts...)
+}
+
+// TestStreamerCheckpoints: against the real storage service, a streamer
+// whose unacknowledged steps pass CheckpointBytes closes the stream for
+// storage's acknowledgement and lets go of those steps (the first step is
+// collected before the episode ends), and the episode is stored whole.
+// Without a checkpoint the streamer keeps every step until Close.
+func TestStreamerCheckpoints(t *testing.T) {
+	tests := []struct {
+		name        string
+		checkpoint  int
+		wantStreams int
+		wantFreed   bool
+	}{
+		{name: "every step", checkpoint: 1, wantStreams: 4, wantFreed: true},
+		{name: "none before the end", checkpoint: 1 << 30, wantStreams: 1, wantFreed: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env := daemontest.Env(t)
+			svc, err := storage.New(context.Background(), storage.Config{}, env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cc, err := grpc.NewClient(daemontest.Serve(t, env, svc), grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cc.Close()
+			client := &countingClient{StorageClient: rmv1.NewStorageClient(cc)}
+			s := NewStreamer(context.Background(), client, StreamerConfig{CheckpointBytes: tt.checkpoint}, clock.Real{}, zaptest.NewLogger(t), &rmv1.Episode{EpisodeId: "e", RolloutId: "r"})
+			freed := make(chan struct{})
+			shots := make([][]byte, 3)
+			for i := range shots {
+				shots[i] = screenshot(byte(i+1), 100)
+				st := agentStep(int32(i), bytes.Clone(shots[i]))
+				if i == 0 {
+					runtime.AddCleanup(st, func(ch chan struct{}) { close(ch) }, freed)
+				}
+				s.Record(context.Background(), agent.StepRecord{Step: st})
+			}
+			// The third step's checkpoint has closed the first step's stream
+			// once that step can be collected; give it two seconds.
+			got := false
+			for deadline := time.Now().Add(2 * time.Second); !got && time.Now().Before(deadline); {
+				runtime.GC()
+				select {
+				case <-freed:
+					got = true
+				case <-time.After(20 * time.Millisecond):
+				}
+			}
+			if got != tt.wantFreed {
+				t.Errorf("first step collected before Close: %v, want %v", got, tt.wantFreed)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if acked, err := s.Close(ctx, &rmv1.Episode{EpisodeId: "e", RolloutId: "r", Status: rmv1.EpisodeStatus_EPISODE_STATUS_DONE}); err != nil || acked != 3 {
+				t.Fatalf("Close = %d, %v; want 3 steps acked", acked, err)
+			}
+			if client.streams != tt.wantStreams {
+				t.Errorf("%d AppendSteps streams, want %d", client.streams, tt.wantStreams)
+			}
+			ep, err := client.GetEpisode(ctx, &rmv1.GetEpisodeRequest{EpisodeId: "e", IncludeSteps: true, InlineBlobs: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ep.GetEpisode().GetStatus() != rmv1.EpisodeStatus_EPISODE_STATUS_DONE || len(ep.GetSteps()) != 3 {
+				t.Fatalf("stored episode %s with %d steps, want DONE with 3", ep.GetEpisode().GetStatus(), len(ep.GetSteps()))
+			}
+			for i, st := range ep.GetSteps() {
+				if !bytes.Equal(st.GetObservation().GetScreenshot().GetData(), shots[i]) {
+					t.Errorf("step %d: stored screenshot differs from the one sent", i)
+				}
 			}
 		})
 	}

@@ -41,6 +41,14 @@ type StreamerConfig struct {
 	// MaxRetainedBytes bounds the sent-but-unacknowledged steps kept for a
 	// resend after a broken stream.
 	MaxRetainedBytes int
+	// CheckpointBytes: once the sent-but-unacknowledged steps reach this
+	// size (default 16 MiB, counting a screenshot the step carries twice
+	// twice), the streamer closes the stream for storage's acknowledgement
+	// and goes on in a new one. Storage acknowledges only at a stream's
+	// end, so without it an episode in flight kept every step it recorded,
+	// screenshots included, until it ended: about 100 MB for 50 steps of
+	// 1080p screenshots, per episode a runner runs.
+	CheckpointBytes int
 	// Attempts is how often a broken stream is reopened (default 20, with a
 	// backoff growing by 500ms up to maxBackoff: about 50s in all, enough to
 	// ride out a storage restart).
@@ -98,6 +106,9 @@ func NewStreamer(ctx context.Context, c appendClient, cfg StreamerConfig, clk cl
 	}
 	if cfg.MaxRetainedBytes <= 0 {
 		cfg.MaxRetainedBytes = 256 << 20
+	}
+	if cfg.CheckpointBytes <= 0 {
+		cfg.CheckpointBytes = 16 << 20
 	}
 	if cfg.Attempts <= 0 {
 		cfg.Attempts = 20
@@ -162,6 +173,7 @@ func (s *Streamer) run(ctx context.Context) {
 		stream        grpc.ClientStreamingClient[rmv1.AppendStepsRequest, rmv1.AppendStepsResponse]
 		attempts      int
 		err           error
+		ackedBefore   int // by the streams checkpoint closed
 	)
 	open := func() error {
 		for {
@@ -201,6 +213,34 @@ func (s *Streamer) run(ctx context.Context) {
 			}
 		}
 	}
+	// acks records what storage acknowledged of the retained steps at a
+	// stream's end.
+	acks := func(resp *rmv1.AppendStepsResponse) {
+		n := len(resp.GetAcked())
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.acked = ackedBefore + n
+		if n < len(retained) && retainedBytes <= s.cfg.MaxRetainedBytes && s.result == nil {
+			s.result = fmt.Errorf("storage acked %d of %d steps", s.acked, ackedBefore+len(retained))
+		}
+	}
+	// checkpoint ends the stream for storage's acknowledgement of what it
+	// carried, lets go of those steps and opens a new stream.
+	checkpoint := func() error {
+		for {
+			var resp *rmv1.AppendStepsResponse
+			if resp, err = stream.CloseAndRecv(); err == nil {
+				acks(resp)
+				ackedBefore += len(resp.GetAcked())
+				retained, retainedBytes = nil, 0
+				attempts = 0 // the reopen budget is per stream
+				return open()
+			}
+			if e := open(); e != nil {
+				return e
+			}
+		}
+	}
 	fail := func(e error) {
 		s.mu.Lock()
 		s.result = e
@@ -232,6 +272,12 @@ func (s *Streamer) run(ctx context.Context) {
 			}
 			break // open resent everything retained, st included
 		}
+		if retainedBytes >= s.cfg.CheckpointBytes {
+			if e := checkpoint(); e != nil {
+				fail(e)
+				return
+			}
+		}
 	}
 	s.mu.Lock()
 	final := s.final
@@ -245,14 +291,7 @@ func (s *Streamer) run(ctx context.Context) {
 			resp, err = stream.CloseAndRecv()
 		}
 		if err == nil {
-			s.mu.Lock()
-			s.acked = len(resp.GetAcked())
-			s.mu.Unlock()
-			if s.acked < len(retained) && retainedBytes <= s.cfg.MaxRetainedBytes {
-				s.mu.Lock()
-				s.result = fmt.Errorf("storage acked %d of %d steps", s.acked, len(retained))
-				s.mu.Unlock()
-			}
+			acks(resp)
 			return
 		}
 		if e := open(); e != nil {
