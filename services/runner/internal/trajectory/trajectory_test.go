@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -198,5 +199,71 @@ func TestStreamerRidesOutStorageRestart(t *testing.T) {
 	}
 	if clk.slept < 20*time.Second {
 		t.Errorf("backed off %s in all, want at least 20s to ride out a restart", clk.slept)
+	}
+}
+
+// failFirstClose is storage whose first stream fails at its end, as when
+// storage dies while committing: nothing of that stream is acknowledged.
+type failFirstClose struct {
+	rmv1.StorageClient
+	mu     sync.Mutex
+	closes int
+}
+
+type failingCloseStream struct {
+	grpc.ClientStreamingClient[rmv1.AppendStepsRequest, rmv1.AppendStepsResponse]
+	c *failFirstClose
+}
+
+func (c *failFirstClose) AppendSteps(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[rmv1.AppendStepsRequest, rmv1.AppendStepsResponse], error) {
+	st, err := c.StorageClient.AppendSteps(ctx, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &failingCloseStream{ClientStreamingClient: st, c: c}, nil
+}
+
+func (s *failingCloseStream) CloseAndRecv() (*rmv1.AppendStepsResponse, error) {
+	s.c.mu.Lock()
+	s.c.closes++
+	first := s.c.closes == 1
+	s.c.mu.Unlock()
+	if first {
+		return nil, status.Error(codes.Unavailable, "storage went away")
+	}
+	return s.ClientStreamingClient.CloseAndRecv()
+}
+
+// TestStreamerCheckpointRetriesABrokenClose: a stream that breaks at a
+// checkpoint is reopened with the steps it carried, and none is lost or
+// counted twice.
+func TestStreamerCheckpointRetriesABrokenClose(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	rmv1.RegisterStorageServer(srv, ackServer{})
+	go srv.Serve(lis) //nolint:errcheck // ends with Stop
+	defer srv.Stop()
+	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	client := &failFirstClose{StorageClient: rmv1.NewStorageClient(cc)}
+	s := NewStreamer(context.Background(), client, StreamerConfig{CheckpointBytes: 1}, &instantClock{}, zaptest.NewLogger(t), &rmv1.Episode{EpisodeId: "e"})
+	for i := 0; i < 3; i++ {
+		s.Record(context.Background(), agent.StepRecord{Step: &rmv1.Step{EpisodeId: "e", Index: int32(i)}})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	acked, err := s.Close(ctx, &rmv1.Episode{EpisodeId: "e", Status: rmv1.EpisodeStatus_EPISODE_STATUS_DONE})
+	if err != nil || acked != 3 {
+		t.Fatalf("Close = %d, %v; want 3 steps acked", acked, err)
+	}
+	// One close per step's checkpoint, the broken one again, and the end.
+	if client.closes != 5 {
+		t.Errorf("%d stream ends, want 5", client.closes)
 	}
 }
