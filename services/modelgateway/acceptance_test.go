@@ -2,6 +2,7 @@ package modelgateway
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -15,6 +16,24 @@ import (
 	"testing"
 	"time"
 )
+
+// waitListening waits until addr accepts connections. It fails when the
+// process exits first (gone: its exit was taken from exited) or after 20 s.
+func waitListening(addr string, exited <-chan error) (gone bool, err error) {
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			c.Close()
+			return false, nil
+		}
+		select {
+		case err := <-exited:
+			return true, fmt.Errorf("exited before listening on %s: %v", addr, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return false, fmt.Errorf("not listening on %s after 20s", addr)
+}
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
@@ -66,17 +85,38 @@ func TestAcceptanceManagedExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	openai, metricsAddr := freeAddr(t), freeAddr(t)
-	var out bytes.Buffer
-	cmd := exec.Command(gw, "--config", cfg, "--grpc-addr", freeAddr(t), "--http-addr", metricsAddr, "--openai-addr", openai)
-	cmd.Dir = work
-	cmd.Env = append(os.Environ(), "TMPDIR="+work)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	var (
+		cmd                 *exec.Cmd
+		out                 bytes.Buffer
+		exited              = make(chan error, 1)
+		openai, metricsAddr string
+	)
+	// A port found free may be taken by another test's connection before
+	// the gateway binds it: start again on other ports when that happens.
+	for attempt := 1; ; attempt++ {
+		openai, metricsAddr = freeAddr(t), freeAddr(t)
+		out.Reset()
+		cmd = exec.Command(gw, "--config", cfg, "--grpc-addr", freeAddr(t), "--http-addr", metricsAddr, "--openai-addr", openai)
+		cmd.Dir = work
+		cmd.Env = append(os.Environ(), "TMPDIR="+work)
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		c := cmd
+		go func() { exited <- c.Wait() }()
+		gone, err := waitListening(openai, exited)
+		if err == nil {
+			break
+		}
+		if !gone { // still running: not listening in time
+			c.Process.Kill()
+			<-exited
+		}
+		if attempt == 3 || !strings.Contains(out.String(), "address already in use") {
+			t.Fatalf("gateway did not start: %v\n%s", err, out.String())
+		}
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
 	defer func() {
 		if cmd.ProcessState == nil {
 			cmd.Process.Kill()
