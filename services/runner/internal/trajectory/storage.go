@@ -42,8 +42,8 @@ type StreamerConfig struct {
 	// resend after a broken stream.
 	MaxRetainedBytes int
 	// CheckpointBytes: once the sent-but-unacknowledged steps reach this
-	// size (default 16 MiB, counting a screenshot the step carries twice
-	// twice), the streamer closes the stream for storage's acknowledgement
+	// size (default 16 MiB of encoded steps, in which a screenshot that is
+	// both observation and image counts twice), the streamer closes the stream for storage's acknowledgement
 	// and goes on in a new one. Storage acknowledges only at a stream's
 	// end, so without it an episode in flight kept every step it recorded,
 	// screenshots included, until it ended: about 100 MB for 50 steps of
