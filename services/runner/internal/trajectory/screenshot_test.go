@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"net"
 	"runtime"
 	"slices"
 	"sync"
@@ -174,20 +173,8 @@ func (o *oldStorage) AppendSteps(stream grpc.ClientStreamingServer[rmv1.AppendSt
 // named by hash gets every step again with the image's bytes, and the
 // episode is stored whole.
 func TestStreamerFallsBackToInlineImages(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	old := &oldStorage{}
-	srv := grpc.NewServer()
-	rmv1.RegisterStorageServer(srv, old)
-	go srv.Serve(lis) //nolint:errcheck // ends with Stop
-	defer srv.Stop()
-	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
+	cc := serveStorage(t, old)
 	s := NewStreamer(context.Background(), rmv1.NewStorageClient(cc), StreamerConfig{}, &instantClock{}, zaptest.NewLogger(t), &rmv1.Episode{EpisodeId: "e"})
 	for i := int32(0); i < 3; i++ {
 		s.Record(context.Background(), agent.StepRecord{Step: agentStep(i, screenshot(byte(i), 200))})

@@ -121,6 +121,42 @@ func TestOSWorldWriter(t *testing.T) {
 	}
 }
 
+// serveStorage serves impl as the storage service on loopback, for the
+// test's length, and returns a connection to it.
+func serveStorage(t *testing.T, impl rmv1.StorageServer) *grpc.ClientConn {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	rmv1.RegisterStorageServer(srv, impl)
+	go srv.Serve(lis) //nolint:errcheck // ends with Stop
+	t.Cleanup(srv.Stop)
+	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return cc
+}
+
+// streamThree streams an episode of three steps through a new streamer
+// and wants all three acknowledged.
+func streamThree(t *testing.T, client appendClient, cfg StreamerConfig, clk clock.Clock) {
+	t.Helper()
+	s := NewStreamer(context.Background(), client, cfg, clk, zaptest.NewLogger(t), &rmv1.Episode{EpisodeId: "e"})
+	for i := 0; i < 3; i++ {
+		s.Record(context.Background(), agent.StepRecord{Step: &rmv1.Step{EpisodeId: "e", Index: int32(i)}})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	acked, err := s.Close(ctx, &rmv1.Episode{EpisodeId: "e", Status: rmv1.EpisodeStatus_EPISODE_STATUS_DONE})
+	if err != nil || acked != 3 {
+		t.Fatalf("Close = %d, %v; want 3 steps acked", acked, err)
+	}
+}
+
 // ackServer acknowledges every step it receives.
 type ackServer struct {
 	rmv1.UnimplementedStorageServer
@@ -172,31 +208,10 @@ func (c *instantClock) After(d time.Duration) <-chan time.Time {
 // It used to give up after 4 attempts (3s), so the runner reported the
 // episode DONE while storage never got it (found by the compose chaos test).
 func TestStreamerRidesOutStorageRestart(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	rmv1.RegisterStorageServer(srv, ackServer{})
-	go srv.Serve(lis) //nolint:errcheck // ends with Stop
-	defer srv.Stop()
-	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
+	cc := serveStorage(t, ackServer{})
 	client := &downClient{StorageClient: rmv1.NewStorageClient(cc), down: 10}
 	clk := &instantClock{}
-	s := NewStreamer(context.Background(), client, StreamerConfig{}, clk, zaptest.NewLogger(t), &rmv1.Episode{EpisodeId: "e"})
-	for i := 0; i < 3; i++ {
-		s.Record(context.Background(), agent.StepRecord{Step: &rmv1.Step{EpisodeId: "e", Index: int32(i)}})
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	acked, err := s.Close(ctx, &rmv1.Episode{EpisodeId: "e", Status: rmv1.EpisodeStatus_EPISODE_STATUS_DONE})
-	if err != nil || acked != 3 {
-		t.Fatalf("Close = %d, %v; want 3 steps acked", acked, err)
-	}
+	streamThree(t, client, StreamerConfig{}, clk)
 	if clk.slept < 20*time.Second {
 		t.Errorf("backed off %s in all, want at least 20s to ride out a restart", clk.slept)
 	}
@@ -238,30 +253,9 @@ func (s *failingCloseStream) CloseAndRecv() (*rmv1.AppendStepsResponse, error) {
 // checkpoint is reopened with the steps it carried, and none is lost or
 // counted twice.
 func TestStreamerCheckpointRetriesABrokenClose(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	rmv1.RegisterStorageServer(srv, ackServer{})
-	go srv.Serve(lis) //nolint:errcheck // ends with Stop
-	defer srv.Stop()
-	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
+	cc := serveStorage(t, ackServer{})
 	client := &failFirstClose{StorageClient: rmv1.NewStorageClient(cc)}
-	s := NewStreamer(context.Background(), client, StreamerConfig{CheckpointBytes: 1}, &instantClock{}, zaptest.NewLogger(t), &rmv1.Episode{EpisodeId: "e"})
-	for i := 0; i < 3; i++ {
-		s.Record(context.Background(), agent.StepRecord{Step: &rmv1.Step{EpisodeId: "e", Index: int32(i)}})
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	acked, err := s.Close(ctx, &rmv1.Episode{EpisodeId: "e", Status: rmv1.EpisodeStatus_EPISODE_STATUS_DONE})
-	if err != nil || acked != 3 {
-		t.Fatalf("Close = %d, %v; want 3 steps acked", acked, err)
-	}
+	streamThree(t, client, StreamerConfig{CheckpointBytes: 1}, &instantClock{})
 	// One close per step's checkpoint, the broken one again, and the end.
 	if client.closes != 5 {
 		t.Errorf("%d stream ends, want 5", client.closes)
