@@ -525,11 +525,9 @@ func (l *loop) shedImages() {
 		if images <= l.cfg.HistoryImages || i >= l.mark {
 			continue
 		}
-		shed, ok := withoutImageBytes(m)
-		if !ok {
-			return // shed before, and so is everything older
+		if shed, ok := withoutImageBytes(m); ok {
+			l.conv[i] = shed
 		}
-		l.conv[i] = shed
 	}
 }
 

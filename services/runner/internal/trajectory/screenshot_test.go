@@ -92,22 +92,28 @@ func TestScreenshotOnce(t *testing.T) {
 	}
 }
 
-// TestStreamerScreenshotOnceInStorage: against the real storage service,
-// the steps go with each screenshot once and come back whole, every image
-// resolving to the screenshot's bytes.
-func TestStreamerScreenshotOnceInStorage(t *testing.T) {
+// realStorage starts the storage service in this process, on loopback
+// gRPC, for the test's length, and returns a client of it.
+func realStorage(t *testing.T) rmv1.StorageClient {
+	t.Helper()
 	env := daemontest.Env(t)
 	svc, err := storage.New(context.Background(), storage.Config{}, env)
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := daemontest.Serve(t, env, svc)
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(daemontest.Serve(t, env, svc), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cc.Close()
-	client := rmv1.NewStorageClient(cc)
+	t.Cleanup(func() { cc.Close() })
+	return rmv1.NewStorageClient(cc)
+}
+
+// TestStreamerScreenshotOnceInStorage: against the real storage service,
+// the steps go with each screenshot once and come back whole, every image
+// resolving to the screenshot's bytes.
+func TestStreamerScreenshotOnceInStorage(t *testing.T) {
+	client := realStorage(t)
 	s := NewStreamer(context.Background(), client, StreamerConfig{}, clock.Real{}, zaptest.NewLogger(t), &rmv1.Episode{EpisodeId: "e", RolloutId: "r"})
 	shots := [][]byte{screenshot(1, 200), screenshot(2, 200)}
 	for i, shot := range shots {
@@ -303,17 +309,7 @@ func TestStreamerCheckpoints(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			env := daemontest.Env(t)
-			svc, err := storage.New(context.Background(), storage.Config{}, env)
-			if err != nil {
-				t.Fatal(err)
-			}
-			cc, err := grpc.NewClient(daemontest.Serve(t, env, svc), grpc.WithTransportCredentials(insecure.NewCredentials()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cc.Close()
-			client := &countingClient{StorageClient: rmv1.NewStorageClient(cc)}
+			client := &countingClient{StorageClient: realStorage(t)}
 			s := NewStreamer(context.Background(), client, StreamerConfig{CheckpointBytes: tt.checkpoint}, clock.Real{}, zaptest.NewLogger(t), &rmv1.Episode{EpisodeId: "e", RolloutId: "r"})
 			freed := make(chan struct{})
 			shots := make([][]byte, 3)

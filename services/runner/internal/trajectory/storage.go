@@ -43,11 +43,12 @@ type StreamerConfig struct {
 	MaxRetainedBytes int
 	// CheckpointBytes: once the sent-but-unacknowledged steps reach this
 	// size (default 16 MiB of encoded steps, in which a screenshot that is
-	// both observation and image counts twice), the streamer closes the stream for storage's acknowledgement
-	// and goes on in a new one. Storage acknowledges only at a stream's
-	// end, so without it an episode in flight kept every step it recorded,
-	// screenshots included, until it ended: about 100 MB for 50 steps of
-	// 1080p screenshots, per episode a runner runs.
+	// both observation and image counts twice), the streamer closes the
+	// stream for storage's acknowledgement and goes on in a new one.
+	// Storage acknowledges only at a stream's end, so without it an episode
+	// in flight kept every step it recorded, screenshots included, until it
+	// ended: about 100 MB for 50 steps of 1080p screenshots, per episode a
+	// runner runs.
 	CheckpointBytes int
 	// Attempts is how often a broken stream is reopened (default 20, with a
 	// backoff growing by 500ms up to maxBackoff: about 50s in all, enough to
