@@ -1,6 +1,7 @@
 // Package proctest lets tests look at the processes they started, through
 // /proc: every descendant of the test process, and whether a secret shows
-// in any of their command lines, which every local user can read.
+// in any of their command lines, which every local user can read; and gives
+// them ports to listen on that no connection can take before they bind.
 package proctest
 
 import (

@@ -14,6 +14,7 @@ import (
 
 	pb "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
 	"github.com/rolloutmesh/rolloutmesh/serverkit/daemon/daemontest"
+	"github.com/rolloutmesh/rolloutmesh/serverkit/proctest"
 	"github.com/rolloutmesh/rolloutmesh/services/runner"
 	"github.com/rolloutmesh/rolloutmesh/services/vmmanager"
 )
@@ -69,7 +70,7 @@ func TestAcceptanceDesktop(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	dataDir, addr := t.TempDir(), freeAddr(t)
+	dataDir, addr := t.TempDir(), proctest.FreeAddr(t)
 	args := []string{"--vmmanager", vmAddr, "--storage", m.storageAddr, "--gateway", m.gatewayAddr, "--adopt-grace", "10s", "--task-root", taskDir}
 	p := startProcess(t, dataDir, addr, args...)
 	for _, id := range []string{"runner-a", "runner-b"} {

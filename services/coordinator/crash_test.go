@@ -3,7 +3,6 @@ package coordinator_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	pb "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
+	"github.com/rolloutmesh/rolloutmesh/serverkit/proctest"
 	"github.com/rolloutmesh/rolloutmesh/services/coordinator"
 	"github.com/rolloutmesh/rolloutmesh/services/coordinator/internal/simrunner"
 )
@@ -55,16 +55,6 @@ type buildError struct {
 }
 
 func (e *buildError) Error() string { return e.err.Error() + ": " + e.out }
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
 
 // coordProcess is a coordinator running as its own process.
 type coordProcess struct {
@@ -118,7 +108,7 @@ func (p *coordProcess) kill() {
 
 func TestKillNineMidRollout(t *testing.T) {
 	dataDir := t.TempDir()
-	addr := freeAddr(t)
+	addr := proctest.FreeAddr(t)
 	ctx := ctxT(t, 90*time.Second)
 	p := startProcess(t, dataDir, addr)
 
@@ -312,7 +302,7 @@ func TestKillNineVMManager(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	vmAddr, vmData := freeAddr(t), t.TempDir()
+	vmAddr, vmData := proctest.FreeAddr(t), t.TempDir()
 	start := func() *exec.Cmd {
 		cmd := exec.Command(vmmanagerBinary(t), "--config", cfg, "--data-dir", vmData, "--grpc-addr", vmAddr, "--http-addr", "", "--log-level", "warn")
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr

@@ -18,6 +18,7 @@ import (
 	pb "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
 	"github.com/rolloutmesh/rolloutmesh/serverkit/daemon"
 	"github.com/rolloutmesh/rolloutmesh/serverkit/daemon/daemontest"
+	"github.com/rolloutmesh/rolloutmesh/serverkit/proctest"
 	"github.com/rolloutmesh/rolloutmesh/services/coordinator"
 	"github.com/rolloutmesh/rolloutmesh/services/coordinator/internal/simrunner"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway"
@@ -159,7 +160,7 @@ func TestWholeMesh(t *testing.T) {
 func TestWholeMeshCoordinatorKill(t *testing.T) {
 	m := startMesh(t, 150*time.Millisecond)
 	dataDir := t.TempDir()
-	addr := freeAddr(t)
+	addr := proctest.FreeAddr(t)
 	args := []string{"--storage", m.storageAddr, "--gateway", m.gatewayAddr, "--adopt-grace", "5s"}
 	p := startProcess(t, dataDir, addr, args...)
 	// Real runners keep reconnecting to the same address across the crash.

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rolloutmesh/rolloutmesh/serverkit/proctest"
 )
 
 // waitListening waits until addr accepts connections. It fails when the
@@ -33,16 +35,6 @@ func waitListening(addr string, exited <-chan error) (gone bool, err error) {
 		}
 	}
 	return false, fmt.Errorf("not listening on %s after 20s", addr)
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // childrenOf lists the live processes whose parent is pid.
@@ -91,12 +83,12 @@ func TestAcceptanceManagedExample(t *testing.T) {
 		exited              = make(chan error, 1)
 		openai, metricsAddr string
 	)
-	// A port found free may be taken by another test's connection before
-	// the gateway binds it: start again on other ports when that happens.
+	// Another test process may pick a port the gateway was given before it
+	// binds it: start again on other ports when that happens.
 	for attempt := 1; ; attempt++ {
-		openai, metricsAddr = freeAddr(t), freeAddr(t)
+		openai, metricsAddr = proctest.FreeAddr(t), proctest.FreeAddr(t)
 		out.Reset()
-		cmd = exec.Command(gw, "--config", cfg, "--grpc-addr", freeAddr(t), "--http-addr", metricsAddr, "--openai-addr", openai)
+		cmd = exec.Command(gw, "--config", cfg, "--grpc-addr", proctest.FreeAddr(t), "--http-addr", metricsAddr, "--openai-addr", openai)
 		cmd.Dir = work
 		cmd.Env = append(os.Environ(), "TMPDIR="+work)
 		cmd.Stdout, cmd.Stderr = &out, &out

@@ -20,6 +20,7 @@ import (
 
 	rmv1 "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
 	"github.com/rolloutmesh/rolloutmesh/serverkit/daemon/daemontest"
+	"github.com/rolloutmesh/rolloutmesh/serverkit/proctest"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/clock"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/launch"
 )
@@ -62,40 +63,9 @@ func buildCmd(t *testing.T, name string) string {
 	return out
 }
 
-// freePortRange returns the first of n consecutive ports nothing listens on
-// now (within a random base).
-func freePortRange(t *testing.T, n int) int {
-	t.Helper()
-	for try := 0; try < 50; try++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		base := ln.Addr().(*net.TCPAddr).Port
-		ln.Close()
-		if base+n > 65535 {
-			continue
-		}
-		ok := true
-		for p := base; p < base+n; p++ {
-			l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
-			if err != nil {
-				ok = false
-				break
-			}
-			l.Close()
-		}
-		if ok {
-			return base
-		}
-	}
-	t.Fatal("no free port range")
-	return 0
-}
-
 func launchedConfig(t *testing.T, command string, replicas int, mod func(*LaunchConfig)) *FileConfig {
 	t.Helper()
-	base := freePortRange(t, replicas+4)
+	base := proctest.FreePortRange(t, replicas+4)
 	lc := &LaunchConfig{
 		Command: command, Replicas: replicas, Ports: fmt.Sprintf("%d-%d", base, base+replicas+3),
 		LogDir: t.TempDir(), GracePeriod: 5 * time.Second, StartupTimeout: time.Minute,

@@ -3,7 +3,6 @@ package runner_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,6 +16,7 @@ import (
 
 	rmv1 "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
 	"github.com/rolloutmesh/rolloutmesh/serverkit/daemon/daemontest"
+	"github.com/rolloutmesh/rolloutmesh/serverkit/proctest"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/fakellm"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/dial"
@@ -78,16 +78,6 @@ func buildDesktopd(t *testing.T) string {
 	return desktopdBin
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // guestProc is a desktopd process with its own Xvfb.
 type guestProc struct {
 	URL string
@@ -103,7 +93,7 @@ func startDesktopd(t *testing.T) *guestProc {
 	t.Helper()
 	needX(t)
 	bin := buildDesktopd(t)
-	port := freePort(t)
+	port := proctest.FreePort(t)
 	cmd := exec.Command(bin, "--addr", fmt.Sprintf("127.0.0.1:%d", port), "--xvfb", "--screen", "1280x720", "--home", t.TempDir(), "--log-level", "warn")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

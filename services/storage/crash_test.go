@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	pb "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
+	"github.com/rolloutmesh/rolloutmesh/serverkit/proctest"
 	"github.com/rolloutmesh/rolloutmesh/services/storage"
 )
 
@@ -56,12 +56,7 @@ type process struct {
 
 func startProcess(t *testing.T, bin, dataDir string, cfg storage.Config) *process {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := lis.Addr().String()
-	lis.Close()
+	addr := proctest.FreeAddr(t)
 	args := []string{"--grpc-addr", addr, "--http-addr", "", "--data-dir", dataDir, "--log-level", "warn"}
 	if cfg.Index != "" {
 		args = append(args, "--index", cfg.Index)

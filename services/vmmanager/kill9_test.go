@@ -3,7 +3,6 @@ package vmmanager
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,17 +19,8 @@ import (
 	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/provider/docker"
 
 	rolloutmeshv1 "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
+	"github.com/rolloutmesh/rolloutmesh/serverkit/proctest"
 )
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
 
 // runVMManager starts the real vmmanager binary.
 func runVMManager(t *testing.T, bin string, args ...string) *exec.Cmd {
@@ -122,7 +112,7 @@ func TestKill9KeepsLeases(t *testing.T) {
 				plantStray: func() func() bool {
 					strayHome := filepath.Join(vmsDir, "local-stray", "home")
 					os.MkdirAll(strayHome, 0o700)
-					stray := exec.Command(desktopd, "--addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--display", "none", "--home", strayHome)
+					stray := exec.Command(desktopd, "--addr", fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t)), "--display", "none", "--home", strayHome)
 					stray.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 					if err := stray.Start(); err != nil {
 						t.Fatal(err)
@@ -204,7 +194,7 @@ func kill9(t *testing.T, mk func(dataDir string) kill9Case) {
 	}
 	var poolName string
 	fmt.Sscanf(strings.TrimSpace(tc.poolYAML), "- name: %s", &poolName)
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t))
 	args := []string{"--config", cfgPath, "--data-dir", dataDir, "--grpc-addr", addr, "--http-addr", "", "--log-format", "console"}
 	vm1 := runVMManager(t, bin, args...)
 	c := dial(t, addr)

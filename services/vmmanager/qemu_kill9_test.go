@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	rolloutmeshv1 "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
+	"github.com/rolloutmesh/rolloutmesh/serverkit/proctest"
 	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/guest"
 	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/procinfo"
 )
@@ -129,7 +130,7 @@ func TestQEMUKill9AndKeepVMs(t *testing.T) {
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t))
 	args := []string{"--config", cfgPath, "--data-dir", dataDir, "--grpc-addr", addr, "--http-addr", "", "--log-format", "console"}
 	keep := append(append([]string(nil), args...), "--keep-vms-on-exit")
 	c := dial(t, addr)

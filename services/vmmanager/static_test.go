@@ -16,6 +16,7 @@ import (
 	"github.com/rolloutmesh/rolloutmesh/serverkit/daemon/daemontest"
 
 	rolloutmeshv1 "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
+	"github.com/rolloutmesh/rolloutmesh/serverkit/proctest"
 )
 
 // startGuest runs a real desktopd without X on addr, as a guest "started
@@ -38,7 +39,7 @@ func TestStaticPool(t *testing.T) {
 	var guests []*exec.Cmd
 	var homes []string
 	for i := 0; i < 2; i++ {
-		addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+		addr := fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t))
 		home := t.TempDir()
 		guests = append(guests, startGuest(t, desktopd, addr, home))
 		homes = append(homes, home)
@@ -101,7 +102,7 @@ func TestStaticPool(t *testing.T) {
 // TestRequestValidation: bad requests get InvalidArgument naming the field.
 func TestRequestValidation(t *testing.T) {
 	desktopd, _ := binaries(t)
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t))
 	startGuest(t, desktopd, addr, t.TempDir())
 	env := daemontest.Env(t)
 	svc, err := New(ctxT(t, time.Minute), Config{Pools: []PoolSpec{{Name: "one", Provider: "static", Size: 1, Static: &StaticSpec{Endpoints: []string{"http://" + addr}}}}}, env)
@@ -231,7 +232,7 @@ func TestRequestValidation(t *testing.T) {
 // reason; a watch of an unknown pool is NotFound.
 func TestWatchPool(t *testing.T) {
 	desktopd, _ := binaries(t)
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t))
 	startGuest(t, desktopd, addr, t.TempDir())
 	env := daemontest.Env(t)
 	svc, err := New(ctxT(t, time.Minute), Config{Pools: []PoolSpec{{Name: "one", Provider: "static", Size: 1, Static: &StaticSpec{Endpoints: []string{"http://" + addr}}}}}, env)

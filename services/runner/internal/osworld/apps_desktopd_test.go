@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rolloutmesh/rolloutmesh/serverkit/proctest"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/guest"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/dlcache"
 )
@@ -38,7 +39,7 @@ func startDesktopd(t *testing.T, home string, flags ...string) *guest.Client {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build desktopd: %v\n%s", err, out)
 	}
-	port := freePort(t)
+	port := proctest.FreePort(t)
 	args := append([]string{"--addr", fmt.Sprintf("127.0.0.1:%d", port), "--xvfb", "--screen", "1280x720", "--home", home, "--log-level", "warn"}, flags...)
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr

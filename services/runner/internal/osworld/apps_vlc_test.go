@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rolloutmesh/rolloutmesh/serverkit/proctest"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/guest"
 )
 
@@ -49,16 +49,6 @@ func localExec(command any, shell bool) guest.ExecResult {
 	return guest.ExecResult{Status: "success", Output: out.String(), Error: errb.String(), ReturnCode: rc}
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // TestVLCPlayingInfo plays a video in a real VLC with its HTTP interface,
 // as OSWorld's VM runs it, reads status.xml through the guest, and scores
 // it with is_vlc_playing; with VLC gone the getter answers nil.
@@ -81,7 +71,7 @@ func TestVLCPlayingInfo(t *testing.T) {
 	if err := os.Chmod(video, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	port := freePort(t)
+	port := proctest.FreePort(t)
 	defer func(p int) { vlcPort = p }(vlcPort)
 	vlcPort = port
 	cmd := exec.Command(vlc, "-I", "dummy", "--extraintf", "http", "--http-host", "127.0.0.1", "--http-port", fmt.Sprint(port),

@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	rolloutmeshv1 "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
+	"github.com/rolloutmesh/rolloutmesh/serverkit/proctest"
 )
 
 // TestAPIKill9 runs the real vmmanager binary with a kubernetes pool
@@ -51,7 +52,7 @@ func TestAPIKill9(t *testing.T) {
 		t.Fatal(err)
 	}
 	dataDir := t.TempDir()
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t))
 	args := []string{"--config", cfgPath, "--data-dir", dataDir, "--grpc-addr", addr, "--http-addr", "", "--log-format", "console"}
 	vm1 := runBinary(t, bin, args...)
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))

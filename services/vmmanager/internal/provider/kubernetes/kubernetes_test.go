@@ -49,6 +49,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clientset "k8s.io/client-go/kubernetes"
 
+	"github.com/rolloutmesh/rolloutmesh/serverkit/proctest"
 	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/clock"
 	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/config"
 	"github.com/rolloutmesh/rolloutmesh/services/vmmanager/internal/guest"
@@ -70,16 +71,6 @@ func testConfig(t *testing.T, ns string, port int, edit func(*config.Kubernetes)
 	return c
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // setup is one test's namespace, kubelet, proxy and provider.
 type setup struct {
 	ns    string
@@ -93,7 +84,7 @@ type setup struct {
 func newSetup(t *testing.T, edit func(*config.Kubernetes)) *setup {
 	t.Helper()
 	needAPI(t)
-	s := &setup{ns: namespace(t), port: freePort(t), log: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))}
+	s := &setup{ns: namespace(t), port: proctest.FreePort(t), log: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))}
 	s.kube = startKubelet(t, s.ns, s.port)
 	s.proxy = newFaultProxy(t)
 	s.cfg = testConfig(t, s.ns, s.port, edit)
