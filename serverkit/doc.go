@@ -10,7 +10,8 @@
 //   - healthprobe: the gRPC health probe behind each binary's healthcheck
 //   - secretflag: --<secret>-file twins of token flags, so secrets stay out of argv
 //   - tlscreds: server and client TLS credentials from PEM files
-//   - proctest: the test process's descendants from /proc, for argv checks
+//   - proctest: the test process's descendants from /proc, for argv checks,
+//     and ports for the processes a test starts
 //   - zaplog: zap loggers from flags
 //   - benchreport: the goal lines the benchmark commands print for make bench
 package serverkit
