@@ -33,6 +33,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	mathrand "math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -40,6 +41,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -270,13 +272,31 @@ func writeECKey(path string) error {
 	return nil
 }
 
+// freePort picks a loopback port nothing listens on, below the kernel's
+// ephemeral range: kube-apiserver binds it seconds after the pick, and a
+// port in the range (what listening on port 0 gives) can meanwhile become
+// the local port of any process's outgoing connection. serverkit/proctest
+// picks the tests' ports the same way.
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("free port: %w", err)
+	const lowest = 16384
+	below := 32768 // Linux's default start of the range
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if first, err := strconv.Atoi(f[0]); err == nil && first > lowest+1024 {
+				below = first
+			}
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	for range 100 {
+		p := lowest + mathrand.IntN(below-lowest)
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return p, nil
+	}
+	return 0, fmt.Errorf("no free port in [%d, %d) after 100 tries", lowest, below)
 }
 
 func randomHex(n int) (string, error) {
