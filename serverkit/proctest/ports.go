@@ -15,9 +15,9 @@ import (
 // by listening on "127.0.0.1:0" and closing is therefore free only until
 // some connection, any test's, is given it: a child process that binds it
 // a few hundred milliseconds later can fail with "address already in use".
-// The ports below are picked under that range, where nothing is handed out
-// behind the test's back; a random pick keeps concurrent test processes
-// (go test runs packages in parallel) apart.
+// The functions below pick ports under that range, where nothing is
+// handed out behind the test's back; a random pick keeps concurrent test
+// processes (go test runs packages in parallel) apart.
 
 // lowestPort is the bottom of the range picked from: above the well-known
 // and registered ports services of the deployment listen on.
