@@ -301,16 +301,20 @@ func TestStreamerCheckpoints(t *testing.T) {
 	tests := []struct {
 		name        string
 		checkpoint  int
+		maxRetained int
 		wantStreams int
 		wantFreed   bool
 	}{
 		{name: "every step", checkpoint: 1, wantStreams: 4, wantFreed: true},
 		{name: "none before the end", checkpoint: 1 << 30, wantStreams: 1, wantFreed: false},
+		// Steps trimmed from retention could not be resent after a broken
+		// stream: the streamer checkpoints before it would trim.
+		{name: "retention bound below the checkpoint", checkpoint: 1 << 30, maxRetained: 1, wantStreams: 4, wantFreed: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			client := &countingClient{StorageClient: realStorage(t)}
-			s := NewStreamer(context.Background(), client, StreamerConfig{CheckpointBytes: tt.checkpoint}, clock.Real{}, zaptest.NewLogger(t), &rmv1.Episode{EpisodeId: "e", RolloutId: "r"})
+			s := NewStreamer(context.Background(), client, StreamerConfig{CheckpointBytes: tt.checkpoint, MaxRetainedBytes: tt.maxRetained}, clock.Real{}, zaptest.NewLogger(t), &rmv1.Episode{EpisodeId: "e", RolloutId: "r"})
 			freed := make(chan struct{})
 			shots := make([][]byte, 3)
 			for i := range shots {

@@ -39,7 +39,10 @@ type StreamerConfig struct {
 	// steps are dropped (and counted) rather than making the agent wait.
 	Buffer int
 	// MaxRetainedBytes bounds the sent-but-unacknowledged steps kept for a
-	// resend after a broken stream.
+	// resend after a broken stream (default 256 MiB): the streamer
+	// checkpoints (see CheckpointBytes) at the smaller of the two, so no
+	// step is let go of before storage acknowledged it. One step larger
+	// than the bound is kept whole.
 	MaxRetainedBytes int
 	// CheckpointBytes: once the sent-but-unacknowledged steps reach this
 	// size (default 16 MiB of encoded steps, in which a screenshot that is
@@ -111,6 +114,9 @@ func NewStreamer(ctx context.Context, c appendClient, cfg StreamerConfig, clk cl
 	if cfg.CheckpointBytes <= 0 {
 		cfg.CheckpointBytes = 16 << 20
 	}
+	// A step let go of before storage acknowledged it could not be resent
+	// after a broken stream: the bound on retention is a checkpoint.
+	cfg.CheckpointBytes = min(cfg.CheckpointBytes, cfg.MaxRetainedBytes)
 	if cfg.Attempts <= 0 {
 		cfg.Attempts = 20
 	}
@@ -221,7 +227,7 @@ func (s *Streamer) run(ctx context.Context) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.acked = ackedBefore + n
-		if n < len(retained) && retainedBytes <= s.cfg.MaxRetainedBytes && s.result == nil {
+		if n < len(retained) && s.result == nil {
 			s.result = fmt.Errorf("storage acked %d of %d steps", s.acked, ackedBefore+len(retained))
 		}
 	}
@@ -259,19 +265,12 @@ func (s *Streamer) run(ctx context.Context) {
 		o.size = proto.Size(o.full)
 		retained = append(retained, o)
 		retainedBytes += o.size
-		for retainedBytes > s.cfg.MaxRetainedBytes && len(retained) > 1 {
-			retainedBytes -= retained[0].size
-			retained = retained[1:]
-		}
-		for {
-			if err = send(stream, &rmv1.AppendStepsRequest{Item: &rmv1.AppendStepsRequest_Step{Step: o.step(s.inline)}}); err == nil {
-				break
-			}
+		if err = send(stream, &rmv1.AppendStepsRequest{Item: &rmv1.AppendStepsRequest_Step{Step: o.step(s.inline)}}); err != nil {
+			// open resends everything retained, st included.
 			if e := open(); e != nil {
 				fail(e)
 				return
 			}
-			break // open resent everything retained, st included
 		}
 		if retainedBytes >= s.cfg.CheckpointBytes {
 			if e := checkpoint(); e != nil {
