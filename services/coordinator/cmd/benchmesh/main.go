@@ -50,6 +50,7 @@ type options struct {
 	goal          float64
 	goalN         int
 	batchTimeout  time.Duration
+	paceOnly      bool
 }
 
 func main() {
@@ -69,6 +70,7 @@ func main() {
 	flag.Float64Var(&o.goal, "goal", 5000, "goal in episodes/min at -goal-n VMs")
 	flag.IntVar(&o.goalN, "goal-n", 1024, "the N the goal applies to")
 	flag.DurationVar(&o.batchTimeout, "batch-timeout", 5*time.Minute, "fail the run when no whole group is done for this long")
+	flag.BoolVar(&o.paceOnly, "pace", false, "print the machine's pace (the probe each run prints before and after itself) and exit")
 	flag.Parse()
 	for _, s := range strings.Split(*ns, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -79,6 +81,14 @@ func main() {
 	}
 	if o.runners < 1 || o.groupSize < 1 || o.batch < 1 || o.steps < 1 || o.steps > 100 {
 		log.Fatal("-runners, -group-size, -batch must be >= 1 and -steps in 1..100")
+	}
+	if o.paceOnly {
+		p, err := probePace()
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("machine pace: %s\n", p)
+		return
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -130,6 +140,11 @@ func run(ctx context.Context, o options) error {
 		r, err := runOnce(ctx, o, filepath.Join(dir, fmt.Sprintf("n%d", n)), n, perf)
 		if err != nil {
 			return fmt.Errorf("N=%d: %w", n, err)
+		}
+		// The kernel frees the stopped processes' memory for a moment.
+		time.Sleep(2 * time.Second)
+		if r.paceAfter, err = probePace(); err != nil {
+			return err
 		}
 		r.print(o)
 		results = append(results, r)

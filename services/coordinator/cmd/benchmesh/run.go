@@ -66,6 +66,9 @@ type result struct {
 	// machineOK is false when it could not be read.
 	machine   machineTicks
 	machineOK bool
+	// paceBefore and paceAfter are the machine's pace probed right
+	// before the run's processes start and right after they stop.
+	paceBefore, paceAfter pace
 }
 
 // script answers every desktop step with a click; the runner ends the
@@ -87,6 +90,9 @@ func task(i int) string {
 func runOnce(ctx context.Context, o options, dir string, n, perfSeconds int) (r result, err error) {
 	r = result{n: n, runners: min(o.runners, n), cpu: map[string]float64{}}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return r, err
+	}
+	if r.paceBefore, err = probePace(); err != nil {
 		return r, err
 	}
 	bin := func(name string) string { return filepath.Join(o.binDir, name) }
@@ -645,6 +651,8 @@ func (r result) print(o options) {
 		fmt.Printf("  the machine's CPUs over the run (/proc/stat): busy %.1f %%, idle %.1f %%, steal %.1f %% (the hypervisor ran something else on them)\n",
 			100*busy, 100*idle, 100*steal)
 	}
+	fmt.Printf("  the machine's pace (pace.go), before the run: %s\n", r.paceBefore)
+	fmt.Printf("                                after the run: %s\n", r.paceAfter)
 	fmt.Printf("  %s\n", r.images)
 	var total float64
 	for _, s := range services {
@@ -751,6 +759,8 @@ func printSummary(o options, rs []result) {
 				100*steal, cpus*(1-steal), runtimeCPUs())
 			figure += fmt.Sprintf("; steal %.1f %%", 100*steal)
 		}
+		figure += fmt.Sprintf("; a fresh page %.1f µs, %d KiB over loopback %d µs (before the run)",
+			float64(r.paceBefore.page.Nanoseconds())/1000, probeScreenshot>>10, r.paceBefore.socket.Microseconds())
 		benchreport.Goal(os.Stdout, "mesh-episodes-per-min",
 			fmt.Sprintf("mesh >= %.0f episodes/min of %d screenshot steps at N = %d", o.goal, o.steps, r.n),
 			figure, benchreport.Judge(epm >= o.goal))
