@@ -54,7 +54,7 @@ func cpuTime() time.Duration {
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return time.Duration(rusageSeconds(ru) * float64(time.Second))
 }
 
 // probeSocket sends a screenshot's bytes over loopback TCP rounds times,

@@ -307,8 +307,9 @@ func TestStreamerCheckpoints(t *testing.T) {
 	}{
 		{name: "every step", checkpoint: 1, wantStreams: 4, wantFreed: true},
 		{name: "none before the end", checkpoint: 1 << 30, wantStreams: 1, wantFreed: false},
-		// Steps trimmed from retention could not be resent after a broken
-		// stream: the streamer checkpoints before it would trim.
+		// A retention bound below the checkpoint is the checkpoint: a
+		// step let go of unacknowledged could not be resent after a
+		// broken stream.
 		{name: "retention bound below the checkpoint", checkpoint: 1 << 30, maxRetained: 1, wantStreams: 4, wantFreed: true},
 	}
 	for _, tt := range tests {
