@@ -279,7 +279,7 @@ guest-qcow2: guest-image ## Build the QEMU desktop guest .cache/guest/desktop.qc
 	IMAGE=rolloutmesh/desktop:$(IMAGE_TAG) deploy/guest/build-qcow2.sh
 
 .PHONY: guest-image-full
-guest-image-full: ## Build rolloutmesh/desktop:full: the desktop guest with Chromium, LibreOffice, GIMP, VLC, Thunderbird for OSWorld's tasks (root; VSCODE_DEB=code.deb adds VS Code)
+guest-image-full: guest-image ## Build rolloutmesh/desktop:full from rolloutmesh/desktop:dev: the desktop guest with Chromium, LibreOffice, GIMP, VLC, Thunderbird for OSWorld's tasks (root; VSCODE_DEB=code.deb adds VS Code)
 	deploy/guest/build-desktop-image.sh --full rolloutmesh/desktop:full
 
 .PHONY: desktopd-scratch

@@ -26,12 +26,16 @@ echo "export ROLLOUTMESH_TEST_S3_SERVER=$bin/versitygw"
 # instead of 10. -dwarf=false makes the compiler skip debug information (20 %
 # less compile CPU, measured twice on a 387-package subset: 153 -> 123 s and
 # 141 -> 113 s), -s -w the linker (peak memory 3.0 -> 2.0 GB); stack traces
-# keep file and line. Not for the standard library, whose compiled packages
-# the other builds share. Not -race; -p stays the number of cores.
-kube_flags=(-gcflags=all=-dwarf=false -gcflags=std= "-ldflags=-s -w")
+# keep file and line. -N -l (no optimisation, no inlining) took the cold
+# build from 469 to 385 s of wall time and 902 to 744 s of CPU on session
+# 28's 2-core machine (one build each, the standard library cached); the
+# kubernetes provider's tests ran 29-30 s against either binary. Not for the
+# standard library, whose compiled packages the other builds share. Not
+# -race; -p stays the number of cores.
+kube_flags=("-gcflags=all=-dwarf=false -N -l" -gcflags=std= "-ldflags=-s -w")
 kube_stamp=$(cat "$root"/tools/kubeapiserver/go.mod "$root"/tools/kubeapiserver/go.sum "$root"/tools/kubeapiserver/*.go <(echo "${kube_flags[*]}") | sha256sum | cut -c1-16)
 if [ ! -x "$bin/kubeapiserver" ] || [ "$(cat "$bin/kubeapiserver.stamp" 2>/dev/null)" != "$kube_stamp" ]; then
-	echo "building kube-apiserver for the kubernetes provider's tests (7-8 minutes on 2 idle cores when nothing is cached)..." >&2
+	echo "building kube-apiserver for the kubernetes provider's tests (6-8 minutes on 2 idle cores when nothing is cached)..." >&2
 	if ! (cd "$root/tools/kubeapiserver" && GOWORK=off go build "${kube_flags[@]}" -o "$bin/kubeapiserver" .) >&2; then
 		echo "build-test-servers: building kube-apiserver (tools/kubeapiserver) failed: go's error is above" >&2
 		exit 1
