@@ -222,9 +222,11 @@ if [ -n "$base_id" ]; then
 	cid=$(docker create "$base_id")
 	docker export "$cid" | tar -C "$rootfs" --numeric-owner -x
 	docker rm "$cid" >/dev/null
-	# What docker adds to a container's file system (its marker and the
-	# mount points of the files it bind-mounts) is not the image's; the
-	# chroot's apt needs the host's resolver, as debootstrap copies it.
+	# A container's export is the image plus docker's own files: its
+	# marker (removed here), an empty /etc/hosts and a plain /dev/console
+	# (the small image has a character device there), both of which docker
+	# and Kubernetes mount over when the guest runs. The chroot's apt needs
+	# the host's resolver and name, as debootstrap copies them.
 	rm -f "$rootfs/.dockerenv"
 	cp /etc/resolv.conf "$rootfs/etc/resolv.conf"
 	if [ -e /etc/hostname ]; then cp /etc/hostname "$rootfs/etc/hostname"; fi
