@@ -337,6 +337,9 @@ func TestRequestBounds(t *testing.T) {
 		{"extra body n", &rmv1.ChatRequest{Messages: msgs, ExtraBodyJson: `{"n": 1000}`}, "extra_body_json.n"},
 		{"extra body replaces the model", &rmv1.ChatRequest{Messages: msgs, ExtraBodyJson: `{"model": "other"}`}, "extra_body_json.model"},
 		{"extra body streams", &rmv1.ChatRequest{Messages: msgs, ExtraBodyJson: `{"stream": true}`}, "extra_body_json.stream"},
+		// Backends keep the last of two equal names, the checks saw the first.
+		{"extra body names max_tokens twice", &rmv1.ChatRequest{Messages: msgs, ExtraBodyJson: `{"max_tokens": 1, "max_tokens": 999999999}`}, "extra_body_json.max_tokens"},
+		{"extra body names a member twice deeper", &rmv1.ChatRequest{Messages: msgs, ExtraBodyJson: `{"response_format": {"type": "json_object", "type": "text"}}`}, "extra_body_json.response_format.type"},
 		{"too many tools", &rmv1.ChatRequest{Messages: msgs, Tools: manyTools(maxTools + 1)}, "tools"},
 	}
 	for _, tt := range grpcTests {
@@ -371,6 +374,12 @@ func TestRequestBounds(t *testing.T) {
 		{"bare image URL with invalid base64", `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":"data:image/png;base64,!!"}]}]}`, "messages[0].content[0].image_url"},
 		{"image URL object without url", `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"detail":"low"}}]}]}`, "messages[0].content[0].image_url.url"},
 		{"image embeddings", `{"messages":[{"role":"user","content":[{"type":"image_embeds","image_embeds":"UEsDBA=="}]}]}`, "messages[0].content[0]"},
+		// A body whose meaning depends on the parser: backends keep the last
+		// of two equal names, fastjson's lookups found the first, so the
+		// second value reached the backend unchecked.
+		{"max_tokens twice", `{"max_tokens":16,"max_tokens":999999999,"messages":[` + user + `]}`, "max_tokens"},
+		{"messages twice, image embeddings in the second", `{"messages":[` + user + `],"messages":[{"role":"user","content":[{"type":"image_embeds","image_embeds":"UEsDBA=="}]}]}`, "messages"},
+		{"image URL twice in a part", `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"` + png1 + `","url":"data:image/png;base64,!!"}}]}]}`, "messages[0].content[0].image_url.url"},
 	}
 	for _, tt := range httpTests {
 		t.Run("http "+tt.name, func(t *testing.T) {

@@ -163,6 +163,9 @@ func validateExtraBody(extra string) error {
 	if err != nil || v.Type() != fastjson.TypeObject || !isJSONObject(extra) {
 		return daemon.InvalidField("extra_body_json", "must be a JSON object")
 	}
+	if path := reqcheck.Duplicate(v); path != "" {
+		return daemon.InvalidField("extra_body_json."+path, "%s", reqcheck.DuplicateProblem)
+	}
 	for _, k := range []string{"model", "messages", "stream"} {
 		if v.Exists(k) {
 			return daemon.InvalidField("extra_body_json."+k, "set by the request itself, not by extra_body_json")

@@ -2,6 +2,7 @@ package openaihttp
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -41,6 +42,8 @@ func TestReadRequest(t *testing.T) {
 		{"oversized image", `{"messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"image_url","image_url":{"url":"data:image/png;base64,` + strings.Repeat("A", 80) + `"}}]}]}`, "messages[0].content[1].image_url.url", peek{}},
 		{"file url", `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"file:///etc/passwd"}}]}]}`, "messages[0].content[0].image_url.url", peek{}},
 		{"model not a string", `{"model":5,"messages":[{"role":"user","content":"x"}]}`, "model", peek{}},
+		{"model twice", `{"model":"a","messages":[{"role":"user","content":"x"}],"model":"b"}`, "model", peek{}},
+		{"role twice", `{"messages":[{"role":"user","content":"x","role":"system"}]}`, "messages[0].role", peek{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -56,6 +59,38 @@ func TestReadRequest(t *testing.T) {
 				t.Errorf("peek = %+v, want %+v", got, tt.want)
 			}
 		})
+	}
+}
+
+func TestLastUsage(t *testing.T) {
+	usage := `"usage":{"prompt_tokens":3,"completion_tokens":5}`
+	pad := func(n int) string { return strings.Repeat("x", n) }
+	tests := []struct {
+		name, body string
+	}{
+		{"none", `{"choices":[]}`},
+		{"short answer", `{"choices":[],` + usage + `}`},
+		{"long answer, usage in the tail", `{"text":"` + pad(5000) + `",` + usage + `}`},
+		{"long answer, usage early", `{` + usage + `,"text":"` + pad(5000) + `"}`},
+		{"two, the last wins", `{` + usage + `,"text":"` + pad(5000) + `",` + usage + `}`},
+		{"two in the tail", `{"text":"` + pad(5000) + `",` + usage + `,` + usage + `}`},
+		{"two in a short answer", `{` + usage + `,` + usage + `}`},
+	}
+	// The key starting d bytes before the tail lookup's cut, so across it
+	// for 0 < d < len(usageKey).
+	for d := -2; d <= len(usageKey)+2; d++ {
+		value := `{"prompt_tokens":3,"completion_tokens":5}`
+		after := usageTail - len(usageKey) + d // bytes after the key
+		body := `{"text":"` + pad(2000) + `",` + string(usageKey) + value + pad(after-len(value)-1) + `}`
+		if i := bytes.LastIndex([]byte(body), usageKey); i != len(body)-usageTail-d {
+			t.Fatalf("d %d: the key is at %d, want %d", d, i, len(body)-usageTail-d)
+		}
+		tests = append(tests, struct{ name, body string }{fmt.Sprintf("key %d bytes before the cut", d), body})
+	}
+	for _, tt := range tests {
+		if got, want := lastUsage([]byte(tt.body)), bytes.LastIndex([]byte(tt.body), usageKey); got != want {
+			t.Errorf("%s: lastUsage = %d, want %d", tt.name, got, want)
+		}
 	}
 }
 

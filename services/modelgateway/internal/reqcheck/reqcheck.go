@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/segmentio/asm/base64"
 	"github.com/valyala/fastjson"
@@ -99,62 +100,195 @@ var (
 	}
 )
 
+// member is how Params checks one member of a chat body.
+type member struct {
+	kind  memberKind
+	int   intMember
+	float floatMember
+}
+
+type memberKind int
+
+const (
+	intKind memberKind = iota
+	floatKind
+	boolKind
+	stopKind
+)
+
+// members maps each member name Params checks to its check, so that a body
+// is checked in one pass over its members rather than a lookup (a scan of
+// the members) per name.
+var members = func() map[string]member {
+	m := map[string]member{
+		"logprobs": {kind: boolKind},
+		"stream":   {kind: boolKind},
+		"stop":     {kind: stopKind},
+	}
+	for _, im := range intMembers {
+		m[im.name] = member{kind: intKind, int: im}
+	}
+	for _, fm := range floatMembers {
+		m[fm.name] = member{kind: floatKind, float: fm}
+	}
+	return m
+}()
+
 // Params checks the sampling members of a chat body object (the HTTP
 // body, or the gRPC front's extra_body_json): integers in their ranges,
 // numbers in theirs, at most MaxStop stop sequences. prefix goes before
-// each field name in the error.
+// each field name in the error. The caller refuses a body that names a
+// member twice first (Duplicate): Params checks every copy, a backend
+// would use the last.
 func Params(obj *fastjson.Value, prefix string) *FieldError {
-	for _, m := range intMembers {
-		v := obj.Get(m.name)
-		if v == nil || v.Type() == fastjson.TypeNull {
-			continue
-		}
-		f, err := v.Float64()
-		if v.Type() != fastjson.TypeNumber || err != nil || f != math.Trunc(f) || f < float64(m.lo) || f > float64(m.hi) {
-			return invalid(prefix+m.name, "must be an integer in [%d, %d]", m.lo, m.hi)
-		}
+	o, err := obj.Object()
+	if err != nil {
+		return nil
 	}
-	for _, m := range floatMembers {
-		v := obj.Get(m.name)
-		if v == nil || v.Type() == fastjson.TypeNull {
-			continue
+	var fe *FieldError
+	o.Visit(func(key []byte, v *fastjson.Value) {
+		if fe != nil {
+			return
 		}
+		if m, ok := members[string(key)]; ok {
+			fe = m.check(v, prefix, string(key))
+		}
+	})
+	return fe
+}
+
+// check checks one member's value; null counts as absent.
+func (m member) check(v *fastjson.Value, prefix, name string) *FieldError {
+	if v.Type() == fastjson.TypeNull {
+		return nil
+	}
+	switch m.kind {
+	case intKind:
 		f, err := v.Float64()
-		if v.Type() != fastjson.TypeNumber || err != nil || !InRange(f, m.lo, m.hi) || (m.loOpen && f == m.lo) {
+		if v.Type() != fastjson.TypeNumber || err != nil || f != math.Trunc(f) || f < float64(m.int.lo) || f > float64(m.int.hi) {
+			return invalid(prefix+name, "must be an integer in [%d, %d]", m.int.lo, m.int.hi)
+		}
+	case floatKind:
+		f, err := v.Float64()
+		if v.Type() != fastjson.TypeNumber || err != nil || !InRange(f, m.float.lo, m.float.hi) || (m.float.loOpen && f == m.float.lo) {
 			open := "["
-			if m.loOpen {
+			if m.float.loOpen {
 				open = "("
 			}
-			return invalid(prefix+m.name, "must be a number in %s%g, %g]", open, m.lo, m.hi)
+			return invalid(prefix+name, "must be a number in %s%g, %g]", open, m.float.lo, m.float.hi)
 		}
-	}
-	for _, name := range []string{"logprobs", "stream"} {
-		if v := obj.Get(name); v != nil && v.Type() != fastjson.TypeNull && v.Type() != fastjson.TypeTrue && v.Type() != fastjson.TypeFalse {
+	case boolKind:
+		if v.Type() != fastjson.TypeTrue && v.Type() != fastjson.TypeFalse {
 			return invalid(prefix+name, "must be true or false")
 		}
-	}
-	if v := obj.Get("stop"); v != nil {
+	case stopKind:
 		switch v.Type() {
-		case fastjson.TypeNull:
 		case fastjson.TypeString:
 			if len(v.GetStringBytes()) > MaxStopBytes {
-				return invalid(prefix+"stop", "longer than %d bytes", MaxStopBytes)
+				return invalid(prefix+name, "longer than %d bytes", MaxStopBytes)
 			}
 		case fastjson.TypeArray:
 			stops, _ := v.Array()
 			if len(stops) > MaxStop {
-				return invalid(prefix+"stop", "at most %d stop sequences", MaxStop)
+				return invalid(prefix+name, "at most %d stop sequences", MaxStop)
 			}
 			for i, s := range stops {
 				if s.Type() != fastjson.TypeString || len(s.GetStringBytes()) > MaxStopBytes {
-					return invalid(fmt.Sprintf("%sstop[%d]", prefix, i), "must be a string of at most %d bytes", MaxStopBytes)
+					return invalid(fmt.Sprintf("%s%s[%d]", prefix, name, i), "must be a string of at most %d bytes", MaxStopBytes)
 				}
 			}
 		default:
-			return invalid(prefix+"stop", "must be a string or an array of strings")
+			return invalid(prefix+name, "must be a string or an array of strings")
 		}
 	}
 	return nil
+}
+
+// Duplicate finds a member named twice in one object anywhere in v and
+// returns its path ("messages[0].content[1].image_url.url"), or "" when
+// every object's names are distinct. Such a body means what its reader
+// makes of it: the backends (Python's json, Go's encoding/json) keep the
+// last of two equal names, fastjson's lookups the first, so without this
+// check a body could pass the gateway's checks with one value and reach
+// the backend with another (an unbounded max_tokens, an image_embeds part
+// in a second "messages").
+func Duplicate(v *fastjson.Value) string {
+	var path []string // filled in reverse on the way out, only when found
+	if !duplicate(v, &path) {
+		return ""
+	}
+	var b strings.Builder
+	for i := len(path) - 1; i >= 0; i-- {
+		if i < len(path)-1 && !strings.HasPrefix(path[i], "[") {
+			b.WriteByte('.')
+		}
+		b.WriteString(path[i])
+	}
+	return b.String()
+}
+
+// DuplicateProblem is the error's words for the member Duplicate found.
+const DuplicateProblem = "named twice in one object (backends would take the last, unchecked)"
+
+// smallObject is how many names an object may have for a pairwise check;
+// larger ones are checked with a map.
+const smallObject = 16
+
+func duplicate(v *fastjson.Value, path *[]string) bool {
+	switch v.Type() {
+	case fastjson.TypeArray:
+		items, _ := v.Array()
+		for i, item := range items {
+			if duplicate(item, path) {
+				*path = append(*path, fmt.Sprintf("[%d]", i))
+				return true
+			}
+		}
+	case fastjson.TypeObject:
+		o, _ := v.Object()
+		var (
+			small [smallObject][]byte
+			n     int
+			seen  map[string]struct{}
+			found bool
+		)
+		o.Visit(func(key []byte, child *fastjson.Value) {
+			if found {
+				return
+			}
+			switch {
+			case n < smallObject:
+				for _, k := range small[:n] {
+					if bytes.Equal(k, key) {
+						found = true
+					}
+				}
+				small[n] = key
+			case n == smallObject:
+				seen = make(map[string]struct{}, 2*smallObject)
+				for _, k := range small {
+					seen[string(k)] = struct{}{}
+				}
+				fallthrough
+			default:
+				if _, ok := seen[string(key)]; ok {
+					found = true
+				}
+				seen[string(key)] = struct{}{}
+			}
+			n++
+			if found {
+				*path = append(*path, string(key))
+				return
+			}
+			if duplicate(child, path) {
+				*path = append(*path, string(key))
+				found = true
+			}
+		})
+		return found
+	}
+	return false
 }
 
 // ValidBase64 reports whether p is standard, padded base64 (RFC 4648 §4),

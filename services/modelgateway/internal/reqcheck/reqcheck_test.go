@@ -1,6 +1,7 @@
 package reqcheck
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -152,6 +153,46 @@ func TestParams(t *testing.T) {
 		}
 		if got != tt.wantField {
 			t.Errorf("Params(%.60s) got field %q (%v), want %q", tt.body, got, fe, tt.wantField)
+		}
+	}
+}
+
+func TestDuplicate(t *testing.T) {
+	// wide is an object of n distinct names and then, when dup, the first
+	// again: past smallObject names the check uses a map.
+	wide := func(n int, dup bool) string {
+		var b strings.Builder
+		b.WriteString("{")
+		for i := range n {
+			fmt.Fprintf(&b, `"k%d":%d,`, i, i)
+		}
+		if dup {
+			b.WriteString(`"k0":1,`)
+		}
+		return strings.TrimSuffix(b.String(), ",") + "}"
+	}
+	tests := []struct {
+		body, want string
+	}{
+		{`{}`, ""},
+		{`[]`, ""},
+		{`"max_tokens"`, ""},
+		{`{"max_tokens":16,"temperature":0,"messages":[{"role":"user","content":"x"}]}`, ""},
+		{`{"a":{"x":1},"b":{"x":1}}`, ""}, // equal names in different objects
+		{`{"max_tokens":16,"max_tokens":999999}`, "max_tokens"},
+		{`{"max_tokens":16,"max_tokens":16}`, "max_tokens"}, // even with equal values
+		{`{"messages":[],"model":"m","messages":[]}`, "messages"},
+		{`{"messages":[{"role":"user"},{"role":"user","content":[{"type":"text"},{"image_url":{"url":"a","url":"b"}}]}]}`, "messages[1].content[1].image_url.url"},
+		{`[[{"a":1}],[{"a":1,"a":2}]]`, "[1][0].a"},
+		{`{"a\u0062":1,"ab":2}`, "ab"}, // the same name escaped: fastjson compares names unescaped
+		{wide(smallObject, false), ""},
+		{wide(smallObject, true), "k0"},
+		{wide(3*smallObject, false), ""},
+		{wide(3*smallObject, true), "k0"},
+	}
+	for _, tt := range tests {
+		if got := Duplicate(fastjson.MustParse(tt.body)); got != tt.want {
+			t.Errorf("Duplicate(%.80s) = %q, want %q", tt.body, got, tt.want)
 		}
 	}
 }
