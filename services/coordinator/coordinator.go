@@ -138,6 +138,8 @@ type Service struct {
 	conns   []*grpc.ClientConn
 	stop    context.CancelFunc
 	swept   chan struct{}
+	// updating holds the one UpdateModelVersion running (see there).
+	updating chan struct{}
 }
 
 var (
@@ -153,7 +155,7 @@ func New(ctx context.Context, cfg Config, env daemon.Env) (*Service, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	s := &Service{log: log, storage: cfg.StorageClient, gateway: cfg.GatewayClient}
+	s := &Service{log: log, storage: cfg.StorageClient, gateway: cfg.GatewayClient, updating: make(chan struct{}, 1)}
 	roots, err := taskRoots(cfg.TaskRoots, env.DataDir)
 	if err != nil {
 		return nil, err
@@ -309,6 +311,9 @@ func (s *Service) ValidateRequest(method string, req any) error {
 	case *pb.AckBatchRequest:
 		if r.BatchId == "" {
 			return daemon.InvalidField("batch_id", "is required")
+		}
+		if len(r.BatchId) > 64 {
+			return daemon.InvalidField("batch_id", "must be at most 64 bytes")
 		}
 		id = r.RolloutId
 	case *pb.ListQueuedEpisodesRequest:

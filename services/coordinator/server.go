@@ -11,6 +11,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	pb "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
 	"github.com/rolloutmesh/rolloutmesh/services/coordinator/internal/dispatch"
@@ -188,13 +189,17 @@ func (s *Service) GetBatch(ctx context.Context, req *pb.GetBatchRequest) (*pb.Ge
 	if req.IncludeTrajectories {
 		if err := s.fillTrajectories(ctx, resp); err != nil {
 			// The batch stays reserved and comes back after its ack timeout.
-			return nil, err
+			return nil, s.toStatus(err)
 		}
 	}
 	return resp, nil
 }
 
+// fillTrajectories adds each episode's stored steps to a batch, up to what
+// one answer can carry (maxPeerMsg): past it the answer could not be sent,
+// so it stops instead of holding every episode's steps first.
 func (s *Service) fillTrajectories(ctx context.Context, resp *pb.GetBatchResponse) error {
+	size := proto.Size(resp)
 	for _, g := range resp.Groups {
 		for _, ep := range g.Episodes {
 			cctx, cancel := context.WithTimeout(ctx, storageTimeout)
@@ -203,7 +208,12 @@ func (s *Service) fillTrajectories(ctx context.Context, resp *pb.GetBatchRespons
 			if err != nil {
 				return downstream("storage get episode "+ep.EpisodeId, err)
 			}
-			g.Trajectories = append(g.Trajectories, &pb.EpisodeSteps{EpisodeId: ep.EpisodeId, Steps: got.Steps})
+			steps := &pb.EpisodeSteps{EpisodeId: ep.EpisodeId, Steps: got.Steps}
+			if size += proto.Size(steps) + 8; size > maxPeerMsg {
+				return &scheduler.FieldError{Field: "include_trajectories", Precondition: true,
+					Msg: fmt.Sprintf("the batch's steps exceed %d MiB; ask for a smaller batch_size", maxPeerMsg>>20)}
+			}
+			g.Trajectories = append(g.Trajectories, steps)
 		}
 	}
 	return nil
@@ -221,6 +231,15 @@ func (s *Service) AckBatch(ctx context.Context, req *pb.AckBatchRequest) (*pb.Ac
 func (s *Service) UpdateModelVersion(ctx context.Context, req *pb.UpdateModelVersionRequest) (*pb.UpdateModelVersionResponse, error) {
 	if len(req.Source) > 4096 {
 		return nil, s.toStatus(&scheduler.FieldError{Field: "source", Msg: "must be at most 4096 bytes"})
+	}
+	// One update at a time: check, gateway and record are one step, or a
+	// concurrent update could make the record fail after the gateway
+	// loaded the weights.
+	select {
+	case s.updating <- struct{}{}:
+		defer func() { <-s.updating }()
+	case <-ctx.Done():
+		return nil, s.toStatus(ctx.Err())
 	}
 	if err := s.engine.CheckModelVersion(req.Version, req.Reset_); err != nil {
 		return nil, s.toStatus(err)

@@ -197,7 +197,9 @@ func (e *Engine) candidateLocked(r *rollout, rn *Runner, now time.Time) int {
 		if !rn.accepts(ep.envMode()) {
 			continue
 		}
-		if ep.needsVM() && now.Before(e.leaseHoldoff) {
+		if ep.needsVM() && (e.leases == nil || now.Before(e.leaseHoldoff)) {
+			// Without vmmanager (restored by a coordinator restarted
+			// without --vmmanager) a VM episode waits for one.
 			continue
 		}
 		if !ep.g.started {

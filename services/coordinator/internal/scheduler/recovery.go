@@ -258,7 +258,7 @@ func (e *Engine) startPoller(r *rollout) {
 				e.log.Warn("task source poll failed", zap.String("rollout_id", r.id), zap.Int("failures", failures), zap.Error(err))
 				if failures >= 5 {
 					r.state = pb.RolloutState_ROLLOUT_STATE_FAILED
-					r.errMsg = "task source unreadable: " + err.Error()
+					r.errMsg = storableText("task source unreadable: " + err.Error())
 					r.endTime = e.clock.Now()
 					e.persist(state.PutRollout(r.record()))
 					e.notify()
@@ -270,10 +270,25 @@ func (e *Engine) startPoller(r *rollout) {
 			}
 			failures = 0
 			var fresh []*pb.Task
+			skipped, firstField, firstProblem := 0, "", ""
 			for _, task := range tasks {
-				if !r.taskIDs[task.Id] {
-					fresh = append(fresh, task)
+				if r.taskIDs[task.Id] {
+					continue
 				}
+				// Checked as StartRollout checks its tasks: a task that can
+				// never run is left out (and looked at again next poll).
+				if f, msg := checkRunnable(r.spec, task, e.leases != nil); msg != "" {
+					if skipped == 0 {
+						firstField, firstProblem = task.Id+"."+f, msg
+					}
+					skipped++
+					continue
+				}
+				fresh = append(fresh, task)
+			}
+			if skipped > 0 {
+				e.log.Warn("task source tasks skipped", zap.String("rollout_id", r.id), zap.Int("tasks", skipped),
+					zap.String("first_field", firstField), zap.String("first_problem", firstProblem))
 			}
 			if len(fresh) > 0 && (len(r.groups)+len(fresh))*r.perGroup() <= MaxEpisodes {
 				gs, eps := e.appendTasksLocked(r, fresh)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"sort"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -154,6 +155,14 @@ func normalizeSpec(ctx context.Context, spec *pb.RolloutSpec, haveVMs bool, root
 	if spec.Service && spec.TaskSource == "" {
 		return nil, fieldErr("spec.task_source", "is required in service mode")
 	}
+	// Bounded even when inline tasks leave them unread: they are stored and
+	// returned with the spec.
+	if len(spec.TaskSource) > tasksource.MaxPathBytes {
+		return nil, fieldErr("spec.task_source", fmt.Sprintf("must be at most %d bytes", tasksource.MaxPathBytes))
+	}
+	if len(spec.TaskIndex) > tasksource.MaxPathBytes {
+		return nil, fieldErr("spec.task_index", fmt.Sprintf("must be at most %d bytes", tasksource.MaxPathBytes))
+	}
 
 	var tasks []*pb.Task
 	switch {
@@ -190,20 +199,46 @@ func normalizeSpec(ctx context.Context, spec *pb.RolloutSpec, haveVMs bool, root
 		return nil, fieldErr("spec.tasks", "give tasks inline or a spec.task_source")
 	}
 	desktop := false
-	for i, t := range tasks {
-		mode := t.EnvMode
-		if mode == "" {
-			mode = spec.EnvMode
-		}
-		if tasksource.NeedsVM(mode) && !haveVMs {
-			return nil, fieldErr(fmt.Sprintf("spec.tasks[%d].env_mode", i), mode+" needs a VM but the coordinator has no --vmmanager")
-		}
-		desktop = desktop || tasksource.NeedsVM(mode)
+	for _, t := range tasks {
+		desktop = desktop || tasksource.NeedsVM(taskMode(spec, t))
 	}
 	if err := checkAgent(spec.Agent, desktop); err != nil {
 		return nil, err
 	}
+	for i, t := range tasks {
+		if f, msg := checkRunnable(spec, t, haveVMs); msg != "" {
+			return nil, fieldErr(fmt.Sprintf("spec.tasks[%d].%s", i, f), msg)
+		}
+	}
 	return tasks, nil
+}
+
+// taskMode is the env mode a task runs in: its own, or its rollout's.
+func taskMode(spec *pb.RolloutSpec, t *pb.Task) string {
+	if t.GetEnvMode() != "" {
+		return t.GetEnvMode()
+	}
+	return spec.EnvMode
+}
+
+// checkRunnable checks what a valid task needs from its rollout and from
+// the mesh, alike for StartRollout, AddTasks and service-mode polls: a
+// desktop task needs a VM and a desktop action space, and its overrides
+// merged with the rollout's must stay within what vmmanager takes. field is
+// relative to the task.
+func checkRunnable(spec *pb.RolloutSpec, t *pb.Task, haveVMs bool) (field, msg string) {
+	if mode := taskMode(spec, t); tasksource.NeedsVM(mode) {
+		if !haveVMs {
+			return "env_mode", mode + " needs a VM but the coordinator has no --vmmanager"
+		}
+		if spec.GetAgent().GetActionSpace() == "tool_calls" {
+			return "env_mode", mode + " needs a desktop action space but the rollout's agent uses tool_calls"
+		}
+	}
+	if f, msg := tasksource.CheckMergedEnv(spec.GetEnvConfig(), t.GetEnvConfig()); msg != "" {
+		return "env_config." + f, msg
+	}
+	return "", ""
 }
 
 // planGroups maps groups to task indexes following seed 003: one group per
@@ -245,15 +280,22 @@ func planGroups(spec *pb.RolloutSpec, tasks []*pb.Task) ([]int, error) {
 				per[tag]++
 			}
 		}
+		sum := 0
 		for i := range parts {
 			if total == 0 {
 				parts[i] = per[spec.Tags[i]]
+				sum += parts[i]
 				continue
 			}
 			parts[i] = total / len(parts)
 			if i < total%len(parts) {
 				parts[i]++
 			}
+		}
+		// One group per tagged task, counted per tag: up to 64 tags times
+		// every task. Checked before a slot is allocated per group.
+		if sum > MaxGroups {
+			return nil, fieldErr("spec.tags", fmt.Sprintf("select more than %d groups (a group per task carrying each tag); set num_env_groups", MaxGroups))
 		}
 	}
 	var out []int
@@ -487,13 +529,9 @@ func (e *Engine) AddTasks(ctx context.Context, id string, tasks []*pb.Task) (gro
 			e.mu.Unlock()
 			return 0, 0, fieldErr(fmt.Sprintf("tasks[%d].id", i), "task "+t.Id+" is already in the rollout")
 		}
-		mode := t.EnvMode
-		if mode == "" {
-			mode = r.spec.EnvMode
-		}
-		if tasksource.NeedsVM(mode) && e.leases == nil {
+		if f, msg := checkRunnable(r.spec, t, e.leases != nil); msg != "" {
 			e.mu.Unlock()
-			return 0, 0, fieldErr(fmt.Sprintf("tasks[%d].env_mode", i), mode+" needs a VM but the coordinator has no --vmmanager")
+			return 0, 0, fieldErr(fmt.Sprintf("tasks[%d].%s", i, f), msg)
 		}
 		seen[t.Id] = true
 	}
@@ -542,6 +580,11 @@ func (e *Engine) appendOps(r *rollout, tasks []*pb.Task, gs []*group, eps []*epi
 func (e *Engine) CancelRollout(ctx context.Context, id, reason string) (*pb.Rollout, error) {
 	if len(reason) > 1024 {
 		return nil, fieldErr("reason", "must be at most 1024 bytes")
+	}
+	// PostgreSQL cannot store a NUL in a text column: the failed write would
+	// fail the whole group commit it joined.
+	if strings.ContainsRune(reason, 0) {
+		return nil, fieldErr("reason", "must not contain NUL bytes")
 	}
 	e.mu.Lock()
 	r, ok := e.rollouts[id]

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 
@@ -37,6 +38,37 @@ func TestPlanGroups(t *testing.T) {
 			}
 			if fmt.Sprint(got) != tt.want {
 				t.Errorf("planGroups = %v, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestPlanGroupsBounded: tags without a group count select one group per
+// tagged task and tag; more than MaxGroups of them are refused before a
+// plan of that size is made.
+func TestPlanGroupsBounded(t *testing.T) {
+	many := make([]*pb.Task, 200_000)
+	for i := range many {
+		many[i] = &pb.Task{Id: fmt.Sprint("t", i), Domain: "a"}
+	}
+	tests := []struct {
+		name  string
+		spec  *pb.RolloutSpec
+		field string // "" when accepted
+	}{
+		{"five tags", &pb.RolloutSpec{Tags: []string{"a", "a", "a", "a", "a"}}, ""},
+		{"six tags", &pb.RolloutSpec{Tags: []string{"a", "a", "a", "a", "a", "a"}}, "spec.tags"},
+		{"six tags with a count", &pb.RolloutSpec{Tags: []string{"a", "a", "a", "a", "a", "a"}, NumEnvGroups: 12}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			plan, err := planGroups(tt.spec, many)
+			var fe *FieldError
+			switch {
+			case tt.field == "" && err != nil:
+				t.Fatalf("planGroups: %v", err)
+			case tt.field != "" && (!errors.As(err, &fe) || fe.Field != tt.field):
+				t.Fatalf("planGroups = %d groups, %v; want an error naming %s", len(plan), err, tt.field)
 			}
 		})
 	}

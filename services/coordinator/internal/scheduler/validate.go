@@ -3,9 +3,14 @@ package scheduler
 import (
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	pb "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
+	"github.com/rolloutmesh/rolloutmesh/services/coordinator/internal/tasksource"
 )
 
 // Model versions stay below 2^53 so that JSON clients (grpc-gateway,
@@ -16,6 +21,25 @@ const (
 	MaxModelVersion = 1<<53 - 1
 	MaxVersionStep  = 1_000_000
 )
+
+// maxQuoted bounds how much of a caller's value an error message quotes.
+const maxQuoted = 64
+
+// quote quotes at most maxQuoted bytes of s, so that an error about a
+// value stays short however long the value is.
+func quote(s string) string {
+	if len(s) <= maxQuoted {
+		return strconv.Quote(s)
+	}
+	return strconv.Quote(truncate(s, maxQuoted)) + "..."
+}
+
+// storableText makes text the coordinator derived from outside input (a
+// file name in a task source error) fit a protobuf string and a PostgreSQL
+// text column: valid UTF-8 without NUL bytes.
+func storableText(s string) string {
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "")
+}
 
 // checkVersion checks a model version update against the current version.
 func checkVersion(v, cur int64, reset bool) error {
@@ -49,13 +73,13 @@ func checkAgent(a *pb.AgentConfig, desktop bool) error {
 	const p = "spec.agent."
 	switch {
 	case !actionSpaces[a.ActionSpace]:
-		return fieldErr(p+"action_space", fmt.Sprintf("unknown action space %q (have computer_13, pyautogui, uitars, uitars15, claude_computer_use, tool_calls)", a.ActionSpace))
+		return fieldErr(p+"action_space", fmt.Sprintf("unknown action space %s (have computer_13, pyautogui, uitars, uitars15, claude_computer_use, tool_calls)", quote(a.ActionSpace)))
 	case desktop && a.ActionSpace == "tool_calls":
 		return fieldErr(p+"action_space", "tool_calls cannot drive a desktop; desktop tasks need a desktop action space")
 	case a.ObservationType == "som":
 		return fieldErr(p+"observation_type", `"som" is not supported by the runner (have screenshot, a11y_tree, screenshot_a11y_tree)`)
 	case !observationTypes[a.ObservationType]:
-		return fieldErr(p+"observation_type", fmt.Sprintf("unknown observation type %q (have screenshot, a11y_tree, screenshot_a11y_tree)", a.ObservationType))
+		return fieldErr(p+"observation_type", fmt.Sprintf("unknown observation type %s (have screenshot, a11y_tree, screenshot_a11y_tree)", quote(a.ObservationType)))
 	case a.MaxTurns < 0 || a.MaxTurns > 1000:
 		return fieldErr(p+"max_turns", "must be between 0 and 1000")
 	case a.MaxRetries < 0 || a.MaxRetries > 100:
@@ -145,6 +169,32 @@ func checkResult(res *pb.Episode) (field, msg string) {
 		return "start_time", "is not a valid timestamp"
 	case res.EndTime != nil && res.EndTime.CheckValid() != nil:
 		return "end_time", "is not a valid timestamp"
+	case len(res.Instruction) > tasksource.MaxTaskBytes:
+		return "instruction", "must be at most 1 MiB"
+	case res.Recording != nil && (len(res.Recording.Data) > 0 || len(res.Recording.Sha256) > 64 || len(res.Recording.MediaType) > 256):
+		return "recording", "must be a reference (sha256, media_type, size) without data"
+	case len(res.Labels) > 64:
+		return "labels", "at most 64 labels"
+	case proto.Size(res) > maxResultBytes:
+		// Fields this coordinator does not know are stored and handed
+		// out too.
+		return "episode", fmt.Sprintf("must be at most %d MiB in all", maxResultBytes>>20)
+	}
+	short := []struct{ name, v string }{{"rollout_id", res.RolloutId}, {"group_id", res.GroupId}, {"task_id", res.TaskId},
+		{"domain", res.Domain}, {"env_mode", res.EnvMode}, {"vm_id", res.VmId}}
+	for _, f := range short {
+		if len(f.v) > 256 {
+			return f.name, "must be at most 256 bytes"
+		}
+	}
+	for k, v := range res.Labels {
+		if len(k) == 0 || len(k) > 128 || len(v) > 1024 {
+			return "labels", "keys 1-128 bytes, values at most 1024 bytes"
+		}
 	}
 	return "", ""
 }
+
+// maxResultBytes bounds a result in all: above the sum of its bounded
+// fields.
+const maxResultBytes = 5 << 20

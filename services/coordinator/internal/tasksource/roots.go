@@ -62,8 +62,8 @@ func (rs *Roots) Dirs() []string {
 	return append([]string(nil), rs.dirs...)
 }
 
-// maxPathBytes bounds a task_source path.
-const maxPathBytes = 4096
+// MaxPathBytes bounds a task_source path (and a task_index).
+const MaxPathBytes = 4096
 
 // resolve finds path inside the roots and returns the opened root and the
 // path's name relative to it ("." for the root itself). An absolute path
@@ -73,8 +73,8 @@ func (rs *Roots) resolve(path string) (*os.Root, string, error) {
 	switch {
 	case path == "":
 		return nil, "", errors.New("is empty")
-	case len(path) > maxPathBytes:
-		return nil, "", fmt.Errorf("longer than %d bytes", maxPathBytes)
+	case len(path) > MaxPathBytes:
+		return nil, "", fmt.Errorf("longer than %d bytes", MaxPathBytes)
 	case strings.ContainsRune(path, 0):
 		return nil, "", errors.New("holds a NUL byte")
 	case rs == nil || len(rs.dirs) == 0:

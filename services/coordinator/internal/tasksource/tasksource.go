@@ -21,6 +21,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	pb "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
 	"github.com/rolloutmesh/rolloutmesh/serverkit/boundedread"
@@ -91,8 +92,15 @@ func CheckTask(t *pb.Task) (field, msg string) {
 		return "spec_json", fmt.Sprintf("must be at most %d bytes", MaxTaskBytes)
 	case len(t.GetInstruction()) > MaxTaskBytes:
 		return "instruction", fmt.Sprintf("must be at most %d bytes", MaxTaskBytes)
+	case len(t.GetAnswer()) > MaxTaskBytes:
+		return "answer", fmt.Sprintf("must be at most %d bytes", MaxTaskBytes)
 	case len(t.GetTags()) > 64:
 		return "tags", "at most 64 tags"
+	}
+	for i, tag := range t.GetTags() {
+		if len(tag) == 0 || len(tag) > 256 {
+			return fmt.Sprintf("tags[%d]", i), "must be 1-256 bytes"
+		}
 	}
 	if f, msg := CheckEnvConfig(t.GetEnvConfig()); msg != "" {
 		return "env_config." + f, msg
@@ -100,22 +108,48 @@ func CheckTask(t *pb.Task) (field, msg string) {
 	return "", ""
 }
 
+// Bounds on environment overrides: a desktop episode's overrides (the
+// task's merged over the rollout's) go to vmmanager with every lease, and
+// vmmanager refuses an AcquireLease beyond these, so a task past them could
+// never run.
+const (
+	MaxSnapshotBytes = 128
+	MaxExtras        = 32
+	MaxExtraBytes    = 1024 // key and value together
+)
+
 // CheckEnvConfig validates environment overrides (a task's or a rollout's);
 // field is relative to the EnvConfig.
 func CheckEnvConfig(ec *pb.EnvConfig) (field, msg string) {
-	if len(ec.GetSnapshot()) > 256 {
-		return "snapshot", "must be at most 256 bytes"
+	if len(ec.GetSnapshot()) > MaxSnapshotBytes {
+		return "snapshot", fmt.Sprintf("must be at most %d bytes", MaxSnapshotBytes)
 	}
-	if len(ec.GetExtra()) > 64 {
-		return "extra", "at most 64 entries"
+	if len(ec.GetExtra()) > MaxExtras {
+		return "extra", fmt.Sprintf("at most %d entries", MaxExtras)
 	}
 	for k, v := range ec.GetExtra() {
 		switch {
 		case launchWide(k):
 			return "extra." + k, "is a launch-wide setting; set it in spec.agent"
-		case len(k) == 0 || len(k) > 128 || len(v) > 4096:
-			return "extra", "keys 1-128 bytes, values at most 4096 bytes"
+		case len(k) == 0 || len(k) > 128 || len(k)+len(v) > MaxExtraBytes:
+			return "extra", fmt.Sprintf("keys 1-128 bytes, key and value together at most %d bytes", MaxExtraBytes)
 		}
+	}
+	return "", ""
+}
+
+// CheckMergedEnv checks a task's overrides merged over its rollout's, as
+// they are sent to vmmanager: both valid alone, their extras together may
+// still be too many. field is relative to the task's EnvConfig.
+func CheckMergedEnv(rollout, task *pb.EnvConfig) (field, msg string) {
+	n := len(rollout.GetExtra())
+	for k := range task.GetExtra() {
+		if _, ok := rollout.GetExtra()[k]; !ok {
+			n++
+		}
+	}
+	if n > MaxExtras {
+		return "extra", fmt.Sprintf("at most %d entries together with spec.env_config.extra", MaxExtras)
 	}
 	return "", ""
 }
@@ -373,6 +407,12 @@ type rawTask struct {
 func ParseTask(raw []byte, defaultDomain, where string) (*pb.Task, error) {
 	if len(raw) > MaxTaskBytes {
 		return nil, &Error{Where: where, Msg: fmt.Sprintf("larger than %d bytes", MaxTaskBytes)}
+	}
+	// encoding/json takes bytes that are not UTF-8 (as U+FFFD), but the raw
+	// object becomes spec_json, a protobuf string: the task could not be
+	// stored, nor sent to a runner.
+	if !utf8.Valid(raw) {
+		return nil, &Error{Where: where, Msg: "not valid UTF-8"}
 	}
 	var r rawTask
 	dec := json.NewDecoder(bytes.NewReader(raw))
