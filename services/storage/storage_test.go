@@ -463,8 +463,9 @@ func testStatsAndCompare(t *testing.T, c pb.StorageClient) {
 }
 
 // testExportAdvantages: the training JSONL gives every DONE episode its
-// reward and its GRPO advantage within its group, and a failed episode
-// neither (a failure is never a score of 0, nor part of its group's mean).
+// reward and its GRPO advantage within its group, a failed episode
+// neither (a failure is never a score of 0, nor part of its group's mean),
+// and an episode without a group no advantage.
 func testExportAdvantages(t *testing.T, c pb.StorageClient) {
 	ctx := testCtx(t)
 	var msgs []*pb.AppendStepsRequest
@@ -472,10 +473,13 @@ func testExportAdvantages(t *testing.T, c pb.StorageClient) {
 		id     string
 		status pb.EpisodeStatus
 		score  float64
-	}{{"ra-e1", done, 1}, {"ra-e2", done, 0}, {"ra-e3", failed, 0}, {"ra-e4", done, 0.5}} {
+	}{{"ra-e1", done, 1}, {"ra-e2", done, 0}, {"ra-e3", failed, 0}, {"ra-e4", done, 0.5}, {"ra-e5", done, 1}, {"ra-e6", done, 0}} {
 		group := "ra-g1"
-		if e.id == "ra-e4" {
+		switch e.id {
+		case "ra-e4":
 			group = "ra-g2"
+		case "ra-e5", "ra-e6":
+			group = "" // no group: no group-relative advantage
 		}
 		ep := episode("ra", e.id, group, "task-"+e.id, "math", 0)
 		msgs = append(msgs, epMsg(ep), epMsg(finished(ep, e.status, e.score, map[bool]string{true: "env_error"}[e.status == failed])))
@@ -517,6 +521,10 @@ func testExportAdvantages(t *testing.T, c pb.StorageClient) {
 		{"ra-e2", "0", "-0.5"},
 		{"ra-e3", "none", "none"},
 		{"ra-e4", "0.5", "0"},
+		// Episodes without a group were taken for one group (key "") and
+		// got advantages against each other, unrelated tasks as they are.
+		{"ra-e5", "1", "none"},
+		{"ra-e6", "0", "none"},
 	}
 	for _, tt := range tests {
 		g := lines[tt.id]
@@ -721,6 +729,10 @@ func testRejects(t *testing.T, c pb.StorageClient) {
 					{Part: &pb.ContentPart_Image{Image: &pb.Image{Data: fresh, Url: "http://x"}}}}}}
 			}))}, "step.model_call.new_messages[0].content[0].image"},
 		{"NaN reward", []*pb.AppendStepsRequest{epMsg(good("rbad-x")), stepMsg(bad(func(s *pb.Step) { s.Reward = nan() }))}, "step.reward"},
+		// Two DONE episodes of 1e308 summed to +Inf: GetStats answered an
+		// infinite mean and every JSONL export of the rollout failed
+		// (json: unsupported value: -Inf in the advantage).
+		{"huge score", []*pb.AppendStepsRequest{epMsg(func() *pb.Episode { e := good("rbad-x"); e.Score = 1e308; return e }())}, "episode.score"},
 		{"unknown status", []*pb.AppendStepsRequest{epMsg(func() *pb.Episode { e := good("rbad-x"); e.Status = 99; return e }())}, "episode.status"},
 		{"huge attempt", []*pb.AppendStepsRequest{epMsg(func() *pb.Episode { e := good("rbad-x"); e.Attempt = math.MaxInt32; return e }())}, "episode.attempt"},
 		{"negative retry", []*pb.AppendStepsRequest{epMsg(good("rbad-x")), stepMsg(bad(func(s *pb.Step) { s.Retry = -1 }))}, "step.retry"},
@@ -734,6 +746,27 @@ func testRejects(t *testing.T, c pb.StorageClient) {
 			stepMsg(bad(func(s *pb.Step) { s.ModelCall.Logprobs[1].Logprob = nan() }))}, "step.model_call.logprobs[1].logprob"},
 		{"negative usage", []*pb.AppendStepsRequest{epMsg(good("rbad-x")),
 			stepMsg(bad(func(s *pb.Step) { s.ModelCall.Usage = &pb.Usage{CompletionTokens: -1} }))}, "step.model_call.usage.completion_tokens"},
+		// failure_reason is an indexed text column: PostgreSQL refuses an
+		// index row past ~2.7 KB and any NUL byte, which failed the whole
+		// group commit (other streams' steps too) with Internal.
+		{"long failure reason", []*pb.AppendStepsRequest{epMsg(func() *pb.Episode {
+			e := good("rbad-x")
+			// A stack trace: random hex, which PostgreSQL cannot compress
+			// into its index.
+			for i := 0; len(e.FailureReason) < 4000; i++ {
+				e.FailureReason += sha([]byte{byte(i), byte(i >> 8)})
+			}
+			return e
+		}())}, "episode.failure_reason"},
+		{"NUL in failure reason", []*pb.AppendStepsRequest{epMsg(func() *pb.Episode { e := good("rbad-x"); e.FailureReason = "env\x00error"; return e }())},
+			"episode.failure_reason"},
+		{"NUL in media type", []*pb.AppendStepsRequest{epMsg(good("rbad-x")),
+			stepMsg(bad(func(s *pb.Step) { s.Observation.Screenshot.MediaType = "image/png\x00" }))}, "step.observation.screenshot.media_type"},
+		{"newline in image media type", []*pb.AppendStepsRequest{epMsg(good("rbad-x")),
+			stepMsg(bad(func(s *pb.Step) {
+				s.ModelCall.NewMessages = []*pb.ChatMessage{{Role: "user", Content: []*pb.ContentPart{
+					{Part: &pb.ContentPart_Image{Image: &pb.Image{Data: fresh, MediaType: "image/png\r\nX-Evil: 1"}}}}}}
+			}))}, "step.model_call.new_messages[0].content[0].image.media_type"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := appendAll(ctx, c, tc.msgs...)
@@ -792,10 +825,27 @@ func testRejects(t *testing.T, c pb.StorageClient) {
 			_, err := c.ListEpisodes(ctx, &pb.ListEpisodesRequest{ModelVersion: &v})
 			return err
 		}, "model_version"},
+		// Without a rollout or group, a filter that selects little walked
+		// every episode of the index (0.7 s per 100,000 episodes, each call
+		// holding one of the index's few read connections).
+		{"ListEpisodes task without a rollout", func() error {
+			_, err := c.ListEpisodes(ctx, &pb.ListEpisodesRequest{TaskId: "nope"})
+			return err
+		}, "rollout_id"},
+		{"ListEpisodes score without a rollout", func() error {
+			_, err := c.ListEpisodes(ctx, &pb.ListEpisodesRequest{MinScore: proto.Float64(5)})
+			return err
+		}, "rollout_id"},
 		{"GetStats empty", func() error {
 			_, err := c.GetStats(ctx, &pb.GetStatsRequest{})
 			return err
 		}, "rollout_ids"},
+		// A rollout named twice was counted twice in the mean and the
+		// deviation of the success rates, and aggregated twice.
+		{"GetStats duplicate", func() error {
+			_, err := c.GetStats(ctx, &pb.GetStatsRequest{RolloutIds: []string{"ra", "rx", "ra"}})
+			return err
+		}, "rollout_ids[2]"},
 		{"Delete escape", func() error {
 			_, err := c.DeleteRollout(ctx, &pb.DeleteRolloutRequest{RolloutId: "a/../../b"})
 			return err

@@ -807,7 +807,10 @@ func (x *GetEpisodeResponse) GetSteps() []*Step {
 	return nil
 }
 
-// ListEpisodesRequest filters episodes. Filters combine with AND.
+// ListEpisodesRequest filters episodes. Filters combine with AND; the task,
+// status, score, model version and domain filters need rollout_id or
+// group_id (InvalidArgument without: alone they would scan every stored
+// episode).
 type ListEpisodesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Rollout id.

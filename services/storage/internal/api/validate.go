@@ -49,6 +49,14 @@ func Validate(req any) error {
 				return err
 			}
 		}
+		// The index finds a rollout's or a group's episodes by its
+		// indexes; the other filters only narrow them. Alone, a filter
+		// that selects little walks every stored episode.
+		narrows := r.GetTaskId() != "" || r.GetDomain() != "" || r.GetStatus() != pb.EpisodeStatus_EPISODE_STATUS_UNSPECIFIED ||
+			r.MinScore != nil || r.MaxScore != nil || r.ModelVersion != nil
+		if narrows && r.GetRolloutId() == "" && r.GetGroupId() == "" {
+			return validate.Field("rollout_id", "required with task_id, domain, status, min_score, max_score or model_version (or group_id)")
+		}
 	case *pb.GetBlobRequest:
 		return validate.SHA256("sha256", r.GetSha256())
 	case *pb.ExportRolloutRequest:
@@ -70,10 +78,18 @@ func Validate(req any) error {
 		if len(r.GetRolloutIds()) > maxStatsRollouts {
 			return validate.Field("rollout_ids", "at most %d", maxStatsRollouts)
 		}
+		seen := make(map[string]int, len(r.GetRolloutIds()))
 		for i, id := range r.GetRolloutIds() {
-			if err := validate.ID(fmt.Sprintf("rollout_ids[%d]", i), id); err != nil {
+			field := fmt.Sprintf("rollout_ids[%d]", i)
+			if err := validate.ID(field, id); err != nil {
 				return err
 			}
+			// Named twice, a rollout would count twice in the mean and
+			// deviation of the success rates.
+			if j, ok := seen[id]; ok {
+				return validate.Field(field, "repeats rollout_ids[%d]", j)
+			}
+			seen[id] = i
 		}
 	case *pb.CompareRolloutsRequest:
 		if err := validate.ID("base_rollout_id", r.GetBaseRolloutId()); err != nil {

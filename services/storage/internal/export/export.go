@@ -57,10 +57,14 @@ const JSONLName = "rollout.jsonl"
 type Exporter struct {
 	src   Source
 	blobs Blobs
+	// maxEpisodeBytes is maxEpisodeBytes; tests lower it.
+	maxEpisodeBytes int64
 }
 
 // New returns an Exporter.
-func New(src Source, blobs Blobs) *Exporter { return &Exporter{src: src, blobs: blobs} }
+func New(src Source, blobs Blobs) *Exporter {
+	return &Exporter{src: src, blobs: blobs, maxEpisodeBytes: maxEpisodeBytes}
+}
 
 // Write exports the rollout into sink.
 func (x *Exporter) Write(ctx context.Context, req Request, sink Sink) error {
@@ -109,7 +113,8 @@ func (x *Exporter) writeJSONL(ctx context.Context, req Request, sink Sink) error
 	// mean reward, so that every line can carry its advantage.
 	groups := map[string]*groupMean{}
 	err = x.episodes(ctx, req, func(ep *pb.Episode) error {
-		if ep.GetStatus() == pb.EpisodeStatus_EPISODE_STATUS_DONE {
+		// An episode without a group has no group-relative advantage.
+		if ep.GetStatus() == pb.EpisodeStatus_EPISODE_STATUS_DONE && ep.GetGroupId() != "" {
 			g := groups[ep.GetGroupId()]
 			if g == nil {
 				g = &groupMean{}
@@ -122,7 +127,7 @@ func (x *Exporter) writeJSONL(ctx context.Context, req Request, sink Sink) error
 	})
 	if err == nil {
 		err = x.episodes(ctx, req, func(ep *pb.Episode) error {
-			steps, err := x.src.Steps(ctx, ep.GetEpisodeId(), maxEpisodeBytes)
+			steps, err := x.src.Steps(ctx, ep.GetEpisodeId(), x.maxEpisodeBytes)
 			if err != nil {
 				return err
 			}
@@ -179,7 +184,7 @@ type trainingLine struct {
 	// episode has no reward (a failure is never a score of 0), and it is
 	// left out of its group's mean. Advantage is GRPO's group-relative
 	// one: the reward minus the mean reward of the group's DONE episodes
-	// in this export.
+	// in this export, none for an episode without a group.
 	Reward        *float64 `json:"reward,omitempty"`
 	Advantage     *float64 `json:"advantage,omitempty"`
 	FailureReason string   `json:"failure_reason,omitempty"`
@@ -263,6 +268,12 @@ func (x *Exporter) trainingLine(ctx context.Context, ep *pb.Episode, steps []*pb
 		l.Messages = append(l.Messages, message{Role: "system", Content: []part{{Type: "text", Text: sp}}})
 	}
 	flat := true
+	// Inline images are held in the line with the steps: they are bounded
+	// as the step bodies are.
+	var in *inlined
+	if inline {
+		in = &inlined{episodeID: ep.GetEpisodeId(), left: x.maxEpisodeBytes}
+	}
 	for _, st := range steps {
 		mc := st.GetModelCall()
 		if mc == nil {
@@ -270,7 +281,7 @@ func (x *Exporter) trainingLine(ctx context.Context, ep *pb.Episode, steps []*pb
 		}
 		endsWithAssistant := false
 		for _, m := range mc.GetNewMessages() {
-			msg, err := x.message(ctx, m, inline)
+			msg, err := x.message(ctx, m, in)
 			if err != nil {
 				return nil, err
 			}
@@ -340,7 +351,15 @@ func toolCalls(tcs []*pb.ToolCall) []toolCall {
 	return out
 }
 
-func (x *Exporter) message(ctx context.Context, m *pb.ChatMessage, inline bool) (message, error) {
+// inlined is what is left of an episode's bound for inline image data.
+type inlined struct {
+	episodeID string
+	left      int64
+}
+
+// message converts a chat message; in, when set, puts images inline
+// within its bound.
+func (x *Exporter) message(ctx context.Context, m *pb.ChatMessage, in *inlined) (message, error) {
 	out := message{Role: m.GetRole(), Content: []part{}, ToolCalls: toolCalls(m.GetToolCalls()), ToolCallID: m.GetToolCallId(), Name: m.GetName()}
 	for _, p := range m.GetContent() {
 		switch {
@@ -349,7 +368,11 @@ func (x *Exporter) message(ctx context.Context, m *pb.ChatMessage, inline bool) 
 			u := img.GetUrl()
 			if ref := img.GetBlob(); ref != nil {
 				u = "sha256:" + ref.GetSha256()
-				if inline {
+				if in != nil {
+					if in.left -= ref.GetSize(); in.left < 0 {
+						return out, fmt.Errorf("episode %s: inline images pass %d bytes, export it without inline_images: %w",
+							in.episodeID, x.maxEpisodeBytes, index.ErrTooLarge)
+					}
 					data, err := x.readBlob(ctx, ref.GetSha256())
 					if err != nil {
 						return out, err

@@ -1,12 +1,17 @@
 package export
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"slices"
 	"testing"
 
 	pb "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
+	"github.com/rolloutmesh/rolloutmesh/services/storage/internal/index"
 )
 
 func TestPythonFloat(t *testing.T) {
@@ -130,5 +135,135 @@ func TestEvaluationExported(t *testing.T) {
 		if got := string(l.Evaluation); got != tt.want {
 			t.Errorf("evaluation of %q = %q, want %q", tt.details, got, tt.want)
 		}
+	}
+}
+
+// episodesOnly is a Source of episodes without steps.
+type episodesOnly []*pb.Episode
+
+func (e episodesOnly) ListEpisodes(context.Context, index.Filter, *index.Cursor, int) ([]*pb.Episode, *index.Cursor, error) {
+	return e, nil, nil
+}
+
+func (episodesOnly) Steps(context.Context, string, int64) ([]*pb.Step, error) { return nil, nil }
+
+// filesSink keeps the exported files by path, and every path in the order
+// created.
+type filesSink struct {
+	files map[string]*bytes.Buffer
+	paths []string
+}
+
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }
+
+func (s *filesSink) Create(path string) (io.WriteCloser, error) {
+	b := &bytes.Buffer{}
+	s.files[path] = b
+	s.paths = append(s.paths, path)
+	return nopCloser{b}, nil
+}
+
+// TestOSWorldDirsNeverCollide: a task's directory gets the episode id
+// appended when the task has several episodes, and an episode without a
+// task is named by its id: neither may land in another episode's
+// directory, where its traj.jsonl and result.txt would overwrite the
+// other's (or mix with them).
+func TestOSWorldDirsNeverCollide(t *testing.T) {
+	done := pb.EpisodeStatus_EPISODE_STATUS_DONE
+	tests := []struct {
+		name string
+		eps  []*pb.Episode
+	}{
+		{"task named like a group member's directory", []*pb.Episode{
+			{EpisodeId: "e1", TaskId: "t-e3", Domain: "os", Status: done, Score: 1},
+			{EpisodeId: "e2", TaskId: "t", Domain: "os", Status: done},
+			{EpisodeId: "e3", TaskId: "t", Domain: "os", Status: pb.EpisodeStatus_EPISODE_STATUS_FAILED},
+		}},
+		{"task named like an episode without a task", []*pb.Episode{
+			{EpisodeId: "x", Domain: "os", Status: done, Score: 1},
+			{EpisodeId: "y", TaskId: "x", Domain: "os", Status: done},
+		}},
+		{"suffixed names that meet", []*pb.Episode{
+			{EpisodeId: "b-c", TaskId: "a", Domain: "os", Status: done},
+			{EpisodeId: "z", TaskId: "a", Domain: "os", Status: done},
+			{EpisodeId: "c", TaskId: "a-b", Domain: "os", Status: done},
+			{EpisodeId: "w", TaskId: "a-b", Domain: "os", Status: done},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sink := &filesSink{files: map[string]*bytes.Buffer{}}
+			x := New(episodesOnly(tt.eps), nil)
+			if err := x.Write(context.Background(), Request{RolloutID: "r", Format: pb.ExportFormat_EXPORT_FORMAT_OSWORLD}, sink); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := len(sink.files), len(sink.paths); got != want {
+				t.Errorf("%d files written under %d distinct paths: %v", want, got, sink.paths)
+			}
+			trajs := 0
+			for p := range sink.files {
+				if bytes.HasSuffix([]byte(p), []byte("/traj.jsonl")) {
+					trajs++
+				}
+			}
+			if trajs != len(tt.eps) {
+				t.Errorf("%d traj.jsonl for %d episodes: %v", trajs, len(tt.eps), sink.paths)
+			}
+		})
+	}
+}
+
+// oneEpisode is a Source of one episode and its steps.
+type oneEpisode struct {
+	ep    *pb.Episode
+	steps []*pb.Step
+}
+
+func (o oneEpisode) ListEpisodes(context.Context, index.Filter, *index.Cursor, int) ([]*pb.Episode, *index.Cursor, error) {
+	return []*pb.Episode{o.ep}, nil, nil
+}
+
+func (o oneEpisode) Steps(context.Context, string, int64) ([]*pb.Step, error) { return o.steps, nil }
+
+// sameBlob answers every blob read with the same bytes.
+type sameBlob []byte
+
+func (b sameBlob) Read(context.Context, string) ([]byte, error) { return b, nil }
+
+// TestInlineImagesBounded: with inline_images each image of an episode's
+// conversation is read and held, base64, in its one JSONL line. The step
+// bodies were bounded (maxEpisodeBytes) and the images were not: an
+// episode of a thousand 3 MB screenshots made a 4 GB line in memory. They
+// count against the same bound now, and past it the export fails naming
+// the limit instead of the process running out of memory.
+func TestInlineImagesBounded(t *testing.T) {
+	image := func(i int) *pb.Step {
+		ref := &pb.BlobRef{Sha256: fmt.Sprintf("%064x", i), MediaType: "image/png", Size: 100}
+		return &pb.Step{Index: int32(i), ModelCall: &pb.ModelCall{NewMessages: []*pb.ChatMessage{{Role: "user",
+			Content: []*pb.ContentPart{{Part: &pb.ContentPart_Image{Image: &pb.Image{Blob: ref}}}}}}}}
+	}
+	src := oneEpisode{ep: &pb.Episode{EpisodeId: "e"}, steps: []*pb.Step{image(0), image(1), image(2)}}
+	tests := []struct {
+		name    string
+		inline  bool
+		limit   int64
+		tooLong bool
+	}{
+		{"within the bound", true, 300, false},
+		{"past the bound", true, 299, true},
+		{"references only", false, 1, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			x := New(src, sameBlob(make([]byte, 100)))
+			x.maxEpisodeBytes = tt.limit
+			sink := &filesSink{files: map[string]*bytes.Buffer{}}
+			err := x.Write(context.Background(), Request{RolloutID: "r", Format: pb.ExportFormat_EXPORT_FORMAT_JSONL, InlineImages: tt.inline}, sink)
+			if got := errors.Is(err, index.ErrTooLarge); got != tt.tooLong {
+				t.Errorf("export error %v, want too large %v", err, tt.tooLong)
+			}
+		})
 	}
 }

@@ -35,9 +35,30 @@ func (x *Exporter) writeOSWorld(ctx context.Context, req Request, sink Sink) err
 	}); err != nil {
 		return err
 	}
+	// A task's only episode keeps <domain>/<task_id>. The others' names
+	// (<task_id>-<episode_id>, or the episode id when there is no task) may
+	// meet such a directory or each other (task "t-e3" and episode e3 of
+	// task "t"), and a second episode in a directory would overwrite the
+	// first's traj.jsonl and leave its result.txt: a name already taken
+	// gets -2, -3... appended. An episode stored since the count (a
+	// running rollout) is named as a group member.
+	only := map[string]bool{}
+	for dir, n := range perTask {
+		if n == 1 {
+			only[dir] = true
+		}
+	}
+	used := map[string]bool{}
 	return x.episodes(ctx, req, func(ep *pb.Episode) error {
-		dir := osworldDir(ep, perTask[osworldDir(ep, false)] > 1)
-		steps, err := x.src.Steps(ctx, ep.GetEpisodeId(), maxEpisodeBytes)
+		dir := osworldDir(ep, false)
+		if perTask[dir] != 1 || used[dir] {
+			dir = osworldDir(ep, true)
+			for n, base := 2, dir; only[dir] || used[dir]; n++ {
+				dir = fmt.Sprintf("%s-%d", base, n)
+			}
+		}
+		used[dir] = true
+		steps, err := x.src.Steps(ctx, ep.GetEpisodeId(), x.maxEpisodeBytes)
 		if err != nil {
 			return err
 		}

@@ -272,3 +272,42 @@ func TestSQLiteWriterSettings(t *testing.T) {
 		}
 	}
 }
+
+// TestEarlierAttemptHeaderNeverRollsBack: a retried stream of an earlier
+// attempt may replay its RUNNING header after the episode was requeued and
+// the later attempt stored steps. That header must not take the episode
+// back to the earlier attempt: the later attempt's next header would then
+// count as a new attempt and drop the steps it had stored (acknowledged).
+func TestEarlierAttemptHeaderNeverRollsBack(t *testing.T) {
+	ctx := context.Background()
+	eachIndex(t, func(t *testing.T, db *DB) {
+		header := func(attempt int32, status pb.EpisodeStatus, steps int) {
+			t.Helper()
+			b := &Batch{Episodes: []EpisodeRecord{{Episode: &pb.Episode{EpisodeId: "e1", RolloutId: "r1", Attempt: attempt, Status: status}}}}
+			for i := 0; i < steps; i++ {
+				b.Steps = append(b.Steps, StepRecord{Step: &pb.Step{EpisodeId: "e1", Index: int32(i), Error: fmt.Sprint("attempt ", attempt)}})
+			}
+			if _, err := db.Commit(ctx, []*Batch{b}); err != nil {
+				t.Fatalf("attempt %d: %v", attempt, err)
+			}
+		}
+		running, done := pb.EpisodeStatus_EPISODE_STATUS_RUNNING, pb.EpisodeStatus_EPISODE_STATUS_DONE
+		header(1, running, 3)
+		header(2, running, 2)
+		header(1, running, 0) // the replayed header of attempt 1
+		header(2, done, 0)    // attempt 2 finishes
+
+		ep, err := db.GetEpisode(ctx, "e1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		steps, err := db.Steps(ctx, "e1", 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := fmt.Sprintf("attempt %d, %s, num_steps %d, %d steps", ep.GetAttempt(), ep.GetStatus(), ep.GetNumSteps(), len(steps)),
+			"attempt 2, EPISODE_STATUS_DONE, num_steps 2, 2 steps"; got != want {
+			t.Errorf("got %s, want %s", got, want)
+		}
+	})
+}

@@ -56,6 +56,23 @@ func (db *DB) CursorAt(ctx context.Context, f Filter, offset int64) (*Cursor, er
 	return &c, nil
 }
 
+// StepIndexAt returns the index of an episode's offset-th step (0-based,
+// in index order), so a numbered page of steps starts there: indexes may
+// have gaps, and a page offset is not an index. It walks the steps
+// primary key, never the bodies; ErrNotFound past the last step.
+func (db *DB) StepIndexAt(ctx context.Context, episodeID string, offset int64) (int, error) {
+	var idx int
+	err := db.r.QueryRowContext(ctx, db.q(`SELECT idx FROM steps WHERE episode_id = ? ORDER BY idx LIMIT 1 OFFSET ?`),
+		episodeID, offset).Scan(&idx)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, fmt.Errorf("step at offset %d of %s: %w", offset, episodeID, ErrNotFound)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("find step page start of %s: %w", episodeID, err)
+	}
+	return idx, nil
+}
+
 // StepRange returns up to limit steps of an episode from index from on, in
 // index order, through the steps primary key.
 func (db *DB) StepRange(ctx context.Context, episodeID string, from, limit int) ([]*pb.Step, error) {

@@ -2,6 +2,7 @@ package index
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -39,6 +40,10 @@ func TestViewerQueries(t *testing.T) {
 				TaskId: "t", Domain: "os", Status: pb.EpisodeStatus_EPISODE_STATUS_DONE, StartTime: timestamppb.New(t0)}})
 			for i := range 7 {
 				b.Steps = append(b.Steps, StepRecord{Step: &pb.Step{EpisodeId: "e-00", Index: int32(i)}})
+			}
+			// Indexes with gaps: 0, 10, 20.
+			for i := range 3 {
+				b.Steps = append(b.Steps, StepRecord{Step: &pb.Step{EpisodeId: "e-01", Index: int32(10 * i)}})
 			}
 			if _, err := db.Commit(ctx, []*Batch{b}); err != nil {
 				t.Fatal(err)
@@ -89,6 +94,23 @@ func TestViewerQueries(t *testing.T) {
 			steps, err := db.StepRange(ctx, "e-00", 5, 10)
 			if err != nil || len(steps) != 2 || steps[0].GetIndex() != 5 || steps[1].GetIndex() != 6 {
 				t.Errorf("StepRange(5, 10) = %v, %v; want steps 5 and 6", steps, err)
+			}
+
+			for _, tc := range []struct {
+				offset int64
+				want   string
+			}{{0, "0 <nil>"}, {1, "10 <nil>"}, {2, "20 <nil>"}, {3, "0 not found"}} {
+				idx, err := db.StepIndexAt(ctx, "e-01", tc.offset)
+				got := fmt.Sprint(idx, " <nil>")
+				if err != nil {
+					got = fmt.Sprint(idx, " not found")
+					if !errors.Is(err, ErrNotFound) {
+						got = err.Error()
+					}
+				}
+				if got != tc.want {
+					t.Errorf("StepIndexAt(%d) = %s, want %s", tc.offset, got, tc.want)
+				}
 			}
 
 			members, err := db.GroupMembers(ctx, "r", []string{"g-0", "g-5"})

@@ -148,10 +148,11 @@ func (db *DB) prepareWrite(ctx context.Context, tx *sql.Tx) (*writeStmts, error)
 		dst   **sql.Stmt
 		query string
 	}{
-		// A retried stream may replay an old RUNNING header after the
-		// episode finished: a header that is not terminal never replaces a
-		// terminal one of the same or a later attempt. Statuses 3-7 are the
-		// terminal ones.
+		// A retried stream may replay an old header: a header of an
+		// earlier attempt never replaces a later one (the later attempt's
+		// next header would take it for a new attempt and drop its steps),
+		// and a header that is not terminal never replaces a terminal one
+		// of the same attempt. Statuses 3-7 are the terminal ones.
 		{&st.episode, `INSERT INTO episodes (episode_id, rollout_id, group_id, task_id, domain, status, score, start_ns, end_ns, failure_reason, attempt, body)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (episode_id) DO UPDATE SET
@@ -159,7 +160,7 @@ ON CONFLICT (episode_id) DO UPDATE SET
   domain = excluded.domain, status = excluded.status, score = excluded.score,
   start_ns = CASE WHEN excluded.start_ns = 0 THEN episodes.start_ns ELSE excluded.start_ns END,
   end_ns = excluded.end_ns, failure_reason = excluded.failure_reason, attempt = excluded.attempt, body = excluded.body
-WHERE NOT (episodes.status >= 3 AND excluded.status < 3 AND excluded.attempt <= episodes.attempt)`},
+WHERE excluded.attempt > episodes.attempt OR (excluded.attempt = episodes.attempt AND NOT (episodes.status >= 3 AND excluded.status < 3))`},
 		{&st.blob, `INSERT INTO blobs (sha256, size, media_type, loc) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`},
 		{&st.ref, `INSERT INTO blob_refs (episode_id, sha256) VALUES (?, ?) ON CONFLICT DO NOTHING`},
 		{&st.addSteps, `UPDATE episodes SET num_steps = num_steps + ? WHERE episode_id = ?`},

@@ -44,6 +44,18 @@ func DefaultLimits() Limits {
 
 const maxMediaTypeBytes = 128
 
+// maxFailureReasonBytes bounds Episode.failure_reason, a short
+// machine-readable reason ("env_error") that the index keeps in a column
+// and aggregates by; the coordinator bounds it the same. The detail goes
+// in Episode.error.
+const maxFailureReasonBytes = 256
+
+// maxScore bounds Episode.score in magnitude. Scores are rewards (OSWorld's
+// are in [0, 1]); GetStats, the viewer and the JSONL export's advantages
+// sum them, and two finite scores near the float64 limit summed to an
+// infinite mean, which no JSON export can write.
+const maxScore = 1e9
+
 // maxAttempt and maxRetry bound Episode.attempt and Step.retry: the
 // coordinator reruns an episode a few times and the runner retries a turn a
 // few times, so thousands already mean a broken caller.
@@ -98,8 +110,8 @@ func (w *Writer) checkSlots(ctx context.Context, slots []blobSlot) (*checked, er
 	var refs []int // slots that name content by digest only
 	for i, s := range slots {
 		data, sha, media, declaredSize := slotFields(s)
-		if len(media) > maxMediaTypeBytes {
-			return nil, validate.Field(s.field+".media_type", "longer than %d bytes", maxMediaTypeBytes)
+		if err := validate.MediaType(s.field+".media_type", media, maxMediaTypeBytes); err != nil {
+			return nil, err
 		}
 		if sha != "" {
 			if err := validate.SHA256(s.field+".sha256", sha); err != nil {
@@ -237,8 +249,14 @@ func checkEpisode(ep *pb.Episode) ([]blobSlot, error) {
 	if _, ok := pb.EpisodeStatus_name[int32(ep.GetStatus())]; !ok {
 		return nil, validate.Field("episode.status", "unknown value %d", ep.GetStatus())
 	}
+	if err := validate.Text("episode.failure_reason", ep.GetFailureReason(), maxFailureReasonBytes); err != nil {
+		return nil, err
+	}
 	if err := validate.Finite("episode.score", ep.GetScore()); err != nil {
 		return nil, err
+	}
+	if s := ep.GetScore(); s < -maxScore || s > maxScore {
+		return nil, validate.Field("episode.score", "must be in [%g, %g], got %g", -maxScore, maxScore, s)
 	}
 	if err := validate.Range("episode.attempt", int64(ep.GetAttempt()), 0, maxAttempt); err != nil {
 		return nil, err

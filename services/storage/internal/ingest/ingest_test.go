@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -339,5 +340,92 @@ func TestBloom(t *testing.T) {
 	}
 	if rate := float64(fp) / 20000; rate > 0.02 {
 		t.Errorf("false positives %.2f %%, want about 1 %%", 100*rate)
+	}
+}
+
+// TestMergedHeaderBounded: a header sent in parts (instruction, then
+// system prompt, then evaluator details) merges over the stored one, and
+// the merged header is what the index stores and every read returns: it
+// is bounded like one header, not one part at a time.
+func TestMergedHeaderBounded(t *testing.T) {
+	w := newWriter(t, Limits{MaxStepBytes: 2000})
+	header := func(mut func(*pb.Episode)) *pb.AppendStepsRequest {
+		ep := &pb.Episode{EpisodeId: "e", RolloutId: "r"}
+		mut(ep)
+		return &pb.AppendStepsRequest{Item: &pb.AppendStepsRequest_Episode{Episode: ep}}
+	}
+	big := string(make([]byte, 1500))
+	first := msgs{header(func(ep *pb.Episode) { ep.Instruction = big })}
+	if _, err := w.Append(context.Background(), &first); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		msgs msgs
+	}{
+		{"over the stored header", msgs{header(func(ep *pb.Episode) { ep.SystemPrompt = big })}},
+		{"over a header of the same stream", msgs{header(func(ep *pb.Episode) { ep.EpisodeId = "e2" }),
+			header(func(ep *pb.Episode) { ep.EpisodeId, ep.Instruction = "e2", big }),
+			header(func(ep *pb.Episode) { ep.EpisodeId, ep.SystemPrompt = "e2", big })}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := tc.msgs
+			_, err := w.Append(context.Background(), &m)
+			if fe, ok := asField(err); !ok || fe != "episode" {
+				t.Errorf("got error %v, want a field error on episode", err)
+			}
+		})
+	}
+	ep, err := w.idx.GetEpisode(context.Background(), "e")
+	if err != nil || ep.GetSystemPrompt() != "" {
+		t.Errorf("stored header = %d-byte system prompt, %v; want the first header alone", len(ep.GetSystemPrompt()), err)
+	}
+}
+
+// TestGroupCommitIsolatesBatches: batches of many streams commit in one
+// transaction, and a batch that cannot commit (steps of an episode that a
+// DeleteRollout removed after the stream sent its header) must fail its
+// own stream only, not the other streams committed with it.
+func TestGroupCommitIsolatesBatches(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	idx, err := index.Open(ctx, filepath.Join(dir, "index.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idx.Close()
+	files, err := blobstore.NewFiles(filepath.Join(dir, "blobs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := New(idx, files, Options{})
+	// Both queued before the committer starts, so they commit as a group.
+	orphan := &commitReq{done: make(chan struct{}), batch: &index.Batch{
+		Steps: []index.StepRecord{{Step: &pb.Step{EpisodeId: "deleted", Index: 3}}}}}
+	good := &commitReq{done: make(chan struct{}), batch: &index.Batch{
+		Episodes: []index.EpisodeRecord{{Episode: &pb.Episode{EpisodeId: "kept", RolloutId: "r"}}},
+		Steps:    []index.StepRecord{{Step: &pb.Step{EpisodeId: "kept", Index: 0}}}}}
+	w.commits <- orphan
+	w.commits <- good
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.Run(runCtx)
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	<-orphan.done
+	<-good.done
+	if !errors.Is(orphan.err, index.ErrNotFound) {
+		t.Errorf("batch of a deleted episode: error %v, want not found", orphan.err)
+	}
+	if good.err != nil || len(good.result.Duplicate) != 1 {
+		t.Errorf("batch committed beside it: %+v, %v; want its one step stored", good.result, good.err)
+	}
+	if ep, err := idx.GetEpisode(ctx, "kept"); err != nil || ep.GetNumSteps() != 1 {
+		t.Errorf("kept episode = %v, %v; want it stored with its step", ep, err)
 	}
 }

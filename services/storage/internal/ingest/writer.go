@@ -211,26 +211,57 @@ func (w *Writer) Run(ctx context.Context) {
 			steps += len(r.batch.Steps)
 		}
 		start := w.now()
-		// The batches' blobs were written before they were queued; one
-		// flush makes all of them durable before any row names them.
-		err := w.blobs.Sync(ctx)
-		var results []index.Result
-		if err == nil {
-			results, err = w.idx.Commit(ctx, batches)
-		}
+		results, errs := w.commitGroup(ctx, batches)
 		w.obs.Committed(len(batches), steps, w.now().Sub(start))
-		if err != nil {
-			w.log.Warn("group commit failed", zap.Int("batches", len(batches)), zap.Int("steps", steps), zap.Error(err))
-		}
 		for i, r := range group {
-			if err != nil {
-				r.err = err
+			if errs[i] != nil {
+				r.err = errs[i]
 			} else {
 				r.result = results[i]
 			}
 			close(r.done)
 		}
 	}
+}
+
+// commitGroup makes a group of batches durable and returns each batch's
+// result or error. A batch that cannot commit (steps of an episode a
+// DeleteRollout removed after its stream sent the header) fails the group's
+// transaction; the batches are then committed one by one, so that it fails
+// its own stream only.
+func (w *Writer) commitGroup(ctx context.Context, batches []*index.Batch) ([]index.Result, []error) {
+	errs := make([]error, len(batches))
+	fail := func(err error) ([]index.Result, []error) {
+		for i := range errs {
+			errs[i] = err
+		}
+		return nil, errs
+	}
+	// The batches' blobs were written before they were queued; one flush
+	// makes all of them durable before any row names them.
+	if err := w.blobs.Sync(ctx); err != nil {
+		w.log.Warn("group commit failed", zap.Int("batches", len(batches)), zap.Error(err))
+		return fail(err)
+	}
+	results, err := w.idx.Commit(ctx, batches)
+	if err == nil {
+		return results, errs
+	}
+	w.log.Warn("group commit failed", zap.Int("batches", len(batches)), zap.Error(err))
+	if len(batches) == 1 || ctx.Err() != nil {
+		return fail(err)
+	}
+	results = make([]index.Result, len(batches))
+	for i, b := range batches {
+		res, err := w.idx.Commit(ctx, []*index.Batch{b})
+		if err != nil {
+			w.log.Warn("batch commit failed", zap.Int("steps", len(b.Steps)), zap.Error(err))
+			errs[i] = err
+			continue
+		}
+		results[i] = res[0]
+	}
+	return results, errs
 }
 
 func (w *Writer) commit(ctx context.Context, b *index.Batch) (index.Result, error) {
@@ -360,12 +391,17 @@ func (s *stream) addEpisode(ctx context.Context, ep *pb.Episode) error {
 	if size > s.w.limits.MaxStepBytes {
 		return validate.Field("episode", "is %d bytes without blob data, more than the %d-byte limit", size, s.w.limits.MaxStepBytes)
 	}
-	if err := s.storeBlobs(ctx, c); err != nil {
-		return err
-	}
 	c.apply()
 	ep, err = s.merge(ctx, ep)
 	if err != nil {
+		return err
+	}
+	// The merged header is what the index keeps and every read returns:
+	// headers sent in parts must not add up past the limit of one.
+	if merged := proto.Size(ep); merged > s.w.limits.MaxStepBytes {
+		return validate.Field("episode", "is %d bytes merged with the episode's earlier headers, more than the %d-byte limit", merged, s.w.limits.MaxStepBytes)
+	}
+	if err := s.storeBlobs(ctx, c); err != nil {
 		return err
 	}
 	s.batch.Episodes = append(s.batch.Episodes, index.EpisodeRecord{Episode: ep, Blobs: c.records()})

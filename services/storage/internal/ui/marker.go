@@ -63,13 +63,24 @@ func markers(actions []*pb.Action) []Marker {
 	text := func(kind, s string) {
 		add(Marker{Kind: kind, X: cur.x, Y: cur.y, HasPoint: cur.ok, Label: s})
 	}
+	// The step's actions may be megabytes and a page draws 50 steps: what
+	// is read is bounded per step, not per action.
+	budget, calls := maxScan, maxMarkers*2
+	take := func(s string) string {
+		s = s[:min(len(s), max(budget, 0))]
+		budget -= len(s)
+		return s
+	}
 	for _, a := range actions {
-		if len(out) >= maxMarkers {
+		if len(out) >= maxMarkers || budget <= 0 || calls <= 0 {
 			break
 		}
 		switch t := strings.ToUpper(a.GetActionType()); t {
 		case "CODE":
-			for _, c := range pyCalls(a.GetCode()) {
+			code := take(a.GetCode())
+			found, matched := pyCalls(code, calls)
+			calls -= matched
+			for _, c := range found {
 				switch c.fn {
 				case "click", "leftClick", "doubleClick", "tripleClick", "rightClick", "middleClick", "mouseDown", "mouseUp":
 					if x, y, ok := c.point(); ok {
@@ -101,9 +112,14 @@ func markers(actions []*pb.Action) []Marker {
 					}
 				}
 			}
-		default:
+		case "CLICK", "RIGHT_CLICK", "DOUBLE_CLICK", "MOUSE_DOWN", "MOUSE_UP", "MOVE_TO", "DRAG_TO", "TYPING",
+			"PRESS", "HOTKEY", "KEY_DOWN", "KEY_UP", "SCROLL":
 			var p map[string]any
-			_ = json.Unmarshal([]byte(a.GetParametersJson()), &p)
+			if params := a.GetParametersJson(); len(params) <= budget {
+				_ = json.Unmarshal([]byte(take(params)), &p)
+			} else {
+				budget = 0 // a cut document would not parse
+			}
 			x, okx := num(p["x"])
 			y, oky := num(p["y"])
 			has := okx && oky
@@ -178,19 +194,26 @@ type pyCall struct {
 
 var pyCallRE = regexp.MustCompile(`pyautogui\.([A-Za-z]+)\(`)
 
-// maxCode bounds the code scanned for calls.
-const maxCode = 64 << 10
+// maxScan bounds the code and parameters one step's markers read.
+const maxScan = 64 << 10
 
-// pyCalls finds the pyautogui calls of code, in order. Only literal
-// arguments are understood; a call with expressions yields what it can.
-func pyCalls(code string) []pyCall {
-	if len(code) > maxCode {
-		code = code[:maxCode]
+// maxArgs bounds the text read for one call's arguments: they are numbers
+// and short strings, and an unclosed call must not read to the end.
+const maxArgs = 4 << 10
+
+// pyCalls finds up to limit pyautogui calls of code, in order, and how
+// many it matched (calls whose arguments do not parse are skipped). Only
+// literal arguments are understood; a call with expressions yields what
+// it can.
+func pyCalls(code string, limit int) ([]pyCall, int) {
+	if limit <= 0 {
+		return nil, 0
 	}
 	var out []pyCall
-	for _, m := range pyCallRE.FindAllStringSubmatchIndex(code, maxMarkers*2) {
+	matches := pyCallRE.FindAllStringSubmatchIndex(code, limit)
+	for _, m := range matches {
 		fn := code[m[2]:m[3]]
-		args, ok := splitArgs(code[m[1]:])
+		args, ok := splitArgs(code[m[1]:min(len(code), m[1]+maxArgs)])
 		if !ok {
 			continue
 		}
@@ -204,7 +227,7 @@ func pyCalls(code string) []pyCall {
 		}
 		out = append(out, c)
 	}
-	return out
+	return out, len(matches)
 }
 
 // splitArgs splits the text after "(" up to its matching ")" at top-level

@@ -2,7 +2,9 @@ package ui
 
 import (
 	"reflect"
+	"strings"
 	"testing"
+	"time"
 
 	pb "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
 )
@@ -71,5 +73,26 @@ func TestLRUEvictsOldest(t *testing.T) {
 	c.put("huge", make([]byte, 11))
 	if _, ok := c.get("huge"); ok {
 		t.Error("an entry larger than the cache was kept")
+	}
+}
+
+// TestMarkersBoundedWork: a step's actions are megabytes at most, and the
+// page of an episode reads markers of 50 steps. Code with many unclosed
+// pyautogui calls made each call scan to the end of its action (0.7 s for
+// one 4 MB step, 35 s of CPU for one page view); the scan is bounded per
+// step now, whatever the actions hold.
+func TestMarkersBoundedWork(t *testing.T) {
+	code := strings.Repeat("pyautogui.x(", 64) + strings.Repeat("a", 64<<10-64*12)
+	params := `{"x":1,"y":2,"pad":"` + strings.Repeat("a", 64<<10) + `"}`
+	var actions []*pb.Action
+	for range 30 {
+		actions = append(actions, &pb.Action{ActionType: "CODE", Code: code}, &pb.Action{ActionType: "MOVE_TO_X", ParametersJson: params})
+	}
+	start := time.Now()
+	for range 5 {
+		markers(actions)
+	}
+	if took := time.Since(start) / 5; took > 50*time.Millisecond {
+		t.Errorf("markers of a %d-byte step took %v, want at most 50ms", 30*(len(code)+len(params)), took)
 	}
 }

@@ -524,9 +524,16 @@ func (h *Handler) episode(w http.ResponseWriter, r *http.Request) {
 		page.Live = 5
 	}
 	page.Pager = newPager(r.URL, pageNum(r), int64(ep.GetNumSteps()), stepsPerPage)
-	page.FirstIndex = (page.Pager.Page - 1) * stepsPerPage
-	steps, err := h.idx.StepRange(ctx, id, page.FirstIndex, stepsPerPage)
-	if err != nil {
+	// Step indexes may have gaps: the page starts at its first step's
+	// index, not at an index computed from the page number.
+	var steps []*pb.Step
+	if from, err := h.idx.StepIndexAt(ctx, id, int64(page.Pager.Page-1)*stepsPerPage); err == nil {
+		page.FirstIndex = from
+		if steps, err = h.idx.StepRange(ctx, id, from, stepsPerPage); err != nil {
+			h.fail(w, r, "steps", err)
+			return
+		}
+	} else if !errors.Is(err, index.ErrNotFound) {
 		h.fail(w, r, "steps", err)
 		return
 	}
@@ -632,11 +639,9 @@ func (o oneEpisode) ListEpisodes(context.Context, index.Filter, *index.Cursor, i
 	return []*pb.Episode{o.ep}, nil, nil
 }
 
-// maxExportSteps bounds the steps of an episode the OSWorld download holds.
-const maxExportSteps = 100000
-
-func (o oneEpisode) Steps(ctx context.Context, episodeID string, _ int64) ([]*pb.Step, error) {
-	return o.idx.StepRange(ctx, episodeID, 0, maxExportSteps)
+// Steps reads every step, bounded by bytes as the rollout export is.
+func (o oneEpisode) Steps(ctx context.Context, episodeID string, maxBytes int64) ([]*pb.Step, error) {
+	return o.idx.Steps(ctx, episodeID, maxBytes)
 }
 
 type blobsByHash struct{ reads Reads }
@@ -681,17 +686,42 @@ func (h *Handler) osworld(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, "episode", err)
 		return
 	}
-	w.Header().Set("Content-Type", "application/x-tar")
-	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="%s-osworld.tar"`, id))
-	tw := tar.NewWriter(w)
+	out := &download{w: w, filename: id + "-osworld.tar"}
+	tw := tar.NewWriter(out)
 	x := export.New(oneEpisode{ep: resp.GetEpisode(), idx: h.idx}, blobsByHash{h.reads})
 	if err := x.Write(ctx, export.Request{RolloutID: resp.GetEpisode().GetRolloutId(), Format: pb.ExportFormat_EXPORT_FORMAT_OSWORLD},
 		&tarSink{tw: tw, now: h.now()}); err != nil {
-		// The headers are sent: a truncated tar is what the client sees.
+		if !out.started {
+			h.fail(w, r, "OSWorld folder", err)
+			return
+		}
+		// The first files are sent: ending the response normally would
+		// hand the client a well-formed tar without the rest. Aborting
+		// it breaks the download, so the failure shows.
 		h.log.Warn("viewer OSWorld download failed", zap.String("episode_id", id), zap.Error(err))
-		return
+		panic(http.ErrAbortHandler)
 	}
-	_ = tw.Close()
+	if err := tw.Close(); err != nil {
+		h.log.Warn("viewer OSWorld download failed", zap.String("episode_id", id), zap.Error(err))
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// download is a file download's response: its headers go with its first
+// bytes, so a failure before them is still an error page.
+type download struct {
+	w        http.ResponseWriter
+	filename string
+	started  bool
+}
+
+func (d *download) Write(p []byte) (int, error) {
+	if !d.started {
+		d.started = true
+		d.w.Header().Set("Content-Type", "application/x-tar")
+		d.w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="%s"`, d.filename))
+	}
+	return d.w.Write(p)
 }
 
 // ---- Compare ----

@@ -55,6 +55,10 @@ type Index interface {
 	ListEpisodes(ctx context.Context, f index.Filter, after *index.Cursor, limit int) ([]*pb.Episode, *index.Cursor, error)
 	CountEpisodes(ctx context.Context, f index.Filter) (int64, error)
 	CursorAt(ctx context.Context, f index.Filter, offset int64) (*index.Cursor, error)
+	// Steps reads an episode whole for its OSWorld download, within the
+	// export's byte bound (index.ErrTooLarge past it).
+	Steps(ctx context.Context, episodeID string, maxBytes int64) ([]*pb.Step, error)
+	StepIndexAt(ctx context.Context, episodeID string, offset int64) (int, error)
 	StepRange(ctx context.Context, episodeID string, from, limit int) ([]*pb.Step, error)
 	GroupMembers(ctx context.Context, rolloutID string, groups []string) ([]index.GroupMember, error)
 }

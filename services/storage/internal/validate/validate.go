@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 )
 
 // MaxIDBytes bounds every id, as the API documents for task ids.
@@ -84,6 +85,34 @@ func SHA256(field, v string) error {
 		c := v[i]
 		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
 			return Field(field, "must be 64 lowercase hex digits")
+		}
+	}
+	return nil
+}
+
+// Text checks free text that goes into an indexed column: at most maxBytes
+// bytes (PostgreSQL refuses an index row past about 2.7 KB) and no NUL
+// byte (PostgreSQL text cannot hold one).
+func Text(field, v string, maxBytes int) error {
+	if len(v) > maxBytes {
+		return Field(field, "longer than %d bytes", maxBytes)
+	}
+	if i := strings.IndexByte(v, 0); i >= 0 {
+		return Field(field, "byte %d is NUL", i)
+	}
+	return nil
+}
+
+// MediaType checks a media type a caller names: at most maxBytes of
+// printable ASCII ("image/png", "text/plain; charset=utf-8"), so it can
+// be stored in any index and sent as a header.
+func MediaType(field, v string, maxBytes int) error {
+	if len(v) > maxBytes {
+		return Field(field, "longer than %d bytes", maxBytes)
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] < 0x20 || v[i] > 0x7e {
+			return Field(field, "byte %d (%q) is not printable ASCII", i, v[i])
 		}
 	}
 	return nil

@@ -83,3 +83,37 @@ func TestRange(t *testing.T) {
 		}
 	}
 }
+
+func TestText(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		wantErr bool
+	}{
+		{"env_error", false}, {"", false}, {"é", false},
+		{strings.Repeat("a", 16), false}, {strings.Repeat("a", 17), true}, {"env\x00error", true},
+	} {
+		err := Text("f", tc.in, 16)
+		if got := err != nil; got != tc.wantErr {
+			t.Errorf("Text(%q) error %v, want error %v", tc.in, err, tc.wantErr)
+		}
+		if fe, ok := AsFieldError(err); err != nil && (!ok || fe.Field != "f") {
+			t.Errorf("Text(%q) = %v, want a FieldError naming f", tc.in, err)
+		}
+	}
+}
+
+func TestMediaType(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		wantErr bool
+	}{
+		{"image/png", false}, {"text/plain; charset=utf-8", false}, {"", false},
+		{strings.Repeat("a", 32), false}, {strings.Repeat("a", 33), true},
+		{"image/png\x00", true}, {"image/png\r\nX: 1", true}, {"image/pngé", true},
+	} {
+		err := MediaType("f", tc.in, 32)
+		if got := err != nil; got != tc.wantErr {
+			t.Errorf("MediaType(%q) error %v, want error %v", tc.in, err, tc.wantErr)
+		}
+	}
+}
