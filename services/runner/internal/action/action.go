@@ -33,6 +33,8 @@ const (
 	MaxHotkeys  = 8
 	MaxScroll   = 10000
 	MaxCoordAbs = 100000
+	// MaxScreenSide bounds a screen's width and height.
+	MaxScreenSide = 16384
 )
 
 // Action is one parsed agent action.
@@ -74,8 +76,8 @@ func ParseScreen(s string) (Screen, error) {
 	}
 	wi, err1 := strconv.Atoi(w)
 	hi, err2 := strconv.Atoi(h)
-	if err1 != nil || err2 != nil || wi < 1 || hi < 1 || wi > 16384 || hi > 16384 {
-		return Screen{}, fmt.Errorf("screen %q: want WIDTHxHEIGHT with sides in 1..16384", s)
+	if err1 != nil || err2 != nil || wi < 1 || hi < 1 || wi > MaxScreenSide || hi > MaxScreenSide {
+		return Screen{}, fmt.Errorf("screen %q: want WIDTHxHEIGHT with sides in 1..%d", s, MaxScreenSide)
 	}
 	return Screen{wi, hi}, nil
 }

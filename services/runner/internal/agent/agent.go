@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -211,12 +212,43 @@ func errString(err error) string {
 	if err == nil {
 		return ""
 	}
-	return err.Error()
+	return validText(err.Error())
+}
+
+// validText makes s valid UTF-8. Text from the environment (a guest's
+// answer or error body, a program's output) may hold any bytes, and
+// protobuf refuses to marshal a string that is not UTF-8: the model call,
+// the step and the episode's result carrying it would all fail.
+func validText(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
+
+// validObservation is o with its text made valid UTF-8.
+func validObservation(o env.Observation) env.Observation {
+	o.A11yTree, o.Terminal, o.Text = validText(o.A11yTree), validText(o.Terminal), validText(o.Text)
+	return o
+}
+
+// validResults makes the results' text valid UTF-8, in place.
+func validResults(rs []env.Result) {
+	for i := range rs {
+		rs[i].Error, rs[i].Output = validText(rs[i].Error), validText(rs[i].Output)
+	}
+}
+
+// clipUTF8 cuts s to at most n bytes, at a character's boundary: a cut
+// inside one leaves a string that is not UTF-8.
+func clipUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 func failed(reason string, err error) Outcome {
 	if u, ok := env.AsUnsupported(err); ok {
-		return Outcome{Status: rmv1.EpisodeStatus_EPISODE_STATUS_UNSUPPORTED, FailureReason: u.Reason(), Error: err.Error()}
+		return Outcome{Status: rmv1.EpisodeStatus_EPISODE_STATUS_UNSUPPORTED, FailureReason: u.Reason(), Error: errString(err)}
 	}
 	if errors.Is(err, env.ErrGuestUnreachable) {
 		reason = "guest_unreachable"
@@ -233,6 +265,7 @@ func (l *loop) run(ctx context.Context) Outcome {
 		}
 		return failed("env_error", err)
 	}
+	obs = validObservation(obs)
 	if s, ok := l.e.(screener); ok {
 		l.scr = s.Screen()
 	}
@@ -292,7 +325,7 @@ turns:
 			if errors.As(err, &pe) {
 				// The model kept answering in a form we cannot parse: the
 				// episode ends here and is scored like any other.
-				endErr = "parse_error: " + pe.err.Error()
+				endErr = "parse_error: " + validText(pe.err.Error())
 				break turns
 			}
 			return failed("model_error", err)
@@ -321,9 +354,12 @@ turns:
 				if o, ok := ctxOutcome(ctx, err); ok {
 					return o
 				}
-				l.record(ctx, pending, resp, acts, results, false, err.Error(), 0, start, nil)
+				validResults(results)
+				l.record(ctx, pending, resp, acts, results, false, errString(err), 0, start, nil)
 				return failed("env_error", err)
 			}
+			validResults(results)
+			next = validObservation(next)
 		}
 		last := acts[len(acts)-1]
 		done := last.Terminal()
@@ -331,7 +367,7 @@ turns:
 		if done {
 			lastFailed = last.Type == action.TypeFail
 			if last.Answer != "" {
-				finalAnswer = last.Answer
+				finalAnswer = validText(last.Answer)
 			}
 			break
 		}
@@ -453,7 +489,7 @@ func (l *loop) ask(ctx context.Context, obs env.Observation) (*rmv1.ChatMessage,
 		if perr != nil {
 			l.log.Info("unparsable model answer", zap.Int("retry", retry), zap.Error(perr))
 			l.conv = append(l.conv, msg)
-			l.record(ctx, obs, msg, nil, nil, false, "parse error: "+perr.Error(), retry, start, nil)
+			l.record(ctx, obs, msg, nil, nil, false, "parse error: "+validText(perr.Error()), retry, start, nil)
 			l.appendParseFeedback(msg, perr)
 			lastErr = &parseError{err: perr}
 			continue
@@ -600,7 +636,7 @@ func (l *loop) observationMsg(obs env.Observation, notes []string, step int) *rm
 	if withTree {
 		tree := obs.A11yTree
 		if len(tree) > l.cfg.MaxA11yChars {
-			tree = tree[:l.cfg.MaxA11yChars] + "\n...(truncated)"
+			tree = clipUTF8(tree, l.cfg.MaxA11yChars) + "\n...(truncated)"
 		}
 		add("Given the info from accessibility tree as below:\n" + tree + "\n")
 	}
@@ -676,7 +712,7 @@ func (l *loop) appendFeedback(resp *rmv1.ChatMessage, acts []action.Action, resu
 
 func clipText(s string, n int) string {
 	if len(s) > n {
-		return s[:n] + "..."
+		return clipUTF8(s, n) + "..."
 	}
 	return s
 }
@@ -696,14 +732,14 @@ func resultText(r env.Result) string {
 		s = "ok"
 	}
 	if len(s) > maxToolOutput {
-		s = s[:maxToolOutput] + "\n...(truncated)"
+		s = clipUTF8(s, maxToolOutput) + "\n...(truncated)"
 	}
 	return s
 }
 
 // appendParseFeedback tells the model why its answer was refused.
 func (l *loop) appendParseFeedback(msg *rmv1.ChatMessage, perr error) {
-	text := fmt.Sprintf("Your answer could not be parsed: %v. Answer again, in the required format.", perr)
+	text := validText(fmt.Sprintf("Your answer could not be parsed: %v. Answer again, in the required format.", perr))
 	// Every tool call needs its answer before the next user turn.
 	for _, c := range msg.GetToolCalls() {
 		l.conv = append(l.conv, &rmv1.ChatMessage{Role: "tool", ToolCallId: c.GetId(), Name: c.GetName(),

@@ -2,8 +2,11 @@ package agent
 
 import (
 	"bytes"
+	"encoding/binary"
+	"hash/crc32"
 	"image"
 	"image/png"
+	"runtime"
 	"slices"
 	"testing"
 
@@ -119,5 +122,40 @@ func TestShedImages(t *testing.T) {
 				t.Errorf("request after shedding differs:\n%v\nbefore:\n%v", after, before)
 			}
 		})
+	}
+}
+
+// hugePNG is a valid PNG header declaring w×h 8-bit gray pixels, with the
+// data of one row: a decoder that trusts the header allocates w×h bytes.
+func hugePNG(t *testing.T, w, h uint32) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, image.NewGray(image.Rect(0, 0, 1, 1))); err != nil {
+		t.Fatal(err)
+	}
+	b := buf.Bytes()
+	// IHDR's data starts after the 8-byte signature and the chunk's length
+	// and type; its CRC covers type and data.
+	binary.BigEndian.PutUint32(b[16:], w)
+	binary.BigEndian.PutUint32(b[20:], h)
+	binary.BigEndian.PutUint32(b[29:], crc32.ChecksumIEEE(b[12:29]))
+	return b
+}
+
+// TestScalePNGRefusesHugeImages: a screenshot's header is checked before
+// its pixels are allocated. A guest's PNG of a few bytes declaring
+// 20000×20000 pixels made the runner allocate 400 MB (65535×65535 RGBA
+// would be 17 GB, which kills the process) before the data ran out.
+func TestScalePNGRefusesHugeImages(t *testing.T) {
+	bomb := hugePNG(t, 20000, 20000)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := scalePNG(bomb, action.Screen{Width: 1280, Height: 720})
+	runtime.ReadMemStats(&after)
+	if err == nil {
+		t.Error("scalePNG of a 20000x20000 header gave no error")
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 16<<20 {
+		t.Errorf("scalePNG allocated %d MB for an image it refused, want under 16 MB", got>>20)
 	}
 }

@@ -87,6 +87,9 @@ func Parse(text string, calls []action.ToolCall, scr action.Screen) ([]action.Ac
 			acts[i].Tool = &cc
 		}
 		out = append(out, acts...)
+		if len(out) > action.MaxActions {
+			return nil, fmt.Errorf("more than %d actions", action.MaxActions)
+		}
 	}
 	return out, nil
 }

@@ -69,3 +69,15 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestParseBoundsActions: the actions of all calls together stay within
+// action.MaxActions; 16 hold_key calls of 8 keys each gave 128.
+func TestParseBoundsActions(t *testing.T) {
+	var calls []action.ToolCall
+	for range MaxCalls {
+		calls = append(calls, action.ToolCall{ID: "t", Name: ToolName, Arguments: `{"action":"hold_key","text":"a+b+c+d+e+f+g+h"}`})
+	}
+	if got, err := Parse("", calls, action.Screen{Width: 1920, Height: 1080}); err == nil {
+		t.Errorf("%d calls gave %d actions and no error, want an error past %d", len(calls), len(got), action.MaxActions)
+	}
+}

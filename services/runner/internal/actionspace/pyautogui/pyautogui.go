@@ -41,19 +41,17 @@ func Parse(text string) ([]action.Action, error) {
 		if code == "" {
 			continue
 		}
-		if v, ok := verb(code); ok {
-			out = append(out, action.Action{Type: v})
-			continue
-		}
 		lines := strings.Split(code, "\n")
 		last := strings.TrimSpace(lines[len(lines)-1])
-		if v, ok := verb(last); ok && len(lines) > 1 {
+		if v, ok := verb(code); ok {
+			out = append(out, action.Action{Type: v})
+		} else if v, ok := verb(last); ok && len(lines) > 1 {
 			out = append(out, codeAction(strings.Join(lines[:len(lines)-1], "\n")), action.Action{Type: v})
-			continue
+		} else {
+			out = append(out, codeAction(code))
 		}
-		out = append(out, codeAction(code))
 		if len(out) > action.MaxActions {
-			return nil, fmt.Errorf("more than %d code blocks", action.MaxActions)
+			return nil, fmt.Errorf("more than %d actions", action.MaxActions)
 		}
 	}
 	if len(out) == 0 {

@@ -1,6 +1,11 @@
 package pyautogui
 
-import "testing"
+import (
+	"strings"
+	"testing"
+
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/action"
+)
 
 func TestParse(t *testing.T) {
 	tests := []struct {
@@ -53,4 +58,23 @@ func FuzzParse(f *testing.F) {
 			t.Fatal("no error and no actions")
 		}
 	})
+}
+
+// TestParseBoundsActions: every kind of block counts toward
+// action.MaxActions. Verb blocks, and code ending in a verb, were not
+// counted: a 1 MB answer of "```WAIT```" gave 100000 actions.
+func TestParseBoundsActions(t *testing.T) {
+	tests := []struct {
+		name  string
+		block string
+	}{
+		{"verb blocks", "```WAIT```\n"},
+		{"code ending in a verb", "```python\npyautogui.press('a')\nWAIT\n```\n"},
+	}
+	for _, tt := range tests {
+		in := strings.Repeat(tt.block, action.MaxActions+1)
+		if got, err := Parse(in); err == nil {
+			t.Errorf("%s: %d blocks gave %d actions and no error, want an error past %d", tt.name, action.MaxActions+1, len(got), action.MaxActions)
+		}
+	}
 }

@@ -208,6 +208,9 @@ func unquote(s string) (string, int, bool) {
 	return "", 0, false
 }
 
+// escape is the text of the escape sequence of a backslash and c. The
+// byte is kept as it is: string(c) would make a character of it, which
+// split the UTF-8 of a non-ASCII character after a backslash.
 func escape(c byte) string {
 	switch c {
 	case 'n':
@@ -217,7 +220,7 @@ func escape(c byte) string {
 	case 'r':
 		return "\r"
 	}
-	return string(c)
+	return string([]byte{c})
 }
 
 func unescape(s string) string {

@@ -94,3 +94,34 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestParseEscapedNonASCII: a backslash before a non-ASCII character
+// keeps the character whole. The escape took its first byte for a
+// character of its own (\é became "Ã\xa9"), which is not UTF-8: as the
+// episode's final answer, protobuf refused the episode's result.
+func TestParseEscapedNonASCII(t *testing.T) {
+	scr := action.Screen{Width: 1920, Height: 1080}
+	tests := []struct {
+		name, in, want string
+	}{
+		{"finished", `Action: finished(content='prix \é')`, "prix é"},
+		{"finished with stray quotes", `Action: finished(content='it's \€5')`, "it's €5"},
+	}
+	for _, tt := range tests {
+		p, err := Parse(tt.in, V15, scr)
+		if err != nil {
+			t.Errorf("%s: %v", tt.name, err)
+			continue
+		}
+		if got := p.Actions[0].Answer; got != tt.want {
+			t.Errorf("%s: answer %q, want %q", tt.name, got, tt.want)
+		}
+	}
+	p, err := Parse(`Action: type(content='\é')`, V15, scr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Actions[0].Params["text"]; got != "é" {
+		t.Errorf("type: text %q, want %q", got, "é")
+	}
+}

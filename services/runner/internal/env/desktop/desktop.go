@@ -128,6 +128,11 @@ func (e *Env) Reset(ctx context.Context, t env.Task) (env.Observation, error) {
 		if err != nil {
 			return env.Observation{}, fmt.Errorf("screen size: %w", err)
 		}
+		// Every action is checked against this size: a guest's 0 would
+		// turn the checks off.
+		if w < 1 || h < 1 || w > action.MaxScreenSide || h > action.MaxScreenSide {
+			return env.Observation{}, env.EnvError(fmt.Errorf("screen size: the guest reports %dx%d, want sides in 1..%d", w, h, action.MaxScreenSide))
+		}
 		e.cfg.Screen = action.Screen{Width: w, Height: h}
 	}
 	id := task.ID

@@ -1,6 +1,7 @@
 package metric
 
 import (
+	"encoding/xml"
 	"fmt"
 	"strings"
 
@@ -29,8 +30,42 @@ func a11yNS(osname string, prefixes ...string) map[string]string {
 	return m
 }
 
-// maxA11yTree bounds the accessibility tree a metric parses.
-const maxA11yTree = 64 << 20
+// Bounds of the accessibility tree a metric parses: its size, lxml's
+// depth limit (libxml2 refuses deeper documents without huge_tree), and
+// a cap on elements far above what guest servers list (desktopd stops at
+// 50000 nodes), since a parsed element costs some 300 bytes.
+const (
+	maxA11yTree     = 64 << 20
+	maxA11yDepth    = 256
+	maxA11yElements = 1 << 18
+)
+
+// checkA11yBounds refuses a tree deeper or larger than the bounds before
+// it is parsed into nodes. A tree that is not XML passes: the parse
+// reports it.
+func checkA11yBounds(s string) error {
+	d := xml.NewDecoder(strings.NewReader(s))
+	depth, n := 0, 0
+	for {
+		tok, err := d.RawToken()
+		if err != nil {
+			return nil // the end, or not XML
+		}
+		switch tok.(type) {
+		case xml.StartElement:
+			depth++
+			n++
+			if depth > maxA11yDepth {
+				return fmt.Errorf("accessibility tree nested deeper than %d elements", maxA11yDepth)
+			}
+			if n > maxA11yElements {
+				return fmt.Errorf("accessibility tree of more than %d elements", maxA11yElements)
+			}
+		case xml.EndElement:
+			depth--
+		}
+	}
+}
 
 // metricAccessibilityTree checks an accessibility tree (XML) against a
 // list of rules, each selecting elements by "xpath" or by CSS
@@ -51,8 +86,14 @@ func metricAccessibilityTree(result, expected any, _ bool, opts map[string]any) 
 		return 0, fmt.Errorf("check_accessibility_tree: unknown osname %q", osname)
 	}
 	s, ok := result.(string)
-	if !ok || len(s) > maxA11yTree {
+	if !ok {
 		return 0, nil
+	}
+	if len(s) > maxA11yTree {
+		return 0, fmt.Errorf("check_accessibility_tree: tree larger than %d bytes", maxA11yTree)
+	}
+	if err := checkA11yBounds(s); err != nil {
+		return 0, fmt.Errorf("check_accessibility_tree: %w", err)
 	}
 	doc, err := xmlquery.Parse(strings.NewReader(s))
 	if err != nil {
@@ -352,68 +393,125 @@ func (p *selParser) attr() (attrTest, error) {
 // selectAll returns the elements of the tree under (and including) root
 // that some selector of the group matches, in document order.
 func (g selectorGroup) selectAll(root *xmlquery.Node) []*xmlquery.Node {
+	ms := make([]*selMatcher, len(g))
+	for i, sel := range g {
+		ms[i] = &selMatcher{sel: sel, root: root, memo: map[matchKey]bool{}}
+	}
 	var out []*xmlquery.Node
-	var walk func(n *xmlquery.Node)
-	walk = func(n *xmlquery.Node) {
-		if n.Type == xmlquery.ElementNode {
-			for _, sel := range g {
-				if matchComplex(n, sel, len(sel)-1, root) {
-					out = append(out, n)
-					break
-				}
+	// Iterative pre-order walk: the tree's depth is the guest's choice.
+	for n := root; n != nil; n = nextInTree(n, root) {
+		if n.Type != xmlquery.ElementNode {
+			continue
+		}
+		for _, m := range ms {
+			if m.match(n, len(m.sel)-1) {
+				out = append(out, n)
+				break
 			}
 		}
-		for c := n.FirstChild; c != nil; c = c.NextSibling {
-			walk(c)
-		}
 	}
-	walk(root)
 	return out
 }
 
-// matchComplex tells whether n matches sel[:i+1], its ancestors and
-// siblings (within root) matching the earlier compounds.
-func matchComplex(n *xmlquery.Node, sel []compound, i int, root *xmlquery.Node) bool {
-	if !matchCompound(n, sel[i]) {
+// nextInTree is the node after n in document order within root's tree.
+func nextInTree(n, root *xmlquery.Node) *xmlquery.Node {
+	if n.FirstChild != nil {
+		return n.FirstChild
+	}
+	for ; n != nil && n != root; n = n.Parent {
+		if n.NextSibling != nil {
+			return n.NextSibling
+		}
+	}
+	return nil
+}
+
+// selMatcher matches one complex selector, remembering each answer: a
+// descendant or sibling combinator asks about the same ancestors and
+// siblings for every candidate, which without the memo took time growing
+// as the tree's depth to the power of the selector's compounds.
+type selMatcher struct {
+	sel  []compound
+	root *xmlquery.Node
+	memo map[matchKey]bool
+}
+
+// matchKey names one question: kind 0 is whether n matches sel[:i+1];
+// ' ' whether an ancestor of n within root does, '~' whether an earlier
+// sibling does.
+type matchKey struct {
+	n    *xmlquery.Node
+	i    int
+	kind byte
+}
+
+// match tells whether n matches sel[:i+1], its ancestors (within root,
+// where cssselect's descendant-or-self axis starts) and siblings matching
+// the earlier compounds.
+func (m *selMatcher) match(n *xmlquery.Node, i int) bool {
+	if !matchCompound(n, m.sel[i]) {
 		return false
 	}
 	if i == 0 {
 		return true
 	}
-	switch sel[i].comb {
-	case '>':
-		p := n.Parent
-		return p != nil && p.Type == xmlquery.ElementNode && inTree(p, root) && matchComplex(p, sel, i-1, root)
-	case ' ':
-		for p := n.Parent; p != nil && p.Type == xmlquery.ElementNode && inTree(p, root); p = p.Parent {
-			if matchComplex(p, sel, i-1, root) {
-				return true
-			}
-		}
-		return false
-	case '+':
-		s := prevElement(n)
-		return s != nil && matchComplex(s, sel, i-1, root)
-	case '~':
-		for s := prevElement(n); s != nil; s = prevElement(s) {
-			if matchComplex(s, sel, i-1, root) {
-				return true
-			}
-		}
+	k := matchKey{n, i, 0}
+	if v, ok := m.memo[k]; ok {
+		return v
 	}
-	return false
+	var v bool
+	switch m.sel[i].comb {
+	case '>':
+		p := m.next(n, ' ')
+		v = p != nil && m.match(p, i-1)
+	case ' ', '~':
+		v = m.some(n, i-1, m.sel[i].comb)
+	case '+':
+		s := m.next(n, '~')
+		v = s != nil && m.match(s, i-1)
+	}
+	m.memo[k] = v
+	return v
 }
 
-// inTree tells whether n is root or under it: cssselect's
-// descendant-or-self axis starts at the element the selector is applied
-// to.
-func inTree(n, root *xmlquery.Node) bool {
-	for ; n != nil; n = n.Parent {
-		if n == root {
-			return true
-		}
+// next is n's parent within root (kind ' ') or its previous sibling
+// element (kind '~'), or nil.
+func (m *selMatcher) next(n *xmlquery.Node, kind byte) *xmlquery.Node {
+	if kind == '~' {
+		return prevElement(n)
 	}
-	return false
+	if n == m.root || n.Parent == nil || n.Parent.Type != xmlquery.ElementNode {
+		return nil
+	}
+	return n.Parent
+}
+
+// some tells whether an ancestor (kind ' ') or an earlier sibling (kind
+// '~') of n matches sel[:i+1]. The nodes walked past share the answer,
+// which is remembered for each, so no chain is walked twice.
+func (m *selMatcher) some(n *xmlquery.Node, i int, kind byte) bool {
+	var walked []*xmlquery.Node
+	found := false
+	for x := n; ; {
+		if v, ok := m.memo[matchKey{x, i, kind}]; ok {
+			found = v
+			break
+		}
+		walked = append(walked, x)
+		y := m.next(x, kind)
+		if y == nil {
+			break
+		}
+		if m.match(y, i) {
+			found = true
+			break
+		}
+		x = y
+	}
+	for _, x := range walked {
+		m.memo[matchKey{x, i, kind}] = found
+	}
+	return found
 }
 
 func prevElement(n *xmlquery.Node) *xmlquery.Node {

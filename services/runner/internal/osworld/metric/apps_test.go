@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // a11yTree is an accessibility tree as OSWorld's guest server serializes
@@ -442,6 +443,43 @@ func TestBadInputs(t *testing.T) {
 					}
 				}()
 			}
+		}
+	}
+}
+
+// TestAccessibilityTreeBounds: the guest's tree is parsed within lxml's
+// depth limit and an element cap, and a selector costs time linear in the
+// tree. A chain 200 deep with a five-compound selector that matches
+// nowhere took 28 s, and 16 times that for each doubling of the depth
+// (each descendant combinator tried every ancestor again for each
+// candidate, and checked each against the root by another walk up);
+// 8M elements took 1.5 GB and 12 s to parse.
+func TestAccessibilityTreeBounds(t *testing.T) {
+	chain := func(depth, leaves int) string {
+		return strings.Repeat("<a>", depth) + strings.Repeat("<c/>", leaves) + strings.Repeat("</a>", depth)
+	}
+	sel := func(s string) []any { return []any{rules("selectors", []any{s})} }
+	tests := []struct {
+		name    string
+		tree    string
+		rules   []any
+		want    float64
+		wantErr bool
+	}{
+		{"deep miss", chain(200, 10), sel("b a a a c"), 0, false},
+		{"deep sibling miss", "<r>" + strings.Repeat("<a/>", 2000) + "<c/></r>", sel("b ~ a ~ a ~ c"), 0, false},
+		{"deep match", chain(200, 10), sel("a a > a a c"), 1, false},
+		{"deeper than lxml parses", chain(300, 1), sel("c"), 0, true},
+		{"too many elements", "<r>" + strings.Repeat("<a/>", 1<<19) + "</r>", sel("c"), 0, true},
+	}
+	for _, tt := range tests {
+		start := time.Now()
+		got, err := metricAccessibilityTree(tt.tree, tt.rules, true, nil)
+		if (err != nil) != tt.wantErr || got != tt.want {
+			t.Errorf("%s: got %v, %v; want %v, error %v", tt.name, got, err, tt.want, tt.wantErr)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("%s: took %s", tt.name, d)
 		}
 	}
 }
