@@ -165,9 +165,32 @@ func (s *Server) file(w http.ResponseWriter, r *http.Request) error {
 	return sendFile(w, r, s.run.ExpandPath(p), "")
 }
 
+// stagingDir is the directory nearest to dir that exists: a file is
+// written there first and renamed into place once complete, so that a
+// refused or failed write leaves neither the file nor the parent
+// directories it would have created (they are created only then). A new
+// directory lies on its existing ancestor's file system, so the rename
+// stays within one.
+func stagingDir(dir string) (string, error) {
+	for {
+		st, err := os.Stat(dir)
+		if err == nil {
+			if !st.IsDir() {
+				return "", fmt.Errorf("%s is not a directory", dir)
+			}
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", err
+		}
+		dir = parent
+	}
+}
+
 // upload stores multipart field file_data at file_path, streaming it to
-// a temporary file next to the target and renaming it into place, so a
-// failed upload never leaves a partial file.
+// a temporary file near the target and renaming it into place, so a
+// failed upload never leaves a partial file or new directories.
 func (s *Server) upload(w http.ResponseWriter, r *http.Request) error {
 	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxUpload+1<<20)
 	mr, err := r.MultipartReader()
@@ -176,6 +199,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) error {
 	}
 	var target, tmp string
 	var size int64
+	pathSeen := false
 	defer func() {
 		if tmp != "" {
 			os.Remove(tmp)
@@ -191,6 +215,12 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) error {
 		}
 		switch part.FormName() {
 		case "file_path":
+			// OSWorld's server reads the first file_path, a last-wins
+			// reader the second: refuse the ambiguity.
+			if pathSeen {
+				return badRequest("more than one file_path part")
+			}
+			pathSeen = true
 			b, err := io.ReadAll(io.LimitReader(part, 4097))
 			if err != nil {
 				return badBody(err, "read file_path")
@@ -205,9 +235,8 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) error {
 			}
 			dir := os.TempDir()
 			if target != "" {
-				dir = filepath.Dir(target)
-				if err := os.MkdirAll(dir, 0o755); err != nil {
-					return errorf(http.StatusInternalServerError, "create %s: %v", dir, err)
+				if dir, err = stagingDir(filepath.Dir(target)); err != nil {
+					return errorf(http.StatusInternalServerError, "create %s: %v", filepath.Dir(target), err)
 				}
 			}
 			f, err := os.CreateTemp(dir, ".upload-*")
@@ -288,7 +317,8 @@ func (s *Server) downloadFile(w http.ResponseWriter, r *http.Request) error {
 		return badRequest("url must be http or https")
 	}
 	target := s.run.ExpandPath(req.Path)
-	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+	stage, err := stagingDir(filepath.Dir(target))
+	if err != nil {
 		return errorf(http.StatusInternalServerError, "create %s: %v", filepath.Dir(target), err)
 	}
 	var lastErr error
@@ -300,7 +330,7 @@ func (s *Server) downloadFile(w http.ResponseWriter, r *http.Request) error {
 			case <-time.After(time.Duration(attempt) * time.Second):
 			}
 		}
-		lastErr = s.fetch(r.Context(), req.URL, target)
+		lastErr = s.fetch(r.Context(), req.URL, stage, target)
 		if lastErr == nil {
 			writeText(w, http.StatusOK, "File downloaded successfully")
 			return nil
@@ -309,7 +339,9 @@ func (s *Server) downloadFile(w http.ResponseWriter, r *http.Request) error {
 	return errorf(http.StatusInternalServerError, "Failed to download %s: %v", req.URL, lastErr)
 }
 
-func (s *Server) fetch(ctx context.Context, rawURL, target string) error {
+// fetch downloads rawURL into a temporary file in stage, then moves it to
+// target, creating target's parent directories only then.
+func (s *Server) fetch(ctx context.Context, rawURL, stage, target string) error {
 	ctx, cancel := context.WithTimeout(ctx, 300*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
@@ -327,7 +359,7 @@ func (s *Server) fetch(ctx context.Context, rawURL, target string) error {
 	if resp.ContentLength > s.cfg.MaxUpload {
 		return fmt.Errorf("file of %d bytes exceeds the %d byte limit", resp.ContentLength, s.cfg.MaxUpload)
 	}
-	f, err := os.CreateTemp(filepath.Dir(target), ".download-*")
+	f, err := os.CreateTemp(stage, ".download-*")
 	if err != nil {
 		return err
 	}
@@ -346,6 +378,9 @@ func (s *Server) fetch(ctx context.Context, rawURL, target string) error {
 		return fmt.Errorf("got %d of %d bytes", n, resp.ContentLength)
 	}
 	if err := os.Chmod(f.Name(), 0o644); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
 		return err
 	}
 	return os.Rename(f.Name(), target)

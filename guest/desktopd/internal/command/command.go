@@ -59,17 +59,63 @@ func (r *Runner) HomeDir() string {
 }
 
 // ExpandPath expands a leading "~" and $VARS in a path, as OSWorld does
-// for request paths.
+// for request paths with os.path.expandvars(os.path.expanduser(p)).
 func (r *Runner) ExpandPath(p string) string {
 	if p == "~" || strings.HasPrefix(p, "~/") {
 		p = filepath.Join(r.HomeDir(), p[1:])
 	}
-	return os.Expand(p, func(k string) string {
+	return expandVars(p, func(k string) (string, bool) {
 		if k == "HOME" {
-			return r.HomeDir()
+			return r.HomeDir(), true
 		}
-		return os.Getenv(k)
+		return os.LookupEnv(k)
 	})
+}
+
+// expandVars replaces $name and ${name} (name of ASCII letters, digits and
+// _) with the variable's value, as Python's posixpath.expandvars does: a
+// variable that is not set, and a "$" that starts no name ("$$", "${",
+// "$-"), stay as written. os.Expand would drop them, and a request for
+// "~/a$b.txt" would name "~/a.txt".
+func expandVars(p string, lookup func(string) (string, bool)) string {
+	if !strings.Contains(p, "$") {
+		return p
+	}
+	var b strings.Builder
+	for i := 0; i < len(p); {
+		if p[i] != '$' || i+1 >= len(p) {
+			b.WriteByte(p[i])
+			i++
+			continue
+		}
+		var name string
+		end := i + 1
+		if p[end] == '{' {
+			j := strings.IndexByte(p[end:], '}')
+			if j < 0 {
+				b.WriteByte(p[i])
+				i++
+				continue
+			}
+			name, end = p[end+1:end+j], end+j+1
+		} else {
+			for end < len(p) && isNameByte(p[end]) {
+				end++
+			}
+			name = p[i+1 : end]
+		}
+		if v, ok := lookup(name); ok && name != "" {
+			b.WriteString(v)
+		} else {
+			b.WriteString(p[i:end])
+		}
+		i = end
+	}
+	return b.String()
+}
+
+func isNameByte(c byte) bool {
+	return c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 }
 
 // Argv turns OSWorld's {command, shell} into an argv: a list runs as is

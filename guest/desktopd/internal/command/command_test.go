@@ -74,3 +74,35 @@ func TestRun(t *testing.T) {
 		t.Error("missing binary: want error")
 	}
 }
+
+// TestExpandPath: request paths are expanded as OSWorld's server does,
+// os.path.expandvars(os.path.expanduser(p)): a variable that is not set,
+// and a "$" that names none, stay as written, so that a file whose name
+// holds a "$" is the file the caller named.
+func TestExpandPath(t *testing.T) {
+	t.Setenv("DESKTOPD_TEST_DIR", "/data")
+	r := &Runner{Home: "/home/u"}
+	tests := []struct {
+		in, want string
+	}{
+		{"~", "/home/u"},
+		{"~/a.txt", "/home/u/a.txt"},
+		{"$HOME/a.txt", "/home/u/a.txt"},
+		{"${HOME}/a.txt", "/home/u/a.txt"},
+		{"$DESKTOPD_TEST_DIR/x", "/data/x"},
+		{"${DESKTOPD_TEST_DIR}x", "/datax"},
+		{"~/report$DESKTOPD_TEST_UNSET.xlsx", "/home/u/report$DESKTOPD_TEST_UNSET.xlsx"},
+		{"/tmp/${DESKTOPD_TEST_UNSET}/f", "/tmp/${DESKTOPD_TEST_UNSET}/f"},
+		{"/tmp/price$$.txt", "/tmp/price$$.txt"},
+		{"/tmp/a$1b", "/tmp/a$1b"},
+		{"/tmp/a${b", "/tmp/a${b"},
+		{"/tmp/a${}b", "/tmp/a${}b"},
+		{"/tmp/a$", "/tmp/a$"},
+		{"/tmp/a$-b", "/tmp/a$-b"},
+	}
+	for _, tt := range tests {
+		if got := r.ExpandPath(tt.in); got != tt.want {
+			t.Errorf("ExpandPath(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}

@@ -246,8 +246,11 @@ func (p *paramReader) keys(name string) []string {
 	return ks
 }
 
-// Perform runs one validated action.
+// Perform runs one validated action, none once ctx has ended.
 func (a *Actor) Perform(ctx context.Context, act Action) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	switch act.Type {
 	case "MOVE_TO":
 		return a.MoveTo(ctx, *act.At, 0)

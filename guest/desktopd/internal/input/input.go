@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/jezek/xgb/xproto"
@@ -45,18 +44,28 @@ var ErrUnknownKey = errors.New("unknown key name")
 
 // Controller serialises input: the events of two requests never interleave.
 type Controller struct {
-	mu  sync.Mutex
-	dev device
+	// held has room for one: whoever put a value in it has the input.
+	held chan struct{}
+	dev  device
 }
 
 // New returns a Controller for dev.
-func New(dev device) *Controller { return &Controller{dev: dev} }
+func New(dev device) *Controller { return &Controller{held: make(chan struct{}, 1), dev: dev} }
 
 // Do runs fn with exclusive use of the input devices and waits until the
-// X server has processed every event it sent.
+// X server has processed every event it sent. A caller whose ctx ends
+// while it waits for the input gives up without running fn: its events
+// would otherwise land later, after its client has moved on.
 func (c *Controller) Do(ctx context.Context, fn func(a *Actor) error) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	select {
+	case c.held <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-c.held }()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	a := &Actor{dev: c.dev}
 	err := fn(a)
 	if ferr := c.dev.Flush(ctx); err == nil && ferr != nil {

@@ -268,8 +268,9 @@ func validatePool(k string, p *Pool) error {
 	if p.WarmSpares < 0 {
 		return bad(k+".warm_spares", "must be >= 0, got %d", p.WarmSpares)
 	}
-	if p.Size+p.WarmSpares > MaxPoolSize {
-		return bad(k+".size", "size + warm_spares must be <= %d, got %d", MaxPoolSize, p.Size+p.WarmSpares)
+	// Compared without adding them: a sum that overflows int is negative.
+	if p.Size > MaxPoolSize || p.WarmSpares > MaxPoolSize-p.Size {
+		return bad(k+".size", "size + warm_spares must be <= %d, got %d + %d", MaxPoolSize, p.Size, p.WarmSpares)
 	}
 	if p.ScreenWidth == 0 {
 		p.ScreenWidth = 1920

@@ -20,6 +20,8 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 		{"zero size", "pools:\n  - name: a\n    provider: process\n    size: 0\n", "pools[0].size: must be >= 1"},
 		{"negative spares", "pools:\n  - name: a\n    provider: process\n    size: 1\n    warm_spares: -1\n", "pools[0].warm_spares"},
 		{"huge", "pools:\n  - name: a\n    provider: process\n    size: 1000\n", "pools[0].size: size + warm_spares must be <= 256"},
+		{"size + spares overflow", "pools:\n  - name: a\n    provider: process\n    size: 9223372036854775807\n    warm_spares: 1\n", "pools[0].size: size + warm_spares must be <= 256"},
+		{"spares overflow", "pools:\n  - name: a\n    provider: process\n    size: 1\n    warm_spares: 9223372036854775807\n", "pools[0].size: size + warm_spares must be <= 256"},
 		{"bad provider", "pools:\n  - name: a\n    provider: aws\n    size: 1\n", "pools[0].provider: must be one of"},
 		{"wrong section", "pools:\n  - name: a\n    provider: process\n    size: 1\n    docker: {}\n", "pools[0].docker: section given but provider is \"process\""},
 		{"duplicate", "pools:\n  - name: a\n    provider: process\n    size: 1\n  - name: a\n    provider: process\n    size: 1\n", "pools[1].name: duplicate"},

@@ -117,6 +117,7 @@ type waiter struct {
 	holder   string
 	labels   map[string]string
 	ttl      time.Duration
+	grace    time.Duration
 	elem     *list.Element
 	ch       chan Grant // capacity 1: the dispatcher never blocks
 	granted  bool
@@ -305,12 +306,50 @@ func (p *Pool) Acquire(ctx context.Context, req AcquireRequest) (Grant, error) {
 		err := p.prov.(Preparer).Prepare(pctx, g.Lease.VMID, p.instanceOf(g.Lease.VMID), req.Env)
 		cancel()
 		if err != nil {
-			// The VM may be half-prepared: reset it before anyone else gets it.
-			p.end(g.Lease.ID, true, "env overrides failed")
-			return Grant{}, fmt.Errorf("apply env_config overrides to vm %s: %v", g.Lease.VMID, err)
+			// The VM may be half-prepared: reset it before anyone else
+			// gets it, unless the provider refused the overrides before
+			// touching it.
+			p.end(g.Lease.ID, !errors.Is(err, ErrUnsupported), "env overrides failed")
+			return Grant{}, fmt.Errorf("apply env_config overrides to vm %s: %w", g.Lease.VMID, err)
+		}
+		if g, err = p.handOver(g); err != nil {
+			return Grant{}, err
 		}
 	}
+	// The caller went away meanwhile: nobody would ever hold the token to
+	// release the lease, and the VM would sit leased for the whole TTL.
+	if err := ctx.Err(); err != nil {
+		p.end(g.Lease.ID, !req.Env.IsZero(), "acquirer gave up")
+		return Grant{}, err
+	}
 	return g, nil
+}
+
+// handOver starts the TTL of a lease whose VM was prepared: it was
+// granted with ResetTimeout (Prepare's bound) on top, so that it could not
+// expire, and its VM be reset, while the provider prepared it; its TTL
+// runs from the moment its holder gets it.
+func (p *Pool) handOver(g Grant) (Grant, error) {
+	p.mu.Lock()
+	l := p.leases[g.Lease.ID]
+	if l == nil {
+		p.mu.Unlock()
+		return Grant{}, fmt.Errorf("lease %s ended while vm %s was prepared: %w", g.Lease.ID, g.Lease.VMID, ErrLeaseNotFound)
+	}
+	prev := l.expire
+	l.expire = p.clk.Now().Add(l.ttl)
+	err := p.store.SaveLease(p.leaseRecord(l), p.vmRecord(p.vms[l.vmID]))
+	if err == nil {
+		p.armLocked(l)
+		g.Lease = p.leaseViewLocked(l)
+		p.mu.Unlock()
+		return g, nil
+	}
+	l.expire = prev
+	p.mu.Unlock()
+	// The VM holds the task's overrides: reset it.
+	p.end(g.Lease.ID, true, "hand-off failed")
+	return Grant{}, fmt.Errorf("persist lease %s after preparing vm %s: %w", g.Lease.ID, g.Lease.VMID, err)
 }
 
 func (p *Pool) instanceOf(id string) Instance {
@@ -323,6 +362,9 @@ func (p *Pool) instanceOf(id string) Instance {
 }
 
 func (p *Pool) acquire(ctx context.Context, req AcquireRequest) (Grant, error) {
+	if err := ctx.Err(); err != nil {
+		return Grant{}, err
+	}
 	p.mu.Lock()
 	if p.closed || p.isDraining() {
 		p.mu.Unlock()
@@ -332,10 +374,16 @@ func (p *Pool) acquire(ctx context.Context, req AcquireRequest) (Grant, error) {
 		p.mu.Unlock()
 		return Grant{}, err
 	}
+	// A lease whose VM the provider prepares first cannot expire while
+	// that runs (at most ResetTimeout); handOver starts its TTL after.
+	var grace time.Duration
+	if !req.Env.IsZero() {
+		grace = p.spec.ResetTimeout
+	}
 	// A newcomer may take a ready VM only when nobody is queued ahead of it.
 	if p.waiters.Len() == 0 {
 		if v := p.pickReadyLocked(); v != nil {
-			g, err := p.grantLocked(v, req.Holder, copyMap(req.Labels), req.TTL, 0, nil)
+			g, err := p.grantLocked(v, req.Holder, copyMap(req.Labels), req.TTL, grace, 0, nil)
 			p.mu.Unlock()
 			return g, err
 		}
@@ -345,7 +393,7 @@ func (p *Pool) acquire(ctx context.Context, req AcquireRequest) (Grant, error) {
 		return Grant{}, ErrNoVM
 	}
 	p.nextTicket++
-	w := &waiter{ticket: p.nextTicket, holder: req.Holder, labels: copyMap(req.Labels), ttl: req.TTL, ch: make(chan Grant, 1), enqueued: time.Now()}
+	w := &waiter{ticket: p.nextTicket, holder: req.Holder, labels: copyMap(req.Labels), ttl: req.TTL, grace: grace, ch: make(chan Grant, 1), enqueued: time.Now()}
 	w.elem = p.waiters.PushBack(w)
 	p.mu.Unlock()
 
@@ -407,14 +455,14 @@ type ending struct {
 	done func()
 }
 
-// grantLocked leases v; with end set, the end of that lease is persisted
-// in the same transaction.
-func (p *Pool) grantLocked(v *vm, holder string, labels map[string]string, ttl time.Duration, ticket uint64, end *ending) (Grant, error) {
+// grantLocked leases v for ttl, plus grace the first time; with end set,
+// the end of that lease is persisted in the same transaction.
+func (p *Pool) grantLocked(v *vm, holder string, labels map[string]string, ttl, grace time.Duration, ticket uint64, end *ending) (Grant, error) {
 	now := p.clk.Now()
 	tok := newID("", 24)
 	l := &lease{
 		id: newID("lease-", 8), tokenHash: hashToken(tok), vmID: v.id, holder: holder,
-		ttl: ttl, acquire: now, expire: now.Add(ttl), labels: labels,
+		ttl: ttl, acquire: now, expire: now.Add(ttl + grace), labels: labels,
 	}
 	prev := *v
 	v.state, v.stateTime, v.leaseID, v.holder = StateLeased, now, l.id, holder
@@ -454,7 +502,7 @@ func (p *Pool) dispatchLocked(end *ending) (ended bool) {
 			return ended
 		}
 		w := p.waiters.Front().Value.(*waiter)
-		g, err := p.grantLocked(v, w.holder, w.labels, w.ttl, w.ticket, end)
+		g, err := p.grantLocked(v, w.holder, w.labels, w.ttl, w.grace, w.ticket, end)
 		if err != nil {
 			// The store failed: leave the waiter queued; it times out or
 			// the next state change tries again.
