@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -40,5 +41,26 @@ func TestTurnWithScreenshot(t *testing.T) {
 	}
 	if err := json.Unmarshal(chatBody(nil), &body); err != nil || len(chatRequest(nil).GetMessages()[1].GetContent()) != 1 {
 		t.Errorf("text-only turn: %v", err)
+	}
+}
+
+func TestMedian(t *testing.T) {
+	tests := []struct {
+		in   []float64
+		want float64
+	}{
+		{[]float64{5}, 5},
+		{[]float64{131662, 557693, 132111}, 132111}, // one run thrown off by the sweeper
+		{[]float64{-428303, 131257, 130990}, 130990},
+		{[]float64{4, 1, 3, 2}, 2.5},
+	}
+	for _, tt := range tests {
+		in := append([]float64(nil), tt.in...)
+		if got := median(tt.in); got != tt.want {
+			t.Errorf("median(%v) = %v, want %v", in, got, tt.want)
+		}
+		if !slices.Equal(in, tt.in) {
+			t.Errorf("median reordered its input: %v, was %v", tt.in, in)
+		}
 	}
 }
