@@ -15,7 +15,6 @@ import (
 
 	pb "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
 	"github.com/rolloutmesh/rolloutmesh/services/storage/internal/api"
-	"github.com/rolloutmesh/rolloutmesh/services/storage/internal/blobstore"
 	"github.com/rolloutmesh/rolloutmesh/services/storage/internal/index"
 	"github.com/rolloutmesh/rolloutmesh/services/storage/internal/ui"
 )
@@ -142,18 +141,7 @@ func (m manySteps) Steps(context.Context, string, int64) ([]*pb.Step, error) {
 // traj.jsonl; an episode may have up to a million. It reads the episode
 // as the export does now: every step, within the export's byte bound.
 func TestOSWorldDownloadHasEveryStep(t *testing.T) {
-	v := startViewer(t, "")
-	v.write(t, epSpec{"r-base", "ep-one", "g-one", "t-one", "os", done, 1, "", 1, "", 0})
-	ctx := context.Background()
-	idx, err := index.Open(ctx, filepath.Join(v.dataDir, "index.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { idx.Close() })
-	blobs, err := blobstore.NewFiles(filepath.Join(v.dataDir, "blobs"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	idx, blobs := oneEpisodeStore(t)
 	const steps = 100_001
 	h, err := ui.New(ui.Options{Reads: api.New(idx, blobs, nil, api.Options{SuccessThreshold: 1}), Index: manySteps{idx, steps}})
 	if err != nil {

@@ -54,15 +54,14 @@ func (g *gatedReads) ReadBlob(ctx context.Context, sha string) (string, []byte, 
 	return g.Reads.ReadBlob(ctx, sha)
 }
 
-// gatedViewer is a viewer over a real storage's data (one episode of one
-// step, of rollout r-base) whose shared reads wait for the test, and whose
-// callers report when they start waiting for shared work.
-func gatedViewer(t *testing.T, sharedErr error) (*ui.Handler, *gatedReads, chan string) {
+// oneEpisodeStore is a real storage's index and blobs holding one episode
+// of one step (ep-one of rollout r-base), opened for a handler of the
+// test's own.
+func oneEpisodeStore(t *testing.T) (*index.DB, *blobstore.Files) {
 	t.Helper()
 	v := startViewer(t, "")
 	v.write(t, epSpec{"r-base", "ep-one", "g-one", "t-one", "os", done, 1, "", 1, "", 0})
-	ctx := context.Background()
-	idx, err := index.Open(ctx, filepath.Join(v.dataDir, "index.db"))
+	idx, err := index.Open(context.Background(), filepath.Join(v.dataDir, "index.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,6 +70,15 @@ func gatedViewer(t *testing.T, sharedErr error) (*ui.Handler, *gatedReads, chan 
 	if err != nil {
 		t.Fatal(err)
 	}
+	return idx, blobs
+}
+
+// gatedViewer is a viewer over a real storage's data (one episode of one
+// step, of rollout r-base) whose shared reads wait for the test, and whose
+// callers report when they start waiting for shared work.
+func gatedViewer(t *testing.T, sharedErr error) (*ui.Handler, *gatedReads, chan string) {
+	t.Helper()
+	idx, blobs := oneEpisodeStore(t)
 	g := &gatedReads{Reads: api.New(idx, blobs, nil, api.Options{SuccessThreshold: 1}),
 		entered: make(chan struct{}), release: make(chan struct{}), err: sharedErr}
 	h, err := ui.New(ui.Options{Reads: g, Index: idx})
