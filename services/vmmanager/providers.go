@@ -69,7 +69,7 @@ func buildProvider(ctx context.Context, key string, spec PoolSpec, env providerE
 	case config.ProviderQEMU:
 		p, err := qemu.New(qemu.Options{
 			Config: *spec.QEMU, Snapshot: spec.SnapshotName, CPUs: spec.CPUs, MemoryMB: spec.MemoryMB,
-			ScreenWidth: spec.ScreenWidth, ScreenHeight: spec.ScreenHeight, Dir: env.dir, Logger: log,
+			ScreenWidth: spec.ScreenWidth, ScreenHeight: spec.ScreenHeight, Dir: env.dir, VMIDLen: pool.VMIDLen(spec.Name), Logger: log,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("config: %s.qemu: %v", key, err)

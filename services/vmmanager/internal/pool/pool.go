@@ -257,6 +257,14 @@ func (p *Pool) Start() {
 	p.updateGaugesLocked()
 }
 
+// vmIDRandBytes is how many random bytes follow the pool's name in a VM's
+// id, in hex: "<pool>-<8 hex digits>".
+const vmIDRandBytes = 4
+
+// VMIDLen is the length of the ids of a pool's VMs, for providers that put
+// them into paths of bounded length (the qemu provider's unix sockets).
+func VMIDLen(poolName string) int { return len(poolName) + 1 + 2*vmIDRandBytes }
+
 func newID(prefix string, nbytes int) string {
 	b := make([]byte, nbytes)
 	if _, err := rand.Read(b); err != nil {
@@ -812,7 +820,7 @@ func (p *Pool) ensureLocked() {
 	}
 	for ; live < p.spec.Size+p.spec.WarmSpares; live++ {
 		now := p.clk.Now()
-		v := &vm{id: newID(p.spec.Name+"-", 4), state: StateProvisioning, createTime: now, stateTime: now}
+		v := &vm{id: newID(p.spec.Name+"-", vmIDRandBytes), state: StateProvisioning, createTime: now, stateTime: now}
 		p.vms[v.id] = v
 		if err := p.store.SaveVM(p.vmRecord(v)); err != nil {
 			p.log.Error("persist vm failed", zap.String("vm_id", v.id), zap.Error(err))

@@ -81,8 +81,11 @@ type Options struct {
 	// Dir holds one directory per VM; Config.StateDir overrides it. It
 	// should be private to this pool, e.g. <data-dir>/vms/<pool>, and short:
 	// the QMP socket's path must fit a unix socket address (107 bytes).
-	Dir    string
-	Logger *zap.Logger
+	Dir string
+	// VMIDLen is the length of the pool's VM ids (pool.VMIDLen), which
+	// name the VMs' directories under Dir; 0 means 20.
+	VMIDLen int
+	Logger  *zap.Logger
 	// Clock times boots and restores for the logs; nil is the wall clock.
 	Clock clock.Clock
 }
@@ -125,6 +128,9 @@ const (
 // maxSocketPath is the longest unix socket path Linux accepts.
 const maxSocketPath = 107
 
+// defaultVMIDLen is the VM id length New assumes when not told.
+const defaultVMIDLen = 20
+
 // New checks the options, decides the accelerator and makes the state
 // directory.
 func New(o Options) (*Provider, error) {
@@ -146,9 +152,14 @@ func New(o Options) (*Provider, error) {
 		return nil, fmt.Errorf("state dir: %w", err)
 	}
 	o.Dir = dir
-	// <dir>/<vm id>/qmp.sock; vm ids are short (pool-assigned), keep a margin.
-	if len(dir)+len("/vm-0123456789abcdef/clock.sock") > maxSocketPath {
-		return nil, fmt.Errorf("state dir %q is too long for the VMs' unix sockets (at most %d bytes with the vm's file names)", dir, maxSocketPath)
+	// <dir>/<vm id>/clock.sock, the longest of the VMs' sockets: a path
+	// past the limit would fail every boot.
+	idLen := o.VMIDLen
+	if idLen <= 0 {
+		idLen = defaultVMIDLen
+	}
+	if n := len(dir) + 1 + idLen + len("/clock.sock"); n > maxSocketPath {
+		return nil, fmt.Errorf("state dir %q is too long for the VMs' unix sockets: with VM ids of %d bytes their paths are %d bytes, at most %d fit (use a shorter --data-dir or pool name)", dir, idLen, n, maxSocketPath)
 	}
 	base, err := filepath.Abs(o.Config.Image)
 	if err != nil {

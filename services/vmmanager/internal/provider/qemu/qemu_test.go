@@ -283,3 +283,37 @@ func TestArgsBridge(t *testing.T) {
 		t.Errorf("bridged args forward ports:\n%s", args)
 	}
 }
+
+// TestNewRefusesSocketPathsTooLong: a VM's sockets live at
+// <dir>/<vm id>/clock.sock, and vm ids hold the pool's name
+// ("<pool>-<8 hex>"). The check assumed 19-byte ids, so a data dir and a
+// pool name that passed it could still make every boot fail.
+func TestNewRefusesSocketPathsTooLong(t *testing.T) {
+	base := "/var/lib/rolloutmesh/vmmanager/vms/"
+	tests := []struct {
+		name    string
+		pool    string
+		tooLong bool
+	}{
+		{"short pool", "desk", false},
+		{"30-byte pool", strings.Repeat("p", 30), true},
+		{"longest pool name that fits", strings.Repeat("p", 25), false},
+		{"a pool name one byte longer", strings.Repeat("p", 26), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := base + tt.pool
+			// The binary does not exist: New fails after the path check
+			// when the paths fit.
+			_, err := New(Options{Config: config.QEMU{Binary: "no-such-qemu-binary", Image: "base.qcow2"}, Dir: dir, VMIDLen: pool.VMIDLen(tt.pool)})
+			if err == nil {
+				t.Fatal("New succeeded without a qemu binary")
+			}
+			vmDir := filepath.Join(dir, tt.pool+"-0123abcd")
+			fits := len(filepath.Join(vmDir, "clock.sock")) <= maxSocketPath
+			if got := strings.Contains(err.Error(), "too long for the VMs' unix sockets"); got != tt.tooLong || fits == tt.tooLong {
+				t.Errorf("err = %v; refused for length: %v, want %v (clock.sock path fits: %v)", err, got, tt.tooLong, fits)
+			}
+		})
+	}
+}
