@@ -164,6 +164,11 @@ type actionResult struct {
 // MaxActions bounds one POST /v1/actions.
 const MaxActions = 1000
 
+// MaxBatchWait bounds the WAITs of one POST /v1/actions together: each is
+// at most input.MaxDuration, but a thousand of them would hold the input
+// for hours (and no client waits that long for its answer).
+const MaxBatchWait = 5 * time.Minute
+
 // actions runs a JSON array of computer_13 actions. All actions are
 // checked first: if any is invalid nothing runs and the answer is 400.
 // Then they run in order; the first failure stops the batch and the rest
@@ -196,6 +201,17 @@ func (s *Server) actions(w http.ResponseWriter, r *http.Request) error {
 			invalid++
 		}
 		acts[i] = a
+	}
+	if invalid == 0 {
+		var wait float64
+		for _, a := range acts {
+			if a.Type == "WAIT" {
+				wait += a.Seconds
+			}
+		}
+		if wait > MaxBatchWait.Seconds() {
+			return badRequest("the batch's WAITs add up to %.0f s; at most %.0f s in one request", wait, MaxBatchWait.Seconds())
+		}
 	}
 	if invalid > 0 {
 		writeJSON(w, http.StatusBadRequest, map[string]any{

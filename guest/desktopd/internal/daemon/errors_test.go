@@ -58,6 +58,9 @@ func TestBadInput(t *testing.T) {
 		{"actions bad key", "POST", "/v1/actions", js, `[{"action_type": "PRESS", "parameters": {"key": "notakey"}}]`, 400},
 		{"actions bad clicks", "POST", "/v1/actions", js, `[{"action_type": "CLICK", "parameters": {"num_clicks": 9}}]`, 400},
 		{"actions empty hotkey", "POST", "/v1/actions", js, `[{"action_type": "HOTKEY", "parameters": {"keys": []}}]`, 400},
+		// Each WAIT is within its bound; six of a minute would hold the input
+		// past the batch's.
+		{"actions wait too long together", "POST", "/v1/actions", js, "[" + strings.Repeat(`{"action_type": "WAIT", "parameters": {"seconds": 60}},`, 5) + `{"action_type": "WAIT", "parameters": {"seconds": 60}}]`, 400},
 		{"body too large", "POST", "/execute", js, `{"command": "` + strings.Repeat("x", 17<<20) + `"}`, 413},
 	}
 	for _, tt := range tests {
