@@ -897,8 +897,11 @@ func (h *Handler) blob(w http.ResponseWriter, r *http.Request) {
 				if err != nil {
 					return nil, err
 				}
-				t, err := makeThumb(orig, scale)
-				if err != nil {
+				var t []byte
+				if err := h.decodes.do(ctx, func() (err error) {
+					t, err = makeThumb(orig, scale)
+					return err
+				}); err != nil {
 					return nil, err
 				}
 				h.thumbs.put(key, t)

@@ -3,6 +3,7 @@ package ui
 import (
 	"bytes"
 	"container/list"
+	"context"
 	"errors"
 	"fmt"
 	"image"
@@ -21,6 +22,27 @@ var thumbScales = map[int]bool{2: true, 4: true}
 // maxThumbPixels bounds the screenshots the server decodes to shrink:
 // 64 megapixels is 256 MiB of RGBA.
 const maxThumbPixels = 64 << 20
+
+// maxThumbDecodes is how many screenshots are decoded for thumbnails at
+// once: each may be maxThumbPixels (256 MiB of RGBA, and as much again for
+// a PNG's own buffers), and a page asks for dozens of different ones.
+const maxThumbDecodes = 2
+
+// slots bounds how many callers run some work at once.
+type slots chan struct{}
+
+func newSlots(n int) slots { return make(slots, n) }
+
+// do runs fn once a slot is free, or returns ctx's error if ctx ends first.
+func (s slots) do(ctx context.Context, fn func() error) error {
+	select {
+	case s <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-s }()
+	return fn()
+}
 
 // errNotImage marks a blob the thumbnailer cannot shrink.
 var errNotImage = errors.New("not an image that can be shrunk")

@@ -91,6 +91,8 @@ type Handler struct {
 	tmpl   map[string]*template.Template
 	static http.Handler
 	thumbs *lru
+	// decodes bounds the screenshots decoded for thumbnails at once.
+	decodes slots
 	// thumbsServed counts thumbnails served by where they came from:
 	// "cache" (the LRU) or "made" (shrunk from the screenshot).
 	thumbsServed *prometheus.CounterVec
@@ -114,7 +116,7 @@ func New(o Options) (*Handler, error) {
 		o.ThumbCacheBytes = 64 << 20
 	}
 	h := &Handler{reads: o.Reads, idx: o.Index, token: o.AuthToken, log: o.Logger, now: o.Now,
-		thumbs: newLRU(o.ThumbCacheBytes), tmpl: map[string]*template.Template{}, stats: statsCache{m: map[string]statsEntry{}},
+		thumbs: newLRU(o.ThumbCacheBytes), decodes: newSlots(maxThumbDecodes), tmpl: map[string]*template.Template{}, stats: statsCache{m: map[string]statsEntry{}},
 		thumbsServed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rolloutmesh_storage_viewer_thumbnails_total",
 			Help: "Screenshot thumbnails the viewer served, by source: cache (the server's LRU) or made (shrunk from the screenshot)."},
 			[]string{"source"})}
