@@ -132,6 +132,35 @@ func doHTTP(t *testing.T, method, url, body string, hdr map[string]string) httpA
 	return httpAnswer{resp.StatusCode, resp.Header, string(b)}
 }
 
+// postWholeThenRead writes a POST of a chat body of n bytes to path on the
+// server at base, with auth as its Authorization header when set, before
+// it reads anything, and then reads the answer.
+func postWholeThenRead(t *testing.T, base, path, auth string, n int) (httpAnswer, error) {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(20 * time.Second))
+	head, tail := `{"messages":[{"role":"user","content":"`, `"}]}`
+	body := head + strings.Repeat("x", max(n-len(head)-len(tail), 0)) + tail
+	req := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: %d\r\n", path, len(body))
+	if auth != "" {
+		req += "Authorization: " + auth + "\r\n"
+	}
+	if _, err := io.WriteString(conn, req+"\r\n"+body); err != nil {
+		return httpAnswer{}, fmt.Errorf("write: %w", err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		return httpAnswer{}, fmt.Errorf("read: %w", err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return httpAnswer{resp.StatusCode, resp.Header, string(b)}, nil
+}
+
 const chatJSON = `{"messages":[{"role":"user","content":"hi"}]}`
 
 // TestHTTPFrontRequiresToken: with a token set, the OpenAI front refuses
@@ -197,6 +226,18 @@ func TestHTTPFrontRequiresToken(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != 401 {
 			t.Errorf("status %d, want 401", resp.StatusCode)
+		}
+	})
+	// A client that writes its whole request before it reads (OpenAI's
+	// Python client) reads the 401 too, not a reset: the connection is
+	// drained after the answer. 16 MiB is more than the sockets buffer.
+	t.Run("huge body written whole without token", func(t *testing.T) {
+		got, err := postWholeThenRead(t, h.http, "/v1/chat/completions", "", 16<<20)
+		if err != nil {
+			t.Fatalf("no answer: %v", err)
+		}
+		if got.code != 401 || !strings.Contains(got.body, `"code":"invalid_api_key"`) {
+			t.Errorf("status %d %s, want 401 invalid_api_key", got.code, got.body)
 		}
 	})
 	// Only the two authorized chats reached the backend, with the

@@ -24,6 +24,7 @@ import (
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/clock"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/gateway"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/launch"
+	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/linger"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/metrics"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/openaihttp"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/routing"
@@ -191,6 +192,7 @@ func New(ctx context.Context, cfg Config, env daemon.Env) (*Service, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--openai-addr: listen: %w", err)
 		}
+		ln = linger.NewListener(ln, maxDraining, drainWait)
 		if tlsCfg != nil {
 			ln, openaiTLS = tls.NewListener(ln, tlsCfg), true
 		}
@@ -238,6 +240,14 @@ func newHTTPClient() *http.Client {
 	}
 	return &http.Client{Transport: tr}
 }
+
+// The OpenAI front drains the connections it answers before reading their
+// body (package linger): at most maxDraining at once, each for at most
+// drainWait, which covers a body of the default 64 MiB limit at 100 Mbit/s.
+const (
+	maxDraining = 64
+	drainWait   = 6 * time.Second
+)
 
 // newHTTPServer serves the OpenAI front with fasthttp. Bodies over the
 // limit are refused before they are read whole (and a request without the

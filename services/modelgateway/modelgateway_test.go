@@ -340,6 +340,11 @@ func TestHTTPRefusals(t *testing.T) {
 	if code, _, body := do("POST", "/v1/chat/completions", big); code != 413 || !strings.Contains(body, `"type":"request_too_large"`) {
 		t.Errorf("oversized body: %d %s, want 413 request_too_large", code, body)
 	}
+	// Written whole before the answer is read (OpenAI's Python client
+	// does), a body far over the limit still gets its 413, not a reset.
+	if got, err := postWholeThenRead(t, h.http, "/v1/chat/completions", "", 16<<20); err != nil || got.code != 413 || !strings.Contains(got.body, `"type":"request_too_large"`) {
+		t.Errorf("16 MiB body written whole: %d %s %v, want 413 request_too_large", got.code, got.body, err)
+	}
 	if code, hdr, body := do("GET", "/v1/chat/completions", ""); code != 405 || hdr.Get("Allow") != "POST" || !strings.Contains(body, `"error"`) {
 		t.Errorf("GET chat: %d Allow %q %s, want 405 Allow POST", code, hdr.Get("Allow"), body)
 	}

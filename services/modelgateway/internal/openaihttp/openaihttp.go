@@ -31,6 +31,7 @@ import (
 
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/backend"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/gateway"
+	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/linger"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/metrics"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/openaiapi"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/reqcheck"
@@ -128,6 +129,10 @@ func (h *Handler) ServeError(rc *fasthttp.RequestCtx, err error) {
 		rc.Conn().Close()
 		return
 	}
+	// fasthttp closes the connection after this answer with the rest of
+	// the request unread: drained, the client reads the answer instead of
+	// a reset.
+	linger.Drain(rc.Conn())
 	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
 		if !h.authorized(&rc.Request.Header) {
 			// HeaderReceived cut its body short: it is the token that
