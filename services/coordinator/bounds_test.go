@@ -323,8 +323,9 @@ func TestTaskFileInvalidUTF8(t *testing.T) {
 }
 
 // TestPollErrorValidUTF8: a service rollout failed by its task source
-// keeps an error that can be sent: a file name that is not UTF-8 in it
-// made every ListRollouts answer unmarshallable.
+// keeps an error that can be sent (a file name that is not UTF-8 in it
+// made every ListRollouts answer unmarshallable), and its episodes are
+// aborted as a cancelled rollout's are.
 func TestPollErrorValidUTF8(t *testing.T) {
 	h := newHarness(t, coordinator.Config{})
 	ctx := ctxT(t, 30*time.Second)
@@ -353,6 +354,11 @@ func TestPollErrorValidUTF8(t *testing.T) {
 	}
 	if !strings.Contains(got.GetError(), "task source unreadable") {
 		t.Errorf("rollout %v error %q, want FAILED for its task source", got.GetState(), got.GetError())
+	}
+	// Its episodes end with it: none stays queued (holding a place, and a
+	// VM lease for a desktop task) for a rollout that will never finish.
+	if p := got.GetProgress(); p.GetQueued() != 0 || p.GetRunning() != 0 || p.GetAborted() == 0 {
+		t.Errorf("failed rollout's progress %v, want its episodes aborted", p)
 	}
 	h.healthy(t)
 }

@@ -260,7 +260,9 @@ func (e *Engine) startPoller(r *rollout) {
 					r.state = pb.RolloutState_ROLLOUT_STATE_FAILED
 					r.errMsg = storableText("task source unreadable: " + err.Error())
 					r.endTime = e.clock.Now()
-					e.persist(state.PutRollout(r.record()))
+					r.stopPoll = nil
+					recs := e.abortAllLocked(r, "task source unreadable")
+					e.persist(state.PutRollout(r.record()), state.PutEpisodes(recs...))
 					e.notify()
 					e.mu.Unlock()
 					return

@@ -602,17 +602,7 @@ func (e *Engine) CancelRollout(ctx context.Context, id, reason string) (*pb.Roll
 			close(r.stopPoll)
 			r.stopPoll = nil
 		}
-		var recs []state.Episode
-		for _, g := range r.groups {
-			for _, ep := range g.episodes {
-				if ep.phase == phaseTerminal || ep.phase == phaseFinishing {
-					continue
-				}
-				e.abortLocked(ep, "rollout cancelled")
-				recs = append(recs, ep.record())
-			}
-		}
-		r.queue = nil
+		recs := e.abortAllLocked(r, "rollout cancelled")
 		done := make(chan error, 1)
 		e.store.Submit(func(err error) { done <- err }, state.PutRollout(r.record()), state.PutEpisodes(recs...))
 		e.notify()
@@ -626,6 +616,24 @@ func (e *Engine) CancelRollout(ctx context.Context, id, reason string) (*pb.Roll
 	out := e.rolloutProto(r, false)
 	e.mu.Unlock()
 	return out, nil
+}
+
+// abortAllLocked aborts every live episode of a rollout that has ended
+// (cancelled, or failed by its task source), so that none keeps a runner
+// slot or a VM lease, and returns their records to persist.
+func (e *Engine) abortAllLocked(r *rollout, reason string) []state.Episode {
+	var recs []state.Episode
+	for _, g := range r.groups {
+		for _, ep := range g.episodes {
+			if ep.phase == phaseTerminal || ep.phase == phaseFinishing {
+				continue
+			}
+			e.abortLocked(ep, reason)
+			recs = append(recs, ep.record())
+		}
+	}
+	r.queue = nil
+	return recs
 }
 
 // abortLocked ends a live episode as ABORTED: a running one is cancelled on
