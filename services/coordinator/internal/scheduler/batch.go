@@ -19,6 +19,7 @@ type batch struct {
 	groups  []*group
 	expire  time.Time
 	acked   bool
+	unsaved bool // acked in memory, the ack not yet committed
 	expired bool
 	dropped int32
 }
@@ -262,15 +263,52 @@ func (e *Engine) AckBatch(ctx context.Context, rolloutID, batchID string) error 
 		e.mu.Unlock()
 		return fmt.Errorf("batch %s: %w", batchID, ErrNotFound)
 	}
-	if b.acked {
+	if b.acked && !b.unsaved {
 		e.mu.Unlock()
 		return nil
 	}
+	if !b.acked {
+		if err := e.ackLocked(r, b); err != nil {
+			e.mu.Unlock()
+			return err
+		}
+	}
+	// Memory changed before the commit: until the commit succeeds, every
+	// ack, this one or a retry after its error, stores the batch again.
+	b.unsaved = true
+	recs := make([]state.Group, len(b.groups))
+	for i, g := range b.groups {
+		recs[i] = g.record()
+	}
+	ch := make(chan error, 1)
+	e.store.Submit(func(err error) {
+		if err == nil {
+			e.mu.Lock()
+			b.unsaved = false
+			e.mu.Unlock()
+		}
+		ch <- err
+	}, state.PutBatch(b.record(r)), state.PutGroups(recs...))
+	e.notify()
+	e.mu.Unlock()
+	e.poke() // sync admission may open
+	select {
+	case err := <-ch:
+		if err != nil {
+			return storeErr(e.log, "store ack", err)
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// ackLocked consumes batch b of rollout r in memory.
+func (e *Engine) ackLocked(r *rollout, b *batch) error {
 	if b.expired {
 		for _, g := range b.groups {
 			if g.state != groupComplete {
-				e.mu.Unlock()
-				return fmt.Errorf("batch %s expired and its groups were handed out again: %w", batchID, ErrFailedPrecond)
+				return fmt.Errorf("batch %s expired and its groups were handed out again: %w", b.id, ErrFailedPrecond)
 			}
 		}
 		in := map[*group]bool{}
@@ -286,27 +324,12 @@ func (e *Engine) AckBatch(ctx context.Context, rolloutID, batchID string) error 
 		r.complete = rest
 	}
 	b.acked = true
-	recs := make([]state.Group, len(b.groups))
-	for i, g := range b.groups {
+	for _, g := range b.groups {
 		g.state = groupConsumed
 		g.batchID = b.id
-		recs[i] = g.record()
 	}
 	r.consumed += len(b.groups)
-	ch := make(chan error, 1)
-	e.store.Submit(func(err error) { ch <- err }, state.PutBatch(b.record(r)), state.PutGroups(recs...))
-	e.notify()
-	e.mu.Unlock()
-	e.poke() // sync admission may open
-	select {
-	case err := <-ch:
-		if err != nil {
-			return fmt.Errorf("store ack: %w", err)
-		}
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return nil
 }
 
 // SetModelVersion records a new model version: greater than the current

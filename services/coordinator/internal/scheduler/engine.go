@@ -29,6 +29,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -284,6 +285,17 @@ func newID(prefix string) string {
 
 // commitLogged submits ops whose failure can only be logged (the in-memory
 // state stays right and the next write of the record carries it).
+// storeErr is what a caller hears of a commit that failed: Unavailable,
+// since a retry stores the change again, without the database's details,
+// which are logged.
+func storeErr(log *zap.Logger, what string, err error) error {
+	if errors.Is(err, state.ErrClosed) {
+		return fmt.Errorf("%s: coordinator closing: %w", what, ErrUnavailable)
+	}
+	log.Error("state commit failed", zap.String("what", what), zap.Error(err))
+	return fmt.Errorf("%s: state not stored, retry: %w", what, ErrUnavailable)
+}
+
 func (e *Engine) persist(ops ...state.Op) {
 	e.store.Submit(func(err error) {
 		if err != nil && !errors.Is(err, state.ErrClosed) {

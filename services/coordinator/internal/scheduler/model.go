@@ -75,6 +75,10 @@ type rollout struct {
 	batches  map[string]*batch
 
 	stopPoll chan struct{}
+	// cancelUnsaved holds the records of a cancellation whose commit has
+	// not succeeded yet (non-nil, maybe empty, until it has): a retried
+	// CancelRollout stores them again.
+	cancelUnsaved []state.Episode
 }
 
 func (r *rollout) groupSize() int { return int(r.spec.GroupSize) }

@@ -592,7 +592,8 @@ func (e *Engine) CancelRollout(ctx context.Context, id, reason string) (*pb.Roll
 		e.mu.Unlock()
 		return nil, fmt.Errorf("rollout %s: %w", id, ErrNotFound)
 	}
-	if r.active() {
+	cancelled := r.active()
+	if cancelled {
 		r.state = pb.RolloutState_ROLLOUT_STATE_CANCELLED
 		r.endTime = e.clock.Now()
 		if reason != "" {
@@ -602,15 +603,32 @@ func (e *Engine) CancelRollout(ctx context.Context, id, reason string) (*pb.Roll
 			close(r.stopPoll)
 			r.stopPoll = nil
 		}
-		recs := e.abortAllLocked(r, "rollout cancelled")
-		done := make(chan error, 1)
-		e.store.Submit(func(err error) { done <- err }, state.PutRollout(r.record()), state.PutEpisodes(recs...))
+		r.cancelUnsaved = e.abortAllLocked(r, "rollout cancelled")
+		if r.cancelUnsaved == nil {
+			r.cancelUnsaved = []state.Episode{}
+		}
 		e.notify()
+	}
+	// Memory changed before the commit (runners were told, leases
+	// released): until the commit succeeds, every call, this one or a
+	// retry after its error, stores the cancellation again.
+	if recs := r.cancelUnsaved; recs != nil {
+		done := make(chan error, 1)
+		e.store.Submit(func(err error) {
+			if err == nil {
+				e.mu.Lock()
+				r.cancelUnsaved = nil
+				e.mu.Unlock()
+			}
+			done <- err
+		}, state.PutRollout(r.record()), state.PutEpisodes(recs...))
 		e.mu.Unlock()
 		if err := <-done; err != nil {
-			return nil, fmt.Errorf("store cancellation: %w", err)
+			return nil, storeErr(e.log, "store cancellation", err)
 		}
-		e.log.Info("rollout cancelled", zap.String("rollout_id", id))
+		if cancelled {
+			e.log.Info("rollout cancelled", zap.String("rollout_id", id))
+		}
 		e.mu.Lock()
 	}
 	out := e.rolloutProto(r, false)
