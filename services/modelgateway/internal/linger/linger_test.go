@@ -99,17 +99,7 @@ func TestDrainedCloseLetsTheClientRead(t *testing.T) {
 func TestDrainIsBounded(t *testing.T) {
 	l := listen(t, 1, 200*time.Millisecond)
 	serveOnce(t, l, 1, true)
-	c, err := net.Dial("tcp", l.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.Write([]byte("x"))
-	c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	got, err := io.ReadAll(c) // ends at the server's FIN
-	if err != nil || string(got) != "refused" {
-		t.Fatalf("read %q, %v; want the answer and EOF", got, err)
-	}
+	c := dialRefused(t, l.Addr().String())
 	// The server still reads while draining: writes succeed until the
 	// wait has passed and the socket is closed.
 	start := time.Now()
@@ -134,16 +124,7 @@ func TestDrainIsBounded(t *testing.T) {
 	l.slots <- struct{}{}
 	defer func() { <-l.slots }()
 	serveOnce(t, l, 1, true)
-	c2, err := net.Dial("tcp", l.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c2.Close()
-	c2.Write([]byte("x"))
-	c2.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if got, err := io.ReadAll(c2); err != nil || string(got) != "refused" {
-		t.Fatalf("read %q, %v; want the answer and EOF", got, err)
-	}
+	c2 := dialRefused(t, l.Addr().String())
 	start = time.Now()
 	var werr error
 	for time.Since(start) < 5*time.Second && werr == nil {
@@ -164,4 +145,21 @@ func TestDrainOtherConn(t *testing.T) {
 	if Drain(a) {
 		t.Fatal("Drain(net.Pipe) = true, want false")
 	}
+}
+
+// dialRefused sends a request to a server of serveOnce and reads its
+// answer up to the server's FIN; the connection stays open for writes.
+func dialRefused(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.Write([]byte("x"))
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if got, err := io.ReadAll(c); err != nil || string(got) != "refused" {
+		t.Fatalf("read %q, %v; want the answer and EOF", got, err)
+	}
+	return c
 }
