@@ -501,3 +501,38 @@ func TestResultFieldsBounded(t *testing.T) {
 		})
 	}
 }
+
+// TestBatchAnswerBounded: a batch whose answer would pass the 64 MiB a
+// message may carry is refused before it is reserved, naming batch_size,
+// and its groups come in smaller batches. It used to be reserved and then
+// fail to send (ResourceExhausted), its groups out of reach until the ack
+// timeout brought them back to fail again.
+func TestBatchAnswerBounded(t *testing.T) {
+	h := newHarness(t, coordinator.Config{})
+	ctx := ctxT(t, 60*time.Second)
+	r := h.runner(simrunner.Options{ID: "r", Slots: 8, Finish: func(_ *pb.Assignment, ep *pb.Episode) {
+		ep.FinalAnswer = strings.Repeat("x", 1<<20)
+	}})
+	const n = 70
+	ro, err := h.client.StartRollout(ctx, &pb.StartRolloutRequest{Spec: &pb.RolloutSpec{Tasks: mathTasks(n), GroupSize: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.WaitFor(ctx, func(_ []*pb.Assignment, res []*pb.Episode, _ []*pb.CancelAssignment) bool { return len(res) == n }); err != nil {
+		t.Fatal(err)
+	}
+	big := grpc.MaxCallRecvMsgSize(64 << 20)
+	_, err = h.client.GetBatch(ctx, &pb.GetBatchRequest{RolloutId: ro.RolloutId, BatchSize: n, Timeout: durationpb.New(10 * time.Second)}, big)
+	wantField(t, err, codes.FailedPrecondition, "batch_size")
+	got := 0
+	for got < n {
+		b, err := h.client.GetBatch(ctx, &pb.GetBatchRequest{RolloutId: ro.RolloutId, BatchSize: int32(min(32, n-got)), Timeout: durationpb.New(time.Second)}, big)
+		if err != nil || len(b.Groups) == 0 {
+			t.Fatalf("GetBatch after %d of %d groups = %d groups, %v; want the rest in smaller batches", got, n, len(b.GetGroups()), err)
+		}
+		got += len(b.Groups)
+		if _, err := h.client.AckBatch(ctx, &pb.AckBatchRequest{RolloutId: ro.RolloutId, BatchId: b.BatchId}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

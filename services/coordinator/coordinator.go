@@ -230,6 +230,7 @@ func New(ctx context.Context, cfg Config, env daemon.Env) (*Service, error) {
 		LeaseAhead:        cfg.LeaseAhead,
 		AdoptGrace:        cfg.AdoptGrace,
 		TaskRoots:         roots,
+		MaxBatchBytes:     maxPeerMsg,
 	}
 	var eng *scheduler.Engine
 	if vm != nil {

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 
 	pb "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
 	"github.com/rolloutmesh/rolloutmesh/services/coordinator/internal/state"
@@ -73,8 +75,12 @@ func (e *Engine) GetBatch(ctx context.Context, req BatchRequest) (*pb.GetBatchRe
 		}
 		now := e.clock.Now()
 		e.expireBatchesLocked(r, now)
-		resp, done, n := e.buildBatchLocked(r, want/r.groupSize(), req, now)
+		resp, done, n, err := e.buildBatchLocked(r, want/r.groupSize(), req, now)
 		dropped += n
+		if err != nil {
+			e.mu.Unlock()
+			return nil, err
+		}
 		if resp != nil {
 			resp.DroppedGroups = dropped
 			b := r.batches[resp.BatchId]
@@ -117,7 +123,11 @@ func (e *Engine) GetBatch(ctx context.Context, req BatchRequest) (*pb.GetBatchRe
 // ones for good, counted in ndropped). It hands out a batch when it has want
 // groups, or fewer when the rollout will produce no more and no handed-out
 // batch can come back; done says nothing will ever come.
-func (e *Engine) buildBatchLocked(r *rollout, want int, req BatchRequest, now time.Time) (resp *pb.GetBatchResponse, done bool, ndropped int32) {
+//
+// A batch whose answer would pass MaxBatchBytes is refused, its groups left
+// waiting: handed out, it could not be sent, and it would come back after
+// its ack timeout to fail again.
+func (e *Engine) buildBatchLocked(r *rollout, want int, req BatchRequest, now time.Time) (resp *pb.GetBatchResponse, done bool, ndropped int32, err error) {
 	var picked, dropped []*group
 	rest := r.complete[:0:0]
 	for _, g := range r.complete {
@@ -158,28 +168,50 @@ func (e *Engine) buildBatchLocked(r *rollout, want int, req BatchRequest, now ti
 	if len(picked) < want && (more || len(picked) == 0) {
 		// Not enough yet: keep the picked groups waiting, in order.
 		r.complete = append(picked, rest...)
-		return nil, !more && len(r.complete) == 0, ndropped
+		return nil, !more && len(r.complete) == 0, ndropped, nil
+	}
+	groups := make([]*pb.EpisodeGroup, len(picked))
+	eps := make([][]*episode, len(picked))
+	size := batchHeaderBytes
+	for i, g := range picked {
+		eg := &pb.EpisodeGroup{GroupId: g.id, TaskId: g.task().Id}
+		var sum float64
+		eps[i] = chosen(g)
+		for _, ep := range eps[i] {
+			p := ep.proto()
+			eg.Episodes = append(eg.Episodes, p)
+			sum += p.Score
+		}
+		eg.MeanReward = sum / float64(len(eg.Episodes))
+		groups[i] = eg
+		size += protowire.SizeBytes(proto.Size(eg)) + 1
+	}
+	if max := e.cfg.MaxBatchBytes; max > 0 && size > max {
+		r.complete = append(picked, rest...)
+		msg := fmt.Sprintf("the batch's %d groups take %d MiB, more than the %d MiB an answer carries; ask for a smaller batch_size",
+			len(picked), size>>20, max>>20)
+		if len(picked) == 1 {
+			msg = fmt.Sprintf("group %s alone takes %d MiB, more than the %d MiB an answer carries; read its episodes from storage",
+				picked[0].id, size>>20, max>>20)
+		}
+		return nil, false, ndropped, &FieldError{Field: "batch_size", Precondition: true, Msg: msg}
 	}
 	r.complete = rest
 	b := &batch{id: newID("b-"), groups: picked, expire: now.Add(req.AckTimeout), dropped: ndropped}
 	r.batches[b.id] = b
-	resp = &pb.GetBatchResponse{BatchId: b.id, ModelVersion: e.modelVersion}
-	for _, g := range picked {
+	resp = &pb.GetBatchResponse{BatchId: b.id, ModelVersion: e.modelVersion, Groups: groups}
+	for i, g := range picked {
 		g.state = groupHandedOut
 		g.batchID = b.id
-		eg := &pb.EpisodeGroup{GroupId: g.id, TaskId: g.task().Id}
-		var sum float64
-		for _, ep := range chosen(g) {
-			p := ep.proto()
-			eg.Episodes = append(eg.Episodes, p)
-			sum += p.Score
+		for _, ep := range eps[i] {
 			e.m.staleness.Observe(float64(e.modelVersion - ep.modelVersion))
 		}
-		eg.MeanReward = sum / float64(len(eg.Episodes))
-		resp.Groups = append(resp.Groups, eg)
 	}
-	return resp, false, ndropped
+	return resp, false, ndropped, nil
 }
+
+// batchHeaderBytes bounds a GetBatch answer's fields besides its groups.
+const batchHeaderBytes = 256
 
 // chosen are the group_size DONE episodes a group is handed out with: the
 // first to finish.

@@ -109,6 +109,9 @@ type Config struct {
 	// TaskRoots confine RolloutSpec.task_source; nil refuses every task
 	// source (inline tasks still work).
 	TaskRoots *tasksource.Roots
+	// MaxBatchBytes bounds a GetBatch answer (the server's send limit): a
+	// batch past it is refused before it is reserved. 0: no bound.
+	MaxBatchBytes int
 }
 
 // Engine is the scheduler.

@@ -32,6 +32,8 @@ type Options struct {
 	Status func(a *pb.Assignment) pb.EpisodeStatus
 	// Delay is how long an episode "runs".
 	Delay func(a *pb.Assignment) time.Duration
+	// Finish, when set, changes each result before it is sent.
+	Finish func(a *pb.Assignment, ep *pb.Episode)
 	// Hold keeps assignments running forever (a runner that will die).
 	Hold bool
 	// Running is reported in the hello, as after a reconnect.
@@ -208,6 +210,9 @@ func (r *Runner) finish(a *pb.Assignment) {
 	if ep.Status != pb.EpisodeStatus_EPISODE_STATUS_DONE {
 		ep.FailureReason = "simulated"
 		ep.Error = fmt.Sprintf("%s attempt %d", ep.EpisodeId, ep.Attempt)
+	}
+	if r.opts.Finish != nil {
+		r.opts.Finish(a, ep)
 	}
 	if r.send(&pb.WorkRequest{Msg: &pb.WorkRequest_Result{Result: &pb.EpisodeResult{Episode: ep}}}) != nil {
 		return // still ours, as for a real runner that lost its stream
