@@ -129,8 +129,11 @@ func (w *walker) sendProp(ctx context.Context, r ref, iface, name string) *dbus.
 }
 
 // wait waits for c's answer, at most callTimeout (a hung application must
-// not hang the request) and never past ctx's deadline, and stores it in
-// out.
+// not hang the request) and never past the deadline of the context c was
+// sent with: godbus ends a call with its context's error as soon as the
+// context ends, so a call sent just before the deadline is cut by the time
+// left, not by callTimeout (TestFrozenCallCutAtDeadline). It stores the
+// answer in out.
 func wait(c *dbus.Call, out any) error {
 	t := time.NewTimer(callTimeout)
 	defer t.Stop()

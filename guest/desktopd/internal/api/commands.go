@@ -181,6 +181,12 @@ func (s *Server) executeWithVerification(w http.ResponseWriter, r *http.Request)
 		return err
 	}
 	start := time.Now()
+	// The checks and the waits between them share one deadline,
+	// max_wait_time from now: a check started just before it is cut by the
+	// time left, not by its own 30 s timeout, and so is the wait for the
+	// next check.
+	vctx, cancel := context.WithTimeout(r.Context(), time.Duration(maxWait*float64(time.Second)))
+	defer cancel()
 	verified := func(ctx context.Context) bool {
 		if disp != nil {
 			wins, err := disp.d.Windows(ctx)
@@ -209,20 +215,21 @@ func (s *Server) executeWithVerification(w http.ResponseWriter, r *http.Request)
 		}
 		return true
 	}
-	for {
-		if verified(r.Context()) {
+	for vctx.Err() == nil {
+		if verified(vctx) {
 			writeJSON(w, http.StatusOK, map[string]any{"status": "success", "output": res.Output, "error": res.Error,
 				"returncode": res.Returncode, "verification": "passed", "wait_time": time.Since(start).Seconds()})
 			return nil
 		}
-		if time.Since(start).Seconds() >= maxWait {
-			break
-		}
+		t := time.NewTimer(time.Duration(interval * float64(time.Second)))
 		select {
-		case <-r.Context().Done():
-			return r.Context().Err()
-		case <-time.After(time.Duration(interval * float64(time.Second))):
+		case <-vctx.Done():
+		case <-t.C:
 		}
+		t.Stop()
+	}
+	if err := r.Context().Err(); err != nil {
+		return err
 	}
 	writeJSON(w, http.StatusInternalServerError, map[string]any{"status": "verification_failed", "output": res.Output,
 		"error": res.Error, "returncode": res.Returncode, "verification": "failed",
