@@ -4,12 +4,17 @@
 package coordinator_test
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	_ "modernc.org/sqlite"
 
@@ -40,11 +45,12 @@ func failWrites(t *testing.T, h *harness, table, when string) (restore func()) {
 	}
 }
 
-// TestRetryAfterFailedCommit: a CancelRollout or AckBatch whose commit
-// fails answers with an error, and the caller's retry stores the change. A
-// retry used to find memory already changed and answer OK with nothing
-// stored: after a restart the cancelled rollout ran again, and the acked
-// batch's groups were handed out a second time.
+// TestRetryAfterFailedCommit: a CancelRollout, UpdateModelVersion or
+// AckBatch whose commit fails answers with an error, and the caller's retry
+// stores the change. A retry used to find memory already changed and answer
+// OK with nothing stored (or refuse the version as not newer): after a
+// restart the cancelled rollout ran again, the version went back, and the
+// acked batch's groups were handed out a second time.
 func TestRetryAfterFailedCommit(t *testing.T) {
 	t.Run("cancel", func(t *testing.T) {
 		h := newHarness(t, coordinator.Config{})
@@ -69,6 +75,28 @@ func TestRetryAfterFailedCommit(t *testing.T) {
 		}
 		if p := got.GetProgress(); got.State != pb.RolloutState_ROLLOUT_STATE_CANCELLED || p.Queued != 0 || p.Aborted != 2 {
 			t.Errorf("after a restart: %v %v, want CANCELLED with 2 aborted", got.State, p)
+		}
+	})
+	t.Run("model version", func(t *testing.T) {
+		gw := &versionGateway{}
+		h := newHarness(t, coordinator.Config{GatewayClient: gw})
+		ctx := ctxT(t, 30*time.Second)
+		restore := failWrites(t, h, "meta", "NEW.key = 'model_version'")
+		req := &pb.UpdateModelVersionRequest{Version: 3, UpdateGateway: true}
+		if _, err := h.client.UpdateModelVersion(ctx, req); err == nil {
+			t.Fatal("UpdateModelVersion with its commit refused: OK, want an error")
+		}
+		restore()
+		got, err := h.client.UpdateModelVersion(ctx, req)
+		if err != nil || got.PreviousVersion != 0 {
+			t.Fatalf("retried UpdateModelVersion = %v, %v; want OK from version 0", got, err)
+		}
+		if n := gw.updates(); n != 1 {
+			t.Errorf("gateway asked %d times, want once: the retry's version is loaded", n)
+		}
+		h.restart()
+		if got, err := h.client.UpdateModelVersion(ctx, &pb.UpdateModelVersionRequest{Version: 4}); err != nil || got.PreviousVersion != 3 {
+			t.Errorf("UpdateModelVersion after a restart = %v, %v; want OK from version 3", got, err)
 		}
 	})
 	t.Run("ack", func(t *testing.T) {
@@ -105,4 +133,30 @@ func TestRetryAfterFailedCommit(t *testing.T) {
 			t.Errorf("GetBatch after a restart = %v, %v; want rollout_done and no group handed out again", again, err)
 		}
 	})
+}
+
+// versionGateway loads weights as the gateway does: only a version newer
+// than the one it serves.
+type versionGateway struct {
+	pb.ModelGatewayClient
+	mu      sync.Mutex
+	version int64
+	calls   int
+}
+
+func (g *versionGateway) UpdateWeights(_ context.Context, in *pb.UpdateWeightsRequest, _ ...grpc.CallOption) (*pb.UpdateWeightsResponse, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.calls++
+	if in.Version <= g.version {
+		return nil, status.Errorf(codes.FailedPrecondition, "version must be greater than the current version: %d <= %d", in.Version, g.version)
+	}
+	g.version = in.Version
+	return &pb.UpdateWeightsResponse{}, nil
+}
+
+func (g *versionGateway) updates() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.calls
 }

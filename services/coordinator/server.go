@@ -241,11 +241,14 @@ func (s *Service) UpdateModelVersion(ctx context.Context, req *pb.UpdateModelVer
 	case <-ctx.Done():
 		return nil, s.toStatus(ctx.Err())
 	}
-	if err := s.engine.CheckModelVersion(req.Version, req.Reset_); err != nil {
+	retry, err := s.engine.CheckModelVersion(req.Version, req.Reset_)
+	if err != nil {
 		return nil, s.toStatus(err)
 	}
 	resp := &pb.UpdateModelVersionResponse{}
-	if req.UpdateGateway {
+	// A retry after a failed commit: the gateway loaded the version before
+	// it, and would refuse it now as not newer.
+	if req.UpdateGateway && !retry {
 		if s.gateway == nil {
 			return nil, s.toStatus(fmt.Errorf("update_gateway needs --gateway: %w", errNoDependency))
 		}

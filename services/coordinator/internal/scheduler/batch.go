@@ -368,39 +368,66 @@ func (e *Engine) ackLocked(r *rollout, b *batch) error {
 // one and at most MaxVersionStep above it, or, with reset, any version in
 // range. A reset moves the start version of every running rollout by the
 // same amount, so that async admission keeps each rollout's version lag.
+//
+// Memory changes before the commit: while it has not succeeded, the same
+// version again (the caller's retry after the error) stores it again.
 func (e *Engine) SetModelVersion(ctx context.Context, v int64, reset bool) (prev int64, err error) {
 	e.mu.Lock()
 	prev = e.modelVersion
-	if err := checkVersion(v, prev, reset); err != nil {
-		e.mu.Unlock()
-		return prev, err
+	retry := e.versionUnsaved && v == e.modelVersion
+	if retry {
+		prev = e.versionPrev
+	} else {
+		if err := checkVersion(v, prev, reset); err != nil {
+			e.mu.Unlock()
+			return prev, err
+		}
+		e.modelVersion = v
+		e.versionPrev = prev
 	}
-	e.modelVersion = v
+	e.versionUnsaved = true
 	ops := []state.Op{state.PutModelVersion(v)}
-	if reset {
+	if reset || retry {
+		// A retry does not know whether the failed commit was a reset's:
+		// it stores the running rollouts again, unmoved.
+		shift := int64(0)
+		if !retry {
+			shift = v - prev
+		}
 		for _, r := range e.order {
 			if r.active() {
-				r.startVersion += v - prev
+				r.startVersion += shift
 				ops = append(ops, state.PutRollout(r.record()))
 			}
 		}
 	}
 	ch := make(chan error, 1)
-	e.store.Submit(func(err error) { ch <- err }, ops...)
+	e.store.Submit(func(err error) {
+		if err == nil {
+			e.mu.Lock()
+			e.versionUnsaved = false
+			e.mu.Unlock()
+		}
+		ch <- err
+	}, ops...)
 	e.notify()
 	e.mu.Unlock()
 	e.poke() // async admission may open
 	if err := <-ch; err != nil {
-		return prev, fmt.Errorf("store model version: %w", err)
+		return prev, storeErr(e.log, "store model version", err)
 	}
 	e.log.Info("model version updated", zap.Int64("version", v), zap.Int64("previous", prev), zap.Bool("reset", reset))
 	return prev, nil
 }
 
 // CheckModelVersion checks that v would be accepted, before the gateway is
-// asked to load it.
-func (e *Engine) CheckModelVersion(v int64, reset bool) error {
+// asked to load it. retry says v is the version of an update whose commit
+// has not succeeded: the gateway already serves it.
+func (e *Engine) CheckModelVersion(v int64, reset bool) (retry bool, err error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return checkVersion(v, e.modelVersion, reset)
+	if e.versionUnsaved && v == e.modelVersion {
+		return true, nil
+	}
+	return false, checkVersion(v, e.modelVersion, reset)
 }

@@ -133,18 +133,22 @@ type Engine struct {
 
 	mu           sync.Mutex
 	modelVersion int64
-	rollouts     map[string]*rollout
-	order        []*rollout // creation order
-	episodes     map[string]*episode
-	runners      map[string]*Runner
-	runnerOrder  []*Runner
-	orphans      map[string]*episode // running episodes whose runner's stream broke
-	rr           int                 // round-robin start among runners
-	changed      chan struct{}
-	doneSeq      int64
-	draining     bool
-	leaseHoldoff time.Time
-	leasedAhead  int // queued episodes holding or acquiring a lease
+	// versionUnsaved: modelVersion is not committed yet (its commit may
+	// have failed); versionPrev is the version it replaced.
+	versionUnsaved bool
+	versionPrev    int64
+	rollouts       map[string]*rollout
+	order          []*rollout // creation order
+	episodes       map[string]*episode
+	runners        map[string]*Runner
+	runnerOrder    []*Runner
+	orphans        map[string]*episode // running episodes whose runner's stream broke
+	rr             int                 // round-robin start among runners
+	changed        chan struct{}
+	doneSeq        int64
+	draining       bool
+	leaseHoldoff   time.Time
+	leasedAhead    int // queued episodes holding or acquiring a lease
 }
 
 // New builds an engine over a store and restores what the store holds:
