@@ -168,6 +168,8 @@ func FuzzStorageRequests(f *testing.F) {
 		{5, &pb.CompareRolloutsRequest{BaseRolloutId: fuzzRollout, OtherRolloutId: fuzzRollout}},
 		{6, &pb.DeleteRolloutRequest{RolloutId: "nope"}},
 		{7, &pb.ListStoredRolloutsRequest{}},
+		{7, &pb.ListStoredRolloutsRequest{PageSize: 1, PageToken: "eyJmIjowLCJyIjoiZnoifQ"}},
+		{7, &pb.ListStoredRolloutsRequest{PageSize: 1001, PageToken: "eyJzIjowLCJlIjoiZnotZTEifQ"}},
 		{8, epMsg(episode("fz2", "fz2-e", "g", "t", "os", 0))},
 		{8, stepMsg(step("fz-e1", 1, []byte("another screenshot"), 2))},
 		{8, stepMsg(&pb.Step{EpisodeId: "fz-e1", Index: 2, Observation: &pb.Observation{Screenshot: &pb.BlobRef{Sha256: sha}}})},

@@ -386,7 +386,7 @@ func TestReadNeverPastRecordedSize(t *testing.T) {
 		st.Observation.Screenshot = &pb.BlobRef{Sha256: rec.SHA256, MediaType: rec.MediaType, Size: rec.Size}
 		if _, err := idx.Commit(ctx, []*index.Batch{{
 			Episodes: []index.EpisodeRecord{{Episode: episode("old", st.GetEpisodeId(), "g", "t", "os", 0)}},
-			Steps:    []index.StepRecord{{Step: st, Blobs: []index.BlobRecord{rec}}},
+			Steps:    []index.StepRecord{{Step: st, Blobs: []index.BlobRecord{rec}, Attempt: 1}},
 		}}); err != nil {
 			t.Fatal(err)
 		}

@@ -164,6 +164,7 @@ func TestSuite(t *testing.T) {
 			t.Run("DeleteRolloutKeepsSharedBlobs", func(t *testing.T) { testDelete(t, c) })
 			t.Run("DeleteWhileWriting", func(t *testing.T) { testDeleteWhileWriting(t, c) })
 			t.Run("UnknownIDsAreNotFound", func(t *testing.T) { testUnknownIDs(t, c) })
+			t.Run("StaleAttemptStepsRefused", func(t *testing.T) { testStaleAttemptSteps(t, c) })
 		})
 	}
 }
@@ -952,14 +953,7 @@ func testDelete(t *testing.T, c pb.StorageClient) {
 	if _, err := c.GetEpisode(ctx, &pb.GetEpisodeRequest{EpisodeId: "rd3-e"}); status.Code(err) != codes.NotFound {
 		t.Errorf("deleted episode still there (err %v)", err)
 	}
-	list, err := c.ListStoredRollouts(ctx, &pb.ListStoredRolloutsRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ids []string
-	for _, r := range list.GetRollouts() {
-		ids = append(ids, r.GetRolloutId())
-	}
+	ids, _ := listRollouts(t, ctx, c, 0)
 	if slices.Contains(ids, "rd3") || !slices.Contains(ids, "rd4") {
 		t.Errorf("stored rollouts = %v, want rd4 and not rd3", ids)
 	}

@@ -36,7 +36,7 @@ func TestUpgradeFromFilePerBlob(t *testing.T) {
 	rec := index.BlobRecord{SHA256: sum, Size: int64(len(shot)), MediaType: "image/png"} // Loc "": the old layout
 	if _, err := idx.Commit(ctx, []*index.Batch{{
 		Episodes: []index.EpisodeRecord{{Episode: episode("old", "old-e", "g", "t", "os", 0)}},
-		Steps:    []index.StepRecord{{Step: st, Blobs: []index.BlobRecord{rec}}},
+		Steps:    []index.StepRecord{{Step: st, Blobs: []index.BlobRecord{rec}, Attempt: 1}},
 	}}); err != nil {
 		t.Fatal(err)
 	}

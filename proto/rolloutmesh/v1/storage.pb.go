@@ -693,9 +693,12 @@ type GetEpisodeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Episode id. Required.
 	EpisodeId string `protobuf:"bytes,1,opt,name=episode_id,json=episodeId,proto3" json:"episode_id,omitempty"`
-	// Include the steps.
+	// Include the steps. The answer is one message of at most 64 MiB: more
+	// steps are FAILED_PRECONDITION (export the rollout instead).
 	IncludeSteps bool `protobuf:"varint,2,opt,name=include_steps,json=includeSteps,proto3" json:"include_steps,omitempty"`
-	// Fill blob data inline instead of references only.
+	// Fill blob data inline instead of references only: at most the
+	// server's --max-inline-bytes, and the answer with it at most 64 MiB;
+	// beyond either, FAILED_PRECONDITION (fetch the blobs with GetBlob).
 	InlineBlobs   bool `protobuf:"varint,3,opt,name=inline_blobs,json=inlineBlobs,proto3" json:"inline_blobs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1871,9 +1874,15 @@ func (x *DeleteRolloutResponse) GetBytesFreed() int64 {
 	return 0
 }
 
-// ListStoredRolloutsRequest has no fields.
+// ListStoredRolloutsRequest asks for a page of the stored rollouts. A
+// request without page_size gets the first page of the default size, not
+// every rollout: follow next_page_token for the rest.
 type ListStoredRolloutsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Page size, 1-1000 (default 100).
+	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// Token from a previous answer's next_page_token.
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1906,6 +1915,20 @@ func (x *ListStoredRolloutsRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use ListStoredRolloutsRequest.ProtoReflect.Descriptor instead.
 func (*ListStoredRolloutsRequest) Descriptor() ([]byte, []int) {
 	return file_rolloutmesh_v1_storage_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ListStoredRolloutsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListStoredRolloutsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
 }
 
 // StoredRollout is a rollout storage has episodes of.
@@ -1981,11 +2004,13 @@ func (x *StoredRollout) GetLastEndTime() *timestamppb.Timestamp {
 	return nil
 }
 
-// ListStoredRolloutsResponse holds the rollouts.
+// ListStoredRolloutsResponse is one page of rollouts.
 type ListStoredRolloutsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Rollouts, newest first.
-	Rollouts      []*StoredRollout `protobuf:"bytes,1,rep,name=rollouts,proto3" json:"rollouts,omitempty"`
+	// Rollouts, newest (latest first_start_time) first, then by id.
+	Rollouts []*StoredRollout `protobuf:"bytes,1,rep,name=rollouts,proto3" json:"rollouts,omitempty"`
+	// Token of the next page; empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2025,6 +2050,13 @@ func (x *ListStoredRolloutsResponse) GetRollouts() []*StoredRollout {
 		return x.Rollouts
 	}
 	return nil
+}
+
+func (x *ListStoredRolloutsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 var File_rolloutmesh_v1_storage_proto protoreflect.FileDescriptor
@@ -2192,16 +2224,20 @@ const file_rolloutmesh_v1_storage_proto_rawDesc = "" +
 	"\x05steps\x18\x02 \x01(\x03R\x05steps\x12\x14\n" +
 	"\x05blobs\x18\x03 \x01(\x03R\x05blobs\x12\x1f\n" +
 	"\vbytes_freed\x18\x04 \x01(\x03R\n" +
-	"bytesFreed\"\x1b\n" +
-	"\x19ListStoredRolloutsRequest\"\xd0\x01\n" +
+	"bytesFreed\"W\n" +
+	"\x19ListStoredRolloutsRequest\x12\x1b\n" +
+	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\"\xd0\x01\n" +
 	"\rStoredRollout\x12\x1d\n" +
 	"\n" +
 	"rollout_id\x18\x01 \x01(\tR\trolloutId\x12\x1a\n" +
 	"\bepisodes\x18\x02 \x01(\x03R\bepisodes\x12D\n" +
 	"\x10first_start_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x0efirstStartTime\x12>\n" +
-	"\rlast_end_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\vlastEndTime\"W\n" +
+	"\rlast_end_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\vlastEndTime\"\x7f\n" +
 	"\x1aListStoredRolloutsResponse\x129\n" +
-	"\brollouts\x18\x01 \x03(\v2\x1d.rolloutmesh.v1.StoredRolloutR\brollouts*a\n" +
+	"\brollouts\x18\x01 \x03(\v2\x1d.rolloutmesh.v1.StoredRolloutR\brollouts\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*a\n" +
 	"\fExportFormat\x12\x1d\n" +
 	"\x19EXPORT_FORMAT_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13EXPORT_FORMAT_JSONL\x10\x01\x12\x19\n" +

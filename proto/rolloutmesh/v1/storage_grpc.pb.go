@@ -61,7 +61,8 @@ type StorageClient interface {
 	// DeleteRollout removes a rollout's episodes and steps, and the blobs no
 	// other rollout uses.
 	DeleteRollout(ctx context.Context, in *DeleteRolloutRequest, opts ...grpc.CallOption) (*DeleteRolloutResponse, error)
-	// ListStoredRollouts lists the rollouts storage has episodes of.
+	// ListStoredRollouts lists the rollouts storage has episodes of, a page at
+	// a time.
 	ListStoredRollouts(ctx context.Context, in *ListStoredRolloutsRequest, opts ...grpc.CallOption) (*ListStoredRolloutsResponse, error)
 }
 
@@ -215,7 +216,8 @@ type StorageServer interface {
 	// DeleteRollout removes a rollout's episodes and steps, and the blobs no
 	// other rollout uses.
 	DeleteRollout(context.Context, *DeleteRolloutRequest) (*DeleteRolloutResponse, error)
-	// ListStoredRollouts lists the rollouts storage has episodes of.
+	// ListStoredRollouts lists the rollouts storage has episodes of, a page at
+	// a time.
 	ListStoredRollouts(context.Context, *ListStoredRolloutsRequest) (*ListStoredRolloutsResponse, error)
 	mustEmbedUnimplementedStorageServer()
 }

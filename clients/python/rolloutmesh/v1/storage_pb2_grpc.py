@@ -135,7 +135,8 @@ class StorageServicer(object):
         raise NotImplementedError('Method not implemented!')
 
     def ListStoredRollouts(self, request, context):
-        """ListStoredRollouts lists the rollouts storage has episodes of.
+        """ListStoredRollouts lists the rollouts storage has episodes of, a page at
+        a time.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	pb "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
 	"github.com/rolloutmesh/rolloutmesh/serverkit/grpcserver"
@@ -161,7 +162,10 @@ func (s *Server) toStatus(err error) error {
 		{blobstore.ErrBadKey, codes.InvalidArgument},
 		{ingest.ErrStopped, codes.Unavailable},
 		{errInlineTooLarge, codes.FailedPrecondition},
+		{errAnswerTooLarge, codes.FailedPrecondition},
 		{index.ErrTooLarge, codes.FailedPrecondition},
+		// A runner of an attempt requeued since must stop, not retry.
+		{index.ErrStaleAttempt, codes.FailedPrecondition},
 	} {
 		if errors.Is(err, m.target) {
 			return status.Error(m.code, err.Error())
@@ -180,7 +184,21 @@ func (s *Server) AppendSteps(stream grpc.ClientStreamingServer[pb.AppendStepsReq
 	return stream.SendAndClose(resp)
 }
 
-var errInlineTooLarge = errors.New("inline blobs exceed the limit")
+var (
+	errInlineTooLarge = errors.New("inline blobs exceed the limit")
+	errAnswerTooLarge = errors.New("the answer would not fit in one gRPC message")
+)
+
+// maxAnswerBytes is the largest GetEpisode answer: it is one gRPC
+// message, and the server refuses to send a larger one (ResourceExhausted,
+// after it has read and built the whole answer).
+const maxAnswerBytes = grpcserver.DefaultMaxMsgBytes
+
+// inlineOverhead bounds what putting a blob's data inline adds to the
+// answer besides the data: the field's tag and length (6 bytes), and the
+// length prefix of each message around it (at most 6 deep, a message
+// image's BlobRef, each prefix growing by at most 4 bytes).
+const inlineOverhead = 32
 
 // GetEpisode returns an episode with its steps.
 func (s *Server) GetEpisode(ctx context.Context, req *pb.GetEpisodeRequest) (*pb.GetEpisodeResponse, error) {
@@ -195,19 +213,32 @@ func (s *Server) GetEpisode(ctx context.Context, req *pb.GetEpisodeRequest) (*pb
 	if req.GetIncludeSteps() {
 		// One response carries them all: more than a gRPC message holds
 		// is refused before it is all in memory.
-		if resp.Steps, err = s.idx.Steps(ctx, req.GetEpisodeId(), grpcserver.DefaultMaxMsgBytes); err != nil {
+		if resp.Steps, err = s.idx.Steps(ctx, req.GetEpisodeId(), maxAnswerBytes); err != nil {
+			if errors.Is(err, index.ErrTooLarge) {
+				err = fmt.Errorf("include_steps: %w; export the rollout instead", err)
+			}
 			return nil, s.toStatus(err)
 		}
 	}
+	// The stored bodies fit, but the answer frames each step and carries
+	// the header too.
+	size := int64(proto.Size(resp))
+	if size > maxAnswerBytes {
+		return nil, s.toStatus(fmt.Errorf("include_steps: episode %s with its steps is %d bytes, more than the %d-byte gRPC message limit; export the rollout instead: %w",
+			req.GetEpisodeId(), size, maxAnswerBytes, errAnswerTooLarge))
+	}
 	if req.GetInlineBlobs() {
-		if err := s.inline(ctx, resp); err != nil {
+		if err := s.inline(ctx, req, resp, size); err != nil {
 			return nil, s.toStatus(err)
 		}
 	}
 	return resp, nil
 }
 
-func (s *Server) inline(ctx context.Context, resp *pb.GetEpisodeResponse) error {
+// inline fills in the blob data of resp, whose size without it is size.
+// Both bounds are checked before any blob is read: the blob data against
+// --max-inline-bytes, the whole answer against the message limit.
+func (s *Server) inline(ctx context.Context, req *pb.GetEpisodeRequest, resp *pb.GetEpisodeResponse, size int64) error {
 	var refs []*pb.BlobRef
 	if r := resp.GetEpisode().GetRecording(); r != nil {
 		refs = append(refs, r)
@@ -231,7 +262,16 @@ func (s *Server) inline(ctx context.Context, resp *pb.GetEpisodeResponse) error 
 		total += r.GetSize()
 	}
 	if total > s.maxInline {
-		return fmt.Errorf("%w: %d bytes, limit %d; fetch them with GetBlob", errInlineTooLarge, total, s.maxInline)
+		return fmt.Errorf("inline_blobs: %w: %d bytes, limit %d (--max-inline-bytes); ask without inline_blobs and fetch the blobs with GetBlob",
+			errInlineTooLarge, total, s.maxInline)
+	}
+	if answer := size + total + inlineOverhead*int64(len(refs)); answer > maxAnswerBytes {
+		fields := "inline_blobs"
+		if req.GetIncludeSteps() {
+			fields = "include_steps with inline_blobs"
+		}
+		return fmt.Errorf("%s: the answer would be up to %d bytes (%d of them blob data), more than the %d-byte gRPC message limit; ask without inline_blobs and fetch the blobs with GetBlob: %w",
+			fields, answer, total, maxAnswerBytes, errAnswerTooLarge)
 	}
 	// One reservation for the whole response: reserving blob by blob
 	// while holding the earlier ones could deadlock concurrent calls.
@@ -353,6 +393,9 @@ func (s *Server) readStored(ctx context.Context, rec index.BlobRecord) ([]byte, 
 	return data, nil
 }
 
+// defaultPageSize is the page a List request without page_size gets.
+const defaultPageSize = 100
+
 // pageToken is the opaque ListEpisodes page token.
 type pageToken struct {
 	StartNS   int64  `json:"s"`
@@ -393,7 +436,7 @@ func (s *Server) ListEpisodes(ctx context.Context, req *pb.ListEpisodesRequest) 
 	}
 	size := int(req.GetPageSize())
 	if size == 0 {
-		size = 100
+		size = defaultPageSize
 	}
 	f := index.Filter{RolloutID: req.GetRolloutId(), GroupID: req.GetGroupId(), TaskID: req.GetTaskId(), Domain: req.GetDomain(),
 		Status: req.GetStatus(), MinScore: req.MinScore, MaxScore: req.MaxScore, ModelVersion: req.ModelVersion}
@@ -591,13 +634,56 @@ func (s *Server) DeleteRollout(ctx context.Context, req *pb.DeleteRolloutRequest
 	return resp, nil
 }
 
-// ListStoredRollouts lists the rollouts storage has episodes of.
-func (s *Server) ListStoredRollouts(ctx context.Context, _ *pb.ListStoredRolloutsRequest) (*pb.ListStoredRolloutsResponse, error) {
-	rs, err := s.idx.Rollouts(ctx)
+// rolloutsToken is the opaque ListStoredRollouts page token. Its keys
+// differ from pageToken's, so neither list takes the other's token.
+type rolloutsToken struct {
+	FirstNS   int64  `json:"f"`
+	RolloutID string `json:"r"`
+}
+
+func decodeRolloutsToken(tok string) (*index.RolloutCursor, error) {
+	if tok == "" {
+		return nil, nil
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(tok)
+	if err != nil {
+		return nil, validate.Field("page_token", "malformed")
+	}
+	var rt rolloutsToken
+	if err := json.Unmarshal(raw, &rt); err != nil || rt.RolloutID == "" {
+		return nil, validate.Field("page_token", "malformed")
+	}
+	return &index.RolloutCursor{FirstNS: rt.FirstNS, RolloutID: rt.RolloutID}, nil
+}
+
+func encodeRolloutsToken(c *index.RolloutCursor) string {
+	if c == nil {
+		return ""
+	}
+	raw, _ := json.Marshal(rolloutsToken{FirstNS: c.FirstNS, RolloutID: c.RolloutID})
+	return base64.RawURLEncoding.EncodeToString(raw)
+}
+
+// ListStoredRollouts lists the rollouts storage has episodes of, a page at
+// a time: all of them in one answer passed the 64 MiB message limit at
+// about 200,000 rollouts.
+func (s *Server) ListStoredRollouts(ctx context.Context, req *pb.ListStoredRolloutsRequest) (*pb.ListStoredRolloutsResponse, error) {
+	if err := Validate(req); err != nil {
+		return nil, s.toStatus(err)
+	}
+	cur, err := decodeRolloutsToken(req.GetPageToken())
 	if err != nil {
 		return nil, s.toStatus(err)
 	}
-	resp := &pb.ListStoredRolloutsResponse{}
+	size := int(req.GetPageSize())
+	if size == 0 {
+		size = defaultPageSize
+	}
+	rs, next, err := s.idx.Rollouts(ctx, cur, size)
+	if err != nil {
+		return nil, s.toStatus(err)
+	}
+	resp := &pb.ListStoredRolloutsResponse{NextPageToken: encodeRolloutsToken(next)}
 	for _, r := range rs {
 		resp.Rollouts = append(resp.Rollouts, r.ToProto())
 	}

@@ -10,6 +10,13 @@ import (
 // maxStatsRollouts bounds GetStats.rollout_ids.
 const maxStatsRollouts = 100
 
+// maxPageSize bounds page_size, and maxPageToken the length of a
+// page_token (one holds an id of at most 256 bytes, base64 encoded).
+const (
+	maxPageSize  = 1000
+	maxPageToken = 1024
+)
+
 // Validate checks a unary or server-streaming request and returns a
 // *validate.FieldError naming the bad field. AppendSteps messages are
 // checked by the ingest writer as they arrive.
@@ -25,7 +32,7 @@ func Validate(req any) error {
 				return err
 			}
 		}
-		if err := validate.Range("page_size", int64(r.GetPageSize()), 0, 1000); err != nil {
+		if err := validate.Range("page_size", int64(r.GetPageSize()), 0, maxPageSize); err != nil {
 			return err
 		}
 		if r.ModelVersion != nil {
@@ -36,7 +43,7 @@ func Validate(req any) error {
 		if _, ok := pb.EpisodeStatus_name[int32(r.GetStatus())]; !ok {
 			return validate.Field("status", "unknown value %d", r.GetStatus())
 		}
-		if len(r.GetPageToken()) > 1024 {
+		if len(r.GetPageToken()) > maxPageToken {
 			return validate.Field("page_token", "malformed")
 		}
 		if r.MinScore != nil {
@@ -98,6 +105,13 @@ func Validate(req any) error {
 		return validate.ID("other_rollout_id", r.GetOtherRolloutId())
 	case *pb.DeleteRolloutRequest:
 		return validate.ID("rollout_id", r.GetRolloutId())
+	case *pb.ListStoredRolloutsRequest:
+		if err := validate.Range("page_size", int64(r.GetPageSize()), 0, maxPageSize); err != nil {
+			return err
+		}
+		if len(r.GetPageToken()) > maxPageToken {
+			return validate.Field("page_token", "malformed")
+		}
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -137,7 +138,7 @@ func TestLaterAttemptRestartsTrajectory(t *testing.T) {
 				Status: pb.EpisodeStatus_EPISODE_STATUS_RUNNING}}}}
 			for i := 0; i < steps; i++ {
 				b.Steps = append(b.Steps, StepRecord{Step: &pb.Step{EpisodeId: "e1", Index: int32(i), Error: fmt.Sprint("attempt ", n),
-					ModelCall: &pb.ModelCall{ModelVersion: version}}})
+					ModelCall: &pb.ModelCall{ModelVersion: version}}, Attempt: n})
 			}
 			res, err := db.Commit(ctx, []*Batch{b})
 			if err != nil {
@@ -285,7 +286,7 @@ func TestEarlierAttemptHeaderNeverRollsBack(t *testing.T) {
 			t.Helper()
 			b := &Batch{Episodes: []EpisodeRecord{{Episode: &pb.Episode{EpisodeId: "e1", RolloutId: "r1", Attempt: attempt, Status: status}}}}
 			for i := 0; i < steps; i++ {
-				b.Steps = append(b.Steps, StepRecord{Step: &pb.Step{EpisodeId: "e1", Index: int32(i), Error: fmt.Sprint("attempt ", attempt)}})
+				b.Steps = append(b.Steps, StepRecord{Step: &pb.Step{EpisodeId: "e1", Index: int32(i), Error: fmt.Sprint("attempt ", attempt)}, Attempt: attempt})
 			}
 			if _, err := db.Commit(ctx, []*Batch{b}); err != nil {
 				t.Fatalf("attempt %d: %v", attempt, err)
@@ -308,6 +309,58 @@ func TestEarlierAttemptHeaderNeverRollsBack(t *testing.T) {
 		if got, want := fmt.Sprintf("attempt %d, %s, num_steps %d, %d steps", ep.GetAttempt(), ep.GetStatus(), ep.GetNumSteps(), len(steps)),
 			"attempt 2, EPISODE_STATUS_DONE, num_steps 2, 2 steps"; got != want {
 			t.Errorf("got %s, want %s", got, want)
+		}
+	})
+}
+
+// TestStepsOfAnotherAttemptRefused: a step commits only while the stored
+// episode is at the attempt its stream's header named. A step of an
+// earlier attempt, new or at an index the current attempt stored, is
+// refused with the rest of its batch and changes nothing.
+func TestStepsOfAnotherAttemptRefused(t *testing.T) {
+	ctx := context.Background()
+	eachIndex(t, func(t *testing.T, db *DB) {
+		b := &Batch{Episodes: []EpisodeRecord{{Episode: &pb.Episode{EpisodeId: "e1", RolloutId: "r1", Attempt: 2}}},
+			Steps: []StepRecord{{Step: &pb.Step{EpisodeId: "e1", Index: 0, Error: "attempt 2"}, Attempt: 2}}}
+		if _, err := db.Commit(ctx, []*Batch{b}); err != nil {
+			t.Fatal(err)
+		}
+		for _, tt := range []struct {
+			name    string
+			attempt int32
+			index   int32
+			stale   bool
+		}{
+			{"earlier attempt, new index", 1, 1, true},
+			{"earlier attempt, index stored", 1, 0, true},
+			{"attempt never stored", 3, 1, true},
+			{"stored attempt", 2, 1, false},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				b := &Batch{Steps: []StepRecord{
+					{Step: &pb.Step{EpisodeId: "e1", Index: 5, Error: "attempt 2"}, Attempt: 2},
+					{Step: &pb.Step{EpisodeId: "e1", Index: tt.index, Error: fmt.Sprint("attempt ", tt.attempt)}, Attempt: tt.attempt},
+				}}
+				_, err := db.Commit(ctx, []*Batch{b})
+				if got := errors.Is(err, ErrStaleAttempt); got != tt.stale {
+					t.Fatalf("Commit = %v; stale %v, want %v", err, got, tt.stale)
+				}
+				steps, err := db.Steps(ctx, "e1", 1<<20)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got []string
+				for _, s := range steps {
+					got = append(got, fmt.Sprintf("%d:%s", s.GetIndex(), s.GetError()))
+				}
+				want := []string{"0:attempt 2"}
+				if !tt.stale {
+					want = []string{"0:attempt 2", "1:attempt 2", "5:attempt 2"}
+				}
+				if !slices.Equal(got, want) {
+					t.Errorf("stored steps %v, want %v", got, want)
+				}
+			})
 		}
 	})
 }

@@ -28,17 +28,18 @@ func nsTime(ns int64) *timestamppb.Timestamp {
 	return timestamppb.New(time.Unix(0, ns))
 }
 
-// EpisodeExists reports whether an episode header is stored.
-func (db *DB) EpisodeExists(ctx context.Context, id string) (bool, error) {
-	var n int
-	err := db.r.QueryRowContext(ctx, db.q(`SELECT 1 FROM episodes WHERE episode_id = ?`), id).Scan(&n)
+// EpisodeAttempt returns the attempt of a stored episode, and whether it
+// is stored.
+func (db *DB) EpisodeAttempt(ctx context.Context, id string) (int32, bool, error) {
+	var attempt int32
+	err := db.r.QueryRowContext(ctx, db.q(`SELECT attempt FROM episodes WHERE episode_id = ?`), id).Scan(&attempt)
 	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
+		return 0, false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("look up episode %s: %w", id, err)
+		return 0, false, fmt.Errorf("look up episode %s: %w", id, err)
 	}
-	return true, nil
+	return attempt, true, nil
 }
 
 // Blob returns a blob's record.
@@ -398,23 +399,55 @@ type Rollout struct {
 	LastNS   int64
 }
 
-// Rollouts lists stored rollouts, newest first.
-func (db *DB) Rollouts(ctx context.Context) ([]Rollout, error) {
-	rows, err := db.r.QueryContext(ctx, `SELECT rollout_id, COUNT(*), MIN(start_ns), MAX(end_ns) FROM episodes
-GROUP BY rollout_id ORDER BY MIN(start_ns) DESC, rollout_id`)
+// RolloutCursor is the position after the last rollout of a page.
+type RolloutCursor struct {
+	FirstNS   int64
+	RolloutID string
+}
+
+// Rollouts returns up to limit stored rollouts after cursor (nil for the
+// first page), newest first (latest first episode start, then id), and
+// the cursor of the next page (nil on the last page). A limit of 0 or less
+// returns them all (the viewer's list, which no message limit bounds).
+//
+// Each page aggregates every stored episode: a rollout's first start is
+// known only once all its episodes are counted. A rollout whose first
+// start moves while pages are read (an episode stored with an earlier
+// start) may be listed twice or not at all.
+func (db *DB) Rollouts(ctx context.Context, after *RolloutCursor, limit int) ([]Rollout, *RolloutCursor, error) {
+	query := `SELECT rollout_id, COUNT(*), MIN(start_ns), MAX(end_ns) FROM episodes GROUP BY rollout_id`
+	var args []any
+	if after != nil {
+		query += ` HAVING MIN(start_ns) < ? OR (MIN(start_ns) = ? AND rollout_id > ?)`
+		args = append(args, after.FirstNS, after.FirstNS, after.RolloutID)
+	}
+	query += ` ORDER BY MIN(start_ns) DESC, rollout_id`
+	if limit > 0 {
+		query += ` LIMIT ?`
+		args = append(args, limit+1)
+	}
+	rows, err := db.r.QueryContext(ctx, db.q(query), args...)
 	if err != nil {
-		return nil, fmt.Errorf("list rollouts: %w", err)
+		return nil, nil, fmt.Errorf("list rollouts: %w", err)
 	}
 	defer rows.Close()
 	var out []Rollout
 	for rows.Next() {
 		var r Rollout
 		if err := rows.Scan(&r.ID, &r.Episodes, &r.FirstNS, &r.LastNS); err != nil {
-			return nil, fmt.Errorf("scan rollout: %w", err)
+			return nil, nil, fmt.Errorf("scan rollout: %w", err)
 		}
 		out = append(out, r)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("list rollouts: %w", err)
+	}
+	var next *RolloutCursor
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+		next = &RolloutCursor{FirstNS: out[limit-1].FirstNS, RolloutID: out[limit-1].ID}
+	}
+	return out, next, nil
 }
 
 // ToProto converts a Rollout to its API form.

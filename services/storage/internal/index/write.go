@@ -34,7 +34,18 @@ type StepRecord struct {
 	Step *pb.Step
 	// Blobs the step references (observation and message images).
 	Blobs []BlobRecord
+	// Attempt is the episode attempt the step belongs to: steps carry none
+	// of their own, so the writer takes it from the header its stream
+	// sent (or the stored episode, when the stream sent none). The step
+	// commits only while the stored episode is at this attempt
+	// (ErrStaleAttempt otherwise).
+	Attempt int32
 }
+
+// ErrStaleAttempt reports steps of an episode attempt other than the
+// stored one: in practice an earlier one, the episode requeued and its
+// next attempt started since their stream's header.
+var ErrStaleAttempt = errors.New("not the episode's current attempt")
 
 // Batch is what one AppendSteps stream commits at once. Episode headers are
 // applied before the steps.
@@ -96,6 +107,9 @@ func (db *DB) Commit(ctx context.Context, batches []*Batch) ([]Result, error) {
 				return nil, err
 			}
 		}
+		if err := st.checkAttempts(ctx, b.Steps); err != nil {
+			return nil, err
+		}
 		inserted, err := db.insertSteps(ctx, tx, b.Steps, stBodies[i])
 		if err != nil {
 			return nil, err
@@ -133,7 +147,7 @@ func (db *DB) Commit(ctx context.Context, batches []*Batch) ([]Result, error) {
 }
 
 type writeStmts struct {
-	episode, blob, ref, addSteps *sql.Stmt
+	episode, blob, ref, addSteps, attempt *sql.Stmt
 	// A requeued episode keeps its id and runs again with attempt+1; its
 	// steps restart at index 0. The first header of the later attempt
 	// discards the earlier attempt's steps, so (episode_id, index) stays the
@@ -144,6 +158,15 @@ type writeStmts struct {
 
 func (db *DB) prepareWrite(ctx context.Context, tx *sql.Tx) (*writeStmts, error) {
 	var st writeStmts
+	// On PostgreSQL another replica may commit a later attempt's header
+	// between the check of a step's attempt and the insert of the step:
+	// the share lock makes that header's transaction wait for this one,
+	// and it then drops the steps this one stored (see upsertEpisode).
+	// SQLite has one writer at a time.
+	attempt := `SELECT attempt FROM episodes WHERE episode_id = ?`
+	if db.dialect == postgresDialect {
+		attempt += ` FOR SHARE`
+	}
 	for _, p := range []struct {
 		dst   **sql.Stmt
 		query string
@@ -164,6 +187,7 @@ WHERE excluded.attempt > episodes.attempt OR (excluded.attempt = episodes.attemp
 		{&st.blob, `INSERT INTO blobs (sha256, size, media_type, loc) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`},
 		{&st.ref, `INSERT INTO blob_refs (episode_id, sha256) VALUES (?, ?) ON CONFLICT DO NOTHING`},
 		{&st.addSteps, `UPDATE episodes SET num_steps = num_steps + ? WHERE episode_id = ?`},
+		{&st.attempt, attempt},
 		{&st.dropSteps, `DELETE FROM steps WHERE episode_id = ? AND EXISTS (SELECT 1 FROM episodes WHERE episode_id = ? AND attempt < ?)`},
 		{&st.dropVersions, `DELETE FROM episode_versions WHERE episode_id = ? AND EXISTS (SELECT 1 FROM episodes WHERE episode_id = ? AND attempt < ?)`},
 		{&st.zeroSteps, `UPDATE episodes SET num_steps = 0 WHERE episode_id = ? AND attempt < ?`},
@@ -179,7 +203,7 @@ WHERE excluded.attempt > episodes.attempt OR (excluded.attempt = episodes.attemp
 }
 
 func (st *writeStmts) close() {
-	for _, s := range []*sql.Stmt{st.episode, st.blob, st.ref, st.addSteps, st.dropSteps, st.dropVersions, st.zeroSteps} {
+	for _, s := range []*sql.Stmt{st.episode, st.blob, st.ref, st.addSteps, st.attempt, st.dropSteps, st.dropVersions, st.zeroSteps} {
 		if s != nil {
 			s.Close()
 		}
@@ -189,13 +213,17 @@ func (st *writeStmts) close() {
 func (st *writeStmts) upsertEpisode(ctx context.Context, e EpisodeRecord, body []byte) error {
 	ep := e.Episode
 	id, attempt := ep.GetEpisodeId(), ep.GetAttempt()
+	// zeroSteps first: on PostgreSQL it locks the episode row, so steps of
+	// the earlier attempt that another transaction is committing (it
+	// holds a share lock, see checkAttempts) are committed before
+	// dropSteps looks, and dropped with the rest.
+	if _, err := st.zeroSteps.ExecContext(ctx, id, attempt); err != nil {
+		return fmt.Errorf("drop earlier attempt of %s: %w", id, err)
+	}
 	if _, err := st.dropSteps.ExecContext(ctx, id, id, attempt); err != nil {
 		return fmt.Errorf("drop earlier attempt of %s: %w", id, err)
 	}
 	if _, err := st.dropVersions.ExecContext(ctx, id, id, attempt); err != nil {
-		return fmt.Errorf("drop earlier attempt of %s: %w", id, err)
-	}
-	if _, err := st.zeroSteps.ExecContext(ctx, id, attempt); err != nil {
 		return fmt.Errorf("drop earlier attempt of %s: %w", id, err)
 	}
 	if _, err := st.episode.ExecContext(ctx, ep.GetEpisodeId(), ep.GetRolloutId(), ep.GetGroupId(), ep.GetTaskId(),
@@ -204,6 +232,40 @@ func (st *writeStmts) upsertEpisode(ctx context.Context, e EpisodeRecord, body [
 		return fmt.Errorf("upsert episode %s: %w", ep.GetEpisodeId(), err)
 	}
 	return st.addBlobs(ctx, ep.GetEpisodeId(), e.Blobs)
+}
+
+// checkAttempts refuses a batch with a step of an attempt the stored
+// episode is no longer (or not) at. Inside the commit's transaction, so no
+// header of a later attempt can come between the check and the insert: a
+// stale step stored there would become the later attempt's step of that
+// index, and a stale step already stored by the later attempt would be
+// acknowledged as a duplicate of it.
+func (st *writeStmts) checkAttempts(ctx context.Context, steps []StepRecord) error {
+	type key struct {
+		id      string
+		attempt int32
+	}
+	seen := map[key]bool{}
+	for _, s := range steps {
+		k := key{s.Step.GetEpisodeId(), s.Attempt}
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		var stored int32
+		err := st.attempt.QueryRowContext(ctx, k.id).Scan(&stored)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("episode %s: %w", k.id, ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("look up attempt of %s: %w", k.id, err)
+		}
+		if stored != k.attempt {
+			return fmt.Errorf("episode %s is at attempt %d; steps of attempt %d (the attempt the stream's header named) refused: %w",
+				k.id, stored, k.attempt, ErrStaleAttempt)
+		}
+	}
+	return nil
 }
 
 func (st *writeStmts) addBlobs(ctx context.Context, episodeID string, blobs []BlobRecord) error {

@@ -33,7 +33,7 @@ var ErrStopped = errors.New("storage writer stopped")
 // Index is what the writer needs of the index.
 type Index interface {
 	Commit(ctx context.Context, batches []*index.Batch) ([]index.Result, error)
-	EpisodeExists(ctx context.Context, id string) (bool, error)
+	EpisodeAttempt(ctx context.Context, id string) (int32, bool, error)
 	Blob(ctx context.Context, sha string) (index.BlobRecord, error)
 	GetEpisode(ctx context.Context, id string) (*pb.Episode, error)
 	DeleteRollout(ctx context.Context, rolloutID string) (index.Deleted, error)
@@ -295,8 +295,11 @@ type Receiver interface {
 
 // stream is the state of one AppendSteps stream.
 type stream struct {
-	w     *Writer
-	known map[string]bool
+	w *Writer
+	// attempts holds the episodes this stream knows to exist, with the
+	// attempt its steps belong to: the one the stream's last header of
+	// the episode named, else the one stored when its first step came.
+	attempts map[string]int32
 	// headers holds the last header of each episode this stream sent, so a
 	// later one merges over it before it is committed.
 	headers map[string]*pb.Episode
@@ -313,14 +316,17 @@ type stream struct {
 	episodes int32
 }
 
-// maxKnown bounds the per-stream cache of episodes known to exist.
+// maxKnown bounds the per-stream cache of episodes known to exist. A
+// stream past it forgets the attempts its headers named, and takes steps
+// of an episode it sends no header for again as the stored attempt's; the
+// runner streams one episode per stream.
 const maxKnown = 4096
 
 // Append consumes a stream until it ends and returns what became durable.
 // On error nothing of the uncommitted batch is acknowledged; steps of earlier
 // batches are durable and a retry reports them as duplicates.
 func (w *Writer) Append(ctx context.Context, recv Receiver) (*pb.AppendStepsResponse, error) {
-	s := &stream{w: w, known: map[string]bool{}, headers: map[string]*pb.Episode{}}
+	s := &stream{w: w, attempts: map[string]int32{}, headers: map[string]*pb.Episode{}}
 	s.resetPuts()
 	defer func() {
 		// Puts and a commit still running hold pins and data; let them
@@ -358,7 +364,7 @@ func (w *Writer) Append(ctx context.Context, recv Receiver) (*pb.AppendStepsResp
 }
 
 func (s *stream) add(ctx context.Context, msg *pb.AppendStepsRequest) error {
-	if len(s.known) >= maxKnown {
+	if len(s.attempts) >= maxKnown {
 		// remember is about to forget the headers this stream sent; the
 		// batches in flight must be in the index first, where merge finds it.
 		if err := s.settle(); err != nil {
@@ -406,18 +412,18 @@ func (s *stream) addEpisode(ctx context.Context, ep *pb.Episode) error {
 	}
 	s.batch.Episodes = append(s.batch.Episodes, index.EpisodeRecord{Episode: ep, Blobs: c.records()})
 	s.bytes += size
-	s.remember(ep.GetEpisodeId())
+	s.remember(ep.GetEpisodeId(), ep.GetAttempt())
 	s.headers[ep.GetEpisodeId()] = ep
 	s.episodes++
 	return nil
 }
 
-func (s *stream) remember(id string) {
-	if len(s.known) >= maxKnown {
-		clear(s.known)
+func (s *stream) remember(id string, attempt int32) {
+	if len(s.attempts) >= maxKnown {
+		clear(s.attempts)
 		clear(s.headers)
 	}
-	s.known[id] = true
+	s.attempts[id] = attempt
 }
 
 // merge lays a header over the stored one: a field the new header leaves
@@ -457,15 +463,17 @@ func (s *stream) addStep(ctx context.Context, st *pb.Step) error {
 	if err != nil {
 		return err
 	}
-	if !s.known[st.GetEpisodeId()] {
-		ok, err := s.w.idx.EpisodeExists(ctx, st.GetEpisodeId())
+	attempt, ok := s.attempts[st.GetEpisodeId()]
+	if !ok {
+		stored, found, err := s.w.idx.EpisodeAttempt(ctx, st.GetEpisodeId())
 		if err != nil {
 			return err
 		}
-		if !ok {
+		if !found {
 			return validate.Field("step.episode_id", "unknown episode %q: send its Episode before its steps", st.GetEpisodeId())
 		}
-		s.remember(st.GetEpisodeId())
+		attempt = stored
+		s.remember(st.GetEpisodeId(), attempt)
 	}
 	c, err := s.w.checkSlots(ctx, slots)
 	if err != nil {
@@ -479,7 +487,7 @@ func (s *stream) addStep(ctx context.Context, st *pb.Step) error {
 		return err
 	}
 	c.apply()
-	s.batch.Steps = append(s.batch.Steps, index.StepRecord{Step: st, Blobs: c.records()})
+	s.batch.Steps = append(s.batch.Steps, index.StepRecord{Step: st, Blobs: c.records(), Attempt: attempt})
 	s.keys = append(s.keys, &pb.StepKey{EpisodeId: st.GetEpisodeId(), Index: st.GetIndex()})
 	s.bytes += size
 	return nil

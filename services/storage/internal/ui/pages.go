@@ -146,22 +146,21 @@ type rolloutsPage struct {
 
 func (h *Handler) rollouts(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	list, err := h.reads.ListStoredRollouts(ctx, &pb.ListStoredRolloutsRequest{})
+	all, _, err := h.idx.Rollouts(ctx, nil, 0)
 	if err != nil {
 		h.fail(w, r, "rollout list", err)
 		return
 	}
-	all := list.GetRollouts()
 	p := newPager(r.URL, pageNum(r), int64(len(all)), rolloutsPerPage)
 	page := &rolloutsPage{pageBase: pageBase{Title: "Rollouts"}, Pager: p}
 	for _, ro := range all {
-		page.All = append(page.All, ro.GetRolloutId())
+		page.All = append(page.All, ro.ID)
 	}
 	lo := (p.Page - 1) * rolloutsPerPage
 	shown := all[lo:min(lo+rolloutsPerPage, len(all))]
 	var ids []string
 	for _, ro := range shown {
-		ids = append(ids, ro.GetRolloutId())
+		ids = append(ids, ro.ID)
 	}
 	byID := map[string]*pb.RolloutStats{}
 	for _, id := range ids {
@@ -172,7 +171,8 @@ func (h *Handler) rollouts(w http.ResponseWriter, r *http.Request) {
 		}
 		byID[id] = st.GetRollouts()[0]
 	}
-	for _, ro := range shown {
+	for _, rec := range shown {
+		ro := rec.ToProto()
 		row := rolloutRow{ID: ro.GetRolloutId(), Name: ro.GetRolloutId(), Episodes: ro.GetEpisodes(),
 			Start: fmtTime(ro.GetFirstStartTime()), End: fmtTime(ro.GetLastEndTime())}
 		if s := byID[ro.GetRolloutId()]; s != nil {
@@ -769,13 +769,13 @@ func (h *Handler) compare(w http.ResponseWriter, r *http.Request) {
 	page := &comparePage{pageBase: pageBase{Title: "Compare rollouts", Crumbs: []crumb{{"/ui/", "Rollouts"}}},
 		Base: q.Get("base"), Other: q.Get("other")}
 	if page.Base == "" || page.Other == "" {
-		list, err := h.reads.ListStoredRollouts(ctx, &pb.ListStoredRolloutsRequest{})
+		list, _, err := h.idx.Rollouts(ctx, nil, 0)
 		if err != nil {
 			h.fail(w, r, "rollout list", err)
 			return
 		}
-		for _, ro := range list.GetRollouts() {
-			page.Rollouts = append(page.Rollouts, ro.GetRolloutId())
+		for _, ro := range list {
+			page.Rollouts = append(page.Rollouts, ro.ID)
 		}
 		h.render(w, r, http.StatusOK, "compare", page)
 		return

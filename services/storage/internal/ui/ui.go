@@ -46,7 +46,6 @@ type Reads interface {
 	GetEpisode(ctx context.Context, req *pb.GetEpisodeRequest) (*pb.GetEpisodeResponse, error)
 	GetStats(ctx context.Context, req *pb.GetStatsRequest) (*pb.GetStatsResponse, error)
 	CompareRollouts(ctx context.Context, req *pb.CompareRolloutsRequest) (*pb.CompareRolloutsResponse, error)
-	ListStoredRollouts(ctx context.Context, req *pb.ListStoredRolloutsRequest) (*pb.ListStoredRolloutsResponse, error)
 	ReadBlob(ctx context.Context, sha string) (string, []byte, error)
 }
 
@@ -61,6 +60,10 @@ type Index interface {
 	StepIndexAt(ctx context.Context, episodeID string, offset int64) (int, error)
 	StepRange(ctx context.Context, episodeID string, from, limit int) ([]*pb.Step, error)
 	GroupMembers(ctx context.Context, rolloutID string, groups []string) ([]index.GroupMember, error)
+	// Rollouts lists the stored rollouts, all of them with limit 0: the
+	// viewer numbers its pages of them, and ListStoredRollouts pages by
+	// token, an aggregation over every episode per page.
+	Rollouts(ctx context.Context, after *index.RolloutCursor, limit int) ([]index.Rollout, *index.RolloutCursor, error)
 }
 
 // Options configure the viewer.
