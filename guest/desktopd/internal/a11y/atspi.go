@@ -118,24 +118,32 @@ type walker struct {
 // walkParallel is how many subtrees are walked at once.
 const walkParallel = 32
 
-// send starts a D-Bus call without waiting for its answer: the calls of
-// one node go out together and share one round trip.
-func (w *walker) send(ctx context.Context, r ref, method string, args ...any) *dbus.Call {
-	return w.conn.Object(r.Dest, r.Path).GoWithContext(ctx, method, 0, nil, args...)
+// call is a D-Bus call in flight, with the time it was sent.
+type call struct {
+	*dbus.Call
+	sent time.Time
 }
 
-func (w *walker) sendProp(ctx context.Context, r ref, iface, name string) *dbus.Call {
+// send starts a D-Bus call without waiting for its answer: the calls of
+// one node go out together and share one round trip.
+func (w *walker) send(ctx context.Context, r ref, method string, args ...any) *call {
+	return &call{w.conn.Object(r.Dest, r.Path).GoWithContext(ctx, method, 0, nil, args...), time.Now()}
+}
+
+func (w *walker) sendProp(ctx context.Context, r ref, iface, name string) *call {
 	return w.send(ctx, r, "org.freedesktop.DBus.Properties.Get", iface, name)
 }
 
-// wait waits for c's answer, at most callTimeout (a hung application must
-// not hang the request) and never past the deadline of the context c was
+// wait waits for c's answer, at most callTimeout after it was sent (a
+// hung application must not hang the request: the calls of one round trip
+// all end together, not callTimeout one after another, so a frozen
+// application costs callTimeout) and never past the deadline of the context c was
 // sent with: godbus ends a call with its context's error as soon as the
 // context ends, so a call sent just before the deadline is cut by the time
 // left, not by callTimeout (TestFrozenCallCutAtDeadline). It stores the
 // answer in out.
-func wait(c *dbus.Call, out any) error {
-	t := time.NewTimer(callTimeout)
+func wait(c *call, out any) error {
+	t := time.NewTimer(callTimeout - time.Since(c.sent))
 	defer t.Stop()
 	select {
 	case <-c.Done:
@@ -213,7 +221,7 @@ func (w *walker) node(ctx context.Context, r ref, depth int, calc bool) *Node {
 	stateC := w.send(ctx, r, ifAccessible+".GetState")
 	attrC := w.send(ctx, r, ifAccessible+".GetAttributes")
 	ifC := w.send(ctx, r, ifAccessible+".GetInterfaces")
-	var kidsC *dbus.Call
+	var kidsC *call
 	if depth < MaxDepth && !calc {
 		// Inside a spreadsheet the children are asked for once the role
 		// is known: a sheet's table has a child for each of its 17
@@ -268,7 +276,7 @@ func (w *walker) node(ctx context.Context, r ref, depth int, calc bool) *Node {
 	}
 
 	// Second round trip: the interfaces' contents.
-	var extC, textC, actC *dbus.Call
+	var extC, textC, actC *call
 	if has[ifComponent] && set["visible"] && set["showing"] {
 		// Coordinate type 0 is screen coordinates (pyatspi.XY_SCREEN).
 		extC = w.send(ctx, r, ifComponent+".GetExtents", uint32(0))
@@ -279,7 +287,7 @@ func (w *walker) node(ctx context.Context, r ref, depth int, calc bool) *Node {
 	valueProps := []struct{ attr, prop string }{
 		{"value", "CurrentValue"}, {"min", "MinimumValue"}, {"max", "MaximumValue"}, {"step", "MinimumIncrement"},
 	}
-	var valC []*dbus.Call
+	var valC []*call
 	if has[ifValue] {
 		for _, p := range valueProps {
 			valC = append(valC, w.sendProp(ctx, r, ifValue, p.prop))

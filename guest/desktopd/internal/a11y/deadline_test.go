@@ -111,7 +111,9 @@ func TestFrozenCallCutAtDeadline(t *testing.T) {
 		delay    = time.Second
 		left     = 300 * time.Millisecond
 		deadline = delay + left
-		margin   = 200 * time.Millisecond
+		// Under -race on a loaded machine; the overshoot this test is
+		// about is the per-call timeout, 2 s.
+		margin = 700 * time.Millisecond
 	)
 	if left >= callTimeout {
 		t.Fatalf("the deadline must land before the per-call timeout would end the frozen calls")
@@ -171,5 +173,54 @@ func TestFrozenCallCutAtDeadline(t *testing.T) {
 		t.Errorf("got %d applications, want the slow parent read before the deadline", len(apps))
 	} else if len(apps[0].Children) != 0 {
 		t.Errorf("the frozen child is in the tree")
+	}
+}
+
+// TestFrozenAppCostsOneCallTimeout: the calls of one round trip to a frozen
+// application end together, callTimeout after they were sent, and the
+// application is skipped: the walk ends then, complete, instead of at its
+// deadline. Each call used to get callTimeout of its own from the moment
+// its answer was waited for, six of them one after another (12 s).
+func TestFrozenAppCostsOneCallTimeout(t *testing.T) {
+	addr := startBus(t)
+	frozen := startFrozenApp(t, addr)
+	conn, err := dbus.Dial(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(conn.Export(busObj{addr}, "/org/a11y/bus", "org.a11y.Bus"))
+	must(conn.Export(oneAppRegistry{ref{frozen, rootPath}}, rootPath, ifAccessible))
+	must(conn.Auth(nil))
+	must(conn.Hello())
+	for _, name := range []string{"org.a11y.Bus", registry} {
+		if _, err := conn.RequestName(name, dbus.NameFlagDoNotQueue); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	a := &ATSPI{SessionBus: addr}
+	defer a.Close()
+	const deadline = 3 * callTimeout
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	t0 := time.Now()
+	apps, complete, err := a.Tree(ctx)
+	took := time.Since(t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("Tree with a frozen application took %v", took)
+	if took > callTimeout+time.Second || !complete {
+		t.Errorf("Tree took %v (complete %v), want the frozen application skipped after %v", took, complete, callTimeout)
+	}
+	if len(apps) != 0 {
+		t.Errorf("got %d applications, want the frozen one skipped", len(apps))
 	}
 }
