@@ -82,8 +82,15 @@ func (a *ATSPI) connect(ctx context.Context) (*dbus.Conn, error) {
 	if a.SessionBus == "" {
 		return nil, ErrNoBus
 	}
+	// The connections live past this request (the next one reuses the
+	// accessibility bus's); the request's end only cuts a connect still
+	// under way.
+	life, end := context.WithCancel(context.Background())
+	stop := context.AfterFunc(ctx, end)
+	defer stop()
 	sess, err := dbus.Connect(a.SessionBus, dbus.WithContext(ctx))
 	if err != nil {
+		end()
 		return nil, fmt.Errorf("%w: session bus: %v", ErrNoBus, err)
 	}
 	defer sess.Close()
@@ -91,10 +98,15 @@ func (a *ATSPI) connect(ctx context.Context) (*dbus.Conn, error) {
 	defer cancel()
 	var addr string
 	if err := sess.Object("org.a11y.Bus", "/org/a11y/bus").CallWithContext(cctx, "org.a11y.Bus.GetAddress", 0).Store(&addr); err != nil {
+		end()
 		return nil, fmt.Errorf("%w: org.a11y.Bus.GetAddress: %v", ErrNoBus, err)
 	}
-	conn, err := dbus.Connect(addr, dbus.WithContext(ctx))
-	if err != nil {
+	conn, err := dbus.Connect(addr, dbus.WithContext(life))
+	if err != nil || !stop() {
+		end()
+		if err == nil {
+			err = ctx.Err()
+		}
 		return nil, fmt.Errorf("%w: connect %s: %v", ErrNoBus, addr, err)
 	}
 	a.conn = conn

@@ -224,3 +224,52 @@ func TestFrozenAppCostsOneCallTimeout(t *testing.T) {
 		t.Errorf("got %d applications, want the frozen one skipped", len(apps))
 	}
 }
+
+type noAppRegistry struct{}
+
+func (noAppRegistry) GetChildren() ([]ref, *dbus.Error) { return nil, nil }
+
+// TestConnectionReused: the accessibility bus connection outlives the
+// request that opened it. It was opened with the request's context and
+// closed with it, so every request connected anew (session bus,
+// GetAddress, accessibility bus).
+func TestConnectionReused(t *testing.T) {
+	addr := startBus(t)
+	conn, err := dbus.Dial(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	for _, err := range []error{
+		conn.Export(busObj{addr}, "/org/a11y/bus", "org.a11y.Bus"),
+		conn.Export(noAppRegistry{}, rootPath, ifAccessible),
+		conn.Auth(nil), conn.Hello(),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"org.a11y.Bus", registry} {
+		if _, err := conn.RequestName(name, dbus.NameFlagDoNotQueue); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := &ATSPI{SessionBus: addr}
+	defer a.Close()
+	tree := func() *dbus.Conn {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, _, err := a.Tree(ctx); err != nil {
+			t.Fatal(err)
+		}
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return a.conn
+	}
+	first := tree()
+	time.Sleep(50 * time.Millisecond) // a connection closed with the request is closed by now
+	if second := tree(); second != first || !first.Connected() {
+		t.Errorf("the second request connected anew (connection of the first still connected: %v)", first.Connected())
+	}
+}
