@@ -73,6 +73,9 @@ type Config struct {
 	// SetupWindowTimeout bounds an OSWorld setup step that waits for a
 	// window to appear (open); zero is osworld.DefaultWindowWait.
 	SetupWindowTimeout time.Duration
+	// EvalTimeout bounds an OSWorld task's evaluation (postconfig, getters,
+	// metrics); zero is osworld.DefaultEvalTimeout.
+	EvalTimeout time.Duration
 	// ClientPassword fills {CLIENT_PASSWORD} when a lease carries none.
 	ClientPassword string
 	PyTimeout      time.Duration
@@ -103,6 +106,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.Offline, "offline", false, "fail OSWorld downloads (download steps, cloud_file getters) that are not in the download cache, naming the URL, instead of fetching them")
 	fs.StringVar(&c.GoogleSettings, "google-settings", "", "folder of OSWorld's Google settings (googledrive/settings.yml with its credentials, google/settings.json) for the googledrive and login steps and the googledrive_file getter; empty refuses those tasks")
 	fs.DurationVar(&c.SetupWindowTimeout, "setup-window-timeout", osworld.DefaultWindowWait, "bound of an OSWorld setup step that waits for a window to appear (open, and activate_window while the program launched for it starts): past it an open step fails the episode with the file named, instead of waiting OSWorld's 1800 s")
+	fs.DurationVar(&c.EvalTimeout, "eval-timeout", osworld.DefaultEvalTimeout, "bound of an OSWorld task's evaluation (postconfig, getters and metrics): past it the episode fails with reason evaluation instead of being scored")
 	fs.StringVar(&c.ClientPassword, "client-password", "password", "guest password for {CLIENT_PASSWORD} when the lease has none")
 	fs.DurationVar(&c.PyTimeout, "py-timeout", py.DefaultLimits.Timeout, "wall-clock limit of one local Python run")
 	fs.IntVar(&c.PyMemoryMB, "py-memory-mb", int(py.DefaultLimits.MemoryBytes>>20), "address-space limit of one local Python run, MiB")
@@ -248,7 +252,7 @@ func (c Config) episodeOptions() (episode.Options, error) {
 		lim.MemoryBytes = int64(c.PyMemoryMB) << 20
 	}
 	lim.AllowNetwork = c.PyAllowNetwork
-	o := episode.Options{CacheDir: c.CacheDir, ClientPassword: c.ClientPassword, PyLimits: lim, WindowWait: c.SetupWindowTimeout,
+	o := episode.Options{CacheDir: c.CacheDir, ClientPassword: c.ClientPassword, PyLimits: lim, WindowWait: c.SetupWindowTimeout, EvalTimeout: c.EvalTimeout,
 		HistoryImages: c.HistoryImages, WebSearchURL: c.WebSearchURL, StorageBuffer: c.StorageBuffer,
 		// One store for every slot's episodes; runners given the same
 		// --cache-dir share it too.

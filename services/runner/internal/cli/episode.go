@@ -64,6 +64,7 @@ func Episode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		cacheDir   = fs.String("cache-dir", "cache", "host cache for task files (OSWorld's cache/<task_id>)")
 		password   = fs.String("client-password", "password", "guest password for {CLIENT_PASSWORD}")
 		windowWait = fs.Duration("setup-window-timeout", osworld.DefaultWindowWait, "bound of an OSWorld setup step that waits for a window to appear (open, and activate_window while the program launched for it starts)")
+		evalTime   = fs.Duration("eval-timeout", osworld.DefaultEvalTimeout, "bound of an OSWorld task's evaluation (postconfig, getters and metrics)")
 		googleDir  = fs.String("google-settings", "", "folder of OSWorld's Google settings (googledrive/settings.yml with its credentials, google/settings.json); empty refuses the tasks that need a Google account")
 		ragCorpus  = fs.String("rag-corpus", "", "rag corpus: a directory of .txt/.md files or a JSONL of {id,title,text}")
 		webDocs    = fs.String("web-docs", "", "web environment's local collection: JSONL of {url,title,text}")
@@ -118,7 +119,7 @@ func Episode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	defer log.Sync() //nolint:errcheck // stderr
 
-	opts := episode.Options{CacheDir: *cacheDir, ClientPassword: *password, PyLimits: py.DefaultLimits, HistoryImages: *history, WebSearchURL: *webSearch, WindowWait: *windowWait}
+	opts := episode.Options{CacheDir: *cacheDir, ClientPassword: *password, PyLimits: py.DefaultLimits, HistoryImages: *history, WebSearchURL: *webSearch, WindowWait: *windowWait, EvalTimeout: *evalTime}
 	if *googleDir != "" {
 		if opts.Google, err = osworld.LoadGoogleSettings(*googleDir); err != nil {
 			return fmt.Errorf("--google-settings: %w", err)

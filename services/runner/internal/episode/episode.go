@@ -50,6 +50,9 @@ type Options struct {
 	// WindowWait bounds an OSWorld setup step that waits for a window
 	// (osworld.Session.WindowWait); zero is the default.
 	WindowWait time.Duration
+	// EvalTimeout bounds an OSWorld task's evaluation
+	// (osworld.Session.EvalTimeout); zero is the default.
+	EvalTimeout time.Duration
 	// ClientPassword is the guest password for {CLIENT_PASSWORD} when the
 	// lease carries none.
 	ClientPassword string
@@ -302,6 +305,7 @@ func newEnvironment(s Spec, o Options, d Deps) (agent.Environment, error) {
 			Downloads:       o.Downloads,
 			Google:          o.Google,
 			WindowWait:      o.WindowWait,
+			EvalTimeout:     o.EvalTimeout,
 			Log:             d.Log,
 		}), nil
 	case env.ModeMath:

@@ -124,7 +124,7 @@ func TestVLCPlayingInfo(t *testing.T) {
 		t.Fatalf("vlc_playing_info = %v, want cache/status.xml", got)
 	}
 	rules := map[string]any{"type": "file_name", "file_name": filepath.Base(video)}
-	score, err := metrics["is_vlc_playing"].Fn(got, rules, true, nil)
+	score, err := metrics["is_vlc_playing"].Fn(context.Background(), got, rules, true, nil)
 	if err != nil || score != 1 {
 		b, _ := os.ReadFile(got.(string))
 		t.Errorf("is_vlc_playing = %v, %v on %.300s", score, err, b)

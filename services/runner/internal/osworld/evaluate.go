@@ -137,8 +137,26 @@ func getCloudFile(ctx context.Context, s *Session, cfg map[string]any) (any, err
 }
 
 // Evaluate runs the task's postconfig and evaluator, as DesktopEnv.evaluate
-// does.
+// does, within the session's evaluation deadline (EvalTimeout). Past it the
+// evaluation fails with an *EvalDeadlineError naming what was running; it
+// is never scored.
 func (s *Session) Evaluate(ctx context.Context, t Task, in env.EvalInput) (env.Evaluation, error) {
+	limit := s.evalTimeout()
+	ectx, cancel := context.WithTimeoutCause(ctx, limit, errEvalDeadline)
+	defer cancel()
+	var stage string
+	ev, err := s.evaluate(ectx, t, in, &stage)
+	// The caller's own deadline or cancellation keeps its error: the
+	// episode then ends as a timeout or aborted, not as a failed evaluation.
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(ectx), errEvalDeadline) {
+		return env.Evaluation{}, &EvalDeadlineError{Limit: limit, Stage: stage}
+	}
+	return ev, err
+}
+
+// evaluate is Evaluate without its deadline; *stage names what runs, for
+// the error of an evaluation that outlives it.
+func (s *Session) evaluate(ctx context.Context, t Task, in env.EvalInput, stage *string) (env.Evaluation, error) {
 	ev := t.Evaluator
 	// The episode's cache folder is made only for steps and getters that
 	// may put files there: an episode scored without them (infeasible, or a
@@ -150,6 +168,7 @@ func (s *Session) Evaluate(ctx context.Context, t Task, in env.EvalInput) (env.E
 			return env.Evaluation{}, err
 		}
 	}
+	*stage = "postconfig"
 	s.postconfig = true
 	err := s.Run(ctx, ev.Postconfig)
 	s.postconfig = false
@@ -182,6 +201,7 @@ func (s *Session) Evaluate(ctx context.Context, t Task, in env.EvalInput) (env.E
 		if !ok {
 			return env.Evaluation{}, &env.UnsupportedError{Kind: "metric", Name: name}
 		}
+		*stage = "the result getter of " + name
 		res, err := s.get(ctx, ev.Result[i])
 		if err != nil {
 			return env.Evaluation{}, err
@@ -189,11 +209,13 @@ func (s *Session) Evaluate(ctx context.Context, t Task, in env.EvalInput) (env.E
 		var exp any
 		hasExp := ev.Expected[i] != nil
 		if hasExp {
+			*stage = "the expected getter of " + name
 			if exp, err = s.get(ctx, ev.Expected[i]); err != nil {
 				return env.Evaluation{}, err
 			}
 		}
-		score, err := m.Fn(res, exp, hasExp, ev.Options[i])
+		*stage = "metric " + name
+		score, err := s.runMetric(ctx, name, m.Fn, res, exp, hasExp, ev.Options[i])
 		if err != nil {
 			return env.Evaluation{}, fmt.Errorf("metric %s: %w", name, err)
 		}

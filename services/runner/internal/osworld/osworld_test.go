@@ -123,7 +123,7 @@ func TestMetrics(t *testing.T) {
 			if !ok {
 				t.Fatalf("metric %s is not registered", tt.metric)
 			}
-			got, err := m.Fn(tt.result, tt.expected, tt.expected != nil, tt.opts)
+			got, err := m.Fn(context.Background(), tt.result, tt.expected, tt.expected != nil, tt.opts)
 			if err != nil {
 				t.Fatalf("%s: %v", tt.metric, err)
 			}

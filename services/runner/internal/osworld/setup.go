@@ -74,6 +74,9 @@ type Session struct {
 	// WindowWait bounds a setup step that waits for a window to appear
 	// (open); default DefaultWindowWait.
 	WindowWait time.Duration
+	// EvalTimeout bounds Evaluate: postconfig, getters and metrics; default
+	// DefaultEvalTimeout.
+	EvalTimeout time.Duration
 
 	// launched are the process names (as pgrep -x reads them) of the
 	// programs this config's launch steps started: an activate_window

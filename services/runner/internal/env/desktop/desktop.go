@@ -55,6 +55,9 @@ type Config struct {
 	// WindowWait bounds a setup step that waits for a window
 	// (osworld.Session.WindowWait); zero is the default.
 	WindowWait time.Duration
+	// EvalTimeout bounds the evaluation (osworld.Session.EvalTimeout);
+	// zero is the default.
+	EvalTimeout time.Duration
 	// Log receives what setup passes over; nil discards it.
 	Log *zap.Logger
 }
@@ -169,6 +172,7 @@ func (e *Env) Reset(ctx context.Context, t env.Task) (env.Observation, error) {
 		Downloads:      e.cfg.Downloads,
 		Google:         e.cfg.Google,
 		WindowWait:     e.cfg.WindowWait,
+		EvalTimeout:    e.cfg.EvalTimeout,
 		Log:            e.cfg.Log,
 	}
 	if err := e.sess.Run(ctx, task.Config); err != nil {

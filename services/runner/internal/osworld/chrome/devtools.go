@@ -25,7 +25,6 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
-	"github.com/chromedp/chromedp/remote"
 
 	"github.com/rolloutmesh/rolloutmesh/serverkit/boundedread"
 )
@@ -47,6 +46,12 @@ const DefaultReady = 75 * time.Second
 
 // maxVersionBody bounds /json/version's answer.
 const maxVersionBody = 1 << 20
+
+// maxMessage bounds one DevTools message read from the guest's browser
+// (see wsconn.go). The largest that getters need are a page's HTML and a
+// printed PDF in base64, a few megabytes for real pages. A variable so
+// that a test can lower it.
+var maxMessage int64 = 32 << 20
 
 // WaitReady polls http://addr/json/version until Chrome answers with its
 // browser websocket URL, rewritten to addr (Chrome names the host and port
@@ -116,6 +121,7 @@ func version(ctx context.Context, hc *http.Client, addr string) (string, error) 
 // Client is a connection to the guest's browser.
 type Client struct {
 	addr        string
+	alloc       *allocator
 	cancelAlloc context.CancelFunc
 	ctx         context.Context
 	cancel      context.CancelFunc
@@ -131,18 +137,33 @@ func Connect(ctx context.Context, cfg Config) (*Client, error) {
 	}
 	// The browser context lives until Close: chromedp stops the connection
 	// when the context of its first call ends.
-	allocCtx, cancelAlloc := remote.NewAllocator(context.WithoutCancel(ctx), ws, remote.NoModifyURL)
+	alloc := &allocator{wsURL: ws}
+	allocCtx, cancelAlloc := chromedp.NewAllocatorContext(context.WithoutCancel(ctx), alloc)
 	bctx, cancel := chromedp.NewContext(allocCtx)
-	c := &Client{addr: cfg.Addr, cancelAlloc: cancelAlloc, ctx: bctx, cancel: cancel}
+	c := &Client{addr: cfg.Addr, alloc: alloc, cancelAlloc: cancelAlloc, ctx: bctx, cancel: cancel}
 	// The first call dials; bound it by the caller's context.
 	stop := context.AfterFunc(ctx, cancel)
 	_, err = chromedp.CallBrowser(bctx, target.GetTargets, target.GetTargetsParams{})
 	stop()
 	if err != nil {
+		c.explain(&err)
 		c.Close()
 		return nil, fmt.Errorf("chrome: attach to %s: %w", cfg.Addr, err)
 	}
 	return c, nil
+}
+
+// explain adds to *err why the connection to the browser was dropped,
+// when this side dropped it (a message over maxMessage): chromedp fails
+// the calls of a lost connection with its context's cancellation, which
+// does not say.
+func (c *Client) explain(err *error) {
+	if *err == nil {
+		return
+	}
+	if why := c.alloc.dropped(); why != nil && !errors.Is(*err, why) {
+		*err = fmt.Errorf("%w (%w)", *err, why)
+	}
 }
 
 // Close detaches from the browser.
@@ -178,7 +199,8 @@ type Tab struct {
 // Tabs lists the page targets of the default browser context, as
 // Playwright's browser.contexts[0].pages: tabs, not extension pages,
 // workers, DevTools windows or the pages of other (incognito) contexts.
-func (c *Client) Tabs(ctx context.Context) ([]Tab, error) {
+func (c *Client) Tabs(ctx context.Context) (_ []Tab, err error) {
+	defer c.explain(&err)
 	res, err := call(ctx, c, target.GetTargets, target.GetTargetsParams{})
 	if err != nil {
 		return nil, fmt.Errorf("chrome: list targets: %w", err)
@@ -212,7 +234,8 @@ func (c *Client) attach(ctx context.Context, id target.ID) (context.Context, con
 }
 
 // NewTab opens a blank tab in the default context and returns its id.
-func (c *Client) NewTab(ctx context.Context) (target.ID, error) {
+func (c *Client) NewTab(ctx context.Context) (_ target.ID, err error) {
+	defer c.explain(&err)
 	return c.newTab(ctx, "")
 }
 
@@ -247,7 +270,8 @@ func (c *Client) newContextTab(ctx context.Context) (target.ID, func(), error) {
 }
 
 // CloseTab closes a tab.
-func (c *Client) CloseTab(ctx context.Context, id target.ID) error {
+func (c *Client) CloseTab(ctx context.Context, id target.ID) (err error) {
+	defer c.explain(&err)
 	if _, err := call(ctx, c, target.CloseTarget, target.CloseTargetParams{TargetID: id}); err != nil {
 		return fmt.Errorf("chrome: close tab %s: %w", id, err)
 	}
@@ -272,7 +296,8 @@ func (c *Client) CloseTab(ctx context.Context, id target.ID) error {
 // timeout. A load that times out is stopped, so that the tab settles on
 // what it shows: left pending, it stays between two documents, where
 // reading it blocks (Playwright's page is readable after a goto timeout).
-func (c *Client) Navigate(ctx context.Context, id target.ID, u string, timeout time.Duration) error {
+func (c *Client) Navigate(ctx context.Context, id target.ID, u string, timeout time.Duration) (err error) {
+	defer c.explain(&err)
 	// The attachment outlives the load's timeout by the time the stop
 	// needs.
 	actx, cancel := context.WithTimeout(ctx, timeout+10*time.Second)
@@ -284,7 +309,7 @@ func (c *Client) Navigate(ctx context.Context, id target.ID, u string, timeout t
 	}
 	lctx, lcancel := context.WithTimeout(tctx, timeout)
 	defer lcancel()
-	err := chromedp.Do(lctx, chromedp.Navigate(u))
+	err = chromedp.Do(lctx, chromedp.Navigate(u))
 	if err == nil {
 		return nil
 	}
@@ -321,13 +346,13 @@ func (p PageInfo) Map() map[string]any {
 }
 
 // Info reads tab id's title, URL and, with content, its HTML.
-func (c *Client) Info(ctx context.Context, id target.ID, content bool) (PageInfo, error) {
+func (c *Client) Info(ctx context.Context, id target.ID, content bool) (_ PageInfo, err error) {
+	defer c.explain(&err)
 	ctx, cancel := context.WithTimeout(ctx, infoTimeout)
 	defer cancel()
 	tctx, done := c.attach(ctx, id)
 	defer done()
 	var p PageInfo
-	var err error
 	if p.Title, err = chromedp.Run(tctx, chromedp.Evaluate[string](`document.title`)); err != nil {
 		return p, fmt.Errorf("chrome: read tab %s: %w", id, err)
 	}
@@ -346,7 +371,8 @@ func (c *Client) Info(ctx context.Context, id target.ID, content bool) (PageInfo
 // complete), then quiet more: Playwright's networkidle waits for 500 ms
 // without requests, which the page does not expose, so it is approximated
 // by the load plus that pause.
-func (c *Client) WaitLoaded(ctx context.Context, id target.ID, quiet time.Duration) error {
+func (c *Client) WaitLoaded(ctx context.Context, id target.ID, quiet time.Duration) (err error) {
+	defer c.explain(&err)
 	tctx, done := c.attach(ctx, id)
 	defer done()
 	for {
@@ -421,7 +447,8 @@ const queryJS = `(function(op, sel) {
 
 // Query runs an element query (op: text, direct, h3, li, xpath, value,
 // label) in tab id; see queryJS.
-func (c *Client) Query(ctx context.Context, id target.ID, op, sel string) ([]string, error) {
+func (c *Client) Query(ctx context.Context, id target.ID, op, sel string) (_ []string, err error) {
+	defer c.explain(&err)
 	ctx, cancel := context.WithTimeout(ctx, infoTimeout)
 	defer cancel()
 	tctx, done := c.attach(ctx, id)

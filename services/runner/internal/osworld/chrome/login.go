@@ -43,7 +43,8 @@ const (
 // user's profile, so the session cookies stay) and signs in as OSWorld's
 // login step does: fill the email, Next, fill the password, Next, wait for
 // the load. The tab stays open.
-func (c *Client) Login(ctx context.Context, l Login) (LoginOutcome, error) {
+func (c *Client) Login(ctx context.Context, l Login) (_ LoginOutcome, err error) {
+	defer c.explain(&err)
 	id, err := c.NewTab(ctx)
 	if err != nil {
 		return "", err

@@ -27,7 +27,8 @@ const (
 // OpenTabs is chrome_open_tabs: each URL in a new tab, loaded up to
 // OpenTimeout (a slow page is left loading, as OSWorld only logs it); after
 // the first, the tab Chrome started with is closed.
-func (c *Client) OpenTabs(ctx context.Context, urls []string) error {
+func (c *Client) OpenTabs(ctx context.Context, urls []string) (err error) {
+	defer c.explain(&err)
 	for i, u := range urls {
 		before, err := c.Tabs(ctx)
 		if err != nil {
@@ -52,7 +53,8 @@ func (c *Client) OpenTabs(ctx context.Context, urls []string) error {
 
 // CloseTabs is chrome_close_tabs: for each URL, the first open tab whose URL
 // matches under same (OSWorld's compare_urls) is closed.
-func (c *Client) CloseTabs(ctx context.Context, urls []string, same func(a, b string) bool) error {
+func (c *Client) CloseTabs(ctx context.Context, urls []string, same func(a, b string) bool) (err error) {
+	defer c.explain(&err)
 	for _, u := range urls {
 		tabs, err := c.Tabs(ctx)
 		if err != nil {
@@ -73,7 +75,8 @@ func (c *Client) CloseTabs(ctx context.Context, urls []string, same func(a, b st
 // OpenTabsInfo is open_tabs_info's list: each tab's title and URL once it
 // has loaded, or the title "Load timeout" after TabsTimeout and "Error
 // encountered" when the tab cannot be read, as OSWorld records them.
-func (c *Client) OpenTabsInfo(ctx context.Context) ([]map[string]any, error) {
+func (c *Client) OpenTabsInfo(ctx context.Context) (_ []map[string]any, err error) {
+	defer c.explain(&err)
 	tabs, err := c.Tabs(ctx)
 	if err != nil {
 		return nil, err
@@ -121,7 +124,8 @@ type VisitOptions struct {
 // Visit opens u in a new tab, waits for it up to PageTimeout, and returns
 // the tab's title, URL and HTML. A load that times out returns the tab's
 // state with ErrLoadTimeout.
-func (c *Client) Visit(ctx context.Context, u string, o VisitOptions) (PageInfo, error) {
+func (c *Client) Visit(ctx context.Context, u string, o VisitOptions) (_ PageInfo, err error) {
+	defer c.explain(&err)
 	id, cleanup, err := c.visitTab(ctx, o)
 	if err != nil {
 		return PageInfo{}, err
@@ -184,7 +188,8 @@ func (c *Client) load(ctx context.Context, id target.ID, u string, idle bool) (t
 // PDF prints u as Playwright's page.pdf() does with its defaults (Letter
 // paper, no margins, no backgrounds, scale 1) in a tab of a new browser
 // context, after the network settles and 3 s more, as pdf_from_url waits.
-func (c *Client) PDF(ctx context.Context, u string) ([]byte, error) {
+func (c *Client) PDF(ctx context.Context, u string) (_ []byte, err error) {
+	defer c.explain(&err)
 	id, cleanup, err := c.newContextTab(ctx)
 	if err != nil {
 		return nil, err
@@ -250,7 +255,8 @@ const appearanceProbe = `new Promise((resolve) => {
 // AppearanceMode opens chrome://settings/appearance in a new tab (left
 // open, as OSWorld's getter leaves it), lets it settle 2.5 s, and reads the
 // mode; "" when the page shows none, for the caller's file fallback.
-func (c *Client) AppearanceMode(ctx context.Context) (string, error) {
+func (c *Client) AppearanceMode(ctx context.Context) (_ string, err error) {
+	defer c.explain(&err)
 	id, err := c.NewTab(ctx)
 	if err != nil {
 		return "", err

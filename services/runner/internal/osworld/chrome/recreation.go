@@ -45,7 +45,8 @@ var searchURL = regexp.MustCompile(`recreation\.gov/search`)
 // RunRecreation performs the visit once in a tab of a new browser context and
 // returns {"expected": {class: text}}; an error means the visit failed
 // before the reading, which the caller retries.
-func (c *Client) RunRecreation(ctx context.Context, r Recreation) (map[string]any, error) {
+func (c *Client) RunRecreation(ctx context.Context, r Recreation) (_ map[string]any, err error) {
+	defer c.explain(&err)
 	sleep := r.Sleep
 	if sleep == nil {
 		sleep = func(ctx context.Context, d time.Duration) error {

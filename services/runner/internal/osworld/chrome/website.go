@@ -33,7 +33,8 @@ const (
 // the page after returning to u if a click moved away. Inner texts are
 // strings; a missing attribute is nil. Any failure is an error, on which
 // the getter answers the task's backups.
-func (c *Client) WebsiteInfos(ctx context.Context, u string, infos []WebsiteInfo) ([]any, error) {
+func (c *Client) WebsiteInfos(ctx context.Context, u string, infos []WebsiteInfo) (_ []any, err error) {
+	defer c.explain(&err)
 	id, err := c.NewTab(ctx)
 	if err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package metric
 
 import (
+	"context"
 	"encoding/xml"
 	"fmt"
 	"strings"
@@ -72,7 +73,7 @@ func checkA11yBounds(s string) error {
 // "selectors" (joined with ", "): a rule selecting nothing scores 0; with
 // "text", the best match of an element's text (exact, or fuzz.ratio when
 // "exact" is false) multiplies the score.
-func metricAccessibilityTree(result, expected any, _ bool, opts map[string]any) (float64, error) {
+func metricAccessibilityTree(ctx context.Context, result, expected any, _ bool, opts map[string]any) (float64, error) {
 	rules, ok := pyList(expected)
 	if !ok {
 		return 0, fmt.Errorf("check_accessibility_tree: rules must be a list")
@@ -140,6 +141,11 @@ func metricAccessibilityTree(result, expected any, _ bool, opts map[string]any) 
 			}
 			score = 0
 			for _, e := range elems {
+				// A fuzzy text match costs up to 25 million steps, and a
+				// tree holds up to maxA11yElements elements.
+				if err := ctx.Err(); err != nil {
+					return 0, err
+				}
 				t, has := elementText(e)
 				switch {
 				case Truthy(exact):

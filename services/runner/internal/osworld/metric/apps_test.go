@@ -3,6 +3,7 @@ package metric
 import (
 	"archive/zip"
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -437,7 +438,7 @@ func TestBadInputs(t *testing.T) {
 							t.Errorf("%s(%#v, %#v) panicked: %v", name, res, exp, r)
 						}
 					}()
-					got, err := spec.Fn(res, exp, exp != nil, map[string]any{})
+					got, err := spec.Fn(context.Background(), res, exp, exp != nil, map[string]any{})
 					if err == nil && (got < 0 || got > 1) {
 						t.Errorf("%s(%#v, %#v) = %v, outside [0, 1]", name, res, exp, got)
 					}
@@ -474,7 +475,7 @@ func TestAccessibilityTreeBounds(t *testing.T) {
 	}
 	for _, tt := range tests {
 		start := time.Now()
-		got, err := metricAccessibilityTree(tt.tree, tt.rules, true, nil)
+		got, err := metricAccessibilityTree(context.Background(), tt.tree, tt.rules, true, nil)
 		if (err != nil) != tt.wantErr || got != tt.want {
 			t.Errorf("%s: got %v, %v; want %v, error %v", tt.name, got, err, tt.want, tt.wantErr)
 		}

@@ -2,6 +2,8 @@ package metric
 
 import (
 	"cmp"
+	"context"
+	"fmt"
 	"slices"
 )
 
@@ -9,18 +11,43 @@ import (
 // with the product of their lengths.
 const maxSequence = 200_000
 
+// ErrSequenceTooLong is SequenceRatio's answer for a sequence over
+// maxSequence elements.
+var ErrSequenceTooLong = fmt.Errorf("sequence over %d elements", maxSequence)
+
+// checkEvery is how many steps of a long loop run between two looks at
+// the context: often enough to stop within milliseconds of a deadline,
+// rarely enough to cost nothing.
+const checkEvery = 1 << 12
+
 // SequenceRatio is Python's difflib.SequenceMatcher(None, a, b).ratio():
 // 2·M/T where M counts the elements of the matching blocks difflib finds
 // (longest match first, recursively on both sides, with its "autojunk"
 // rule that ignores elements of b making up over 1% of a b of 200 or
 // more). It differs from an LCS ratio, and OSWorld's scores are difflib's.
-// ok is false when a sequence is longer than maxSequence.
-func SequenceRatio[T comparable](a, b []T) (ratio float64, ok bool) {
+// A sequence longer than maxSequence is ErrSequenceTooLong.
+//
+// The matcher's work is not only quadratic: some inputs (two line cycles
+// in opposite orders, where every match is one element long) make it
+// rescan all of a for each of len(b)/k matches, hours at maxSequence. It
+// stops with ctx's error when ctx ends.
+func SequenceRatio[T comparable](ctx context.Context, a, b []T) (float64, error) {
 	if len(a) > maxSequence || len(b) > maxSequence {
-		return 0, false
+		return 0, ErrSequenceTooLong
 	}
 	if len(a)+len(b) == 0 {
-		return 1, true
+		return 1, nil
+	}
+	var canceled error
+	steps := 0
+	// tick counts n steps of the matcher and reports whether ctx has
+	// ended, looking at it every checkEvery steps.
+	tick := func(n int) bool {
+		if steps += n; steps >= checkEvery {
+			steps = 0
+			canceled = ctx.Err()
+		}
+		return canceled != nil
 	}
 	b2j := map[T][]int{}
 	for j, e := range b {
@@ -39,6 +66,9 @@ func SequenceRatio[T comparable](a, b []T) (ratio float64, ok bool) {
 		best := block{alo, blo, 0}
 		j2len := map[int]int{}
 		for i := alo; i < ahi; i++ {
+			if tick(1 + len(b2j[a[i]])) {
+				return best
+			}
 			next := map[int]int{}
 			for _, j := range b2j[a[i]] {
 				if j < blo {
@@ -71,6 +101,9 @@ func SequenceRatio[T comparable](a, b []T) (ratio float64, ok bool) {
 		q := queue[len(queue)-1]
 		queue = queue[:len(queue)-1]
 		m := longest(q[0], q[1], q[2], q[3])
+		if canceled != nil {
+			return 0, canceled
+		}
 		if m.k == 0 {
 			continue
 		}
@@ -89,5 +122,5 @@ func SequenceRatio[T comparable](a, b []T) (ratio float64, ok bool) {
 	for _, m := range blocks {
 		matches += m.k
 	}
-	return 2 * float64(matches) / float64(len(a)+len(b)), true
+	return 2 * float64(matches) / float64(len(a)+len(b)), nil
 }

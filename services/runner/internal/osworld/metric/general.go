@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -112,7 +113,7 @@ func ReadText(v any) (string, bool, error) {
 // got wrong.
 
 // metricExactMatch is result == rules["expected"].
-func metricExactMatch(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricExactMatch(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	r, err := Rules(expected)
 	if err != nil {
 		return 0, err
@@ -125,7 +126,7 @@ func metricExactMatch(result, expected any, _ bool, _ map[string]any) (float64, 
 }
 
 // metricMatchInList is result in rules["expected"].
-func metricMatchInList(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricMatchInList(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	r, err := Rules(expected)
 	if err != nil {
 		return 0, err
@@ -139,7 +140,7 @@ func metricMatchInList(result, expected any, _ bool, _ map[string]any) (float64,
 
 // metricIsInList is rules["expected"] in result (the reverse of
 // match_in_list: the result is the list).
-func metricIsInList(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricIsInList(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	r, err := Rules(expected)
 	if err != nil {
 		return 0, err
@@ -154,7 +155,7 @@ func metricIsInList(result, expected any, _ bool, _ map[string]any) (float64, er
 // metricLiteralMatch compares str(result) with str(expected) (option type
 // "str", the default), or two lists element by element (type "list"),
 // optionally ignoring case.
-func metricLiteralMatch(result, expected any, _ bool, opts map[string]any) (float64, error) {
+func metricLiteralMatch(_ context.Context, result, expected any, _ bool, opts map[string]any) (float64, error) {
 	ic, _ := opts["ignore_case"].(bool)
 	norm := func(v any) string {
 		if ic {
@@ -187,7 +188,7 @@ func metricLiteralMatch(result, expected any, _ bool, opts map[string]any) (floa
 
 // metricIncludeExclude needs every include entry in the result and no
 // exclude entry (substrings of a string result, members of a list).
-func metricIncludeExclude(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricIncludeExclude(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	if result == nil {
 		return 0, nil
 	}
@@ -217,7 +218,7 @@ func metricIncludeExclude(result, expected any, _ bool, _ map[string]any) (float
 }
 
 // metricFuzzyMatch is rapidfuzz's fuzz.ratio(result, rules["expected"])/100.
-func metricFuzzyMatch(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricFuzzyMatch(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	r, err := Rules(expected)
 	if err != nil {
 		return 0, err
@@ -240,7 +241,7 @@ const evaluationFailed = "__EVALUATION_FAILED__"
 // expect_in_result, a list expectation needs one of its values in (or
 // equal to) the result's, and a string expectation must be in the
 // result's value.
-func metricDirectJSON(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricDirectJSON(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	r, err := Rules(expected)
 	if err != nil {
 		return 0, err
@@ -392,7 +393,7 @@ func readTextPair(result, expected any) (a, b string, ok bool, err error) {
 
 // metricCompareTextFile compares two text files (options ignore_blanks,
 // ignore_case).
-func metricCompareTextFile(result, expected any, _ bool, opts map[string]any) (float64, error) {
+func metricCompareTextFile(_ context.Context, result, expected any, _ bool, opts map[string]any) (float64, error) {
 	a, b, ok, err := readTextPair(result, expected)
 	if err != nil || !ok {
 		return 0, err
@@ -437,7 +438,7 @@ func searchAny(res []*pyre.Regexp, s string) (bool, error) {
 // iterates a file) against rules["expect"] patterns, each of which must
 // re.search some line, and rules["unexpect"] patterns, which no line may
 // match.
-func metricCheckList(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricCheckList(ctx context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	r, err := Rules(expected)
 	if err != nil {
 		return 0, err
@@ -456,6 +457,11 @@ func metricCheckList(result, expected any, _ bool, _ map[string]any) (float64, e
 	}
 	seen := make([]bool, len(exp))
 	for _, line := range pyLines(text) {
+		// Each search may backtrack up to pyre.MatchTimeout, and a file
+		// holds millions of lines.
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
 		for i, re := range exp {
 			if seen[i] {
 				continue
@@ -479,7 +485,7 @@ func metricCheckList(result, expected any, _ bool, _ map[string]any) (float64, e
 
 // metricCheckCSV reads a CSV file as csv.DictReader does (the first row
 // names the fields) and scores it with expectRecords.
-func metricCheckCSV(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricCheckCSV(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	return expectRecords(result, expected, dictRows)
 }
 
@@ -564,7 +570,7 @@ func dictRows(text string) ([]map[string]any, error) {
 // checks the value at each rule's key path with MatchValueToRule:
 // rules["expect"] must all match, rules["unexpect"] none (a missing key
 // is None there).
-func metricCheckJSON(result, expected any, _ bool, opts map[string]any) (float64, error) {
+func metricCheckJSON(_ context.Context, result, expected any, _ bool, opts map[string]any) (float64, error) {
 	r, err := Rules(expected)
 	if err != nil {
 		return 0, err
@@ -715,7 +721,7 @@ func mustPyre(p string) *pyre.Regexp {
 
 // metricCheckLineNumber counts the lines holding a time of day and
 // compares the count with int(rules["expected"]).
-func metricCheckLineNumber(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricCheckLineNumber(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	r, err := Rules(expected)
 	if err != nil {
 		return 0, err
@@ -756,7 +762,7 @@ func pyInt(v any) (int, bool) {
 }
 
 // metricFileContains needs every rules["expected"] string in the file.
-func metricFileContains(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricFileContains(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	r, err := Rules(expected)
 	if err != nil {
 		return 0, err
@@ -784,14 +790,17 @@ func metricFileContains(result, expected any, _ bool, _ map[string]any) (float64
 
 // metricDiffTextFile is difflib's SequenceMatcher ratio between the two
 // files' lines: a fraction.
-func metricDiffTextFile(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricDiffTextFile(ctx context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	a, b, ok, err := readTextPair(result, expected)
 	if err != nil || !ok {
 		return 0, err
 	}
-	ratio, ok := SequenceRatio(SplitLines(a), SplitLines(b))
-	if !ok {
+	ratio, err := SequenceRatio(ctx, SplitLines(a), SplitLines(b))
+	if errors.Is(err, ErrSequenceTooLong) {
 		return 0, fmt.Errorf("diff_text_file: over %d lines", maxSequence)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("diff_text_file: %w", err)
 	}
 	return ratio, nil
 }
@@ -799,7 +808,7 @@ func metricDiffTextFile(result, expected any, _ bool, _ map[string]any) (float64
 // metricComparePythonPureText compares two Python sources after dropping
 // a shebang or coding line among the first three lines and blank lines,
 // expanding tabs to 4 columns and trimming line ends.
-func metricComparePythonPureText(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricComparePythonPureText(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	a, ok, err := ReadPyText(result)
 	if err != nil || !ok {
 		return 0, nil
@@ -856,7 +865,7 @@ func expandTabs(s string, size int) string {
 // metricFuzzyPlaceMath reads the words of a .docx (its body paragraphs
 // split on whitespace) and, when there are exactly three, averages each
 // word's best fuzz.ratio against the rules["expected"] answers.
-func metricFuzzyPlaceMath(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricFuzzyPlaceMath(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	r, err := Rules(expected)
 	if err != nil {
 		return 0, err
@@ -895,7 +904,7 @@ var sqliteTimeout = 20 * time.Second
 // an empty value score 0. The number is OSWorld's score as is, so a query
 // that counts rows can score past 1: the published task's query is a 0/1
 // comparison.
-func metricRunSQLite3(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricRunSQLite3(ctx context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	r, err := Rules(expected)
 	if err != nil {
 		return 0, err
@@ -913,7 +922,7 @@ func metricRunSQLite3(result, expected any, _ bool, _ map[string]any) (float64, 
 		return 0, fmt.Errorf("run_sqlite3: %w", err)
 	}
 	defer db.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), sqliteTimeout)
+	ctx, cancel := context.WithTimeout(ctx, sqliteTimeout)
 	defer cancel()
 	var v any
 	if err := db.QueryRowContext(ctx, q).Scan(&v); err != nil {

@@ -1,6 +1,7 @@
 package metric
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"math"
@@ -63,7 +64,7 @@ func runCases(t *testing.T, tests []metricCase) {
 			if !ok {
 				t.Fatalf("%s is not registered", tt.metric)
 			}
-			got, err := spec.Fn(tt.result, tt.expected, tt.expected != nil, tt.opts)
+			got, err := spec.Fn(context.Background(), tt.result, tt.expected, tt.expected != nil, tt.opts)
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("%s: error %v, want error %v", tt.metric, err, tt.wantErr)
 			}
@@ -204,9 +205,9 @@ func TestSequenceRatio(t *testing.T) {
 		{"empty", nil, nil, 1},
 	}
 	for _, tt := range tests {
-		got, ok := SequenceRatio(tt.a, tt.b)
-		if !ok || math.Abs(got-tt.want) > 1e-12 {
-			t.Errorf("%s: SequenceRatio = %v, %v; want %v", tt.name, got, ok, tt.want)
+		got, err := SequenceRatio(context.Background(), tt.a, tt.b)
+		if err != nil || math.Abs(got-tt.want) > 1e-12 {
+			t.Errorf("%s: SequenceRatio = %v, %v; want %v", tt.name, got, err, tt.want)
 		}
 	}
 }
@@ -361,10 +362,10 @@ func TestRunSQLite3(t *testing.T) {
 		{"no sql", "run_sqlite3", dbPath, rules(), nil, 0, true},
 	})
 	// Read-only: a query cannot change the agent's database.
-	if _, err := General()["run_sqlite3"].Fn(dbPath, rules("sql", "DELETE FROM messages"), true, nil); err != nil {
+	if _, err := General()["run_sqlite3"].Fn(context.Background(), dbPath, rules("sql", "DELETE FROM messages"), true, nil); err != nil {
 		t.Fatal(err)
 	}
-	got, _ := General()["run_sqlite3"].Fn(dbPath, rules("sql", "SELECT COUNT(*) FROM messages"), true, nil)
+	got, _ := General()["run_sqlite3"].Fn(context.Background(), dbPath, rules("sql", "SELECT COUNT(*) FROM messages"), true, nil)
 	if got != 3 {
 		t.Errorf("after a DELETE through run_sqlite3, %v messages remain, want 3", got)
 	}
@@ -385,7 +386,7 @@ func TestRunSQLite3Ends(t *testing.T) {
 	}
 	db.Close()
 	start := time.Now()
-	got, err := General()["run_sqlite3"].Fn(dbPath, rules("sql", "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT COUNT(*) FROM c"), true, nil)
+	got, err := General()["run_sqlite3"].Fn(context.Background(), dbPath, rules("sql", "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT COUNT(*) FROM c"), true, nil)
 	if err != nil || got != 0 {
 		t.Errorf("endless query = %v, %v; want 0", got, err)
 	}

@@ -8,11 +8,13 @@
 // tasks check` read.
 package metric
 
+import "context"
+
 // Func scores a getter result against an expected value (present when
 // hasExpected), with the evaluator's options, in [0, 1]. A nil result
 // (Python's None, such as a file the agent never saved) scores 0 in every
 // metric, as in OSWorld; an error means the inputs could not be judged.
-type Func func(result, expected any, hasExpected bool, options map[string]any) (float64, error)
+type Func func(ctx context.Context, result, expected any, hasExpected bool, options map[string]any) (float64, error)
 
 // Spec is one metric function.
 type Spec struct {

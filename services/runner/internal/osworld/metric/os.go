@@ -1,6 +1,7 @@
 package metric
 
 import (
+	"context"
 	"fmt"
 	"strings"
 )
@@ -10,7 +11,7 @@ import (
 
 // metricIsUTC0 checks `timedatectl status` output: its fourth line (the
 // time zone) ends with "+0000)". The line is not trimmed, as in OSWorld.
-func metricIsUTC0(result, _ any, _ bool, _ map[string]any) (float64, error) {
+func metricIsUTC0(_ context.Context, result, _ any, _ bool, _ map[string]any) (float64, error) {
 	s, ok := result.(string)
 	if !ok {
 		return 0, nil
@@ -25,7 +26,7 @@ func metricIsUTC0(result, _ any, _ bool, _ map[string]any) (float64, error) {
 // metricGnomeFavoriteApps reads `gsettings get org.gnome.shell
 // favorite-apps` output (a Python-style list of strings, which OSWorld
 // evals) and needs the same apps as rules["expected"], in any order.
-func metricGnomeFavoriteApps(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricGnomeFavoriteApps(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	r, err := Rules(expected)
 	if err != nil {
 		return 0, err
@@ -140,7 +141,7 @@ func parseStringList(s string) ([]string, error) {
 // metricMovedJPGs needs the names of a directory's entries (the
 // list_directory getter's tree: {"children": [{"name": ...}]}) to be
 // rules["expected"], in any order.
-func metricMovedJPGs(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricMovedJPGs(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	r, err := Rules(expected)
 	if err != nil {
 		return 0, err
@@ -172,7 +173,7 @@ func metricMovedJPGs(result, expected any, _ bool, _ map[string]any) (float64, e
 // metricInClipboard is is_in_vm_clickboard, whose arguments OSWorld's
 // task swaps: the rules come as the result and the clipboard (the output
 // of xsel) as the expected value. Every expected string must be in it.
-func metricInClipboard(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricInClipboard(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	r, err := Rules(result)
 	if err != nil {
 		return 0, err

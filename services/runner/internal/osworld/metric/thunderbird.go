@@ -1,6 +1,7 @@
 package metric
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -48,7 +49,7 @@ func ParsePrefs(text string) ([]Pref, error) {
 // metricThunderbirdPrefs checks prefs.js against rules {"expect": {key:
 // {method, ref}}, "unexpect": {...}}: every expected pref must be present
 // and match (the last line of a key counts), and no unexpected one may.
-func metricThunderbirdPrefs(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricThunderbirdPrefs(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	r, err := Rules(expected)
 	if err != nil {
 		return 0, err
@@ -164,7 +165,7 @@ func pySlice(s string, start, end int) string {
 // metricThunderbirdFilter scores msgFilterRules.dat with expectRecords:
 // each rules["expect"] record is held by some filter, no
 // rules["unexpect"] record by any.
-func metricThunderbirdFilter(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricThunderbirdFilter(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	return expectRecords(result, expected, ParseFilters)
 }
 
@@ -177,7 +178,7 @@ func metricThunderbirdFilter(result, expected any, _ bool, _ map[string]any) (fl
 // equal to any other such file, and an empty file only to an empty one.
 // Both published tasks score that way, so the metric does too. Result and
 // expected are one path or aligned lists; a missing result scores 0.
-func metricThunderbirdFolder(result, expected any, _ bool, opts map[string]any) (float64, error) {
+func metricThunderbirdFolder(_ context.Context, result, expected any, _ bool, opts map[string]any) (float64, error) {
 	removeDup := true
 	if v, ok := opts["remove_duplicate"]; ok {
 		removeDup = Truthy(v)

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -37,7 +38,7 @@ func readJSONFile(v any) (any, bool) {
 
 // metricJSONSettings needs every key of rules["expected"] in the JSON file
 // with an equal value.
-func metricJSONSettings(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricJSONSettings(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	r, err := Rules(expected)
 	if err != nil {
 		return 0, err
@@ -69,7 +70,7 @@ func metricJSONSettings(result, expected any, _ bool, _ map[string]any) (float64
 // metricJSONKeybindings needs rules["expected"] among the entries of a
 // keybindings.json list. VS Code writes a comment on the file's first
 // line, so OSWorld retries without it when the whole file is not JSON.
-func metricJSONKeybindings(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricJSONKeybindings(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	r, err := Rules(expected)
 	if err != nil {
 		return 0, err
@@ -109,7 +110,7 @@ func afterFirstLine(s string) string {
 // file's JSON, or, when either is not JSON, the stripped expected text a
 // substring of the file; without it the texts (or their JSON values) must
 // be equal.
-func metricCompareConfig(result, expected any, _ bool, opts map[string]any) (float64, error) {
+func metricCompareConfig(_ context.Context, result, expected any, _ bool, opts map[string]any) (float64, error) {
 	r, err := Rules(expected)
 	if err != nil {
 		return 0, err
@@ -162,7 +163,7 @@ func jsonSubset(want, got any) bool {
 
 // metricExtensionInstalled is is_extension_installed: rules["expected"] in
 // the result (type "contain") or not in it ("not_contain").
-func metricExtensionInstalled(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricExtensionInstalled(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	r, err := Rules(expected)
 	if err != nil {
 		return 0, err
@@ -181,7 +182,7 @@ func metricExtensionInstalled(result, expected any, _ bool, _ map[string]any) (f
 // metricCompareResultFiles compares two stripped text files: when the
 // expected one is a number, its text inside the result's, or the result's
 // number within 1e-4, passes; otherwise the texts must be equal.
-func metricCompareResultFiles(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricCompareResultFiles(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	a, ok, err := ReadPyText(result)
 	if err != nil || !ok {
 		return 0, nil
@@ -214,7 +215,7 @@ const pdfSimilarity = 0.95
 
 // metricCompareZipFiles needs two zip archives with the same entry names
 // and equal contents; PDF entries need only similar text.
-func metricCompareZipFiles(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricCompareZipFiles(ctx context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	if !fileExists(result) {
 		return 0, nil
 	}
@@ -258,16 +259,19 @@ func metricCompareZipFiles(result, expected any, _ bool, _ map[string]any) (floa
 		if !strings.HasSuffix(strings.ToLower(name), ".pdf") {
 			return 0, nil
 		}
-		ta, err := pdfText(ca)
+		ta, err := pdfText(ctx, ca)
 		if err != nil {
 			return 0, nil
 		}
-		tb, err := pdfText(cb)
+		tb, err := pdfText(ctx, cb)
 		if err != nil {
 			return 0, fmt.Errorf("compare_zip_files: expected PDF %s: %w", name, err)
 		}
-		ratio, ok := SequenceRatio([]rune(ta), []rune(tb))
-		if !ok || ratio < pdfSimilarity {
+		ratio, err := SequenceRatio(ctx, []rune(ta), []rune(tb))
+		if err != nil && !errors.Is(err, ErrSequenceTooLong) {
+			return 0, err
+		}
+		if err != nil || ratio < pdfSimilarity {
 			return 0, nil
 		}
 	}
@@ -280,12 +284,12 @@ const pdfTimeout = 30 * time.Second
 // pdfText extracts a PDF's text with poppler's pdftotext. OSWorld uses
 // PyPDF2, whose spacing and line breaks differ; the metric compares the
 // texts by similarity, which absorbs most of that.
-func pdfText(pdf []byte) (string, error) {
+func pdfText(ctx context.Context, pdf []byte) (string, error) {
 	bin, err := exec.LookPath("pdftotext")
 	if err != nil {
 		return "", fmt.Errorf("pdftotext (poppler-utils) is needed to compare PDFs: %w", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), pdfTimeout)
+	ctx, cancel := context.WithTimeout(ctx, pdfTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "-q", "-enc", "UTF-8", "-", "-")
 	cmd.Stdin = bytes.NewReader(pdf)
@@ -326,7 +330,7 @@ var testSuiteLimits = py.Limits{Timeout: 60 * time.Second, CPUSeconds: 50, Memor
 // a module or a call that raises scores 0. OSWorld runs it in its own
 // process; here it runs in the Python sandbox (no network, CPU, memory
 // and time limits), with only Debian's python3 modules installed.
-func metricPythonTestSuite(result, expected any, _ bool, opts map[string]any) (float64, error) {
+func metricPythonTestSuite(ctx context.Context, result, expected any, _ bool, opts map[string]any) (float64, error) {
 	if !fileExists(expected) {
 		return 0, nil
 	}
@@ -375,7 +379,7 @@ func metricPythonTestSuite(result, expected any, _ bool, opts map[string]any) (f
 		return 0, err
 	}
 	code := fmt.Sprintf(testDriver, strconv.Quote(string(filesJSON)), strconv.Quote(filepath.Base(testPath)), strconv.Quote(fn), strconv.Quote(mark))
-	res, err := py.Run(context.Background(), python, code, testSuiteLimits)
+	res, err := py.Run(ctx, python, code, testSuiteLimits)
 	if err != nil {
 		return 0, fmt.Errorf("check_python_file_by_test_suite: %w", err)
 	}

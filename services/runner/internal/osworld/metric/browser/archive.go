@@ -5,6 +5,7 @@ import (
 	"archive/zip"
 	"compress/bzip2"
 	"compress/gzip"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -46,7 +47,7 @@ const (
 // sorted names under option file_path must be equal, and the score is the
 // mean of file_type's metric over the pairs, with the other options passed
 // on.
-func metricCompareArchive(result, expected any, _ bool, opts map[string]any) (float64, error) {
+func metricCompareArchive(ctx context.Context, result, expected any, _ bool, opts map[string]any) (float64, error) {
 	pred, _ := result.(string)
 	if pred == "" {
 		return 0, nil
@@ -109,7 +110,10 @@ func metricCompareArchive(result, expected any, _ bool, opts map[string]any) (fl
 	}
 	total := 0.0
 	for i := range pf {
-		s, err := compare(filepath.Join(pd, sub, pf[i]), filepath.Join(gd, sub, gf[i]), true, rest)
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		s, err := compare(ctx, filepath.Join(pd, sub, pf[i]), filepath.Join(gd, sub, gf[i]), true, rest)
 		if err != nil {
 			return 0, fmt.Errorf("compare_archive: %s: %w", pf[i], err)
 		}

@@ -11,6 +11,7 @@
 package browser
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -81,7 +82,7 @@ func search(pattern, s string) (bool, error) {
 
 // metricURLPatternMatch is is_expected_url_pattern_match: every pattern of
 // rules["expected"] must re.search the URL.
-func metricURLPatternMatch(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricURLPatternMatch(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	r, err := metric.Rules(expected)
 	if err != nil {
 		return 0, err
@@ -149,7 +150,7 @@ func expectedURLRule(expected any) (string, bool, error) {
 
 // metricActiveTab is is_expected_active_tab: the active tab's URL equals
 // rule["url"] under compare_urls.
-func metricActiveTab(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricActiveTab(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	if !metric.Truthy(result) {
 		return 0, nil
 	}
@@ -168,7 +169,7 @@ func metricActiveTab(result, expected any, _ bool, _ map[string]any) (float64, e
 // metricActiveTabApproximate is is_expected_active_tab_approximate: the
 // URLs are equal once their query strings are dropped (no other
 // normalisation).
-func metricActiveTabApproximate(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricActiveTabApproximate(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	if !metric.Truthy(result) {
 		return 0, nil
 	}
@@ -186,7 +187,7 @@ func metricActiveTabApproximate(result, expected any, _ bool, _ map[string]any) 
 // metricTabs is is_expected_tabs: the open tabs' URLs and rule["urls"] have
 // the same length and every expected URL matches some open one
 // (are_lists_equal with compare_urls).
-func metricTabs(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricTabs(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	r, err := metric.Rules(expected)
 	if err != nil {
 		return 0, err
@@ -301,7 +302,7 @@ func sameSet(a, b []string) bool {
 const maxCombinations = 1 << 16
 
 // metricBookmarks is is_expected_bookmarks over the Bookmarks roots.
-func metricBookmarks(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricBookmarks(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	r, err := metric.Rules(expected)
 	if err != nil {
 		return 0, err
@@ -418,7 +419,7 @@ func canonicalExtension(name string) string {
 
 // metricInstalledExtensions is is_expected_installed_extensions: every
 // expected name is among the installed ones.
-func metricInstalledExtensions(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricInstalledExtensions(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	r, err := metric.Rules(expected)
 	if err != nil {
 		return 0, err
@@ -455,7 +456,7 @@ func metricInstalledExtensions(result, expected any, _ bool, _ map[string]any) (
 
 // metricSearchQuery is is_expected_search_query: rules.expect.pattern
 // re.searches the active tab's URL.
-func metricSearchQuery(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricSearchQuery(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	r, err := metric.Rules(expected)
 	if err != nil {
 		return 0, err
@@ -499,13 +500,13 @@ func rowColumn(rows any, i int) ([]string, error) {
 
 // metricCookieDeleted is is_cookie_deleted: no cookie's host_key (column 1
 // of the cookies table) matches a rule domain under compare_urls.
-func metricCookieDeleted(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricCookieDeleted(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	return noRowMatches(result, expected, "domains", 1, func(domain, host string) bool { return CompareURLs(domain, host) })
 }
 
 // metricHistoryDeleted is check_history_deleted: no history URL (column 0)
 // contains a rule keyword.
-func metricHistoryDeleted(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricHistoryDeleted(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	return noRowMatches(result, expected, "keywords", 0, func(keyword, url string) bool { return strings.Contains(url, keyword) })
 }
 
@@ -565,7 +566,7 @@ func shortcutContents(v any) ([]string, error) {
 // metricShortcutOnDesktop is is_shortcut_on_desktop: some .desktop file has
 // the expected Name= (type name) or Exec= (type exec) line, exactly or with
 // one containing the other.
-func metricShortcutOnDesktop(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricShortcutOnDesktop(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	r, t, err := typedRule(expected)
 	if err != nil {
 		return 0, err
@@ -615,7 +616,7 @@ func metricShortcutOnDesktop(result, expected any, _ bool, _ map[string]any) (fl
 
 // metricSteamCart is is_added_to_steam_cart: every rule item is a
 // substring of the cart page's HTML.
-func metricSteamCart(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricSteamCart(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	r, err := metric.Rules(expected)
 	if err != nil {
 		return 0, err
@@ -639,7 +640,7 @@ func metricSteamCart(result, expected any, _ bool, _ map[string]any) (float64, e
 // metricFontSize is check_font_size on Preferences' webkit.webprefs: the
 // default_font_size equals rule.value (type value) or lies strictly
 // between rule.min and rule.max (type range).
-func metricFontSize(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricFontSize(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	r, err := metric.Rules(expected)
 	if err != nil {
 		return 0, err

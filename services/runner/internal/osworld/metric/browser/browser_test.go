@@ -1,6 +1,7 @@
 package browser
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -40,7 +41,7 @@ func runCases(t *testing.T, cases []metricCase) {
 			if exp == nil && c.rules != "" {
 				exp = decode(t, c.rules)
 			}
-			got, err := spec.Fn(c.result, exp, exp != nil, c.opts)
+			got, err := spec.Fn(context.Background(), c.result, exp, exp != nil, c.opts)
 			if (err != nil) != c.wantErr {
 				t.Fatalf("err = %v, wantErr %v", err, c.wantErr)
 			}

@@ -1,6 +1,7 @@
 package browser
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -16,7 +17,7 @@ import (
 // ends the comparison), must agree: strings by value, elements by name,
 // stripped text and attributes (without sdnum, LibreOffice's number
 // format, under ignore_sdnum).
-func metricCompareHTMLs(result, expected any, _ bool, opts map[string]any) (float64, error) {
+func metricCompareHTMLs(_ context.Context, result, expected any, _ bool, opts map[string]any) (float64, error) {
 	a, ok, err := metric.ReadText(result)
 	if err != nil || !ok {
 		return 0, err

@@ -1,10 +1,13 @@
 package docs
 
 import (
+	"context"
+	"errors"
 	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric/docs/docx"
@@ -22,7 +25,7 @@ func TestFuzzRatio(t *testing.T) {
 		{"same", "same", 1},
 	}
 	for _, tt := range tests {
-		got, err := fuzzRatio(tt.a, tt.b)
+		got, err := fuzzRatio(context.Background(), tt.a, tt.b)
 		if err != nil || math.Abs(got-tt.want) > 1e-15 {
 			t.Errorf("fuzzRatio(%q, %q) = %v, %v; want %v", tt.a, tt.b, got, err, tt.want)
 		}
@@ -43,14 +46,14 @@ func TestLCSAgainstQuadratic(t *testing.T) {
 	for _, n := range []int{1, 5, 63, 64, 65, 130, 700} {
 		for range 5 {
 			a, b := gen(n), gen(r.IntN(2*n)+1)
-			got, err := fuzzRatio(a, b)
+			got, err := fuzzRatio(context.Background(), a, b)
 			if want := metric.IndelRatio(a, b); err != nil || math.Abs(got-want) > 1e-12 {
 				t.Fatalf("fuzzRatio(%q, %q) = %v, %v; IndelRatio = %v", a, b, got, err, want)
 			}
 		}
 	}
 	long := strings.Repeat("x", maxRatioRunes+1)
-	if _, err := fuzzRatio(long, "x"); err == nil {
+	if _, err := fuzzRatio(context.Background(), long, "x"); err == nil {
 		t.Error("fuzzRatio of an over-long text succeeded")
 	}
 }
@@ -103,8 +106,26 @@ func TestLCSManyDistinct(t *testing.T) {
 	for i := range a {
 		a[i] = rune(0x4e00 + i)
 	}
-	got, err := fuzzRatio(string(a), string(a[:50000]))
+	got, err := fuzzRatio(context.Background(), string(a), string(a[:50000]))
 	if want := 100000.0 / 150000; err != nil || math.Abs(got-want) > 1e-12 {
 		t.Errorf("fuzzRatio = %v, %v; want %v", got, err, want)
+	}
+}
+
+// TestFuzzRatioStops: the LCS of two long texts, about a second of work
+// (many under -race), ends with its context: it answers the context's
+// error, not a ratio.
+func TestFuzzRatioStops(t *testing.T) {
+	a := []rune(strings.Repeat("abcdefghij", maxRatioRunes/10))
+	b := []rune(strings.Repeat("jihgfedcba", maxRatioRunes/10))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := fuzzRatio(ctx, string(a), string(b))
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("fuzzRatio past its deadline = %v, want the deadline's error", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("fuzzRatio returned %s after start, with a 20ms deadline", d)
 	}
 }

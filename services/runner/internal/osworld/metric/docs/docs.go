@@ -11,6 +11,7 @@
 package docs
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"slices"
@@ -163,7 +164,7 @@ func readCompareOptions(opts map[string]any) compareOptions {
 
 // compareDocxFiles is docs.py's compare_docx_files. Other metrics call it
 // with the default options and test its truth value, as docs.py does.
-func compareDocxFiles(file1, file2 any, o compareOptions) (float64, error) {
+func compareDocxFiles(ctx context.Context, file1, file2 any, o compareOptions) (float64, error) {
 	f1, ok1 := path(file1)
 	f2, ok2 := path(file2)
 	if !ok1 || !ok2 {
@@ -191,12 +192,12 @@ func compareDocxFiles(file1, file2 any, o compareOptions) (float64, error) {
 	}
 	if o.contentOnly {
 		t1, t2 := joined()
-		return fuzzRatio(t1, t2)
+		return fuzzRatio(ctx, t1, t2)
 	}
 	if o.ignoreBlanks {
 		t1, t2 := joined()
 		if o.fuzzyMatch {
-			return fuzzRatio(t1, t2)
+			return fuzzRatio(ctx, t1, t2)
 		}
 		return metric.Bool(t1 == t2), nil
 	}
@@ -213,7 +214,7 @@ func compareDocxFiles(file1, file2 any, o compareOptions) (float64, error) {
 			if o.ignoreCase {
 				a, b = strings.ToLower(a), strings.ToLower(b)
 			}
-			r, err := fuzzRatio(a, b)
+			r, err := fuzzRatio(ctx, a, b)
 			if err != nil {
 				return 0, err
 			}
@@ -235,28 +236,28 @@ func compareDocxFiles(file1, file2 any, o compareOptions) (float64, error) {
 
 // sameText is `compare_docx_files(f1, f2)` with its default options, the
 // guard several docs.py metrics start with.
-func sameText(file1, file2 any) (bool, error) {
-	s, err := compareDocxFiles(file1, file2, readCompareOptions(nil))
+func sameText(ctx context.Context, file1, file2 any) (bool, error) {
+	s, err := compareDocxFiles(ctx, file1, file2, readCompareOptions(nil))
 	return s != 0, err
 }
 
 // sameTextDocx opens the result for the checks that first require
 // compare_docx_files to pass: nil (a score of 0) when the texts differ or
 // the result does not open.
-func sameTextDocx(result, expected any) (*docx.Document, error) {
-	if ok, err := sameText(result, expected); !ok || err != nil {
+func sameTextDocx(ctx context.Context, result, expected any) (*docx.Document, error) {
+	if ok, err := sameText(ctx, result, expected); !ok || err != nil {
 		return nil, err
 	}
 	return openDocx(result), nil
 }
 
-func metricCompareDocxFiles(result, expected any, _ bool, opts map[string]any) (float64, error) {
-	return compareDocxFiles(result, expected, readCompareOptions(opts))
+func metricCompareDocxFiles(ctx context.Context, result, expected any, _ bool, opts map[string]any) (float64, error) {
+	return compareDocxFiles(ctx, result, expected, readCompareOptions(opts))
 }
 
 // metricCompareDocxTables compares the body tables' shapes and their
 // cells' stripped text on python-docx's grid.
-func metricCompareDocxTables(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricCompareDocxTables(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	d1, d2 := openDocx(result), openDocx(expected)
 	if d1 == nil || d2 == nil {
 		return 0, nil
@@ -297,8 +298,8 @@ func metricCompareDocxTables(result, expected any, _ bool, _ map[string]any) (fl
 
 // metricCompareLineSpacing needs equal text and, paragraph by paragraph,
 // equal line spacing.
-func metricCompareLineSpacing(result, expected any, _ bool, _ map[string]any) (float64, error) {
-	if ok, err := sameText(result, expected); !ok || err != nil {
+func metricCompareLineSpacing(ctx context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
+	if ok, err := sameText(ctx, result, expected); !ok || err != nil {
 		return 0, err
 	}
 	d1, d2 := openDocx(result), openDocx(expected)
@@ -316,7 +317,7 @@ func metricCompareLineSpacing(result, expected any, _ bool, _ map[string]any) (f
 
 // metricCompareDocxImages compares the decoded pixels of the main part's
 // images, in relationship order.
-func metricCompareDocxImages(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricCompareDocxImages(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	d1, d2 := openDocx(result), openDocx(expected)
 	if d1 == nil || d2 == nil || len(d1.Images) != len(d2.Images) {
 		return 0, nil
@@ -335,7 +336,7 @@ func metricCompareDocxImages(result, expected any, _ bool, _ map[string]any) (fl
 // metricCompareIgnoreNewLines is compare_docx_files_and_ignore_new_lines:
 // empty paragraphs dropped, then the joined text (ignore_blanks, the
 // default) or each paragraph compared.
-func metricCompareIgnoreNewLines(result, expected any, _ bool, opts map[string]any) (float64, error) {
+func metricCompareIgnoreNewLines(_ context.Context, result, expected any, _ bool, opts map[string]any) (float64, error) {
 	f1, ok1 := path(result)
 	f2, ok2 := path(expected)
 	if !ok1 || !ok2 || !strings.HasSuffix(f1, ".docx") || !strings.HasSuffix(f2, ".docx") {
@@ -364,7 +365,7 @@ func metricCompareIgnoreNewLines(result, expected any, _ bool, opts map[string]a
 // metricCompareFontNames needs every body run's direct ASCII font to be
 // rules["font_name"]: a run without one (inheriting a style's font) fails,
 // as run.font.name is None there.
-func metricCompareFontNames(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricCompareFontNames(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	if _, ok := path(result); !ok {
 		return 0, nil
 	}
@@ -407,7 +408,7 @@ func ruleString(expected any, key string) (*string, error) {
 
 // metricCompareSubscriptContains is 1 when some paragraph pair's run pair,
 // zipped in order, are both subscript.
-func metricCompareSubscriptContains(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricCompareSubscriptContains(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	d1, d2 := openDocx(result), openDocx(expected)
 	if d1 == nil || d2 == nil {
 		return 0, nil
@@ -427,7 +428,7 @@ func isTrue(b *bool) bool { return b != nil && *b }
 
 // metricCompareReferences compares the paragraphs after the first
 // reference_indicator paragraph, scaled above reference_base_result.
-func metricCompareReferences(result, expected any, _ bool, opts map[string]any) (float64, error) {
+func metricCompareReferences(ctx context.Context, result, expected any, _ bool, opts map[string]any) (float64, error) {
 	f1, ok1 := path(result)
 	f2, ok2 := path(expected)
 	if !ok1 || !ok2 {
@@ -484,7 +485,7 @@ func metricCompareReferences(result, expected any, _ bool, opts map[string]any) 
 	}
 	total := 0.0
 	for i := range r1 {
-		s, err := fuzzRatio(r1[i], r2[i])
+		s, err := fuzzRatio(ctx, r1[i], r2[i])
 		if err != nil {
 			return 0, err
 		}
@@ -501,7 +502,7 @@ func metricCompareReferences(result, expected any, _ bool, opts map[string]any) 
 // against expected = [gold, initial]: its lines come from the initial
 // file, its train ids are unique and those of the gold file, and it has
 // the gold file's line count.
-func metricCompareUniqueTrainRecords(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricCompareUniqueTrainRecords(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	files, ok := expected.([]any)
 	if _, okp := path(result); !okp || !ok || len(files) < 2 {
 		return 0, nil
@@ -574,7 +575,7 @@ func set(l []string) map[string]bool {
 
 // metricHasPageNumbersInFooters needs a digit in the first paragraph of
 // every section's primary footer.
-func metricHasPageNumbersInFooters(result, _ any, _ bool, _ map[string]any) (float64, error) {
+func metricHasPageNumbersInFooters(_ context.Context, result, _ any, _ bool, _ map[string]any) (float64, error) {
 	d := openDocx(result)
 	if d == nil {
 		return 0, nil
@@ -593,8 +594,8 @@ func metricHasPageNumbersInFooters(result, _ any, _ bool, _ map[string]any) (flo
 
 // metricCheckItalicFontSize14 needs equal text and a direct 14 pt size on
 // every directly italic body run.
-func metricCheckItalicFontSize14(result, expected any, _ bool, _ map[string]any) (float64, error) {
-	d, err := sameTextDocx(result, expected)
+func metricCheckItalicFontSize14(ctx context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
+	d, err := sameTextDocx(ctx, result, expected)
 	if err != nil || d == nil {
 		return 0, err
 	}
@@ -613,8 +614,8 @@ func metricCheckItalicFontSize14(result, expected any, _ bool, _ map[string]any)
 
 // metricStrikeThroughLastParagraph needs equal text and direct
 // strike-through on every run of the last body paragraph.
-func metricStrikeThroughLastParagraph(result, expected any, _ bool, _ map[string]any) (float64, error) {
-	d, err := sameTextDocx(result, expected)
+func metricStrikeThroughLastParagraph(ctx context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
+	d, err := sameTextDocx(ctx, result, expected)
 	if err != nil || d == nil || len(d.Paragraphs) == 0 {
 		return 0, err
 	}
@@ -629,8 +630,8 @@ func metricStrikeThroughLastParagraph(result, expected any, _ bool, _ map[string
 // metricColoredWordsInTables needs equal text and, in the body tables,
 // every run starting with a vowel red and every other run blue, within a
 // CIEDE2000 distance of threshold.
-func metricColoredWordsInTables(result, expected any, _ bool, opts map[string]any) (float64, error) {
-	d, err := sameTextDocx(result, expected)
+func metricColoredWordsInTables(ctx context.Context, result, expected any, _ bool, opts map[string]any) (float64, error) {
+	d, err := sameTextDocx(ctx, result, expected)
 	if err != nil || d == nil {
 		return 0, err
 	}
@@ -680,7 +681,7 @@ func metricColoredWordsInTables(result, expected any, _ bool, opts map[string]an
 
 // metricIsFirstLineCentered checks the first body paragraph's direct
 // alignment.
-func metricIsFirstLineCentered(result, _ any, _ bool, _ map[string]any) (float64, error) {
+func metricIsFirstLineCentered(_ context.Context, result, _ any, _ bool, _ map[string]any) (float64, error) {
 	d := openDocx(result)
 	if d == nil || len(d.Paragraphs) == 0 {
 		return 0, nil
@@ -690,7 +691,7 @@ func metricIsFirstLineCentered(result, _ any, _ bool, _ map[string]any) (float64
 
 // metricContainsPageBreak counts page breaks in body runs; with
 // rules["page_break_count"] the count must match.
-func metricContainsPageBreak(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricContainsPageBreak(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	d := openDocx(result)
 	if d == nil {
 		return 0, nil
@@ -717,7 +718,7 @@ func metricContainsPageBreak(result, expected any, _ bool, _ map[string]any) (fl
 // metricCheckTabstops compares the tab stops of the non-blank paragraphs,
 // scoring 1 minus the mean position difference as a fraction of the
 // expected document's text width; alignments must match.
-func metricCheckTabstops(result, expected any, _ bool, opts map[string]any) (float64, error) {
+func metricCheckTabstops(_ context.Context, result, expected any, _ bool, opts map[string]any) (float64, error) {
 	d1, d2 := openDocx(result), openDocx(expected)
 	if d1 == nil || d2 == nil {
 		return 0, nil
@@ -808,8 +809,8 @@ func metricCheckTabstops(result, expected any, _ bool, opts map[string]any) (flo
 
 // metricCheckHighlightedWords (.odt) needs equal text and no text:span of
 // the result whose automatic style has a yellow (#ffff00) background.
-func metricCheckHighlightedWords(result, expected any, _ bool, _ map[string]any) (float64, error) {
-	if ok, err := sameText(result, expected); !ok || err != nil {
+func metricCheckHighlightedWords(ctx context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
+	if ok, err := sameText(ctx, result, expected); !ok || err != nil {
 		return 0, err
 	}
 	f, _ := path(result)

@@ -1,6 +1,7 @@
 package docs
 
 import (
+	"context"
 	"math"
 	"os"
 	"path/filepath"
@@ -51,7 +52,7 @@ func runMetricCases(t *testing.T, dir string, tests []metricCase) {
 					t.Errorf("option %q not listed in the spec's Options %v", k, spec.Options)
 				}
 			}
-			got, err := spec.Fn(resolve(dir, tt.result), resolve(dir, tt.expected), tt.expected != nil, tt.opts)
+			got, err := spec.Fn(context.Background(), resolve(dir, tt.result), resolve(dir, tt.expected), tt.expected != nil, tt.opts)
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("%s = %v, error %v; want error %v", tt.metric, got, err, tt.wantErr)
 			}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"image"
 	"image/png"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,7 +40,7 @@ var errNoOCR = errors.New("tesseract not installed")
 // find_default_font does: Writer's default font (the Standard prop of
 // /org.openoffice.Office.Writer/DefaultFont) from registrymodifications.xcu
 // and compares it with rules["font_name"].
-func metricFindDefaultFont(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricFindDefaultFont(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	want, err := ruleString(expected, "font_name")
 	if err != nil {
 		return 0, err
@@ -66,7 +67,11 @@ func metricFindDefaultFont(result, expected any, _ bool, _ map[string]any) (floa
 // four times, until one reading contains the text: the reading closest to
 // easyocr's is the one that finds it. An X11 screen dump (xwd) is
 // converted first, as docs.py does.
-func metricCompareImageText(result, expected any, _ bool, _ map[string]any) (float64, error) {
+//
+// An image that does not open scores 0, as docs.py's try does; one too
+// large to read, or an OCR program that fails, is an error: the image was
+// not judged.
+func metricCompareImageText(ctx context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	p, ok := path(result)
 	if !ok {
 		return 0, nil
@@ -81,27 +86,42 @@ func metricCompareImageText(result, expected any, _ bool, _ map[string]any) (flo
 		// docs.py raises inside its try and returns 0.
 		return 0, nil
 	}
-	found, err := ocrFinds(p, target)
-	if errors.Is(err, errNoOCR) {
-		return 0, err
-	}
+	found, err := ocrFinds(ctx, p, target)
 	if err != nil {
-		return 0, nil
+		return 0, err
 	}
 	return metric.Bool(found), nil
 }
 
-// maxOCRPixels bounds an enlarged image handed to tesseract.
-const maxOCRPixels = 40 << 20
+// maxOCRPixels bounds an image handed to tesseract, enlarged or not: a
+// larger one is scaled down to it. Tesseract's time grows with the pixels
+// and more with the text on them: a blank page of 40 megapixels takes it
+// about 2 s, 4 megapixels of dense glyphs 12 s. A variable so that a test
+// can lower it.
+var maxOCRPixels int64 = 40 << 20
+
+// errUnreadable marks an image that does not open, which docs.py scores
+// 0.
+var errUnreadable = errors.New("not an image that opens")
 
 // ocrFinds reports whether tesseract reads target in the image at p, at
-// its own size or enlarged.
-func ocrFinds(p, target string) (bool, error) {
+// its own size or enlarged. Only images decoded here, within maxPixels,
+// and re-encoded within maxOCRPixels reach tesseract: handed a file as it
+// is, tesseract decodes whatever canvas its header declares (a 430 KB PNG
+// of 400 megapixels took it 17 s and 1.5 GB).
+func ocrFinds(ctx context.Context, p, target string) (bool, error) {
 	bin, err := exec.LookPath(tesseractPath)
 	if err != nil {
 		return false, fmt.Errorf("%w: %v", errNoOCR, err)
 	}
 	data, err := boundedread.ReadFile(p, metric.MaxFile)
+	if err != nil {
+		return false, fmt.Errorf("read the image: %w", err)
+	}
+	img, err := decodeForOCR(data)
+	if errors.Is(err, errUnreadable) {
+		return false, nil
+	}
 	if err != nil {
 		return false, err
 	}
@@ -110,36 +130,25 @@ func ocrFinds(p, target string) (bool, error) {
 		return false, err
 	}
 	defer os.RemoveAll(tmp)
-	ctx, cancel := context.WithTimeout(context.Background(), ocrTimeout)
+	ctx, cancel := context.WithTimeout(ctx, ocrTimeout)
 	defer cancel()
-	img, ok := readXWD(data)
-	if !ok {
-		if cfg, _, err := image.DecodeConfig(bytes.NewReader(data)); err == nil && int64(cfg.Width)*int64(cfg.Height) <= maxPixels {
-			img, _, _ = image.Decode(bytes.NewReader(data))
-		}
-	}
-	if img == nil {
-		// A format Go does not decode may still be one tesseract reads.
-		text, err := tesseract(ctx, bin, tmp, data)
+	b := img.Bounds()
+	if px := int64(b.Dx()) * int64(b.Dy()); px > maxOCRPixels {
+		f := math.Sqrt(float64(maxOCRPixels) / float64(px))
+		w, h := max(1, int(float64(b.Dx())*f)), max(1, int(float64(b.Dy())*f))
+		text, err := tesseract(ctx, bin, tmp, scaled(img, w, h))
 		return err == nil && strings.Contains(text, target), err
 	}
-	b := img.Bounds()
 	for scale := 1; scale <= 4; scale++ {
 		w, h := b.Dx()*scale, b.Dy()*scale
 		if int64(w)*int64(h) > maxOCRPixels {
 			break
 		}
-		var scaled image.Image = img
+		var in image.Image = img
 		if scale > 1 {
-			g := image.NewGray(image.Rect(0, 0, w, h))
-			draw.CatmullRom.Scale(g, g.Bounds(), img, b, draw.Src, nil)
-			scaled = g
+			in = scaled(img, w, h)
 		}
-		var buf bytes.Buffer
-		if err := png.Encode(&buf, scaled); err != nil {
-			return false, err
-		}
-		text, err := tesseract(ctx, bin, tmp, buf.Bytes())
+		text, err := tesseract(ctx, bin, tmp, in)
 		if err != nil {
 			return false, err
 		}
@@ -150,11 +159,61 @@ func ocrFinds(p, target string) (bool, error) {
 	return false, nil
 }
 
-// tesseract returns the text tesseract reads in an image file's bytes,
-// its lines joined by single spaces.
-func tesseract(ctx context.Context, bin, dir string, data []byte) (string, error) {
-	in := filepath.Join(dir, "image")
-	if err := os.WriteFile(in, data, 0o600); err != nil {
+// decodeForOCR decodes an X11 screen dump or an image Go reads, checking
+// its size from the header first: over maxPixels is an error naming it,
+// and an image that does not open is errUnreadable.
+func decodeForOCR(data []byte) (img image.Image, err error) {
+	w, h, isXWD := xwdSize(data)
+	if !isXWD {
+		cfg, _, err := image.DecodeConfig(bytes.NewReader(data))
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", errUnreadable, err)
+		}
+		w, h = int64(cfg.Width), int64(cfg.Height)
+	}
+	if w <= 0 || h <= 0 {
+		return nil, fmt.Errorf("%w: an image of %dx%d pixels", errUnreadable, w, h)
+	}
+	if w > maxPixels || h > maxPixels || w*h > maxPixels {
+		return nil, fmt.Errorf("image of %dx%d pixels is over OCR's bound of %d pixels", w, h, int64(maxPixels))
+	}
+	if isXWD {
+		if img, ok := readXWD(data); ok {
+			return img, nil
+		}
+		return nil, fmt.Errorf("%w: a truncated X11 screen dump", errUnreadable)
+	}
+	// Third-party decoders have panicked on crafted input before: a
+	// corrupt file must score 0, not take the runner down.
+	defer func() {
+		if r := recover(); r != nil {
+			img, err = nil, fmt.Errorf("%w: decoder panicked: %v", errUnreadable, r)
+		}
+	}()
+	img, _, err = image.Decode(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errUnreadable, err)
+	}
+	return img, nil
+}
+
+// scaled is img resampled to w×h in grey.
+func scaled(img image.Image, w, h int) image.Image {
+	g := image.NewGray(image.Rect(0, 0, w, h))
+	draw.CatmullRom.Scale(g, g.Bounds(), img, img.Bounds(), draw.Src, nil)
+	return g
+}
+
+// tesseract returns the text tesseract reads in img, its lines joined by
+// single spaces.
+func tesseract(ctx context.Context, bin, dir string, img image.Image) (string, error) {
+	var buf bytes.Buffer
+	// Compression buys nothing for a file read once, next to it.
+	if err := (&png.Encoder{CompressionLevel: png.BestSpeed}).Encode(&buf, img); err != nil {
+		return "", err
+	}
+	in := filepath.Join(dir, "image.png")
+	if err := os.WriteFile(in, buf.Bytes(), 0o600); err != nil {
 		return "", err
 	}
 	cmd := exec.CommandContext(ctx, bin, in, "stdout")
@@ -187,26 +246,32 @@ func (l *limitedBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// xwdSize reads an X11 screen dump's size from its header; ok is false
+// when data is not one docs.py's read_x11_image reads.
+func xwdSize(data []byte) (w, h int64, ok bool) {
+	if len(data) < 100 {
+		return 0, 0, false
+	}
+	u := func(off int) uint32 { return binary.BigEndian.Uint32(data[off:]) }
+	header, version, depth := u(0), u(4), u(12)
+	if version != 7 || header < 100 || uint64(header) > uint64(len(data)) || depth != 32 && depth != 24 {
+		return 0, 0, false
+	}
+	return int64(u(16)), int64(u(20)), true
+}
+
 // readXWD decodes an X11 screen dump as docs.py's read_x11_image does:
 // big-endian header, pixels after header_size, 32-bit pixels as BGRA and
 // 24-bit ones as RGB; ok is false for anything else.
 func readXWD(data []byte) (image.Image, bool) {
-	if len(data) < 100 {
+	if _, _, ok := xwdSize(data); !ok {
 		return nil, false
 	}
 	u := func(off int) uint32 { return binary.BigEndian.Uint32(data[off:]) }
-	header, version, depth, w, h := u(0), u(4), u(12), u(16), u(20)
-	if version != 7 || header < 100 || uint64(header) > uint64(len(data)) {
-		return nil, false
-	}
-	bpp := 0
-	switch depth {
-	case 32:
+	header, depth, w, h := u(0), u(12), u(16), u(20)
+	bpp := 3
+	if depth == 32 {
 		bpp = 4
-	case 24:
-		bpp = 3
-	default:
-		return nil, false
 	}
 	if w == 0 || h == 0 || uint64(w)*uint64(h) > maxPixels {
 		return nil, false

@@ -2,6 +2,7 @@ package docs
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"image"
 	"image/png"
@@ -61,7 +62,7 @@ func TestCompareImageText(t *testing.T) {
 	// confuses the two in a terminal's font.
 	best := 0.0
 	for _, s := range []string{"ls", "1s"} {
-		got, err := metricCompareImageText(filepath.Join(dir, "ocrterm.png"), text(s), true, nil)
+		got, err := metricCompareImageText(context.Background(), filepath.Join(dir, "ocrterm.png"), text(s), true, nil)
 		if err != nil {
 			t.Fatalf("compare_image_text(ocrterm.png, %q): %v", s, err)
 		}
@@ -80,7 +81,7 @@ func TestCompareImageTextWithoutOCR(t *testing.T) {
 	if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := metricCompareImageText(p, map[string]any{"type": "text", "text": "ls"}, true, nil); err == nil {
+	if _, err := metricCompareImageText(context.Background(), p, map[string]any{"type": "text", "text": "ls"}, true, nil); err == nil {
 		t.Error("compare_image_text without an OCR program returned no error")
 	}
 }

@@ -1,6 +1,7 @@
 package docs
 
 import (
+	"context"
 	"fmt"
 	"math/bits"
 )
@@ -15,7 +16,8 @@ const maxRatioRunes = 1 << 18
 // fuzzRatio is rapidfuzz's fuzz.ratio(a, b) / 100 over code points,
 // computed along rapidfuzz's own float path (1 - dist/lensum, times 100,
 // then divided by 100 in docs.py) so that equal inputs give equal bits.
-func fuzzRatio(a, b string) (float64, error) {
+// It stops with ctx's error when ctx ends.
+func fuzzRatio(ctx context.Context, a, b string) (float64, error) {
 	ra, rb := []rune(a), []rune(b)
 	if len(ra) > maxRatioRunes || len(rb) > maxRatioRunes {
 		return 0, fmt.Errorf("fuzzy ratio: text over %d characters", maxRatioRunes)
@@ -24,7 +26,11 @@ func fuzzRatio(a, b string) (float64, error) {
 	if lensum == 0 {
 		return 1, nil
 	}
-	dist := lensum - 2*lcsLength(ra, rb)
+	lcs, err := lcsLength(ctx, ra, rb)
+	if err != nil {
+		return 0, err
+	}
+	dist := lensum - 2*lcs
 	sim := 1.0 - float64(dist)/float64(lensum)
 	return sim * 100 / 100, nil
 }
@@ -37,9 +43,9 @@ func fuzzRatio(a, b string) (float64, error) {
 // the rare ones are set from their positions for each step and cleared
 // after, so that a text of many distinct characters cannot make the
 // vectors' memory quadratic.
-func lcsLength(a, b []rune) int {
+func lcsLength(ctx context.Context, a, b []rune) (int, error) {
 	if len(a) == 0 || len(b) == 0 {
-		return 0
+		return 0, nil
 	}
 	words := (len(a) + 63) / 64
 	positions := map[rune][]int{}
@@ -61,7 +67,14 @@ func lcsLength(a, b []rune) int {
 	for i := range v {
 		v[i] = ^uint64(0)
 	}
-	for _, r := range b {
+	for n, r := range b {
+		// A pass costs len(a)/64 words; at most 4096 words run between
+		// two looks at ctx.
+		if n%max(1, 4096*64/len(a)) == 0 {
+			if err := ctx.Err(); err != nil {
+				return 0, err
+			}
+		}
 		pos, ok := positions[r]
 		if !ok {
 			continue
@@ -95,5 +108,5 @@ func lcsLength(a, b []rune) int {
 		}
 		zeros += 64 - bits.OnesCount64(w)
 	}
-	return zeros
+	return zeros, nil
 }

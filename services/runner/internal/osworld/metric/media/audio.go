@@ -383,7 +383,7 @@ func dtw(x, y [][]float64, window []cell, dist func(a, b []float64) float64) (fl
 
 // metricCompareAudios is vlc.py's compare_audios. An unreadable or empty
 // file counts as empty: two empty files score 1, one scores 0.
-func metricCompareAudios(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricCompareAudios(ctx context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	p1, _ := result.(string)
 	p2, _ := expected.(string)
 	if p1 == "" || p2 == "" {
@@ -392,7 +392,6 @@ func metricCompareAudios(result, expected any, _ bool, _ map[string]any) (float6
 	if err := requireTools("compare_audios", "ffmpeg", "ffprobe"); err != nil {
 		return 0, err
 	}
-	ctx := context.Background()
 	y1, err1 := loadAudio(ctx, p1)
 	y2, err2 := loadAudio(ctx, p2)
 	bad1, bad2 := err1 != nil || len(y1) == 0, err2 != nil || len(y2) == 0

@@ -1,6 +1,7 @@
 package media
 
 import (
+	"context"
 	"math"
 	"os"
 	"path/filepath"
@@ -32,7 +33,7 @@ func TestCompareAudios(t *testing.T) {
 	}
 	score := func(a, b any) float64 {
 		t.Helper()
-		s, err := metricCompareAudios(a, b, true, nil)
+		s, err := metricCompareAudios(context.Background(), a, b, true, nil)
 		if err != nil {
 			t.Fatalf("compare_audios(%v, %v): %v", a, b, err)
 		}

@@ -1,6 +1,7 @@
 package media
 
 import (
+	"context"
 	"math"
 	"reflect"
 	"strconv"
@@ -72,7 +73,7 @@ func lastValue(text, key, def string) string {
 // vlcValueMetric builds check_qt_bgcone and its siblings: the vlcrc value
 // of key (default def) equals str(rules[ruleKey]).
 func vlcValueMetric(key, ruleKey, def string) metric.Func {
-	return func(result, expected any, _ bool, _ map[string]any) (float64, error) {
+	return func(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 		rule, text, ok, err := rulesAndText(result, expected)
 		if err != nil || !ok {
 			return 0, err
@@ -88,7 +89,7 @@ func vlcValueMetric(key, ruleKey, def string) metric.Func {
 // metricGlobalKeyPlayPause is check_global_key_play_pause: "1" when the
 // last global-key-play-pause= line has a value, "0" when it is empty or
 // absent, compared with str(rules["expected_global_key_play_pause"]).
-func metricGlobalKeyPlayPause(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricGlobalKeyPlayPause(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	rule, text, ok, err := rulesAndText(result, expected)
 	if err != nil || !ok {
 		return 0, err
@@ -107,7 +108,7 @@ func metricGlobalKeyPlayPause(result, expected any, _ bool, _ map[string]any) (f
 // metricVLCRecordingsFolder is is_vlc_recordings_folder: the first
 // uncommented line containing input-record-path decides, by its value
 // after the last '='.
-func metricVLCRecordingsFolder(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricVLCRecordingsFolder(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	rule, text, ok, err := rulesAndText(result, expected)
 	if err != nil || !ok {
 		return 0, err
@@ -135,7 +136,7 @@ const defaultSliderColours = "153;210;153;20;210;20;255;199;15;245;39;29"
 // metricQtSliderColours is check_qt_slider_colours: type "match" compares
 // the value with rules["expected_qt_slider_colours"]; type "blackish"
 // needs every complete RGB triple below 100 in each component.
-func metricQtSliderColours(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricQtSliderColours(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	rule, text, ok, err := rulesAndText(result, expected)
 	if err != nil || !ok {
 		return 0, err
@@ -181,7 +182,7 @@ func pyInt(s string) (int64, bool) {
 
 // metricVLCFullscreen is is_vlc_fullscreen: the window size equals the
 // screen size.
-func metricVLCFullscreen(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricVLCFullscreen(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	a, ok1 := result.(map[string]any)
 	b, ok2 := expected.(map[string]any)
 	if !ok1 || !ok2 {
@@ -202,7 +203,7 @@ func metricVLCFullscreen(result, expected any, _ bool, _ map[string]any) (float6
 // whitespace, starts with rules["key"] (one word, or two) and ends with
 // rules["value"]. A blank line of spaces before a match raises in OSWorld
 // (it indexes an empty list) and scores 0.
-func metricGIMPConfigStatus(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricGIMPConfigStatus(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	rule, text, ok, err := rulesAndText(result, expected)
 	if err != nil || !ok {
 		return 0, err
@@ -284,7 +285,7 @@ func validScheme(s string) bool {
 // metricVLCPlaying is is_vlc_playing over VLC's HTTP status.xml: state is
 // "playing" and the first non-empty meta entry names the expected file
 // (rules type file_name) or URL (type url).
-func metricVLCPlaying(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricVLCPlaying(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	rule, text, ok, err := rulesAndText(result, expected)
 	if err != nil || !ok {
 		return 0, err

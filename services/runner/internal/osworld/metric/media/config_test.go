@@ -1,6 +1,7 @@
 package media
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -100,7 +101,7 @@ func TestVLCConfigMetrics(t *testing.T) {
 	table := Metrics()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := table[tt.metric].Fn(tt.file, tt.rules, true, nil)
+			got, err := table[tt.metric].Fn(context.Background(), tt.file, tt.rules, true, nil)
 			if err != nil || got != tt.want {
 				t.Errorf("%s got %v, %v; want %v", tt.metric, got, err, tt.want)
 			}
@@ -125,14 +126,14 @@ func TestVLCPlaying(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := metricVLCPlaying(fixture(tt.file), tt.rules, true, nil)
+			got, err := metricVLCPlaying(context.Background(), fixture(tt.file), tt.rules, true, nil)
 			if err != nil || got != tt.want {
 				t.Errorf("is_vlc_playing got %v, %v; want %v", got, err, tt.want)
 			}
 		})
 	}
 	for _, bad := range []string{"", "<root><state>playing", "<root></root>", "not xml"} {
-		got, err := metricVLCPlaying(writeText(t, bad), map[string]any{"type": "file_name", "file_name": "x"}, true, nil)
+		got, err := metricVLCPlaying(context.Background(), writeText(t, bad), map[string]any{"type": "file_name", "file_name": "x"}, true, nil)
 		if err != nil || got != 0 {
 			t.Errorf("is_vlc_playing(%q) got %v, %v; want 0", bad, got, err)
 		}
@@ -151,7 +152,7 @@ func TestVLCFullscreen(t *testing.T) {
 		{"no window", nil, 0},
 	}
 	for _, tt := range tests {
-		got, err := metricVLCFullscreen(screen, tt.window, true, nil)
+		got, err := metricVLCFullscreen(context.Background(), screen, tt.window, true, nil)
 		if err != nil || got != tt.want {
 			t.Errorf("%s: is_vlc_fullscreen got %v, %v; want %v", tt.name, got, err, tt.want)
 		}
@@ -191,14 +192,14 @@ func TestGIMPConfigStatus(t *testing.T) {
 		{"absent", map[string]any{"key": "show-tips", "value": "no"}, 0},
 	}
 	for _, tt := range tests {
-		got, err := metricGIMPConfigStatus(p, tt.rules, true, nil)
+		got, err := metricGIMPConfigStatus(context.Background(), p, tt.rules, true, nil)
 		if err != nil || got != tt.want {
 			t.Errorf("%s: check_config_status got %v, %v; want %v", tt.name, got, err, tt.want)
 		}
 	}
 	// A line of spaces raises in OSWorld (items[0] of an empty list).
 	spaces := writeText(t, "   \n(theme \"Light\")\n")
-	if got, _ := metricGIMPConfigStatus(spaces, map[string]any{"key": "theme", "value": `"Light"`}, true, nil); got != 0 {
+	if got, _ := metricGIMPConfigStatus(context.Background(), spaces, map[string]any{"key": "theme", "value": `"Light"`}, true, nil); got != 0 {
 		t.Errorf("blank line first: got %v, want 0", got)
 	}
 }

@@ -3,6 +3,7 @@ package media
 import (
 	"archive/zip"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -140,7 +141,7 @@ func epubLinesFrom(path, data string) ([][]string, error) {
 
 // metricCompareEPUB is compare_epub: the sum of diff_text_file over the
 // pairs of unpacked files, divided by the result's file count.
-func metricCompareEPUB(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricCompareEPUB(ctx context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	if result == nil {
 		return 0, nil
 	}
@@ -157,9 +158,9 @@ func metricCompareEPUB(result, expected any, _ bool, _ map[string]any) (float64,
 	}
 	sum := 0.0
 	for i := 0; i < min(len(a), len(b)); i++ {
-		r, ok := metric.SequenceRatio(a[i], b[i])
-		if !ok {
-			return 0, fmt.Errorf("compare_epub: file too long to compare")
+		r, err := metric.SequenceRatio(ctx, a[i], b[i])
+		if err != nil {
+			return 0, fmt.Errorf("compare_epub: %w", err)
 		}
 		sum += r
 	}

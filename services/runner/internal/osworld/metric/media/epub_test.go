@@ -2,6 +2,7 @@ package media
 
 import (
 	"archive/zip"
+	"context"
 	"math"
 	"os"
 	"path/filepath"
@@ -86,7 +87,7 @@ func TestCompareEPUB(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := metricCompareEPUB(tt.result, tt.exp, true, nil)
+			got, err := metricCompareEPUB(context.Background(), tt.result, tt.exp, true, nil)
 			if err != nil || math.Abs(got-tt.want) > 1e-12 {
 				t.Errorf("compare_epub got %v, %v; want %v", got, err, tt.want)
 			}
@@ -110,7 +111,7 @@ func TestLibreOfficeEPUB(t *testing.T) {
 		t.Fatalf("soffice: %v\n%s", err, out)
 	}
 	p := filepath.Join(dir, "novel.epub")
-	got, err := metricCompareEPUB(p, p, true, nil)
+	got, err := metricCompareEPUB(context.Background(), p, p, true, nil)
 	if err != nil || got != 0 {
 		t.Errorf("compare_epub of a LibreOffice EPUB with itself got %v, %v; want 0", got, err)
 	}

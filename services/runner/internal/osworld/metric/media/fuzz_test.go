@@ -2,6 +2,7 @@ package media
 
 import (
 	"bytes"
+	"context"
 	"image"
 	"image/color"
 	"image/gif"
@@ -32,7 +33,7 @@ func FuzzReadVLCConfig(f *testing.F) {
 			"check_one_instance_when_started_from_file", "check_play_and_exit", "check_global_key_play_pause",
 			"is_vlc_recordings_folder", "check_qt_slider_colours", "check_config_status"} {
 			for _, r := range rules {
-				s, err := table[name].Fn(p, r, true, nil)
+				s, err := table[name].Fn(context.Background(), p, r, true, nil)
 				if err != nil || s < 0 || s > 1 {
 					t.Fatalf("%s got %v, %v", name, s, err)
 				}

@@ -2,6 +2,7 @@ package media
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -270,7 +271,7 @@ func parseID3v1(tag []byte) map[string]string {
 // EasyID3 key), the tag's values joined with "," ("" when absent) match
 // the rule (_match_value_to_rule). A file without an ID3 tag raises in
 // mutagen and scores 0.
-func metricMP3Meta(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricMP3Meta(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	rules, err := metric.Rules(expected)
 	if err != nil {
 		return 0, err

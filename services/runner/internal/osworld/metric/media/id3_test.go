@@ -2,6 +2,7 @@ package media
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"slices"
@@ -56,7 +57,7 @@ func TestMP3Meta(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := metricMP3Meta(tt.file, tt.rules, true, nil)
+			got, err := metricMP3Meta(context.Background(), tt.file, tt.rules, true, nil)
 			if err != nil || got != tt.want {
 				t.Errorf("check_mp3_meta got %v, %v; want %v", got, err, tt.want)
 			}

@@ -2,6 +2,7 @@ package media
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"math"
 	"os"
@@ -108,7 +109,7 @@ func normalizeBrightness(img *pimg, target float64) (*pimg, bool) {
 // metricBrightnessDecrease is check_brightness_decrease_and_structure_sim:
 // src darker than tgt, and after normalising both to brightness 128 their
 // MSE is under the threshold option (0.03).
-func metricBrightnessDecrease(src, tgt any, _ bool, opts map[string]any) (float64, error) {
+func metricBrightnessDecrease(_ context.Context, src, tgt any, _ bool, opts map[string]any) (float64, error) {
 	a, b, ok := openPair(src, tgt)
 	if !ok {
 		return 0, nil
@@ -129,7 +130,7 @@ func metricBrightnessDecrease(src, tgt any, _ bool, opts map[string]any) (float6
 // metricSaturationIncrease is check_saturation_increase_and_structure_sim:
 // src's mean HSV saturation above tgt's, and the H and V bands each
 // structurally similar (SSIM ≥ 0.9).
-func metricSaturationIncrease(src, tgt any, _ bool, _ map[string]any) (float64, error) {
+func metricSaturationIncrease(_ context.Context, src, tgt any, _ bool, _ map[string]any) (float64, error) {
 	a, b, ok := openPair(src, tgt)
 	if !ok {
 		return 0, nil
@@ -150,7 +151,7 @@ func metricSaturationIncrease(src, tgt any, _ bool, _ map[string]any) (float64, 
 // metricContrastIncrease is check_contrast_increase_and_structure_sim: the
 // population standard deviation over all samples (alpha included) of src
 // above tgt's, and SSIM ≥ 0.65.
-func metricContrastIncrease(src, tgt any, _ bool, _ map[string]any) (float64, error) {
+func metricContrastIncrease(_ context.Context, src, tgt any, _ bool, _ map[string]any) (float64, error) {
 	a, b, ok := openPair(src, tgt)
 	if !ok {
 		return 0, nil
@@ -176,7 +177,7 @@ func stddev(p []uint8) float64 {
 
 // metricFileExistsStructure is check_file_exists_and_structure_sim: src is
 // a regular file and structurally similar (SSIM ≥ 0.9) to tgt.
-func metricFileExistsStructure(src, tgt any, _ bool, _ map[string]any) (float64, error) {
+func metricFileExistsStructure(_ context.Context, src, tgt any, _ bool, _ map[string]any) (float64, error) {
 	p, _ := src.(string)
 	if fi, err := os.Stat(p); err != nil || !fi.Mode().IsRegular() {
 		return 0, nil
@@ -189,7 +190,7 @@ func metricFileExistsStructure(src, tgt any, _ bool, _ map[string]any) (float64,
 }
 
 // metricStructureSim is check_structure_sim: same size and SSIM ≥ 0.9.
-func metricStructureSim(src, tgt any, _ bool, _ map[string]any) (float64, error) {
+func metricStructureSim(_ context.Context, src, tgt any, _ bool, _ map[string]any) (float64, error) {
 	a, b, ok := openPair(src, tgt)
 	if !ok || a.w != b.w || a.h != b.h {
 		return 0, nil
@@ -201,7 +202,7 @@ func metricStructureSim(src, tgt any, _ bool, _ map[string]any) (float64, error)
 // resized (LANCZOS) to tgt's size, both in RGB, SSIM with a window of 7
 // (or the largest odd size that fits) at least the ssim_threshold option
 // (0.85).
-func metricStructureSimThreshold(src, tgt any, _ bool, opts map[string]any) (float64, error) {
+func metricStructureSimThreshold(_ context.Context, src, tgt any, _ bool, opts map[string]any) (float64, error) {
 	a, b, ok := openPair(src, tgt)
 	if !ok {
 		return 0, nil
@@ -235,7 +236,7 @@ func metricStructureSimThreshold(src, tgt any, _ bool, opts map[string]any) (flo
 // metricStructureSimResized is check_structure_sim_resized: src (cropped
 // to its opaque pixels when it has transparency) resized with PIL's default
 // BICUBIC to tgt's size, SSIM ≥ 0.9.
-func metricStructureSimResized(src, tgt any, _ bool, _ map[string]any) (float64, error) {
+func metricStructureSimResized(_ context.Context, src, tgt any, _ bool, _ map[string]any) (float64, error) {
 	a, b, ok := openPair(src, tgt)
 	if !ok {
 		return 0, nil
@@ -268,7 +269,7 @@ func hasTransparency(img *pimg) bool {
 
 // metricPaletteStructure is check_palette_and_structure_sim: src is a
 // palette image, and its RGB conversion is similar to tgt (SSIM ≥ 0.9).
-func metricPaletteStructure(src, tgt any, _ bool, _ map[string]any) (float64, error) {
+func metricPaletteStructure(_ context.Context, src, tgt any, _ bool, _ map[string]any) (float64, error) {
 	a, b, ok := openPair(src, tgt)
 	if !ok {
 		return 0, nil
@@ -282,7 +283,7 @@ func metricPaletteStructure(src, tgt any, _ bool, _ map[string]any) (float64, er
 
 // metricImageMirror is check_image_mirror: src flipped left-right is
 // similar to tgt with SSIM ≥ 0.99.
-func metricImageMirror(src, tgt any, _ bool, _ map[string]any) (float64, error) {
+func metricImageMirror(_ context.Context, src, tgt any, _ bool, _ map[string]any) (float64, error) {
 	a, b, ok := openPair(src, tgt)
 	if !ok {
 		return 0, nil
@@ -292,7 +293,7 @@ func metricImageMirror(src, tgt any, _ bool, _ map[string]any) (float64, error) 
 
 // metricTextboxLeft is check_textbox_on_leftside: the leftmost dark pixel
 // (L < 128) lies within the left 5% of the width.
-func metricTextboxLeft(src, _ any, _ bool, _ map[string]any) (float64, error) {
+func metricTextboxLeft(_ context.Context, src, _ any, _ bool, _ map[string]any) (float64, error) {
 	img, err := openImage(src)
 	if err != nil {
 		return 0, nil
@@ -318,7 +319,7 @@ func metricTextboxLeft(src, _ any, _ bool, _ map[string]any) (float64, error) {
 // must be green (G above R and B) in src at the same transposed index. An
 // index past the array raises in Python, so every non-square image, and
 // a src smaller than tgt, scores 0 unless a non-green pixel came first.
-func metricGreenBackground(src, tgt any, _ bool, _ map[string]any) (float64, error) {
+func metricGreenBackground(_ context.Context, src, tgt any, _ bool, _ map[string]any) (float64, error) {
 	a, b, ok := openPair(src, tgt)
 	if !ok {
 		return 0, nil
@@ -353,7 +354,7 @@ func metricGreenBackground(src, tgt any, _ bool, _ map[string]any) (float64, err
 // metricTrianglePosition is check_triangle_position: the second least
 // frequent colour (OSWorld's argsort ascending, index 1) has its centroid
 // within 5% of each dimension from the image centre.
-func metricTrianglePosition(src, _ any, _ bool, _ map[string]any) (float64, error) {
+func metricTrianglePosition(_ context.Context, src, _ any, _ bool, _ map[string]any) (float64, error) {
 	img, err := openImage(src)
 	if err != nil {
 		return 0, nil
@@ -402,7 +403,7 @@ func metricTrianglePosition(src, _ any, _ bool, _ map[string]any) (float64, erro
 // optional) equal the image's size, or with ignore_transparent its opaque
 // content's box. As in OSWorld, any image with info["transparency"] is
 // measured by its content too.
-func metricImageSize(src, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricImageSize(_ context.Context, src, expected any, _ bool, _ map[string]any) (float64, error) {
 	rule, err := metric.Rules(expected)
 	if err != nil {
 		return 0, err
@@ -437,7 +438,7 @@ func metricImageSize(src, expected any, _ bool, _ map[string]any) (float64, erro
 
 // metricImageFileSize is check_image_file_size: the file is smaller than
 // rules["max_size"] bytes.
-func metricImageFileSize(src, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricImageFileSize(_ context.Context, src, expected any, _ bool, _ map[string]any) (float64, error) {
 	rule, err := metric.Rules(expected)
 	if err != nil {
 		return 0, err
@@ -462,7 +463,7 @@ func metricImageFileSize(src, expected any, _ bool, _ map[string]any) (float64, 
 // the two, SSIM with skimage's defaults; with reference_base_result b the
 // score is (s-b)/(1-b) when s ≥ b+0.01, else 0. A negative SSIM, which
 // OSWorld would return as is, scores 0.
-func metricCompareImages(result, expected any, _ bool, opts map[string]any) (float64, error) {
+func metricCompareImages(_ context.Context, result, expected any, _ bool, opts map[string]any) (float64, error) {
 	a, b, ok := openPair(result, expected)
 	if !ok {
 		return 0, nil
@@ -504,7 +505,7 @@ func clamp01(v float64) float64 {
 // image (resized with LANCZOS to the gold size, converted to the gold
 // mode) has no differing pixel (PIL's getbbox of the difference, which for
 // RGBA looks at alpha only).
-func metricCompareImageList(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricCompareImageList(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	preds, isList := result.([]any)
 	golds, _ := expected.([]any)
 	if !isList {

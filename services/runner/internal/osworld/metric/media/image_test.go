@@ -1,6 +1,7 @@
 package media
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"image"
@@ -222,7 +223,7 @@ func TestImageMetrics(t *testing.T) {
 	table := Metrics()
 	for _, tt := range tests {
 		t.Run(tt.metric, func(t *testing.T) {
-			got, err := table[tt.metric].Fn(tt.result, tt.exp, tt.exp != nil, tt.opts)
+			got, err := table[tt.metric].Fn(context.Background(), tt.result, tt.exp, tt.exp != nil, tt.opts)
 			if err != nil {
 				t.Fatalf("%s(%v, %v): %v", tt.metric, tt.result, tt.exp, err)
 			}
@@ -311,7 +312,7 @@ func TestDrawnImageMetrics(t *testing.T) {
 	table := Metrics()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := table[tt.metric].Fn(tt.result, tt.exp, tt.exp != nil, nil)
+			got, err := table[tt.metric].Fn(context.Background(), tt.result, tt.exp, tt.exp != nil, nil)
 			if err != nil || got != tt.want {
 				t.Errorf("%s got %v, %v; want %v", tt.metric, got, err, tt.want)
 			}

@@ -212,7 +212,8 @@ const maxRatioCells = 1 << 38
 // ratio is rapidfuzz's fuzz.ratio/100 on two strings of any length:
 // 2·LCS/(|a|+|b|) over code points, 1 for two empty strings. The LCS uses
 // the bit-parallel algorithm rapidfuzz uses, so long documents are exact.
-func ratio(a, b string) (float64, error) {
+// It stops with ctx's error when ctx ends.
+func ratio(ctx context.Context, a, b string) (float64, error) {
 	if a == b {
 		// What the LCS would say, without its quadratic work: the
 		// matching pair of every comparison of a long document.
@@ -257,7 +258,14 @@ func ratio(a, b string) (float64, error) {
 		v[i] = ^uint64(0)
 	}
 	zero := make([]uint64, words)
-	for _, r := range rb {
+	for n, r := range rb {
+		// A pass costs words; at most 4096 words run between two looks
+		// at ctx.
+		if n%max(1, 4096/words) == 0 {
+			if err := ctx.Err(); err != nil {
+				return 0, err
+			}
+		}
 		m := pm[r]
 		if m == nil {
 			m = zero
@@ -285,7 +293,7 @@ func ratio(a, b string) (float64, error) {
 // of fuzz.ratio of the two texts; a pair whose PDF cannot be read adds 0,
 // as OSWorld's try/except does, and the mean is over the expected list's
 // length.
-func metricComparePDFs(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricComparePDFs(ctx context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	if result == nil {
 		return 0, nil
 	}
@@ -304,7 +312,6 @@ func metricComparePDFs(result, expected any, _ bool, _ map[string]any) (float64,
 			return 0, err
 		}
 	}
-	ctx := context.Background()
 	score := 0.0
 	for i := 0; i < min(len(got), len(res)); i++ {
 		p1, _ := got[i].(string)
@@ -320,7 +327,7 @@ func metricComparePDFs(result, expected any, _ bool, _ map[string]any) (float64,
 		if err != nil {
 			continue
 		}
-		r, err := ratio(t1, t2)
+		r, err := ratio(ctx, t1, t2)
 		if err != nil {
 			return 0, err
 		}
@@ -349,7 +356,7 @@ func pdfPages(ctx context.Context, path string) (int, error) {
 
 // metricPDFPages is pdf.py's check_pdf_pages: the page count related to
 // rules["ref_value"] by rules["relation"] (an operator module name).
-func metricPDFPages(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricPDFPages(ctx context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	rule, err := metric.Rules(expected)
 	if err != nil {
 		return 0, err
@@ -377,7 +384,7 @@ func metricPDFPages(result, expected any, _ bool, _ map[string]any) (float64, er
 	if err := requireTools("check_pdf_pages", "pdfinfo"); err != nil {
 		return 0, err
 	}
-	n, err := pdfPages(context.Background(), p)
+	n, err := pdfPages(ctx, p)
 	if err != nil {
 		return 0, nil
 	}
@@ -440,7 +447,7 @@ func pdfImages(ctx context.Context, path string) ([]*pimg, error) {
 // metricComparePDFImages is chrome.py's compare_pdf_images: the same
 // number of images, and the share of pairs whose perceptual hashes differ
 // in at most 5 bits (1 when neither PDF has images).
-func metricComparePDFImages(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricComparePDFImages(ctx context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	p1, _ := result.(string)
 	p2, _ := expected.(string)
 	if p1 == "" || p2 == "" {
@@ -449,7 +456,6 @@ func metricComparePDFImages(result, expected any, _ bool, _ map[string]any) (flo
 	if err := requireTools("compare_pdf_images", "pdfimages"); err != nil {
 		return 0, err
 	}
-	ctx := context.Background()
 	im1, err := pdfImages(ctx, p1)
 	if err != nil {
 		return 0, nil

@@ -1,6 +1,8 @@
 package media
 
 import (
+	"context"
+	"errors"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -68,7 +70,7 @@ func TestComparePDFs(t *testing.T) {
 	dir := officePDFs(t)
 	p := func(n string) string { return filepath.Join(dir, n) }
 	// Both extractors give one line per document here.
-	partial, err := ratio("Hello world report", "Hello world record")
+	partial, err := ratio(context.Background(), "Hello world report", "Hello world record")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +89,7 @@ func TestComparePDFs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := metricComparePDFs(tt.result, tt.exp, true, nil)
+			got, err := metricComparePDFs(context.Background(), tt.result, tt.exp, true, nil)
 			if err != nil || math.Abs(got-tt.want) > 1e-12 {
 				t.Errorf("compare_pdfs got %v, %v; want %v", got, err, tt.want)
 			}
@@ -115,12 +117,12 @@ func TestCheckPDFPages(t *testing.T) {
 		{"none.pdf", "eq", 1, 0},
 	}
 	for _, tt := range tests {
-		got, err := metricPDFPages(filepath.Join(dir, tt.file), map[string]any{"relation": tt.relation, "ref_value": tt.ref}, true, nil)
+		got, err := metricPDFPages(context.Background(), filepath.Join(dir, tt.file), map[string]any{"relation": tt.relation, "ref_value": tt.ref}, true, nil)
 		if err != nil || got != tt.want {
 			t.Errorf("check_pdf_pages(%s %s %v) got %v, %v; want %v", tt.file, tt.relation, tt.ref, got, err, tt.want)
 		}
 	}
-	if _, err := metricPDFPages(filepath.Join(dir, "two.pdf"), map[string]any{"relation": "contains", "ref_value": 1.0}, true, nil); err == nil {
+	if _, err := metricPDFPages(context.Background(), filepath.Join(dir, "two.pdf"), map[string]any{"relation": "contains", "ref_value": 1.0}, true, nil); err == nil {
 		t.Error("check_pdf_pages with an unknown relation: no error")
 	}
 }
@@ -141,7 +143,7 @@ func TestComparePDFImages(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := metricComparePDFImages(tt.result, tt.exp, true, nil)
+			got, err := metricComparePDFImages(context.Background(), tt.result, tt.exp, true, nil)
 			if err != nil || got != tt.want {
 				t.Errorf("compare_pdf_images got %v, %v; want %v", got, err, tt.want)
 			}
@@ -162,7 +164,7 @@ func TestRatio(t *testing.T) {
 	}
 	for _, n := range []int{0, 1, 63, 64, 65, 130, 300} {
 		a, b := gen(n), gen(n/2+rng.IntN(100))
-		got, err := ratio(a, b)
+		got, err := ratio(context.Background(), a, b)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -176,7 +178,7 @@ func TestRatio(t *testing.T) {
 		pre, suf := gen(n), gen(n/2+1)
 		for _, mid := range [][2]string{{gen(n), gen(n + 3)}, {"", gen(5)}, {gen(3), ""}, {"x", "x"}} {
 			a, b := pre+mid[0]+suf, pre+mid[1]+suf
-			got, err := ratio(a, b)
+			got, err := ratio(context.Background(), a, b)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -185,7 +187,7 @@ func TestRatio(t *testing.T) {
 			}
 		}
 	}
-	if got, _ := ratio("", ""); got != 1 {
+	if got, _ := ratio(context.Background(), "", ""); got != 1 {
 		t.Errorf("ratio of two empty strings got %v, want 1", got)
 	}
 }
@@ -227,5 +229,21 @@ func TestStextToText(t *testing.T) {
 	got, err := stextToText([]byte(xml))
 	if want := "a\u00a0<\nb\nc\n"; err != nil || got != want {
 		t.Errorf("stextToText got %q, %v; want %q", got, err, want)
+	}
+}
+
+// TestRatioStops: a comparison of two long texts, seconds of work, ends
+// with its context: it answers the context's error, not a ratio.
+func TestRatioStops(t *testing.T) {
+	a := strings.Repeat("abcdefghij", 50_000)
+	b := strings.Repeat("jihgfedcba", 50_000)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, err := ratio(ctx, a, b); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("ratio past its deadline = %v, want the deadline's error", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("ratio returned %s after start, with a 20ms deadline", d)
 	}
 }

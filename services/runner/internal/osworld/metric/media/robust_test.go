@@ -3,6 +3,7 @@ package media
 import (
 	"archive/zip"
 	"bytes"
+	"context"
 	"encoding/binary"
 	"hash/crc32"
 	"os"
@@ -66,22 +67,22 @@ func TestBadInputs(t *testing.T) {
 			"check_contrast_increase_and_structure_sim", "check_palette_and_structure_sim", "check_structure_sim_resized",
 			"check_structure_sim_with_threshold", "check_green_background", "check_file_exists_and_structure_sim"} {
 			start := time.Now()
-			got, err := Metrics()[name].Fn(bad, fixture("src.png"), true, nil)
+			got, err := Metrics()[name].Fn(context.Background(), bad, fixture("src.png"), true, nil)
 			if err != nil || got != 0 || time.Since(start) > hangBound {
 				t.Errorf("%s(%s) got %v, %v after %v; want 0", name, filepath.Base(bad), got, err, time.Since(start))
 			}
 		}
 		for _, name := range []string{"check_textbox_on_leftside", "check_triangle_position"} {
-			if got, err := Metrics()[name].Fn(bad, nil, false, nil); err != nil || got != 0 {
+			if got, err := Metrics()[name].Fn(context.Background(), bad, nil, false, nil); err != nil || got != 0 {
 				t.Errorf("%s(%s) got %v, %v; want 0", name, filepath.Base(bad), got, err)
 			}
 		}
-		if got, err := metricImageSize(bad, map[string]any{"width": 96.0}, true, nil); err != nil || got != 0 {
+		if got, err := metricImageSize(context.Background(), bad, map[string]any{"width": 96.0}, true, nil); err != nil || got != 0 {
 			t.Errorf("check_image_size(%s) got %v, %v; want 0", filepath.Base(bad), got, err)
 		}
 	}
 	start := time.Now()
-	if got, err := metricCompareEPUB(bomb, bomb, true, nil); err != nil || got != 0 || time.Since(start) > hangBound {
+	if got, err := metricCompareEPUB(context.Background(), bomb, bomb, true, nil); err != nil || got != 0 || time.Since(start) > hangBound {
 		t.Errorf("compare_epub of an oversized page got %v, %v after %v", got, err, time.Since(start))
 	}
 }

@@ -55,7 +55,7 @@ func TestMissingTools(t *testing.T) {
 		if name == "check_pdf_pages" {
 			exp = map[string]any{"relation": "eq", "ref_value": 1.0}
 		}
-		if _, err := Metrics()[name].Fn(fixture("src.png"), exp, true, nil); err == nil {
+		if _, err := Metrics()[name].Fn(context.Background(), fixture("src.png"), exp, true, nil); err == nil {
 			t.Errorf("%s without its programs: no error", name)
 		}
 	}

@@ -121,7 +121,7 @@ func ppmToken(r *bufio.Reader) (string, error) {
 // side by side; a frame pair whose perceptual hashes differ in more than
 // 5 bits is a mismatch, and more than 5 mismatches score 0; when a video
 // ends within the 100 frames, the score is whether both ended together.
-func metricCompareVideos(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricCompareVideos(ctx context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	p1, ok1 := result.(string)
 	p2, ok2 := expected.(string)
 	if !ok1 || !ok2 {
@@ -130,7 +130,7 @@ func metricCompareVideos(result, expected any, _ bool, _ map[string]any) (float6
 	if err := requireTools("compare_videos", "ffmpeg"); err != nil {
 		return 0, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	v1, v2 := openFrames(ctx, p1), openFrames(ctx, p2)
 	defer v1.close()

@@ -3,6 +3,7 @@ package media
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -50,7 +51,7 @@ func TestCompareVideos(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := metricCompareVideos(tt.result, tt.exp, true, nil)
+			got, err := metricCompareVideos(context.Background(), tt.result, tt.exp, true, nil)
 			if err != nil || got != tt.want {
 				t.Errorf("compare_videos got %v, %v; want %v", got, err, tt.want)
 			}

@@ -2,6 +2,7 @@ package slides
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"math"
 	"strconv"
@@ -13,7 +14,7 @@ import (
 
 // metricPortrait is check_slide_orientation_Portrait: the slide is taller
 // than wide.
-func metricPortrait(result, _ any, _ bool, _ map[string]any) (float64, error) {
+func metricPortrait(_ context.Context, result, _ any, _ bool, _ map[string]any) (float64, error) {
 	p, ok := openResult(result)
 	if !ok {
 		return 0, nil
@@ -32,7 +33,7 @@ const inch = 914400
 // the first picture of the original's first slide, found by its bytes on
 // the result's first slide (the last such picture), fills the slide and
 // is centred within half an inch.
-func metricImageStretch(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricImageStretch(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	mod, ok := openResult(result)
 	if !ok {
 		return 0, nil
@@ -122,7 +123,7 @@ func imageStretched(orig, mod *pptx.Presentation) (float64, error) {
 // metricTransition is check_transition: slide rules["slide_idx"] (counted
 // from 0, read as ppt/slides/slide<n+1>.xml) has a p:transition holding a
 // p:<transition_type> element.
-func metricTransition(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricTransition(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	r, err := metric.Rules(expected)
 	if err != nil {
 		return 0, err
@@ -164,7 +165,7 @@ func partXML(result any, name string) *pptx.Element {
 // metricPageNumberColors is check_page_number_colors: the colour slides.py
 // finds for the slide numbers in ppt/slideMasters/slideMaster1.xml is
 // rules["color"] ("red", "blue", "green" or "black"; other names pass).
-func metricPageNumberColors(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricPageNumberColors(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	r, err := metric.Rules(expected)
 	if err != nil {
 		return 0, err
@@ -282,7 +283,7 @@ func colorIs(name string, c [3]int) bool {
 // minus the mean over slides of the background colour's distance to
 // rules["rgb"] (normalised to [0,1]); a slide whose colour is unknown, not
 // solid, or still rules["original_rgb"] counts as distance 1.
-func metricFillDistance(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricFillDistance(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	r, err := metric.Rules(expected)
 	if err != nil {
 		return 0, err

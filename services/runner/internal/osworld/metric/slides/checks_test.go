@@ -1,6 +1,7 @@
 package slides
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"os"
@@ -24,13 +25,13 @@ func TestImageStretchAndCenter(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.result, func(t *testing.T) {
-			got, err := metricImageStretch(fixture(t, tt.result), orig, true, nil)
+			got, err := metricImageStretch(context.Background(), fixture(t, tt.result), orig, true, nil)
 			if err != nil || got != tt.want {
 				t.Errorf("check_image_stretch_and_center(%s) = %v, %v; want %v", tt.result, got, err, tt.want)
 			}
 		})
 	}
-	if got, err := metricImageStretch(nil, orig, true, nil); err != nil || got != 0 {
+	if got, err := metricImageStretch(context.Background(), nil, orig, true, nil); err != nil || got != 0 {
 		t.Errorf("check_image_stretch_and_center(nil) = %v, %v; want 0", got, err)
 	}
 }
@@ -53,13 +54,13 @@ func TestCheckTransition(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := metricTransition(tt.result, tt.rules, true, nil)
+			got, err := metricTransition(context.Background(), tt.result, tt.rules, true, nil)
 			if err != nil || got != tt.want {
 				t.Errorf("check_transition(%s) = %v, %v; want %v", tt.name, got, err, tt.want)
 			}
 		})
 	}
-	if _, err := metricTransition(fixture(t, "base"), map[string]any{"slide_idx": 0.0}, true, nil); err == nil {
+	if _, err := metricTransition(context.Background(), fixture(t, "base"), map[string]any{"slide_idx": 0.0}, true, nil); err == nil {
 		t.Error("check_transition without transition_type: no error")
 	}
 }
@@ -82,7 +83,7 @@ func TestFillToRGBDistance(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.result, func(t *testing.T) {
-			got, err := metricFillDistance(fixture(t, tt.result), tt.rules, true, nil)
+			got, err := metricFillDistance(context.Background(), fixture(t, tt.result), tt.rules, true, nil)
 			if err != nil || math.Abs(got-tt.want) > 1e-12 {
 				t.Errorf("evaluate_presentation_fill_to_rgb_distance(%s, %v) = %v, %v; want %v", tt.result, tt.rules, got, err, tt.want)
 			}
@@ -119,7 +120,7 @@ func TestPageNumberColors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := metricPageNumberColors(tt.result, map[string]any{"color": tt.color}, true, nil)
+			got, err := metricPageNumberColors(context.Background(), tt.result, map[string]any{"color": tt.color}, true, nil)
 			if err != nil || got != tt.want {
 				t.Errorf("check_page_number_colors(%s) = %v, %v; want %v", tt.name, got, err, tt.want)
 			}
@@ -142,7 +143,7 @@ func TestSlideOrientationPortrait(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := metricPortrait(tt.result, nil, false, nil)
+			got, err := metricPortrait(context.Background(), tt.result, nil, false, nil)
 			if err != nil || got != tt.want {
 				t.Errorf("check_slide_orientation_Portrait(%s) = %v, %v; want %v", tt.name, got, err, tt.want)
 			}
@@ -179,7 +180,7 @@ func TestRegistryChecks(t *testing.T) {
 	minutes := map[string]any{"minutes": 3.0}
 	tests := []struct {
 		name     string
-		fn       func(any, any, bool, map[string]any) (float64, error)
+		fn       func(context.Context, any, any, bool, map[string]any) (float64, error)
 		result   any
 		expected any
 		want     float64
@@ -201,7 +202,7 @@ func TestRegistryChecks(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := tt.fn(tt.result, tt.expected, tt.expected != nil, nil)
+			got, err := tt.fn(context.Background(), tt.result, tt.expected, tt.expected != nil, nil)
 			if err != nil || got != tt.want {
 				t.Errorf("%s = %v, %v; want %v", tt.name, got, err, tt.want)
 			}
@@ -223,7 +224,7 @@ func TestCheckLeftPanel(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := metricLeftPanel(tt.result, nil, false, nil)
+			got, err := metricLeftPanel(context.Background(), tt.result, nil, false, nil)
 			if err != nil || got != tt.want {
 				t.Errorf("check_left_panel(%s) = %v, %v; want %v", tt.name, got, err, tt.want)
 			}

@@ -1,6 +1,7 @@
 package slides
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -85,7 +86,7 @@ func newComparer(opts map[string]any) *comparer {
 }
 
 // metricComparePptx is compare_pptx_files(result, expected, **options).
-func metricComparePptx(result, expected any, _ bool, opts map[string]any) (float64, error) {
+func metricComparePptx(_ context.Context, result, expected any, _ bool, opts map[string]any) (float64, error) {
 	p1, ok := openResult(result)
 	if !ok {
 		return 0, nil

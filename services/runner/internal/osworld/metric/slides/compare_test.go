@@ -1,6 +1,7 @@
 package slides
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -69,7 +70,7 @@ func TestComparePptxFiles(t *testing.T) {
 	expected := fixture(t, "base")
 	for _, tt := range tests {
 		t.Run(tt.result, func(t *testing.T) {
-			got, err := metricComparePptx(fixture(t, tt.result), expected, true, tt.opts)
+			got, err := metricComparePptx(context.Background(), fixture(t, tt.result), expected, true, tt.opts)
 			if err != nil || got != tt.want {
 				t.Errorf("compare_pptx_files(%s, base, %v) = %v, %v; want %v", tt.result, tt.opts, got, err, tt.want)
 			}
@@ -128,13 +129,13 @@ func TestComparePptxBadInput(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := metricComparePptx(tt.result, base, true, nil)
+			got, err := metricComparePptx(context.Background(), tt.result, base, true, nil)
 			if err != nil || got != tt.want {
 				t.Errorf("compare_pptx_files(%s) = %v, %v; want %v", tt.name, got, err, tt.want)
 			}
 		})
 	}
-	if _, err := metricComparePptx(base, filepath.Join(dir, "absent.pptx"), true, nil); err == nil || !strings.Contains(err.Error(), "expected pptx") {
+	if _, err := metricComparePptx(context.Background(), base, filepath.Join(dir, "absent.pptx"), true, nil); err == nil || !strings.Contains(err.Error(), "expected pptx") {
 		t.Errorf("compare_pptx_files with a missing expected file: err = %v, want an expected pptx error", err)
 	}
 }
@@ -178,7 +179,7 @@ func TestComparePositionOptions(t *testing.T) {
 	expected := fixture(t, "layout")
 	for _, tt := range tests {
 		t.Run(tt.result, func(t *testing.T) {
-			got, err := metricComparePptx(fixture(t, tt.result), expected, true, tt.opts)
+			got, err := metricComparePptx(context.Background(), fixture(t, tt.result), expected, true, tt.opts)
 			if err != nil || got != tt.want {
 				t.Errorf("compare_pptx_files(%s, layout, %v) = %v, %v; want %v", tt.result, tt.opts, got, err, tt.want)
 			}

@@ -1,6 +1,7 @@
 package slides
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -44,7 +45,7 @@ func registryItems(root *pptx.Element, path string) []*pptx.Element {
 
 // metricPresenterConsoleDisabled is check_presenter_console_disable: the
 // first EnablePresenterScreen setting under Impress/Misc/Start is false.
-func metricPresenterConsoleDisabled(result, _ any, _ bool, _ map[string]any) (float64, error) {
+func metricPresenterConsoleDisabled(_ context.Context, result, _ any, _ bool, _ map[string]any) (float64, error) {
 	root, ok := readXML(result)
 	if !ok {
 		return 0, nil
@@ -67,7 +68,7 @@ func metricPresenterConsoleDisabled(result, _ any, _ bool, _ map[string]any) (fl
 // metricAutoSaveTime is check_auto_saving_time: AutoSaveTimeIntervall
 // under Common/Save/Document equals rules["minutes"]. As in slides.py, a
 // later matching item overrides an earlier one.
-func metricAutoSaveTime(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricAutoSaveTime(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	r, err := metric.Rules(expected)
 	if err != nil {
 		return 0, err
@@ -108,7 +109,7 @@ func metricAutoSaveTime(result, expected any, _ bool, _ map[string]any) (float64
 // metricLeftPanel is check_left_panel: the accessibility tree (an XML
 // string) has a document-frame named "Slides View", which is the slide
 // pane.
-func metricLeftPanel(result, _ any, _ bool, _ map[string]any) (float64, error) {
+func metricLeftPanel(_ context.Context, result, _ any, _ bool, _ map[string]any) (float64, error) {
 	s, ok := result.(string)
 	if !ok {
 		return 0, nil

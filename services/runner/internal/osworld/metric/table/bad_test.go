@@ -4,6 +4,7 @@ import (
 	"archive/zip"
 	"bytes"
 	"compress/flate"
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -125,7 +126,7 @@ func TestBadResultsScoreZero(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := compareTable(tt.result, good, true, allRules)
+			got, err := compareTable(context.Background(), tt.result, good, true, allRules)
 			if err != nil || got != 0 {
 				t.Errorf("compare_table(%s) = %v, %v; want 0, nil", tt.name, got, err)
 			}
@@ -137,13 +138,13 @@ func TestBadExpectedIsAnError(t *testing.T) {
 	good := book(t, "good", nil)
 	bad := filepath.Join(t.TempDir(), "bad.xlsx")
 	must(t, os.WriteFile(bad, []byte("not a workbook"), 0o644))
-	if _, err := compareTable(good, bad, true, allRules); err == nil || !strings.Contains(err.Error(), "expected workbook") {
+	if _, err := compareTable(context.Background(), good, bad, true, allRules); err == nil || !strings.Contains(err.Error(), "expected workbook") {
 		t.Errorf("compare_table with a corrupt expected file: err = %v, want an expected-workbook error", err)
 	}
-	if _, err := compareTable(good, good, true, map[string]any{}); err == nil {
+	if _, err := compareTable(context.Background(), good, good, true, map[string]any{}); err == nil {
 		t.Errorf("compare_table without rules: want an error")
 	}
-	if _, err := compareTable(good, good, true, rules(map[string]any{"type": "sparkles"})); err == nil {
+	if _, err := compareTable(context.Background(), good, good, true, rules(map[string]any{"type": "sparkles"})); err == nil {
 		t.Errorf("compare_table with an unknown rule: want an error")
 	}
 }
@@ -176,7 +177,7 @@ func FuzzCompareTable(f *testing.F) {
 		if err := os.WriteFile(p, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		got, err := compareTable(p, expected, true, allRules)
+		got, err := compareTable(context.Background(), p, expected, true, allRules)
 		if err != nil {
 			t.Fatalf("compare_table on fuzzed result: %v", err)
 		}

@@ -2,6 +2,7 @@ package table
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -55,7 +56,7 @@ func safeReadLines(p string) ([]string, error) {
 // compareCSV is compare_csv: the result's lines equal those of the
 // expected file, or of any of a list of expected files (options strict,
 // default true, and ignore_case).
-func compareCSV(result, expected any, _ bool, opts map[string]any) (float64, error) {
+func compareCSV(_ context.Context, result, expected any, _ bool, opts map[string]any) (float64, error) {
 	rp, ok := result.(string)
 	if !ok || rp == "" {
 		if l, isList := result.([]any); isList && len(l) > 0 {
@@ -200,7 +201,7 @@ func normaliseCity(s string) string {
 // compareConferenceCityInOrder checks C2:C22 of the active sheet against
 // rules["expected"] in order: each expected name (or one of a list of
 // names) must be contained in the normalised cell text.
-func compareConferenceCityInOrder(result, expected any, _ bool, _ map[string]any) (float64, error) {
+func compareConferenceCityInOrder(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	r, err := metric.Rules(expected)
 	if err != nil {
 		return 0, err

@@ -1,6 +1,7 @@
 package table
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -51,7 +52,7 @@ func TestCompareCSV(t *testing.T) {
 			if opts == nil {
 				opts = map[string]any{}
 			}
-			got, err := compareCSV(tt.result, tt.expected, true, opts)
+			got, err := compareCSV(context.Background(), tt.result, tt.expected, true, opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -95,7 +96,7 @@ func TestCompareConferenceCityInOrder(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := compareConferenceCityInOrder(tt.result, expected, true, nil)
+			got, err := compareConferenceCityInOrder(context.Background(), tt.result, expected, true, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -157,7 +157,7 @@ func TestDifferentialAgainstOSWorld(t *testing.T) {
 	var got []float64
 	var names []string
 	add := func(name, result, expected string, opts map[string]any) {
-		s, err := compareTable(result, expected, true, opts)
+		s, err := compareTable(context.Background(), result, expected, true, opts)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}

@@ -97,7 +97,7 @@ func rules(rs ...map[string]any) map[string]any {
 // OSWORLD_REF set it also checks the score against OSWorld's own code.
 func score(t *testing.T, result, expected any, opts map[string]any) float64 {
 	t.Helper()
-	got, err := compareTable(result, expected, expected != nil, opts)
+	got, err := compareTable(context.Background(), result, expected, expected != nil, opts)
 	if err != nil {
 		t.Fatalf("compare_table: %v", err)
 	}

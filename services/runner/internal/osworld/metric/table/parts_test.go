@@ -1,6 +1,7 @@
 package table
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -507,7 +508,7 @@ func TestStyleWithConditionalFormats(t *testing.T) {
 		t.Errorf("style over a color scale = %v, want 1", got)
 	}
 	// A formula-based format needs OSWorld's formula engine: an error.
-	if _, err := compareTable(cellIs, cellIs, true, style("bgcolor")); err == nil {
+	if _, err := compareTable(context.Background(), cellIs, cellIs, true, style("bgcolor")); err == nil {
 		t.Errorf("style over a cellIs format: want an error")
 	}
 	// Merged-cell and hyperlink properties do not depend on the formats.

@@ -35,6 +35,7 @@
 package table
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -75,6 +76,8 @@ func firstPath(v any) (string, bool) {
 
 // tableCtx holds both workbooks of one compare_table call.
 type tableCtx struct {
+	// ctx ends the comparison: the loops over cells look at it.
+	ctx                      context.Context
 	result, expected         *workbook
 	resultPath, expectedPath string
 	resultNames, expNames    []string
@@ -84,7 +87,7 @@ type tableCtx struct {
 // compareTable is compare_table: every rule must hold. A result file that
 // is missing or unreadable scores 0; an unreadable expected file is an
 // error (Python raises).
-func compareTable(result, expected any, hasExpected bool, opts map[string]any) (float64, error) {
+func compareTable(ctx context.Context, result, expected any, hasExpected bool, opts map[string]any) (float64, error) {
 	rp, ok := firstPath(result)
 	if !ok {
 		return 0, nil
@@ -96,7 +99,7 @@ func compareTable(result, expected any, hasExpected bool, opts map[string]any) (
 	if err != nil || rwb.loadAll() != nil {
 		return 0, nil
 	}
-	ctx := &tableCtx{result: rwb, resultPath: rp, resultNames: rwb.sheetNames()}
+	tc := &tableCtx{ctx: ctx, result: rwb, resultPath: rp, resultNames: rwb.sheetNames()}
 	if ep, ok := firstPath(expected); hasExpected && expected != nil && ok {
 		ewb, err := openWorkbook(ep)
 		if err == nil {
@@ -105,7 +108,7 @@ func compareTable(result, expected any, hasExpected bool, opts map[string]any) (
 		if err != nil {
 			return 0, fmt.Errorf("compare_table: expected workbook %s: %w", ep, err)
 		}
-		ctx.expected, ctx.expectedPath, ctx.expNames, ctx.hasExpected = ewb, ep, ewb.sheetNames(), true
+		tc.expected, tc.expectedPath, tc.expNames, tc.hasExpected = ewb, ep, ewb.sheetNames(), true
 	}
 	rules, ok := opts["rules"].([]any)
 	if !ok {
@@ -116,7 +119,7 @@ func compareTable(result, expected any, hasExpected bool, opts map[string]any) (
 		if !ok {
 			return 0, fmt.Errorf("compare_table: rule %d is not an object", i)
 		}
-		pass, err := ctx.check(rule)
+		pass, err := tc.check(rule)
 		if errors.Is(err, errPython) {
 			// OSWorld's metric raises here; its run gets no score.
 			return 0, nil
@@ -296,7 +299,7 @@ func (c *tableCtx) sheetFuzzy(r map[string]any) (bool, error) {
 		if !ok {
 			return false, fmt.Errorf("sheet_fuzzy rule: %w", errPython)
 		}
-		ok, err := fuzzyRule(s1, s2, rl)
+		ok, err := fuzzyRule(c.ctx, s1, s2, rl)
 		if err != nil {
 			return false, err
 		}
@@ -305,7 +308,7 @@ func (c *tableCtx) sheetFuzzy(r map[string]any) (bool, error) {
 	return total, nil
 }
 
-func fuzzyRule(s1, s2 side, rl map[string]any) (bool, error) {
+func fuzzyRule(ctx context.Context, s1, s2 side, rl map[string]any) (bool, error) {
 	var ranges []cellRange
 	switch x := rl["range"].(type) {
 	case string:
@@ -337,6 +340,12 @@ func fuzzyRule(s1, s2 side, rl map[string]any) (bool, error) {
 		}
 		for row := rg.minRow; row <= rg.maxRow; row++ {
 			for col := rg.minCol; col <= rg.maxCol; col++ {
+				// A fuzzy match of two cells can cost 25 million steps
+				// (two 5000-character values), and a range holds millions
+				// of cells.
+				if err := ctx.Err(); err != nil {
+					return false, err
+				}
 				coord := colLetter(col) + strconv.Itoa(row)
 				v1, err := cellString(s1, coord)
 				if err != nil {

@@ -1,6 +1,7 @@
 package table
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -278,7 +279,7 @@ func TestResultForms(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := compareTable(tt.result, xlsx, true, data)
+			got, err := compareTable(context.Background(), tt.result, xlsx, true, data)
 			if err != nil {
 				t.Fatal(err)
 			}
