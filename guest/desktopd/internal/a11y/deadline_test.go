@@ -3,6 +3,7 @@ package a11y
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -121,33 +122,13 @@ func TestFrozenCallCutAtDeadline(t *testing.T) {
 	addr := startBus(t)
 	frozen := startFrozenApp(t, addr)
 
-	conn, err := dbus.Dial(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	// Exported before Auth starts the reader (see serveFakeCalc); the
-	// connection's unique name is known only after Hello, so the
+	// The connection's unique name is known only after Hello, so the
 	// registry names the parent by a well-known name.
 	const parentName = "org.example.SlowParent"
 	parent := slowParent{delay: delay, child: ref{frozen, "/org/a11y/atspi/accessible/root"}}
-	must(conn.Export(busObj{addr}, "/org/a11y/bus", "org.a11y.Bus"))
-	must(conn.Export(oneAppRegistry{ref{parentName, "/p"}}, rootPath, ifAccessible))
-	must(conn.Export(parent, "/p", ifAccessible))
-	must(conn.Export(parent, "/p", "org.freedesktop.DBus.Properties"))
-	must(conn.Auth(nil))
-	must(conn.Hello())
-	for _, name := range []string{"org.a11y.Bus", registry, parentName} {
-		if _, err := conn.RequestName(name, dbus.NameFlagDoNotQueue); err != nil {
-			t.Fatal(err)
-		}
-	}
+	serveRegistry(t, addr, oneAppRegistry{ref{parentName, "/p"}}, func(conn *dbus.Conn) error {
+		return errors.Join(conn.Export(parent, "/p", ifAccessible), conn.Export(parent, "/p", "org.freedesktop.DBus.Properties"))
+	}, parentName)
 
 	a := &ATSPI{SessionBus: addr}
 	defer a.Close()
@@ -184,26 +165,7 @@ func TestFrozenCallCutAtDeadline(t *testing.T) {
 func TestFrozenAppCostsOneCallTimeout(t *testing.T) {
 	addr := startBus(t)
 	frozen := startFrozenApp(t, addr)
-	conn, err := dbus.Dial(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(conn.Export(busObj{addr}, "/org/a11y/bus", "org.a11y.Bus"))
-	must(conn.Export(oneAppRegistry{ref{frozen, rootPath}}, rootPath, ifAccessible))
-	must(conn.Auth(nil))
-	must(conn.Hello())
-	for _, name := range []string{"org.a11y.Bus", registry} {
-		if _, err := conn.RequestName(name, dbus.NameFlagDoNotQueue); err != nil {
-			t.Fatal(err)
-		}
-	}
+	serveRegistry(t, addr, oneAppRegistry{ref{frozen, rootPath}}, nil)
 
 	a := &ATSPI{SessionBus: addr}
 	defer a.Close()
@@ -235,25 +197,7 @@ func (noAppRegistry) GetChildren() ([]ref, *dbus.Error) { return nil, nil }
 // GetAddress, accessibility bus).
 func TestConnectionReused(t *testing.T) {
 	addr := startBus(t)
-	conn, err := dbus.Dial(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	for _, err := range []error{
-		conn.Export(busObj{addr}, "/org/a11y/bus", "org.a11y.Bus"),
-		conn.Export(noAppRegistry{}, rootPath, ifAccessible),
-		conn.Auth(nil), conn.Hello(),
-	} {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, name := range []string{"org.a11y.Bus", registry} {
-		if _, err := conn.RequestName(name, dbus.NameFlagDoNotQueue); err != nil {
-			t.Fatal(err)
-		}
-	}
+	serveRegistry(t, addr, noAppRegistry{}, nil)
 	a := &ATSPI{SessionBus: addr}
 	defer a.Close()
 	tree := func() *dbus.Conn {
@@ -271,5 +215,30 @@ func TestConnectionReused(t *testing.T) {
 	time.Sleep(50 * time.Millisecond) // a connection closed with the request is closed by now
 	if second := tree(); second != first || !first.Connected() {
 		t.Errorf("the second request connected anew (connection of the first still connected: %v)", first.Connected())
+	}
+}
+
+// serveRegistry serves, on the bus at addr, the accessibility bus's
+// address (the same bus) and reg as the registry's root, plus what export
+// adds, and owns names besides those two. Objects are exported before
+// Auth starts the connection's reader (see serveFakeCalc).
+func serveRegistry(t *testing.T, addr string, reg any, export func(conn *dbus.Conn) error, names ...string) {
+	t.Helper()
+	conn, err := dbus.Dial(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	errs := []error{conn.Export(busObj{addr}, "/org/a11y/bus", "org.a11y.Bus"), conn.Export(reg, rootPath, ifAccessible)}
+	if export != nil {
+		errs = append(errs, export(conn))
+	}
+	if err := errors.Join(append(errs, conn.Auth(nil), conn.Hello())...); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range append([]string{"org.a11y.Bus", registry}, names...) {
+		if _, err := conn.RequestName(name, dbus.NameFlagDoNotQueue); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
