@@ -254,17 +254,8 @@ func TestTreeDeadline(t *testing.T) {
 	addr := startBus(t)
 	f := &fakeCalc{r0: 450, c0: 0, rows: 2, cols: 2, ncols: fakeNCols}
 	serveFakeCalc(t, addr, f)
-	a := &ATSPI{SessionBus: addr}
-	defer a.Close()
 	const deadline = 500 * time.Millisecond
-	ctx, cancel := context.WithTimeout(context.Background(), deadline)
-	defer cancel()
-	t0 := time.Now()
-	apps, complete, err := a.Tree(ctx)
-	took := time.Since(t0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	apps, complete, took := timedTree(t, addr, deadline)
 	if complete {
 		t.Errorf("a walk cut by its deadline says it is complete")
 	}

@@ -130,16 +130,7 @@ func TestFrozenCallCutAtDeadline(t *testing.T) {
 		return errors.Join(conn.Export(parent, "/p", ifAccessible), conn.Export(parent, "/p", "org.freedesktop.DBus.Properties"))
 	}, parentName)
 
-	a := &ATSPI{SessionBus: addr}
-	defer a.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), deadline)
-	defer cancel()
-	t0 := time.Now()
-	apps, complete, err := a.Tree(ctx)
-	took := time.Since(t0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	apps, complete, took := timedTree(t, addr, deadline)
 	t.Logf("Tree with a %v deadline took %v", deadline, took)
 	if took > deadline+margin {
 		t.Errorf("Tree took %v, want at most %v: the frozen calls outlived the deadline", took, deadline+margin)
@@ -167,17 +158,7 @@ func TestFrozenAppCostsOneCallTimeout(t *testing.T) {
 	frozen := startFrozenApp(t, addr)
 	serveRegistry(t, addr, oneAppRegistry{ref{frozen, rootPath}}, nil)
 
-	a := &ATSPI{SessionBus: addr}
-	defer a.Close()
-	const deadline = 3 * callTimeout
-	ctx, cancel := context.WithTimeout(context.Background(), deadline)
-	defer cancel()
-	t0 := time.Now()
-	apps, complete, err := a.Tree(ctx)
-	took := time.Since(t0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	apps, complete, took := timedTree(t, addr, 3*callTimeout)
 	t.Logf("Tree with a frozen application took %v", took)
 	if took > callTimeout+time.Second || !complete {
 		t.Errorf("Tree took %v (complete %v), want the frozen application skipped after %v", took, complete, callTimeout)
@@ -241,4 +222,21 @@ func serveRegistry(t *testing.T, addr string, reg any, export func(conn *dbus.Co
 			t.Fatal(err)
 		}
 	}
+}
+
+// timedTree reads the tree of the bus at addr within deadline, and how
+// long that took.
+func timedTree(t *testing.T, addr string, deadline time.Duration) (apps []*Node, complete bool, took time.Duration) {
+	t.Helper()
+	a := &ATSPI{SessionBus: addr}
+	defer a.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	t0 := time.Now()
+	apps, complete, err := a.Tree(ctx)
+	took = time.Since(t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return apps, complete, took
 }
