@@ -125,21 +125,26 @@ type walker struct {
 	// trips (its calls are pipelined), so the walk is latency-bound:
 	// parallel subtrees keep the bus and the applications busy.
 	sem chan struct{}
+	// timedOut is set when a call went unanswered (a hung application):
+	// what it would have told is missing, so the tree is not complete.
+	timedOut atomic.Bool
 }
 
 // walkParallel is how many subtrees are walked at once.
 const walkParallel = 32
 
-// call is a D-Bus call in flight, with the time it was sent.
+// call is a D-Bus call in flight, with the time it was sent and the walk
+// to tell when it goes unanswered.
 type call struct {
 	*dbus.Call
-	sent time.Time
+	sent     time.Time
+	timedOut *atomic.Bool
 }
 
 // send starts a D-Bus call without waiting for its answer: the calls of
 // one node go out together and share one round trip.
 func (w *walker) send(ctx context.Context, r ref, method string, args ...any) *call {
-	return &call{w.conn.Object(r.Dest, r.Path).GoWithContext(ctx, method, 0, nil, args...), time.Now()}
+	return &call{w.conn.Object(r.Dest, r.Path).GoWithContext(ctx, method, 0, nil, args...), time.Now(), &w.timedOut}
 }
 
 func (w *walker) sendProp(ctx context.Context, r ref, iface, name string) *call {
@@ -162,6 +167,9 @@ func wait(c *call, out any) error {
 	case <-t.C:
 		c.ContextCancel()
 		<-c.Done
+		if c.Err != nil {
+			c.timedOut.Store(true)
+		}
 	}
 	// Releases godbus's watcher of the call's context.
 	c.ContextCancel()
@@ -183,7 +191,8 @@ func (w *walker) children(ctx context.Context, r ref) ([]ref, error) {
 // Tree returns the applications registered on the accessibility bus, each
 // with its widgets, walked in parallel as OSWorld does. When ctx ends
 // before the walk does, Tree returns what it gathered so far with complete
-// false; so does a walk stopped by the node budget.
+// false; so does a walk stopped by the node budget, or one that skipped a
+// node whose calls went unanswered (a hung application).
 func (a *ATSPI) Tree(ctx context.Context) (apps []*Node, complete bool, err error) {
 	conn, err := a.connect(ctx)
 	if err != nil {
@@ -216,7 +225,7 @@ func (a *ATSPI) Tree(ctx context.Context) (apps []*Node, complete bool, err erro
 			apps = append(apps, n)
 		}
 	}
-	return apps, ctx.Err() == nil && w.nodes.Load() <= MaxNodes, nil
+	return apps, ctx.Err() == nil && w.nodes.Load() <= MaxNodes && !w.timedOut.Load(), nil
 }
 
 // node reads one accessible and its subtree, following OSWorld's

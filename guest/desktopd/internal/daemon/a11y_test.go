@@ -16,9 +16,11 @@ import (
 // /accessibility request has one deadline: every application is in a
 // tree read within it, and one application frozen (SIGSTOP, so its D-Bus
 // calls never answer) costs the walk one call timeout (2 s), not the
-// request: the answer is complete within the deadline, with the other
-// applications in it and the frozen one skipped. Its calls used to wait
-// 2 s each, one after another, so it held every answer to the deadline.
+// request: the answer comes before the deadline, with the other
+// applications in it, the frozen one skipped and the root marked
+// truncated (what it would have shown is missing). Its calls used to
+// wait 2 s each, one after another, so it held every answer to the
+// deadline.
 func TestAccessibilityDeadline(t *testing.T) {
 	requireTools(t, "Xvfb", "openbox", "dbus-daemon", "mousepad", "zenity")
 	// The deadline must leave room for a whole walk of the responsive
@@ -97,11 +99,11 @@ func TestAccessibilityDeadline(t *testing.T) {
 	}
 	tree, took := get()
 	t.Logf("with a frozen application: %d bytes in %v", len(tree), took)
-	if took > timeout+time.Second {
-		t.Errorf("answer took %v, want within the %v deadline", took, timeout)
+	if took >= timeout {
+		t.Errorf("answer took %v: the frozen application held the walk to the %v deadline", took, timeout)
 	}
-	if strings.Contains(tree, `truncated="true"`) {
-		t.Errorf("the frozen application held the walk to the deadline (truncated after %v)", took)
+	if !strings.Contains(tree, `truncated="true"`) {
+		t.Errorf("root does not say truncated, though an application did not answer: %.300s", tree)
 	}
 	_, names := parseTree(t, tree)
 	if miss := missing(names, []string{"Mousepad", "big list", "entry dialog", "row399"}); len(miss) > 0 {
