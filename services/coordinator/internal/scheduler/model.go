@@ -75,10 +75,11 @@ type rollout struct {
 	batches  map[string]*batch
 
 	stopPoll chan struct{}
-	// cancelUnsaved holds the records of a cancellation whose commit has
-	// not succeeded yet (non-nil, maybe empty, until it has): a retried
-	// CancelRollout stores them again.
-	cancelUnsaved []state.Episode
+	// cancelUnsaved: the cancellation is in memory, its commit has not
+	// succeeded yet; a retried CancelRollout stores cancelRecs (the
+	// aborted episodes' records) again.
+	cancelUnsaved bool
+	cancelRecs    []state.Episode
 }
 
 func (r *rollout) groupSize() int { return int(r.spec.GroupSize) }

@@ -603,25 +603,22 @@ func (e *Engine) CancelRollout(ctx context.Context, id, reason string) (*pb.Roll
 			close(r.stopPoll)
 			r.stopPoll = nil
 		}
-		r.cancelUnsaved = e.abortAllLocked(r, "rollout cancelled")
-		if r.cancelUnsaved == nil {
-			r.cancelUnsaved = []state.Episode{}
-		}
+		r.cancelUnsaved, r.cancelRecs = true, e.abortAllLocked(r, "rollout cancelled")
 		e.notify()
 	}
 	// Memory changed before the commit (runners were told, leases
 	// released): until the commit succeeds, every call, this one or a
 	// retry after its error, stores the cancellation again.
-	if recs := r.cancelUnsaved; recs != nil {
+	if r.cancelUnsaved {
 		done := make(chan error, 1)
 		e.store.Submit(func(err error) {
 			if err == nil {
 				e.mu.Lock()
-				r.cancelUnsaved = nil
+				r.cancelUnsaved, r.cancelRecs = false, nil
 				e.mu.Unlock()
 			}
 			done <- err
-		}, state.PutRollout(r.record()), state.PutEpisodes(recs...))
+		}, state.PutRollout(r.record()), state.PutEpisodes(r.cancelRecs...))
 		e.mu.Unlock()
 		if err := <-done; err != nil {
 			return nil, storeErr(e.log, "store cancellation", err)
