@@ -9,6 +9,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	pb "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
@@ -381,7 +383,7 @@ func (s *bigStorage) GetEpisode(ctx context.Context, in *pb.GetEpisodeRequest, _
 // TestTrajectoriesBounded: include_trajectories stops gathering steps once
 // the answer could no longer be sent (64 MiB), with an error naming the
 // field, instead of holding every episode's steps in memory first; the
-// batch stays reserved.
+// batch's groups go back at once, not after its ack timeout.
 func TestTrajectoriesBounded(t *testing.T) {
 	st := &bigStorage{size: 10 << 20}
 	h := newHarness(t, coordinator.Config{StorageClient: st})
@@ -392,16 +394,17 @@ func TestTrajectoriesBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = h.client.GetBatch(ctx, &pb.GetBatchRequest{RolloutId: ro.RolloutId, BatchSize: 20, IncludeTrajectories: true,
-		Timeout: durationpb.New(20 * time.Second), AckTimeout: durationpb.New(time.Second)})
+		Timeout: durationpb.New(20 * time.Second), AckTimeout: durationpb.New(time.Hour)})
 	wantField(t, err, codes.FailedPrecondition, "include_trajectories")
 	if st.calls > 7 {
 		t.Errorf("storage asked for %d episodes of 10 MiB, want it to stop past 64 MiB", st.calls)
 	}
-	// Smaller batches fit, once the refused batch's reservation ended.
+	// Smaller batches fit at once: the refused batch, which its caller
+	// never saw and cannot ack, holds none of the 20 groups for its hour.
 	b, err := h.client.GetBatch(ctx, &pb.GetBatchRequest{RolloutId: ro.RolloutId, BatchSize: 2, IncludeTrajectories: true,
-		Timeout: durationpb.New(20 * time.Second)}, grpc.MaxCallRecvMsgSize(64<<20))
+		Timeout: durationpb.New(5 * time.Second)}, grpc.MaxCallRecvMsgSize(64<<20))
 	if err != nil || len(b.Groups) != 2 || len(b.Groups[0].Trajectories) != 1 {
-		t.Errorf("GetBatch of 2 = %v, %v", b.GetBatchId(), err)
+		t.Errorf("GetBatch of 2 after the refusal = %d groups, %v; want 2 groups with their steps", len(b.GetGroups()), err)
 	}
 }
 
@@ -510,8 +513,11 @@ func TestResultFieldsBounded(t *testing.T) {
 func TestBatchAnswerBounded(t *testing.T) {
 	h := newHarness(t, coordinator.Config{})
 	ctx := ctxT(t, 60*time.Second)
+	// A field this coordinator does not know (a newer runner's) is handed
+	// out as it came, so nothing can be shed to make the batch fit.
+	unknown := protowire.AppendBytes(protowire.AppendTag(nil, 1000, protowire.BytesType), make([]byte, 1<<20))
 	r := h.runner(simrunner.Options{ID: "r", Slots: 8, Finish: func(_ *pb.Assignment, ep *pb.Episode) {
-		ep.FinalAnswer = strings.Repeat("x", 1<<20)
+		ep.ProtoReflect().SetUnknown(unknown)
 	}})
 	const n = 70
 	ro, err := h.client.StartRollout(ctx, &pb.StartRolloutRequest{Spec: &pb.RolloutSpec{Tasks: mathTasks(n), GroupSize: 1}})
@@ -530,9 +536,76 @@ func TestBatchAnswerBounded(t *testing.T) {
 		if err != nil || len(b.Groups) == 0 {
 			t.Fatalf("GetBatch after %d of %d groups = %d groups, %v; want the rest in smaller batches", got, n, len(b.GetGroups()), err)
 		}
+		if u := b.Groups[0].Episodes[0].ProtoReflect().GetUnknown(); len(u) != len(unknown) {
+			t.Errorf("episode handed out with %d bytes of unknown fields, want %d", len(u), len(unknown))
+		}
 		got += len(b.Groups)
 		if _, err := h.client.AckBatch(ctx, &pb.AckBatchRequest{RolloutId: ro.RolloutId, BatchId: b.BatchId}); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestBatchShedsFieldsToFit: a batch that would pass the 64 MiB an answer
+// carries only because of fields storage also keeps goes out without them,
+// named in omitted_fields, rather than being refused: refused, a group too
+// large alone would wait at the head of the queue and fail every GetBatch.
+func TestBatchShedsFieldsToFit(t *testing.T) {
+	tests := []struct {
+		name      string
+		groupSize int32
+		groups    int
+		finish    func(ep *pb.Episode)
+		want      []string
+	}{
+		{"final answers, many groups", 1, 70, func(ep *pb.Episode) { ep.FinalAnswer = strings.Repeat("x", 1<<20) },
+			[]string{"system_prompt", "instruction", "evaluator_details_json", "final_answer"}},
+		{"one group alone too large", 80, 1, func(ep *pb.Episode) {
+			ep.SystemPrompt = strings.Repeat("p", 900<<10)
+			ep.FinalAnswer = "42"
+		}, []string{"system_prompt"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, coordinator.Config{})
+			ctx := ctxT(t, 60*time.Second)
+			r := h.runner(simrunner.Options{ID: "r", Slots: 8, Finish: func(_ *pb.Assignment, ep *pb.Episode) { tt.finish(ep) }})
+			n := int(tt.groupSize) * tt.groups
+			ro, err := h.client.StartRollout(ctx, &pb.StartRolloutRequest{Spec: &pb.RolloutSpec{
+				Tasks: mathTasks(tt.groups), GroupSize: tt.groupSize, BatchSize: int32(n)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := r.WaitFor(ctx, func(_ []*pb.Assignment, res []*pb.Episode, _ []*pb.CancelAssignment) bool { return len(res) == n }); err != nil {
+				t.Fatal(err)
+			}
+			b, err := h.client.GetBatch(ctx, &pb.GetBatchRequest{RolloutId: ro.RolloutId, BatchSize: int32(n), Timeout: durationpb.New(10 * time.Second)},
+				grpc.MaxCallRecvMsgSize(64<<20))
+			if err != nil {
+				t.Fatalf("GetBatch of %d groups: %v; want them without the fields storage keeps", tt.groups, err)
+			}
+			if len(b.Groups) != tt.groups {
+				t.Fatalf("GetBatch = %d groups, want %d", len(b.Groups), tt.groups)
+			}
+			for _, g := range b.Groups {
+				if !slices.Equal(g.OmittedFields, tt.want) {
+					t.Errorf("group %s omitted_fields = %v, want %v", g.GroupId, g.OmittedFields, tt.want)
+				}
+				for _, ep := range g.Episodes {
+					if ep.Status != pb.EpisodeStatus_EPISODE_STATUS_DONE || ep.TaskId == "" || ep.EpisodeId == "" {
+						t.Errorf("episode %q of task %q handed out as %v, want the fields that were not omitted kept", ep.EpisodeId, ep.TaskId, ep.Status)
+					}
+					if ep.SystemPrompt != "" || (slices.Contains(tt.want, "final_answer") && ep.FinalAnswer != "") {
+						t.Errorf("episode %s kept an omitted field", ep.EpisodeId)
+					}
+					if !slices.Contains(tt.want, "final_answer") && ep.FinalAnswer != "42" {
+						t.Errorf("episode %s final_answer = %q, want it kept", ep.EpisodeId, ep.FinalAnswer)
+					}
+				}
+			}
+			if _, err := h.client.AckBatch(ctx, &pb.AckBatchRequest{RolloutId: ro.RolloutId, BatchId: b.BatchId}); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }

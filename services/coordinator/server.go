@@ -188,7 +188,9 @@ func (s *Service) GetBatch(ctx context.Context, req *pb.GetBatchRequest) (*pb.Ge
 	}
 	if req.IncludeTrajectories {
 		if err := s.fillTrajectories(ctx, resp); err != nil {
-			// The batch stays reserved and comes back after its ack timeout.
+			// The caller will not see this batch, so it cannot ack it:
+			// its groups go back now, not after the ack timeout.
+			s.engine.ReturnBatch(req.RolloutId, resp.BatchId)
 			return nil, s.toStatus(err)
 		}
 	}

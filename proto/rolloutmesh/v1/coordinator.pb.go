@@ -1364,7 +1364,13 @@ type EpisodeGroup struct {
 	// asked for.
 	Trajectories []*EpisodeSteps `protobuf:"bytes,4,rep,name=trajectories,proto3" json:"trajectories,omitempty"`
 	// Mean reward of the group.
-	MeanReward    float64 `protobuf:"fixed64,5,opt,name=mean_reward,json=meanReward,proto3" json:"mean_reward,omitempty"`
+	MeanReward float64 `protobuf:"fixed64,5,opt,name=mean_reward,json=meanReward,proto3" json:"mean_reward,omitempty"`
+	// Episode fields left out of every episode of this group, because the
+	// whole group would not fit in one answer (64 MiB) with them: some of
+	// system_prompt, instruction, evaluator_details_json, final_answer, error
+	// and labels, in that order. Storage keeps them: read them with its
+	// GetEpisode. Empty for a group handed out whole.
+	OmittedFields []string `protobuf:"bytes,6,rep,name=omitted_fields,json=omittedFields,proto3" json:"omitted_fields,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1432,6 +1438,13 @@ func (x *EpisodeGroup) GetMeanReward() float64 {
 		return x.MeanReward
 	}
 	return 0
+}
+
+func (x *EpisodeGroup) GetOmittedFields() []string {
+	if x != nil {
+		return x.OmittedFields
+	}
+	return nil
 }
 
 // EpisodeSteps holds the stored steps of one episode.
@@ -2915,14 +2928,15 @@ const file_rolloutmesh_v1_coordinator_proto_rawDesc = "" +
 	"drop_stale\x18\x05 \x01(\bR\tdropStale\x121\n" +
 	"\x14include_trajectories\x18\x06 \x01(\bR\x13includeTrajectories\x12:\n" +
 	"\vack_timeout\x18\a \x01(\v2\x19.google.protobuf.DurationR\n" +
-	"ackTimeout\"\xda\x01\n" +
+	"ackTimeout\"\x81\x02\n" +
 	"\fEpisodeGroup\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x123\n" +
 	"\bepisodes\x18\x03 \x03(\v2\x17.rolloutmesh.v1.EpisodeR\bepisodes\x12@\n" +
 	"\ftrajectories\x18\x04 \x03(\v2\x1c.rolloutmesh.v1.EpisodeStepsR\ftrajectories\x12\x1f\n" +
 	"\vmean_reward\x18\x05 \x01(\x01R\n" +
-	"meanReward\"Y\n" +
+	"meanReward\x12%\n" +
+	"\x0eomitted_fields\x18\x06 \x03(\tR\romittedFields\"Y\n" +
 	"\fEpisodeSteps\x12\x1d\n" +
 	"\n" +
 	"episode_id\x18\x01 \x01(\tR\tepisodeId\x12*\n" +

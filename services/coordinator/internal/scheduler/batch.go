@@ -126,7 +126,8 @@ func (e *Engine) GetBatch(ctx context.Context, req BatchRequest) (*pb.GetBatchRe
 //
 // A batch whose answer would pass MaxBatchBytes is refused, its groups left
 // waiting: handed out, it could not be sent, and it would come back after
-// its ack timeout to fail again.
+// its ack timeout to fail again. Before that, it sheds the episode fields
+// storage also keeps (omitFields); most such batches then fit.
 func (e *Engine) buildBatchLocked(r *rollout, want int, req BatchRequest, now time.Time) (resp *pb.GetBatchResponse, done bool, ndropped int32, err error) {
 	var picked, dropped []*group
 	rest := r.complete[:0:0]
@@ -187,14 +188,23 @@ func (e *Engine) buildBatchLocked(r *rollout, want int, req BatchRequest, now ti
 		size += protowire.SizeBytes(proto.Size(eg)) + 1
 	}
 	if max := e.cfg.MaxBatchBytes; max > 0 && size > max {
-		r.complete = append(picked, rest...)
-		msg := fmt.Sprintf("the batch's %d groups take %d MiB, more than the %d MiB an answer carries; ask for a smaller batch_size",
-			len(picked), size>>20, max>>20)
-		if len(picked) == 1 {
-			msg = fmt.Sprintf("group %s alone takes %d MiB, more than the %d MiB an answer carries; read its episodes from storage",
-				picked[0].id, size>>20, max>>20)
+		// Refused, the batch's groups would wait at the head of the queue
+		// and fail every GetBatch of this size for good: they go out
+		// without the fields storage also keeps.
+		size = omitFields(groups, max)
+		e.log.Warn("batch handed out without some episode fields",
+			zap.String("rollout_id", r.id), zap.Int("groups", len(groups)),
+			zap.Strings("omitted_fields", groups[0].OmittedFields), zap.Int("bytes", size))
+		if size > max {
+			r.complete = append(picked, rest...)
+			msg := fmt.Sprintf("the batch's %d groups take %d MiB even without the episode fields %v, more than the %d MiB an answer carries; ask for a smaller batch_size",
+				len(picked), size>>20, groups[0].OmittedFields, max>>20)
+			if len(picked) == 1 {
+				msg = fmt.Sprintf("group %s takes %d MiB even without the episode fields %v, more than the %d MiB an answer carries; read its episodes from storage",
+					picked[0].id, size>>20, groups[0].OmittedFields, max>>20)
+			}
+			return nil, false, ndropped, &FieldError{Field: "batch_size", Precondition: true, Msg: msg}
 		}
-		return nil, false, ndropped, &FieldError{Field: "batch_size", Precondition: true, Msg: msg}
 	}
 	r.complete = rest
 	b := &batch{id: newID("b-"), groups: picked, expire: now.Add(req.AckTimeout), dropped: ndropped}
@@ -212,6 +222,49 @@ func (e *Engine) buildBatchLocked(r *rollout, want int, req BatchRequest, now ti
 
 // batchHeaderBytes bounds a GetBatch answer's fields besides its groups.
 const batchHeaderBytes = 256
+
+// omissible are the episode fields a group too large for one answer goes
+// out without, in this order: those the trainer already has (the agent's
+// system prompt, the task's instruction) first, then the largest a runner
+// reports. Storage keeps every one of them.
+var omissible = []struct {
+	name  string
+	clear func(*pb.Episode)
+}{
+	{"system_prompt", func(ep *pb.Episode) { ep.SystemPrompt = "" }},
+	{"instruction", func(ep *pb.Episode) { ep.Instruction = "" }},
+	{"evaluator_details_json", func(ep *pb.Episode) { ep.EvaluatorDetailsJson = "" }},
+	{"final_answer", func(ep *pb.Episode) { ep.FinalAnswer = "" }},
+	{"error", func(ep *pb.Episode) { ep.Error = "" }},
+	{"labels", func(ep *pb.Episode) { ep.Labels = nil }},
+}
+
+// omitFields clears fields of every episode of groups, in omissible's
+// order, until a batch of them takes at most max bytes, names them in each
+// group's OmittedFields and returns the batch's size.
+func omitFields(groups []*pb.EpisodeGroup, max int) int {
+	size := func() int {
+		n := batchHeaderBytes
+		for _, g := range groups {
+			n += protowire.SizeBytes(proto.Size(g)) + 1
+		}
+		return n
+	}
+	n := size()
+	for _, f := range omissible {
+		if n <= max {
+			break
+		}
+		for _, g := range groups {
+			for _, ep := range g.Episodes {
+				f.clear(ep)
+			}
+			g.OmittedFields = append(g.OmittedFields, f.name)
+		}
+		n = size()
+	}
+	return n
+}
 
 // chosen are the group_size DONE episodes a group is handed out with: the
 // first to finish.
@@ -279,6 +332,26 @@ func (e *Engine) expireBatchesLocked(r *rollout, now time.Time) {
 	e.persist(state.PutGroups(recs...))
 	r.complete = append(back, r.complete...)
 	e.notify()
+}
+
+// ReturnBatch gives a batch's groups back to the queue at once, as its
+// expiry would: for a batch the server could not complete (its
+// trajectories), which the caller never saw and so cannot ack. Returning
+// an acked, expired or unknown batch does nothing.
+func (e *Engine) ReturnBatch(rolloutID, batchID string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	r, ok := e.rollouts[rolloutID]
+	if !ok {
+		return
+	}
+	b, ok := r.batches[batchID]
+	if !ok || b.acked || b.expired {
+		return
+	}
+	now := e.clock.Now()
+	b.expire = now
+	e.expireBatchesLocked(r, now.Add(time.Nanosecond))
 }
 
 // AckBatch consumes a batch for good. Acking twice is fine; acking a batch
