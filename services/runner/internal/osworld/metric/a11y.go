@@ -60,7 +60,7 @@ func checkA11yBounds(s string) error {
 				return fmt.Errorf("accessibility tree nested deeper than %d elements", maxA11yDepth)
 			}
 			if n > maxA11yElements {
-				return fmt.Errorf("accessibility tree of more than %d elements", maxA11yElements)
+				return fmt.Errorf("accessibility tree of more than %d elements: %w", maxA11yElements, ErrOverCap)
 			}
 		case xml.EndElement:
 			depth--
@@ -91,7 +91,7 @@ func metricAccessibilityTree(ctx context.Context, result, expected any, _ bool, 
 		return 0, nil
 	}
 	if len(s) > maxA11yTree {
-		return 0, fmt.Errorf("check_accessibility_tree: tree larger than %d bytes", maxA11yTree)
+		return 0, fmt.Errorf("check_accessibility_tree: tree larger than %d bytes: %w", maxA11yTree, ErrOverCap)
 	}
 	if err := checkA11yBounds(s); err != nil {
 		return 0, fmt.Errorf("check_accessibility_tree: %w", err)
@@ -155,7 +155,11 @@ func metricAccessibilityTree(ctx context.Context, result, expected any, _ bool, 
 				default:
 					ts, ok := text.(string)
 					if has && ok {
-						score = max(score, IndelRatio(ts, t))
+						r, err := IndelRatio(ctx, ts, t)
+						if err != nil {
+							return 0, fmt.Errorf("check_accessibility_tree: %w", err)
+						}
+						score = max(score, r)
 					}
 				}
 			}

@@ -331,8 +331,8 @@ func TestZipBomb(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ReadZipEntry(zr.File[0], 1<<10); !errors.Is(err, errTooLarge) {
-		t.Errorf("ReadZipEntry of 1 MiB with a 1 KiB bound: %v, want errTooLarge", err)
+	if _, err := ReadZipEntry(zr.File[0], 1<<10); !errors.Is(err, ErrOverCap) {
+		t.Errorf("ReadZipEntry of 1 MiB with a 1 KiB bound: %v, want ErrOverCap", err)
 	}
 }
 

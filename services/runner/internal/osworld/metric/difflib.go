@@ -12,8 +12,9 @@ import (
 const maxSequence = 200_000
 
 // ErrSequenceTooLong is SequenceRatio's answer for a sequence over
-// maxSequence elements.
-var ErrSequenceTooLong = fmt.Errorf("sequence over %d elements", maxSequence)
+// maxSequence elements. difflib compares any length, so it wraps
+// ErrOverCap: such sequences are not scored.
+var ErrSequenceTooLong = fmt.Errorf("a sequence of more than %d elements: %w", maxSequence, ErrOverCap)
 
 // checkEvery is how many steps of a long loop run between two looks at
 // the context: often enough to stop within milliseconds of a deadline,

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/csv"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -54,42 +53,13 @@ func Strings(v any) []string {
 	return out
 }
 
-// maxRatioRunes bounds the quadratic LCS.
-const maxRatioRunes = 5000
-
-// IndelRatio is 2·LCS(a,b)/(|a|+|b|) over runes (1 for two empty strings).
-func IndelRatio(a, b string) float64 {
-	ra, rb := []rune(a), []rune(b)
-	if len(ra) > maxRatioRunes {
-		ra = ra[:maxRatioRunes]
-	}
-	if len(rb) > maxRatioRunes {
-		rb = rb[:maxRatioRunes]
-	}
-	if len(ra)+len(rb) == 0 {
-		return 1
-	}
-	prev := make([]int, len(rb)+1)
-	cur := make([]int, len(rb)+1)
-	for i := 1; i <= len(ra); i++ {
-		for j := 1; j <= len(rb); j++ {
-			if ra[i-1] == rb[j-1] {
-				cur[j] = prev[j-1] + 1
-			} else {
-				cur[j] = max(prev[j], cur[j-1])
-			}
-		}
-		prev, cur = cur, prev
-	}
-	return 2 * float64(prev[len(rb)]) / float64(len(ra)+len(rb))
-}
-
 // MaxFile bounds a file read by a metric.
 const MaxFile = 64 << 20
 
 // ReadText reads a local file named by a getter result (a path string):
 // ok is false when v is not a path or the file does not exist (Python's
-// None, which metrics score 0); the read is capped at MaxFile.
+// None, which metrics score 0); the read is capped at MaxFile, and a
+// larger file is an error wrapping ErrOverCap.
 func ReadText(v any) (string, bool, error) {
 	p, ok := v.(string)
 	if !ok || p == "" {
@@ -100,6 +70,9 @@ func ReadText(v any) (string, bool, error) {
 	}
 	// Stat's size says nothing for a FIFO or a device: the read is capped.
 	b, err := boundedread.ReadFile(p, MaxFile)
+	if oc := OverCap(err); oc != nil {
+		return "", false, oc
+	}
 	if err != nil {
 		return "", false, err
 	}
@@ -218,7 +191,7 @@ func metricIncludeExclude(_ context.Context, result, expected any, _ bool, _ map
 }
 
 // metricFuzzyMatch is rapidfuzz's fuzz.ratio(result, rules["expected"])/100.
-func metricFuzzyMatch(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricFuzzyMatch(ctx context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	r, err := Rules(expected)
 	if err != nil {
 		return 0, err
@@ -228,7 +201,7 @@ func metricFuzzyMatch(_ context.Context, result, expected any, _ bool, _ map[str
 	if !ok1 || !ok2 {
 		return 0, nil
 	}
-	return IndelRatio(a, b), nil
+	return IndelRatio(ctx, a, b)
 }
 
 // evaluationFailed is the value a rule getter puts in an expected dict
@@ -728,7 +701,7 @@ func metricCheckLineNumber(_ context.Context, result, expected any, _ bool, _ ma
 	}
 	text, ok, err := ReadPyText(result)
 	if err != nil || !ok {
-		return 0, nil
+		return 0, OverCap(err)
 	}
 	count := 0
 	for _, line := range pyLines(text) {
@@ -769,7 +742,7 @@ func metricFileContains(_ context.Context, result, expected any, _ bool, _ map[s
 	}
 	text, ok, err := ReadPyText(result)
 	if err != nil || !ok {
-		return 0, nil
+		return 0, OverCap(err)
 	}
 	e, ok := r["expected"]
 	if !ok {
@@ -796,9 +769,6 @@ func metricDiffTextFile(ctx context.Context, result, expected any, _ bool, _ map
 		return 0, err
 	}
 	ratio, err := SequenceRatio(ctx, SplitLines(a), SplitLines(b))
-	if errors.Is(err, ErrSequenceTooLong) {
-		return 0, fmt.Errorf("diff_text_file: over %d lines", maxSequence)
-	}
 	if err != nil {
 		return 0, fmt.Errorf("diff_text_file: %w", err)
 	}
@@ -811,11 +781,11 @@ func metricDiffTextFile(ctx context.Context, result, expected any, _ bool, _ map
 func metricComparePythonPureText(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	a, ok, err := ReadPyText(result)
 	if err != nil || !ok {
-		return 0, nil
+		return 0, OverCap(err)
 	}
 	b, ok, err := ReadPyText(expected)
 	if err != nil || !ok {
-		return 0, nil
+		return 0, OverCap(err)
 	}
 	return Bool(normalizePython(a) == normalizePython(b)), nil
 }
@@ -865,7 +835,7 @@ func expandTabs(s string, size int) string {
 // metricFuzzyPlaceMath reads the words of a .docx (its body paragraphs
 // split on whitespace) and, when there are exactly three, averages each
 // word's best fuzz.ratio against the rules["expected"] answers.
-func metricFuzzyPlaceMath(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricFuzzyPlaceMath(ctx context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	r, err := Rules(expected)
 	if err != nil {
 		return 0, err
@@ -875,7 +845,7 @@ func metricFuzzyPlaceMath(_ context.Context, result, expected any, _ bool, _ map
 	}
 	paras, err := docxParagraphs(result.(string))
 	if err != nil {
-		return 0, nil
+		return 0, OverCap(err)
 	}
 	var words []string
 	for _, p := range paras {
@@ -889,7 +859,11 @@ func metricFuzzyPlaceMath(_ context.Context, result, expected any, _ bool, _ map
 	for _, w := range words {
 		best := 0.0
 		for _, a := range answers {
-			best = max(best, IndelRatio(w, a))
+			r, err := IndelRatio(ctx, w, a)
+			if err != nil {
+				return 0, err
+			}
+			best = max(best, r)
 		}
 		sum += best
 	}

@@ -13,7 +13,8 @@ import "context"
 // Func scores a getter result against an expected value (present when
 // hasExpected), with the evaluator's options, in [0, 1]. A nil result
 // (Python's None, such as a file the agent never saved) scores 0 in every
-// metric, as in OSWorld; an error means the inputs could not be judged.
+// metric, as in OSWorld; an error means the inputs could not be judged,
+// such as an input over a size cap of this implementation (ErrOverCap).
 type Func func(ctx context.Context, result, expected any, hasExpected bool, options map[string]any) (float64, error)
 
 // Spec is one metric function.

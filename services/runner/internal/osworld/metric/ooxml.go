@@ -4,7 +4,6 @@ import (
 	"archive/zip"
 	"bytes"
 	"encoding/xml"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -15,14 +14,14 @@ import (
 // maxZipEntries bounds the entries of an archive a metric opens.
 const maxZipEntries = 10_000
 
-// errTooLarge is an archive entry that inflates past the bound: a zip
-// bomb, or a document too large to judge.
-var errTooLarge = errors.New("archive entry larger than the metric reads")
-
 // OpenZip opens a getter's local zip file whose size is bounded by MaxFile
-// (the central directory is read in full).
+// (the central directory is read in full); a larger file, or one of more
+// than maxZipEntries entries, is an error wrapping ErrOverCap.
 func OpenZip(path string) (*zip.Reader, error) {
 	b, err := boundedread.ReadFile(path, MaxFile)
+	if oc := OverCap(err); oc != nil {
+		return nil, oc
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -31,9 +30,31 @@ func OpenZip(path string) (*zip.Reader, error) {
 		return nil, err
 	}
 	if len(zr.File) > maxZipEntries {
-		return nil, fmt.Errorf("%s: over %d entries", path, maxZipEntries)
+		return nil, fmt.Errorf("%s: over %d entries: %w", path, maxZipEntries, ErrOverCap)
 	}
 	return zr, nil
+}
+
+// ZipEntryOverCap settles a zip entry whose header declares more than
+// limit bytes, without holding them: it inflates the entry into nothing,
+// at most limit+1 bytes. An entry that does inflate past limit is an
+// error wrapping ErrOverCap; one that does not is a plain error, since
+// its header then lies (a corrupt archive, which Python's zipfile refuses
+// too, and which scores 0).
+func ZipEntryOverCap(f *zip.File, limit int64) error {
+	rc, err := f.Open()
+	if err != nil {
+		return fmt.Errorf("%s: %w", f.Name, err)
+	}
+	defer rc.Close()
+	n, err := io.Copy(io.Discard, io.LimitReader(rc, limit+1))
+	if n > limit {
+		return fmt.Errorf("%s inflates past %d bytes: %w", f.Name, limit, ErrOverCap)
+	}
+	if err == nil {
+		err = io.ErrUnexpectedEOF
+	}
+	return fmt.Errorf("%s: %d bytes declared, %d inflated: %w", f.Name, f.UncompressedSize64, n, err)
 }
 
 // ReadZipEntry inflates one entry, reading at most max bytes whatever its
@@ -49,7 +70,7 @@ func ReadZipEntry(f *zip.File, max int64) ([]byte, error) {
 		return nil, err
 	}
 	if int64(len(b)) > max {
-		return nil, fmt.Errorf("%s: %w", f.Name, errTooLarge)
+		return nil, fmt.Errorf("%s: inflates past %d bytes: %w", f.Name, max, ErrOverCap)
 	}
 	return b, nil
 }

@@ -196,7 +196,7 @@ func metricThunderbirdFolder(_ context.Context, result, expected any, _ bool, op
 		}
 		a, ok, err := readFolder(preds[i], removeDup)
 		if err != nil || !ok {
-			return 0, nil
+			return 0, OverCap(err)
 		}
 		b, ok, err := readFolder(golds[i], removeDup)
 		if err != nil {

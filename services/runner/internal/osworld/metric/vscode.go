@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -23,17 +22,18 @@ import (
 // keybindings files, files the agent produced, and Python test suites.
 
 // readJSONFile decodes a getter's JSON file; ok is false when the file is
-// missing or not JSON (OSWorld's handlers score both 0).
-func readJSONFile(v any) (any, bool) {
+// missing or not JSON (OSWorld's handlers score both 0). A file over a
+// size cap is an error.
+func readJSONFile(v any) (any, bool, error) {
 	text, ok, err := ReadPyText(v)
 	if err != nil || !ok {
-		return nil, false
+		return nil, false, OverCap(err)
 	}
 	var data any
 	if json.Unmarshal([]byte(text), &data) != nil {
-		return nil, false
+		return nil, false, nil
 	}
-	return data, true
+	return data, true, nil
 }
 
 // metricJSONSettings needs every key of rules["expected"] in the JSON file
@@ -43,9 +43,9 @@ func metricJSONSettings(_ context.Context, result, expected any, _ bool, _ map[s
 	if err != nil {
 		return 0, err
 	}
-	data, ok := readJSONFile(result)
-	if !ok {
-		return 0, nil
+	data, ok, err := readJSONFile(result)
+	if err != nil || !ok {
+		return 0, err
 	}
 	exp, ok := pyDict(r["expected"])
 	if !ok {
@@ -77,7 +77,7 @@ func metricJSONKeybindings(_ context.Context, result, expected any, _ bool, _ ma
 	}
 	text, ok, err := ReadPyText(result)
 	if err != nil || !ok {
-		return 0, nil
+		return 0, OverCap(err)
 	}
 	var list []any
 	for _, src := range []string{text, afterFirstLine(text)} {
@@ -124,7 +124,7 @@ func metricCompareConfig(_ context.Context, result, expected any, _ bool, opts m
 	}
 	got, ok, err := ReadPyText(result)
 	if err != nil || !ok {
-		return 0, nil
+		return 0, OverCap(err)
 	}
 	containment := true
 	if v, ok := opts["containment_ok"]; ok {
@@ -185,7 +185,7 @@ func metricExtensionInstalled(_ context.Context, result, expected any, _ bool, _
 func metricCompareResultFiles(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	a, ok, err := ReadPyText(result)
 	if err != nil || !ok {
-		return 0, nil
+		return 0, OverCap(err)
 	}
 	b, ok, err := ReadPyText(expected)
 	if err != nil {
@@ -221,7 +221,7 @@ func metricCompareZipFiles(ctx context.Context, result, expected any, _ bool, _ 
 	}
 	za, err := OpenZip(result.(string))
 	if err != nil {
-		return 0, nil
+		return 0, OverCap(err)
 	}
 	gp, _ := expected.(string)
 	zb, err := OpenZip(gp)
@@ -247,7 +247,7 @@ func metricCompareZipFiles(ctx context.Context, result, expected any, _ bool, _ 
 	for name, fa := range ea {
 		ca, err := ReadZipEntry(fa, MaxFile)
 		if err != nil {
-			return 0, nil
+			return 0, OverCap(err)
 		}
 		cb, err := ReadZipEntry(eb[name], MaxFile)
 		if err != nil {
@@ -261,17 +261,17 @@ func metricCompareZipFiles(ctx context.Context, result, expected any, _ bool, _ 
 		}
 		ta, err := pdfText(ctx, ca)
 		if err != nil {
-			return 0, nil
+			return 0, OverCap(err)
 		}
 		tb, err := pdfText(ctx, cb)
 		if err != nil {
 			return 0, fmt.Errorf("compare_zip_files: expected PDF %s: %w", name, err)
 		}
 		ratio, err := SequenceRatio(ctx, []rune(ta), []rune(tb))
-		if err != nil && !errors.Is(err, ErrSequenceTooLong) {
-			return 0, err
+		if err != nil {
+			return 0, fmt.Errorf("compare_zip_files: %s: %w", name, err)
 		}
-		if err != nil || ratio < pdfSimilarity {
+		if ratio < pdfSimilarity {
 			return 0, nil
 		}
 	}
@@ -294,23 +294,31 @@ func pdfText(ctx context.Context, pdf []byte) (string, error) {
 	cmd := exec.CommandContext(ctx, bin, "-q", "-enc", "UTF-8", "-", "-")
 	cmd.Stdin = bytes.NewReader(pdf)
 	var out bytes.Buffer
-	cmd.Stdout = &limitedBuffer{buf: &out, max: MaxFile}
+	stdout := &limitedBuffer{buf: &out, max: MaxFile}
+	cmd.Stdout = stdout
 	if err := cmd.Run(); err != nil {
+		if stdout.over {
+			// The write's error is lost to the broken pipe's exit status.
+			return "", fmt.Errorf("pdftotext: text over %d bytes: %w", MaxFile, ErrOverCap)
+		}
 		return "", fmt.Errorf("pdftotext: %w", err)
 	}
 	// pdftotext ends each page with a form feed that PyPDF2 does not write.
 	return strings.ReplaceAll(out.String(), "\f", ""), nil
 }
 
-// limitedBuffer keeps at most max bytes and fails the writer past them.
+// limitedBuffer keeps at most max bytes and fails the writer past them,
+// noting that it did.
 type limitedBuffer struct {
-	buf *bytes.Buffer
-	max int
+	buf  *bytes.Buffer
+	max  int
+	over bool
 }
 
 func (l *limitedBuffer) Write(p []byte) (int, error) {
 	if l.buf.Len()+len(p) > l.max {
-		return 0, errTooLarge
+		l.over = true
+		return 0, fmt.Errorf("output over %d bytes: %w", l.max, ErrOverCap)
 	}
 	return l.buf.Write(p)
 }
@@ -348,7 +356,7 @@ func metricPythonTestSuite(ctx context.Context, result, expected any, _ bool, op
 		}
 		total += len(b)
 		if total > maxTestFiles {
-			return fmt.Errorf("check_python_file_by_test_suite: files over %d bytes", maxTestFiles)
+			return fmt.Errorf("check_python_file_by_test_suite: files over %d bytes: %w", maxTestFiles, ErrOverCap)
 		}
 		files[filepath.Base(p)] = base64.StdEncoding.EncodeToString([]byte(b))
 		return nil
@@ -360,7 +368,7 @@ func metricPythonTestSuite(ctx context.Context, result, expected any, _ bool, op
 	for _, p := range paths {
 		if s, ok := p.(string); ok && fileExists(s) {
 			if err := add(s); err != nil {
-				return 0, nil
+				return 0, OverCap(err)
 			}
 		}
 	}

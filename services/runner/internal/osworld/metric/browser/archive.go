@@ -37,7 +37,8 @@ var archiveCompare = map[string]string{
 }
 
 // Limits of an unpacked archive: a task's archive is a few documents, and a
-// hostile one must not fill the disk (a zip bomb).
+// hostile one must not fill the disk (a zip bomb). shutil unpacks any
+// size, so an archive past them is not scored (metric.ErrOverCap).
 const (
 	maxArchiveBytes   = 1 << 30
 	maxArchiveEntries = 10000
@@ -86,8 +87,8 @@ func metricCompareArchive(ctx context.Context, result, expected any, _ bool, opt
 	pd, gd := filepath.Join(tmp, "pred"), filepath.Join(tmp, "gold")
 	if err := unpack(pred, pd); err != nil {
 		// OSWorld raises on an archive it cannot unpack; the agent's broken
-		// archive is a failed task.
-		return 0, nil
+		// archive is a failed task. One over the limits is not judged.
+		return 0, metric.OverCap(err)
 	}
 	if err := unpack(gold, gd); err != nil {
 		return 0, fmt.Errorf("compare_archive: expected archive: %w", err)
@@ -182,7 +183,7 @@ type budget struct{ bytes, entries int64 }
 
 func (b *budget) entry() error {
 	if b.entries++; b.entries > maxArchiveEntries {
-		return fmt.Errorf("archive has more than %d entries", maxArchiveEntries)
+		return fmt.Errorf("archive has more than %d entries: %w", maxArchiveEntries, metric.ErrOverCap)
 	}
 	return nil
 }
@@ -201,7 +202,7 @@ func (b *budget) copy(p string, r io.Reader) error {
 		err = cerr
 	}
 	if err == nil && b.bytes > maxArchiveBytes {
-		err = fmt.Errorf("archive unpacks to more than %d bytes", maxArchiveBytes)
+		err = fmt.Errorf("archive unpacks to more than %d bytes: %w", maxArchiveBytes, metric.ErrOverCap)
 	}
 	return err
 }

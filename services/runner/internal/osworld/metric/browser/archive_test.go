@@ -5,8 +5,11 @@ import (
 	"archive/zip"
 	"bytes"
 	"compress/gzip"
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric"
@@ -78,4 +81,62 @@ func TestCompareArchive(t *testing.T) {
 		{name: "missing prediction", fn: "compare_archive", result: nil, expected: p("gold.zip"), opts: text, want: 0},
 		{name: "unknown type", fn: "compare_archive", result: p("same.zip"), expected: p("gold.zip"), opts: map[string]any{"file_type": "odt"}, wantErr: true},
 	})
+}
+
+// TestCompareArchiveOverCap: an archive over the 10,000-entry cap, which
+// shutil would unpack, is not scored: the metric returns an error wrapping
+// metric.ErrOverCap that names the cap. It scored 0. The entries are one
+// folder, stored again and again, so the test stays cheap.
+func TestCompareArchiveOverCap(t *testing.T) {
+	SetPeers(func(name string) (metric.Func, bool) {
+		s, ok := metric.General()[name]
+		return s.Fn, ok
+	})
+	defer SetPeers(nil)
+	dir := t.TempDir()
+	p := func(n string) string { return filepath.Join(dir, n) }
+	writeZip(t, p("gold.zip"), map[string]string{"a.txt": "one\n"})
+	many := func(name string, tarGz bool) string {
+		var buf bytes.Buffer
+		if tarGz {
+			gz := gzip.NewWriter(&buf)
+			tw := tar.NewWriter(gz)
+			for range maxArchiveEntries + 1 {
+				tw.WriteHeader(&tar.Header{Name: "d/", Mode: 0o755, Typeflag: tar.TypeDir})
+			}
+			tw.Close()
+			gz.Close()
+		} else {
+			zw := zip.NewWriter(&buf)
+			for range maxArchiveEntries + 1 {
+				if _, err := zw.CreateHeader(&zip.FileHeader{Name: "d/", Method: zip.Store}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			zw.Close()
+		}
+		if err := os.WriteFile(p(name), buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p(name)
+	}
+	tests := []struct {
+		name             string
+		result, expected string
+	}{
+		{"zip result", many("many.zip", false), p("gold.zip")},
+		{"tar.gz result", many("many.tar.gz", true), p("gold.zip")},
+		{"zip expected", p("gold.zip"), many("gold-many.zip", false)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := metricCompareArchive(context.Background(), tt.result, tt.expected, true, nil)
+			if !errors.Is(err, metric.ErrOverCap) {
+				t.Fatalf("compare_archive = %v, %v; want an error wrapping metric.ErrOverCap", got, err)
+			}
+			if want := "more than 10000 entries"; !strings.Contains(err.Error(), want) {
+				t.Errorf("compare_archive error = %q, want it to contain %q", err, want)
+			}
+		})
+	}
 }

@@ -47,14 +47,15 @@ func TestLCSAgainstQuadratic(t *testing.T) {
 		for range 5 {
 			a, b := gen(n), gen(r.IntN(2*n)+1)
 			got, err := fuzzRatio(context.Background(), a, b)
-			if want := metric.IndelRatio(a, b); err != nil || math.Abs(got-want) > 1e-12 {
-				t.Fatalf("fuzzRatio(%q, %q) = %v, %v; IndelRatio = %v", a, b, got, err, want)
+			want, werr := metric.IndelRatio(context.Background(), a, b)
+			if err != nil || werr != nil || math.Abs(got-want) > 1e-12 {
+				t.Fatalf("fuzzRatio(%q, %q) = %v, %v; IndelRatio = %v, %v", a, b, got, err, want, werr)
 			}
 		}
 	}
 	long := strings.Repeat("x", maxRatioRunes+1)
-	if _, err := fuzzRatio(context.Background(), long, "x"); err == nil {
-		t.Error("fuzzRatio of an over-long text succeeded")
+	if _, err := fuzzRatio(context.Background(), long, "x"); !errors.Is(err, metric.ErrOverCap) {
+		t.Errorf("fuzzRatio of an over-long text: %v, want an error wrapping metric.ErrOverCap", err)
 	}
 }
 

@@ -7,7 +7,8 @@
 // returns 0, or would raise on a malformed document (a Python exception
 // fails the task), the metric scores 0. An error is returned only when
 // the task itself cannot be judged (a rules object without its keys, a
-// missing OCR program).
+// missing OCR program) or an input is over a size cap of the readers
+// here, which python-docx would read (metric.ErrOverCap).
 package docs
 
 import (
@@ -60,17 +61,33 @@ func path(v any) (string, bool) {
 }
 
 // openDocx opens a .docx as python-docx's Document(); nil when it cannot
-// (docs.py logs the exception and returns 0).
-func openDocx(v any) *docx.Document {
+// (docs.py logs the exception and returns 0), with an error only for a
+// document over a size cap, which is not scored.
+func openDocx(v any) (*docx.Document, error) {
 	p, ok := path(v)
 	if !ok {
-		return nil
+		return nil, nil
 	}
 	d, err := docx.Open(p)
 	if err != nil {
-		return nil
+		return nil, metric.OverCap(err)
 	}
-	return d
+	return d, nil
+}
+
+// openDocxPair opens the two documents of a metric that compares them;
+// either is nil when it does not open, and the second is not opened when
+// the first does not (docs.py raises there first).
+func openDocxPair(a, b any) (*docx.Document, *docx.Document, error) {
+	d1, err := openDocx(a)
+	if err != nil || d1 == nil {
+		return nil, nil, err
+	}
+	d2, err := openDocx(b)
+	if err != nil {
+		return nil, nil, err
+	}
+	return d1, d2, nil
 }
 
 // option is options.get(key, def) read for its truth value.
@@ -111,31 +128,31 @@ func pyIsDigit(r rune) bool {
 // paragraphTexts loads a pair of documents' paragraph texts as
 // compare_docx_files does: both .docx (python-docx's paragraphs) or both
 // .odt (get_paragraph_texts_odt); ok is false for other pairs or an
-// unreadable file.
-func paragraphTexts(f1, f2 string) (p1, p2 []string, ok bool) {
+// unreadable file, and err is set for a file over a size cap.
+func paragraphTexts(f1, f2 string) (p1, p2 []string, ok bool, err error) {
 	switch {
 	case strings.HasSuffix(f1, ".docx") && strings.HasSuffix(f2, ".docx"):
 		d1, err := docx.Open(f1)
 		if err != nil {
-			return nil, nil, false
+			return nil, nil, false, metric.OverCap(err)
 		}
 		d2, err := docx.Open(f2)
 		if err != nil {
-			return nil, nil, false
+			return nil, nil, false, metric.OverCap(err)
 		}
-		return texts(d1.Paragraphs), texts(d2.Paragraphs), true
+		return texts(d1.Paragraphs), texts(d2.Paragraphs), true, nil
 	case strings.HasSuffix(f1, ".odt") && strings.HasSuffix(f2, ".odt"):
 		d1, err := docx.OpenODT(f1)
 		if err != nil {
-			return nil, nil, false
+			return nil, nil, false, metric.OverCap(err)
 		}
 		d2, err := docx.OpenODT(f2)
 		if err != nil {
-			return nil, nil, false
+			return nil, nil, false, metric.OverCap(err)
 		}
-		return d1.Paragraphs, d2.Paragraphs, true
+		return d1.Paragraphs, d2.Paragraphs, true, nil
 	}
-	return nil, nil, false
+	return nil, nil, false, nil
 }
 
 func texts(ps []docx.Paragraph) []string {
@@ -170,9 +187,9 @@ func compareDocxFiles(ctx context.Context, file1, file2 any, o compareOptions) (
 	if !ok1 || !ok2 {
 		return 0, nil
 	}
-	p1, p2, ok := paragraphTexts(f1, f2)
-	if !ok {
-		return 0, nil
+	p1, p2, ok, err := paragraphTexts(f1, f2)
+	if err != nil || !ok {
+		return 0, err
 	}
 	if o.ignoreOrder {
 		slices.Sort(p1)
@@ -248,7 +265,7 @@ func sameTextDocx(ctx context.Context, result, expected any) (*docx.Document, er
 	if ok, err := sameText(ctx, result, expected); !ok || err != nil {
 		return nil, err
 	}
-	return openDocx(result), nil
+	return openDocx(result)
 }
 
 func metricCompareDocxFiles(ctx context.Context, result, expected any, _ bool, opts map[string]any) (float64, error) {
@@ -258,9 +275,9 @@ func metricCompareDocxFiles(ctx context.Context, result, expected any, _ bool, o
 // metricCompareDocxTables compares the body tables' shapes and their
 // cells' stripped text on python-docx's grid.
 func metricCompareDocxTables(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
-	d1, d2 := openDocx(result), openDocx(expected)
-	if d1 == nil || d2 == nil {
-		return 0, nil
+	d1, d2, err := openDocxPair(result, expected)
+	if err != nil || d1 == nil || d2 == nil {
+		return 0, err
 	}
 	if len(d1.Tables) != len(d2.Tables) {
 		return 0, nil
@@ -302,9 +319,9 @@ func metricCompareLineSpacing(ctx context.Context, result, expected any, _ bool,
 	if ok, err := sameText(ctx, result, expected); !ok || err != nil {
 		return 0, err
 	}
-	d1, d2 := openDocx(result), openDocx(expected)
-	if d1 == nil || d2 == nil || len(d1.Paragraphs) != len(d2.Paragraphs) {
-		return 0, nil
+	d1, d2, err := openDocxPair(result, expected)
+	if err != nil || d1 == nil || d2 == nil || len(d1.Paragraphs) != len(d2.Paragraphs) {
+		return 0, err
 	}
 	for i := range d1.Paragraphs {
 		s1, s2 := d1.Paragraphs[i].LineSpacing, d2.Paragraphs[i].LineSpacing
@@ -318,15 +335,21 @@ func metricCompareLineSpacing(ctx context.Context, result, expected any, _ bool,
 // metricCompareDocxImages compares the decoded pixels of the main part's
 // images, in relationship order.
 func metricCompareDocxImages(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
-	d1, d2 := openDocx(result), openDocx(expected)
-	if d1 == nil || d2 == nil || len(d1.Images) != len(d2.Images) {
-		return 0, nil
+	d1, d2, err := openDocxPair(result, expected)
+	if err != nil || d1 == nil || d2 == nil || len(d1.Images) != len(d2.Images) {
+		return 0, err
 	}
 	for i := range d1.Images {
-		b1, err1 := imageBytes(d1.Images[i])
-		b2, err2 := imageBytes(d2.Images[i])
-		// PIL raising on an image it cannot decode fails the task.
-		if err1 != nil || err2 != nil || string(b1) != string(b2) {
+		b1, err := imageBytes(d1.Images[i])
+		if err != nil {
+			// PIL raising on an image it cannot decode fails the task.
+			return 0, metric.OverCap(err)
+		}
+		b2, err := imageBytes(d2.Images[i])
+		if err != nil {
+			return 0, metric.OverCap(err)
+		}
+		if string(b1) != string(b2) {
 			return 0, nil
 		}
 	}
@@ -342,9 +365,9 @@ func metricCompareIgnoreNewLines(_ context.Context, result, expected any, _ bool
 	if !ok1 || !ok2 || !strings.HasSuffix(f1, ".docx") || !strings.HasSuffix(f2, ".docx") {
 		return 0, nil
 	}
-	d1, d2 := openDocx(f1), openDocx(f2)
-	if d1 == nil || d2 == nil {
-		return 0, nil
+	d1, d2, err := openDocxPair(f1, f2)
+	if err != nil || d1 == nil || d2 == nil {
+		return 0, err
 	}
 	nonEmpty := func(ps []docx.Paragraph) []string {
 		var out []string
@@ -369,9 +392,9 @@ func metricCompareFontNames(_ context.Context, result, expected any, _ bool, _ m
 	if _, ok := path(result); !ok {
 		return 0, nil
 	}
-	d := openDocx(result)
-	if d == nil {
-		return 0, nil
+	d, err := openDocx(result)
+	if err != nil || d == nil {
+		return 0, err
 	}
 	want, err := ruleString(expected, "font_name")
 	if err != nil {
@@ -409,9 +432,9 @@ func ruleString(expected any, key string) (*string, error) {
 // metricCompareSubscriptContains is 1 when some paragraph pair's run pair,
 // zipped in order, are both subscript.
 func metricCompareSubscriptContains(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
-	d1, d2 := openDocx(result), openDocx(expected)
-	if d1 == nil || d2 == nil {
-		return 0, nil
+	d1, d2, err := openDocxPair(result, expected)
+	if err != nil || d1 == nil || d2 == nil {
+		return 0, err
 	}
 	for i := range min(len(d1.Paragraphs), len(d2.Paragraphs)) {
 		r1, r2 := d1.Paragraphs[i].Runs, d2.Paragraphs[i].Runs
@@ -453,9 +476,9 @@ func metricCompareReferences(ctx context.Context, result, expected any, _ bool, 
 	if !strings.HasSuffix(f1, ".docx") || !strings.HasSuffix(f2, ".docx") {
 		return 0, nil
 	}
-	d1, d2 := openDocx(f1), openDocx(f2)
-	if d1 == nil || d2 == nil {
-		return 0, nil
+	d1, d2, err := openDocxPair(f1, f2)
+	if err != nil || d1 == nil || d2 == nil {
+		return 0, err
 	}
 	p1, p2 := texts(d1.Paragraphs), texts(d2.Paragraphs)
 	i1, i2 := slices.Index(p1, indicator), slices.Index(p2, indicator)
@@ -513,10 +536,10 @@ func metricCompareUniqueTrainRecords(_ context.Context, result, expected any, _ 
 	if _, ok := path(files[1]); !ok {
 		return 0, nil
 	}
-	linesAndIDs := func(v any) ([]string, []string, bool) {
-		d := openDocx(v)
-		if d == nil {
-			return nil, nil, false
+	linesAndIDs := func(v any) ([]string, []string, bool, error) {
+		d, err := openDocx(v)
+		if err != nil || d == nil {
+			return nil, nil, false, err
 		}
 		var lines, ids []string
 		for _, p := range d.Paragraphs {
@@ -529,19 +552,19 @@ func metricCompareUniqueTrainRecords(_ context.Context, result, expected any, _ 
 				ids = append(ids, metric.PyStrip(parts[1]))
 			}
 		}
-		return lines, ids, true
+		return lines, ids, true, nil
 	}
-	procLines, procIDs, ok := linesAndIDs(result)
-	if !ok {
-		return 0, nil
+	procLines, procIDs, ok, err := linesAndIDs(result)
+	if err != nil || !ok {
+		return 0, err
 	}
-	goldLines, goldIDs, ok := linesAndIDs(files[0])
-	if !ok {
-		return 0, nil
+	goldLines, goldIDs, ok, err := linesAndIDs(files[0])
+	if err != nil || !ok {
+		return 0, err
 	}
-	initLines, _, ok := linesAndIDs(files[1])
-	if !ok {
-		return 0, nil
+	initLines, _, ok, err := linesAndIDs(files[1])
+	if err != nil || !ok {
+		return 0, err
 	}
 	initial := set(initLines)
 	for _, l := range procLines {
@@ -576,9 +599,9 @@ func set(l []string) map[string]bool {
 // metricHasPageNumbersInFooters needs a digit in the first paragraph of
 // every section's primary footer.
 func metricHasPageNumbersInFooters(_ context.Context, result, _ any, _ bool, _ map[string]any) (float64, error) {
-	d := openDocx(result)
-	if d == nil {
-		return 0, nil
+	d, err := openDocx(result)
+	if err != nil || d == nil {
+		return 0, err
 	}
 	for _, s := range d.Sections {
 		text := ""
@@ -682,9 +705,9 @@ func metricColoredWordsInTables(ctx context.Context, result, expected any, _ boo
 // metricIsFirstLineCentered checks the first body paragraph's direct
 // alignment.
 func metricIsFirstLineCentered(_ context.Context, result, _ any, _ bool, _ map[string]any) (float64, error) {
-	d := openDocx(result)
-	if d == nil || len(d.Paragraphs) == 0 {
-		return 0, nil
+	d, err := openDocx(result)
+	if err != nil || d == nil || len(d.Paragraphs) == 0 {
+		return 0, err
 	}
 	return metric.Bool(d.Paragraphs[0].Alignment == "center"), nil
 }
@@ -692,9 +715,9 @@ func metricIsFirstLineCentered(_ context.Context, result, _ any, _ bool, _ map[s
 // metricContainsPageBreak counts page breaks in body runs; with
 // rules["page_break_count"] the count must match.
 func metricContainsPageBreak(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
-	d := openDocx(result)
-	if d == nil {
-		return 0, nil
+	d, err := openDocx(result)
+	if err != nil || d == nil {
+		return 0, err
 	}
 	var want any
 	if r, ok := expected.(map[string]any); ok {
@@ -719,9 +742,9 @@ func metricContainsPageBreak(_ context.Context, result, expected any, _ bool, _ 
 // scoring 1 minus the mean position difference as a fraction of the
 // expected document's text width; alignments must match.
 func metricCheckTabstops(_ context.Context, result, expected any, _ bool, opts map[string]any) (float64, error) {
-	d1, d2 := openDocx(result), openDocx(expected)
-	if d1 == nil || d2 == nil {
-		return 0, nil
+	d1, d2, err := openDocxPair(result, expected)
+	if err != nil || d1 == nil || d2 == nil {
+		return 0, err
 	}
 	nonBlank := func(ps []docx.Paragraph) []docx.Paragraph {
 		var out []docx.Paragraph
@@ -816,7 +839,7 @@ func metricCheckHighlightedWords(ctx context.Context, result, expected any, _ bo
 	f, _ := path(result)
 	d, err := docx.OpenODT(f)
 	if err != nil {
-		return 0, nil
+		return 0, metric.OverCap(err)
 	}
 	for _, name := range d.SpanStyles {
 		if name == "" {

@@ -11,11 +11,17 @@ import (
 	_ "golang.org/x/image/bmp" // formats PIL opens too
 	_ "golang.org/x/image/tiff"
 	_ "golang.org/x/image/webp"
+
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric"
 )
 
 // maxPixels bounds one decoded image: a small file can declare a huge
 // canvas.
 const maxPixels = 64 << 20
+
+// pilBombPixels is where PIL's Image.open raises DecompressionBombError
+// (twice Image.MAX_IMAGE_PIXELS): an image past it fails in OSWorld too.
+const pilBombPixels = 2 * (1 << 30 / 4 / 3)
 
 // imageBytes decodes an image to the bytes PIL's Image.open(...).tobytes()
 // gives for it: pixel data in PIL's mode for the file (RGB for opaque
@@ -27,8 +33,13 @@ func imageBytes(blob []byte) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("decode image: %w", err)
 	}
-	if cfg.Width <= 0 || cfg.Height <= 0 || int64(cfg.Width)*int64(cfg.Height) > maxPixels {
+	px := int64(cfg.Width) * int64(cfg.Height)
+	if cfg.Width <= 0 || cfg.Height <= 0 || px > pilBombPixels {
 		return nil, fmt.Errorf("decode image: %dx%d is out of bounds", cfg.Width, cfg.Height)
+	}
+	if px > maxPixels {
+		// PIL decodes it; holding it here costs too much.
+		return nil, fmt.Errorf("image of %dx%d pixels is over the cap of %d pixels: %w", cfg.Width, cfg.Height, int64(maxPixels), metric.ErrOverCap)
 	}
 	img, _, err := image.Decode(bytes.NewReader(blob))
 	if err != nil {

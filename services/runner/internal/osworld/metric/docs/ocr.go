@@ -50,9 +50,18 @@ func metricFindDefaultFont(_ context.Context, result, expected any, _ bool, _ ma
 		return 0, nil
 	}
 	var got *string
-	if data, err := boundedread.ReadFile(p, metric.MaxFile); err == nil {
-		// A parse error leaves the font None, as docs.py's except does.
-		if v, ok, err := docx.RegistryValue(data, "/org.openoffice.Office.Writer/DefaultFont", "Standard"); err == nil && ok {
+	data, err := boundedread.ReadFile(p, metric.MaxFile)
+	if oc := metric.OverCap(err); oc != nil {
+		return 0, oc
+	}
+	if err == nil {
+		// A parse error leaves the font None, as docs.py's except does;
+		// a registry over the parser's caps is not judged.
+		v, ok, err := docx.RegistryValue(data, "/org.openoffice.Office.Writer/DefaultFont", "Standard")
+		if oc := metric.OverCap(err); oc != nil {
+			return 0, oc
+		}
+		if err == nil && ok {
 			got = &v
 		}
 	}
@@ -115,6 +124,9 @@ func ocrFinds(ctx context.Context, p, target string) (bool, error) {
 		return false, fmt.Errorf("%w: %v", errNoOCR, err)
 	}
 	data, err := boundedread.ReadFile(p, metric.MaxFile)
+	if oc := metric.OverCap(err); oc != nil {
+		return false, fmt.Errorf("read the image: %w", oc)
+	}
 	if err != nil {
 		return false, fmt.Errorf("read the image: %w", err)
 	}
@@ -175,7 +187,7 @@ func decodeForOCR(data []byte) (img image.Image, err error) {
 		return nil, fmt.Errorf("%w: an image of %dx%d pixels", errUnreadable, w, h)
 	}
 	if w > maxPixels || h > maxPixels || w*h > maxPixels {
-		return nil, fmt.Errorf("image of %dx%d pixels is over OCR's bound of %d pixels", w, h, int64(maxPixels))
+		return nil, fmt.Errorf("image of %dx%d pixels is over OCR's bound of %d pixels: %w", w, h, int64(maxPixels), metric.ErrOverCap)
 	}
 	if isXWD {
 		if img, ok := readXWD(data); ok {

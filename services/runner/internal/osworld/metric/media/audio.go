@@ -1,6 +1,7 @@
 package media
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -11,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric"
 )
 
 // compare_audios in vlc.py: librosa.load (22050 Hz mono, soxr_hq), 20
@@ -28,7 +31,9 @@ const (
 	hopLength = 512
 	nMels     = 128
 	nMFCC     = 20
-	// maxAudioSeconds bounds the decoded audio (about 80 MB of samples).
+	// maxAudioSeconds bounds the decoded audio (about 80 MB of samples);
+	// librosa loads any length, so longer audio is not scored
+	// (metric.ErrOverCap).
 	maxAudioSeconds = 15 * 60
 )
 
@@ -66,7 +71,7 @@ func loadAudio(ctx context.Context, path string) ([]float32, error) {
 		return nil, err
 	}
 	if len(data) > maxBytes {
-		return nil, fmt.Errorf("audio %s is longer than %d s", path, maxAudioSeconds)
+		return nil, fmt.Errorf("audio %s is longer than the cap of %d s: %w", path, maxAudioSeconds, metric.ErrOverCap)
 	}
 	y := make([]float32, len(data)/4)
 	for i := range y {
@@ -394,6 +399,9 @@ func metricCompareAudios(ctx context.Context, result, expected any, _ bool, _ ma
 	}
 	y1, err1 := loadAudio(ctx, p1)
 	y2, err2 := loadAudio(ctx, p2)
+	if err := cmp.Or(metric.OverCap(err1), metric.OverCap(err2)); err != nil {
+		return 0, fmt.Errorf("compare_audios: %w", err)
+	}
 	bad1, bad2 := err1 != nil || len(y1) == 0, err2 != nil || len(y2) == 0
 	if bad1 && bad2 {
 		return 1, nil

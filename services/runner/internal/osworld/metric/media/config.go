@@ -16,24 +16,26 @@ import (
 // (vlcrc). OSWorld reads these files line by line with substring tests; a
 // missing file, or bytes that are not UTF-8, raise there and score 0 here.
 
-// readUTF8 reads a getter's file as OSWorld's .read().decode('utf-8').
-func readUTF8(v any) (string, bool) {
+// readUTF8 reads a getter's file as OSWorld's .read().decode('utf-8');
+// err is set only for a file over the size cap.
+func readUTF8(v any) (string, bool, error) {
 	text, ok, err := metric.ReadText(v)
 	if err != nil || !ok || !utf8.ValidString(text) {
-		return "", false
+		return "", false, metric.OverCap(err)
 	}
-	return text, true
+	return text, true, nil
 }
 
 // rulesAndText reads the rules and the config file's text; ok is false
-// when the file is missing, unreadable or not UTF-8, which OSWorld scores 0.
+// when the file is missing, unreadable or not UTF-8, which OSWorld scores
+// 0, and err is set for a file over the size cap, which is not scored.
 func rulesAndText(result, expected any) (rule map[string]any, text string, ok bool, err error) {
 	rule, err = metric.Rules(expected)
 	if err != nil {
 		return nil, "", false, err
 	}
-	text, ok = readUTF8(result)
-	return rule, text, ok, nil
+	text, ok, err = readUTF8(result)
+	return rule, text, ok, err
 }
 
 // pyStr is Python's str() of a rule value that JSON gave as a number, the
@@ -292,7 +294,7 @@ func metricVLCPlaying(_ context.Context, result, expected any, _ bool, _ map[str
 	}
 	root, err := parseXML(text)
 	if err != nil {
-		return 0, nil
+		return 0, metric.OverCap(err)
 	}
 	state := root.find("state")
 	if state == nil || state.text == nil || *state.text != "playing" {

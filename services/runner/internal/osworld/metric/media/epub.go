@@ -25,10 +25,13 @@ import (
 // Only entries at the top of the archive are found: an .html page inside
 // a folder makes OSWorld's write fail, which scores 0.
 
-// EPUB bounds: an archive entry and the whole archive as read.
+// EPUB bounds: an archive entry and the whole archive as read, and the
+// tokens of one page. OSWorld reads any size, so an EPUB past them is not
+// scored (metric.ErrOverCap).
 const (
-	maxEPUBEntry = 32 << 20
-	maxEPUBTotal = 128 << 20
+	maxEPUBEntry  = 32 << 20
+	maxEPUBTotal  = 128 << 20
+	maxHTMLTokens = 1 << 22
 )
 
 var errEPUBRaises = errors.New("compare_epub raises on this archive")
@@ -69,11 +72,14 @@ func epubLinesFrom(path, data string) ([][]string, error) {
 			}
 			defer rc.Close()
 			b, err := io.ReadAll(io.LimitReader(rc, maxEPUBEntry+1))
-			if err != nil || len(b) > maxEPUBEntry {
+			if err != nil {
 				return "", errEPUBRaises
 			}
+			if len(b) > maxEPUBEntry {
+				return "", fmt.Errorf("epub %s: %s inflates past %d bytes: %w", path, name, maxEPUBEntry, metric.ErrOverCap)
+			}
 			if total += len(b); total > maxEPUBTotal {
-				return "", fmt.Errorf("epub %s unpacks past %d bytes", path, maxEPUBTotal)
+				return "", fmt.Errorf("epub %s unpacks past %d bytes: %w", path, maxEPUBTotal, metric.ErrOverCap)
 			}
 			if !utf8.Valid(b) {
 				// bytes.decode() raises UnicodeDecodeError.
@@ -148,13 +154,14 @@ func metricCompareEPUB(ctx context.Context, result, expected any, _ bool, _ map[
 	p1, _ := result.(string)
 	a, err := epubLines(p1)
 	if err != nil {
-		// Python raises (or the archive is over the caps): no reward.
-		return 0, nil
+		// Python raises: no reward. An archive over the caps is not
+		// judged.
+		return 0, metric.OverCap(err)
 	}
 	p2, _ := expected.(string)
 	b, err := epubLines(p2)
 	if err != nil {
-		return 0, nil
+		return 0, metric.OverCap(err)
 	}
 	sum := 0.0
 	for i := 0; i < min(len(a), len(b)); i++ {

@@ -2,10 +2,13 @@ package media
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 
 	"golang.org/x/net/html"
+
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric"
 )
 
 // parseLibxml2 builds the tree libxml2's HTML parser (which lxml.html
@@ -138,8 +141,13 @@ func parseLibxml2(text string) (*html.Node, error) {
 	}
 	z := html.NewTokenizer(strings.NewReader(text))
 	for tokens := 0; ; tokens++ {
-		if tokens > 1<<22 || len(stack) > maxHTMLDepth {
-			return nil, errors.New("html too large or deep")
+		if tokens > maxHTMLTokens {
+			// libxml2 reads any length.
+			return nil, fmt.Errorf("html of more than %d tokens: %w", maxHTMLTokens, metric.ErrOverCap)
+		}
+		if len(stack) > maxHTMLDepth {
+			// libxml2 stops far shallower (256 levels without huge_tree).
+			return nil, errors.New("html nested too deeply")
 		}
 		tt := z.Next()
 		switch tt {

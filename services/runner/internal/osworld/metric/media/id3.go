@@ -36,7 +36,8 @@ var (
 	}
 )
 
-// maxTagBytes bounds the ID3v2 tag read from the head of a file.
+// maxTagBytes bounds the ID3v2 tag read from the head of a file; mutagen
+// reads any size, so a larger tag is not scored (metric.ErrOverCap).
 const maxTagBytes = 16 << 20
 
 var errNoID3 = errors.New("no ID3 tag")
@@ -66,7 +67,7 @@ func readID3(r io.ReaderAt, size int64) (map[string][]string, error) {
 	if _, err := r.ReadAt(head, 0); err == nil && string(head[:3]) == "ID3" && head[3] >= 2 && head[3] <= 4 {
 		n := syncsafe(head[6:10])
 		if n > maxTagBytes {
-			return nil, fmt.Errorf("ID3 tag of %d bytes is over the cap", n)
+			return nil, fmt.Errorf("ID3 tag of %d bytes is over the cap of %d: %w", n, maxTagBytes, metric.ErrOverCap)
 		}
 		body := make([]byte, min(int64(n), max(size-10, 0)))
 		got, _ := r.ReadAt(body, 10)
@@ -285,7 +286,7 @@ func metricMP3Meta(_ context.Context, result, expected any, _ bool, _ map[string
 	}
 	frames, err := id3Frames(p)
 	if err != nil {
-		return 0, nil
+		return 0, metric.OverCap(err)
 	}
 	for key, r := range rules {
 		rule, ok := r.(map[string]any)

@@ -15,6 +15,8 @@ import (
 // The image metrics of gimp.py and vlc.py's compare_images. OSWorld lets
 // PIL's exceptions (a missing, corrupt or too small image) escape the
 // metric, which ends the evaluation with no reward: here they score 0.
+// An image over maxPixels, which PIL would open, is not scored: the
+// metrics return its error (metric.ErrOverCap).
 
 // structureSSIM is gimp.py's structure_check_by_ssim: both images in RGB,
 // at least 7 pixels each way and of one size, with mean SSIM at least
@@ -53,20 +55,21 @@ func structureMSE(a, b *pimg, threshold float64) bool {
 }
 
 // openPair opens the two images of a two-path metric; ok is false when
-// either is missing or unreadable.
-func openPair(src, tgt any) (a, b *pimg, ok bool) {
+// either is missing or unreadable (src is opened first, as OSWorld does,
+// and tgt only when src opens), and err is set for one over a size cap.
+func openPair(src, tgt any) (a, b *pimg, ok bool, err error) {
 	if src == nil || tgt == nil {
-		return nil, nil, false
+		return nil, nil, false, nil
 	}
-	a, err := openImage(src)
+	a, err = openImage(src)
 	if err != nil {
-		return nil, nil, false
+		return nil, nil, false, metric.OverCap(err)
 	}
 	b, err = openImage(tgt)
 	if err != nil {
-		return nil, nil, false
+		return nil, nil, false, metric.OverCap(err)
 	}
-	return a, b, true
+	return a, b, true, nil
 }
 
 func floatOpt(opts map[string]any, key string, def float64) float64 {
@@ -110,9 +113,9 @@ func normalizeBrightness(img *pimg, target float64) (*pimg, bool) {
 // src darker than tgt, and after normalising both to brightness 128 their
 // MSE is under the threshold option (0.03).
 func metricBrightnessDecrease(_ context.Context, src, tgt any, _ bool, opts map[string]any) (float64, error) {
-	a, b, ok := openPair(src, tgt)
-	if !ok {
-		return 0, nil
+	a, b, ok, err := openPair(src, tgt)
+	if err != nil || !ok {
+		return 0, err
 	}
 	ba, ok1 := brightness(a)
 	bb, ok2 := brightness(b)
@@ -131,9 +134,9 @@ func metricBrightnessDecrease(_ context.Context, src, tgt any, _ bool, opts map[
 // src's mean HSV saturation above tgt's, and the H and V bands each
 // structurally similar (SSIM ≥ 0.9).
 func metricSaturationIncrease(_ context.Context, src, tgt any, _ bool, _ map[string]any) (float64, error) {
-	a, b, ok := openPair(src, tgt)
-	if !ok {
-		return 0, nil
+	a, b, ok, err := openPair(src, tgt)
+	if err != nil || !ok {
+		return 0, err
 	}
 	ha, err := a.convert("HSV")
 	if err != nil {
@@ -152,9 +155,9 @@ func metricSaturationIncrease(_ context.Context, src, tgt any, _ bool, _ map[str
 // population standard deviation over all samples (alpha included) of src
 // above tgt's, and SSIM ≥ 0.65.
 func metricContrastIncrease(_ context.Context, src, tgt any, _ bool, _ map[string]any) (float64, error) {
-	a, b, ok := openPair(src, tgt)
-	if !ok {
-		return 0, nil
+	a, b, ok, err := openPair(src, tgt)
+	if err != nil || !ok {
+		return 0, err
 	}
 	return metric.Bool(stddev(b.pix) < stddev(a.pix) && structureSSIM(a, b, 0.65)), nil
 }
@@ -182,18 +185,18 @@ func metricFileExistsStructure(_ context.Context, src, tgt any, _ bool, _ map[st
 	if fi, err := os.Stat(p); err != nil || !fi.Mode().IsRegular() {
 		return 0, nil
 	}
-	a, b, ok := openPair(src, tgt)
-	if !ok {
-		return 0, nil
+	a, b, ok, err := openPair(src, tgt)
+	if err != nil || !ok {
+		return 0, err
 	}
 	return metric.Bool(structureSSIM(a, b, 0.9)), nil
 }
 
 // metricStructureSim is check_structure_sim: same size and SSIM ≥ 0.9.
 func metricStructureSim(_ context.Context, src, tgt any, _ bool, _ map[string]any) (float64, error) {
-	a, b, ok := openPair(src, tgt)
-	if !ok || a.w != b.w || a.h != b.h {
-		return 0, nil
+	a, b, ok, err := openPair(src, tgt)
+	if err != nil || !ok || a.w != b.w || a.h != b.h {
+		return 0, err
 	}
 	return metric.Bool(structureSSIM(a, b, 0.9)), nil
 }
@@ -203,9 +206,9 @@ func metricStructureSim(_ context.Context, src, tgt any, _ bool, _ map[string]an
 // (or the largest odd size that fits) at least the ssim_threshold option
 // (0.85).
 func metricStructureSimThreshold(_ context.Context, src, tgt any, _ bool, opts map[string]any) (float64, error) {
-	a, b, ok := openPair(src, tgt)
-	if !ok {
-		return 0, nil
+	a, b, ok, err := openPair(src, tgt)
+	if err != nil || !ok {
+		return 0, err
 	}
 	threshold := floatOpt(opts, "ssim_threshold", 0.85)
 	if a.w != b.w || a.h != b.h {
@@ -237,9 +240,9 @@ func metricStructureSimThreshold(_ context.Context, src, tgt any, _ bool, opts m
 // to its opaque pixels when it has transparency) resized with PIL's default
 // BICUBIC to tgt's size, SSIM ≥ 0.9.
 func metricStructureSimResized(_ context.Context, src, tgt any, _ bool, _ map[string]any) (float64, error) {
-	a, b, ok := openPair(src, tgt)
-	if !ok {
-		return 0, nil
+	a, b, ok, err := openPair(src, tgt)
+	if err != nil || !ok {
+		return 0, err
 	}
 	var resized *pimg
 	if a.mode == "RGBA" || a.mode == "LA" || hasTransparency(a) {
@@ -270,9 +273,9 @@ func hasTransparency(img *pimg) bool {
 // metricPaletteStructure is check_palette_and_structure_sim: src is a
 // palette image, and its RGB conversion is similar to tgt (SSIM ≥ 0.9).
 func metricPaletteStructure(_ context.Context, src, tgt any, _ bool, _ map[string]any) (float64, error) {
-	a, b, ok := openPair(src, tgt)
-	if !ok {
-		return 0, nil
+	a, b, ok, err := openPair(src, tgt)
+	if err != nil || !ok {
+		return 0, err
 	}
 	rgb, err := a.convert("RGB")
 	if err != nil {
@@ -284,9 +287,9 @@ func metricPaletteStructure(_ context.Context, src, tgt any, _ bool, _ map[strin
 // metricImageMirror is check_image_mirror: src flipped left-right is
 // similar to tgt with SSIM ≥ 0.99.
 func metricImageMirror(_ context.Context, src, tgt any, _ bool, _ map[string]any) (float64, error) {
-	a, b, ok := openPair(src, tgt)
-	if !ok {
-		return 0, nil
+	a, b, ok, err := openPair(src, tgt)
+	if err != nil || !ok {
+		return 0, err
 	}
 	return metric.Bool(structureSSIM(a.flipLR(), b, 0.99)), nil
 }
@@ -296,7 +299,7 @@ func metricImageMirror(_ context.Context, src, tgt any, _ bool, _ map[string]any
 func metricTextboxLeft(_ context.Context, src, _ any, _ bool, _ map[string]any) (float64, error) {
 	img, err := openImage(src)
 	if err != nil {
-		return 0, nil
+		return 0, metric.OverCap(err)
 	}
 	l, err := img.convert("L")
 	if err != nil {
@@ -320,9 +323,9 @@ func metricTextboxLeft(_ context.Context, src, _ any, _ bool, _ map[string]any) 
 // index past the array raises in Python, so every non-square image, and
 // a src smaller than tgt, scores 0 unless a non-green pixel came first.
 func metricGreenBackground(_ context.Context, src, tgt any, _ bool, _ map[string]any) (float64, error) {
-	a, b, ok := openPair(src, tgt)
-	if !ok {
-		return 0, nil
+	a, b, ok, err := openPair(src, tgt)
+	if err != nil || !ok {
+		return 0, err
 	}
 	na, nb := bands(a.mode), bands(b.mode)
 	if nb < 2 || na < 2 {
@@ -357,7 +360,7 @@ func metricGreenBackground(_ context.Context, src, tgt any, _ bool, _ map[string
 func metricTrianglePosition(_ context.Context, src, _ any, _ bool, _ map[string]any) (float64, error) {
 	img, err := openImage(src)
 	if err != nil {
-		return 0, nil
+		return 0, metric.OverCap(err)
 	}
 	nb := bands(img.mode)
 	if nb < 2 {
@@ -410,7 +413,7 @@ func metricImageSize(_ context.Context, src, expected any, _ bool, _ map[string]
 	}
 	img, err := openImage(src)
 	if err != nil {
-		return 0, nil
+		return 0, metric.OverCap(err)
 	}
 	ignore, _ := rule["ignore_transparent"].(bool)
 	w, h := img.w, img.h
@@ -464,9 +467,9 @@ func metricImageFileSize(_ context.Context, src, expected any, _ bool, _ map[str
 // score is (s-b)/(1-b) when s ≥ b+0.01, else 0. A negative SSIM, which
 // OSWorld would return as is, scores 0.
 func metricCompareImages(_ context.Context, result, expected any, _ bool, opts map[string]any) (float64, error) {
-	a, b, ok := openPair(result, expected)
-	if !ok {
-		return 0, nil
+	a, b, ok, err := openPair(result, expected)
+	if err != nil || !ok {
+		return 0, err
 	}
 	la, err := a.convert("L")
 	if err != nil {
@@ -518,9 +521,9 @@ func metricCompareImageList(_ context.Context, result, expected any, _ bool, _ m
 		if s, _ := golds[i].(string); s == "" {
 			return 0, nil
 		}
-		p, g, ok := openPair(preds[i], golds[i])
-		if !ok {
-			return 0, nil
+		p, g, ok, err := openPair(preds[i], golds[i])
+		if err != nil || !ok {
+			return 0, err
 		}
 		if p.w != g.w || p.h != g.h {
 			p = p.resize(g.w, g.h, lanczos)

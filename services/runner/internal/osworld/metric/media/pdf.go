@@ -241,7 +241,8 @@ func ratio(ctx context.Context, a, b string) (float64, error) {
 		return 2 * float64(common) / float64(total), nil
 	}
 	if float64(len(ra))*float64(len(rb)) > maxRatioCells {
-		return 0, fmt.Errorf("texts of %d and %d characters are too long to compare", len(ra), len(rb))
+		return 0, fmt.Errorf("texts of %d and %d characters are too long to compare (over %d character pairs): %w",
+			len(ra), len(rb), int64(maxRatioCells), metric.ErrOverCap)
 	}
 	words := (len(ra) + 63) / 64
 	pm := map[rune][]uint64{}
@@ -320,10 +321,16 @@ func metricComparePDFs(ctx context.Context, result, expected any, _ bool, _ map[
 			continue
 		}
 		t1, err := pdfText(ctx, p1)
+		if oc := metric.OverCap(err); oc != nil {
+			return 0, fmt.Errorf("compare_pdfs: %w", oc)
+		}
 		if err != nil {
 			continue
 		}
 		t2, err := pdfText(ctx, p2)
+		if oc := metric.OverCap(err); oc != nil {
+			return 0, fmt.Errorf("compare_pdfs: %w", oc)
+		}
 		if err != nil {
 			continue
 		}
@@ -386,7 +393,7 @@ func metricPDFPages(ctx context.Context, result, expected any, _ bool, _ map[str
 	}
 	n, err := pdfPages(ctx, p)
 	if err != nil {
-		return 0, nil
+		return 0, metric.OverCap(err)
 	}
 	return metric.Bool(cmp(float64(n), ref)), nil
 }
@@ -415,7 +422,7 @@ func pdfImages(ctx context.Context, path string) ([]*pimg, error) {
 		keep = append(keep, f[2] == "image" || f[2] == "stencil")
 	}
 	if len(keep) > maxPDFImages {
-		return nil, fmt.Errorf("pdf %s has %d images, over the cap", path, len(keep))
+		return nil, fmt.Errorf("pdf %s has %d images, over the cap of %d: %w", path, len(keep), maxPDFImages, metric.ErrOverCap)
 	}
 	dir, err := os.MkdirTemp("", "pdfimages")
 	if err != nil {
@@ -436,6 +443,9 @@ func pdfImages(ctx context.Context, path string) ([]*pimg, error) {
 			continue
 		}
 		img, err := openImage(f)
+		if oc := metric.OverCap(err); oc != nil {
+			return nil, oc
+		}
 		if err != nil {
 			continue
 		}
@@ -458,11 +468,11 @@ func metricComparePDFImages(ctx context.Context, result, expected any, _ bool, _
 	}
 	im1, err := pdfImages(ctx, p1)
 	if err != nil {
-		return 0, nil
+		return 0, metric.OverCap(err)
 	}
 	im2, err := pdfImages(ctx, p2)
 	if err != nil {
-		return 0, nil
+		return 0, metric.OverCap(err)
 	}
 	if len(im1) != len(im2) {
 		return 0, nil

@@ -25,10 +25,16 @@ import (
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric"
 )
 
-// maxPixels bounds a decoded image. PIL refuses images past about 179
-// megapixels; the SSIM and resampling here hold several float planes per
-// pixel, so the cap is lower: a larger image scores 0.
+// maxPixels bounds a decoded image. PIL refuses images past
+// pilBombPixels; the SSIM and resampling here hold several float planes
+// per pixel, so the cap is lower, and an image between the two is not
+// scored (metric.ErrOverCap): PIL would read it.
 const maxPixels = 40 << 20
+
+// pilBombPixels is where PIL's Image.open raises DecompressionBombError
+// (twice Image.MAX_IMAGE_PIXELS, about 179 megapixels): an image past it
+// fails in OSWorld too, and scores 0 like a corrupt one.
+const pilBombPixels = 2 * (1 << 30 / 4 / 3)
 
 // pimg is an image as PIL holds it after Image.open: a mode naming the
 // bands, 8-bit samples interleaved row by row, and for mode P the palette.
@@ -66,8 +72,10 @@ func newImg(mode string, w, h int) *pimg {
 var errNotImage = errors.New("not a readable image")
 
 // openImage is PIL's Image.open followed by load: a missing, corrupt,
-// oversized or unsupported file is an error, which the metrics score 0 as
-// OSWorld's exception does.
+// unsupported or (for PIL too) oversized file is an error, which the
+// metrics score 0 as OSWorld's exception does. A file over one of the
+// caps here that PIL would read is an error wrapping metric.ErrOverCap,
+// which the metrics return: metric.OverCap tells the two apart.
 func openImage(v any) (*pimg, error) {
 	p, ok := v.(string)
 	if !ok || p == "" {
@@ -77,6 +85,9 @@ func openImage(v any) (*pimg, error) {
 		return nil, fmt.Errorf("open image %s: %w", p, err)
 	}
 	data, err := boundedread.ReadFile(p, metric.MaxFile)
+	if oc := metric.OverCap(err); oc != nil {
+		return nil, fmt.Errorf("read image: %w", oc)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read image %s: %w", p, err)
 	}
@@ -89,8 +100,8 @@ func decodeImage(data []byte) (img *pimg, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("decode image header: %w", err)
 	}
-	if cfg.Width <= 0 || cfg.Height <= 0 || cfg.Width > maxPixels || cfg.Height > maxPixels || cfg.Width*cfg.Height > maxPixels {
-		return nil, fmt.Errorf("image of %dx%d pixels is out of bounds", cfg.Width, cfg.Height)
+	if err := checkPixels(cfg.Width, cfg.Height); err != nil {
+		return nil, err
 	}
 	// Third-party decoders have panicked on crafted input before: a
 	// corrupt file must score 0, not take the runner down.
@@ -119,6 +130,20 @@ func decodeImage(data []byte) (img *pimg, err error) {
 		applyPNGMode(img, m, data)
 	}
 	return img, nil
+}
+
+// checkPixels refuses an image size before anything is decoded: one PIL
+// refuses too (no pixels, or past pilBombPixels) is a plain error, one
+// over maxPixels that PIL reads wraps metric.ErrOverCap.
+func checkPixels(w, h int) error {
+	px := int64(w) * int64(h)
+	if w <= 0 || h <= 0 || px > pilBombPixels {
+		return fmt.Errorf("image of %dx%d pixels is out of bounds", w, h)
+	}
+	if px > maxPixels {
+		return fmt.Errorf("image of %dx%d pixels is over the cap of %d pixels: %w", w, h, maxPixels, metric.ErrOverCap)
+	}
+	return nil
 }
 
 func init() {

@@ -5,20 +5,25 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"hash/crc32"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric"
 )
 
-// hugePNG is a valid PNG header claiming 100000×100000 pixels.
-func hugePNG() []byte {
+// fakePNG is a valid PNG header (signature and IHDR, no image data)
+// claiming w×h RGB pixels: what a decoder reads before deciding to
+// decode.
+func fakePNG(w, h int) []byte {
 	var b bytes.Buffer
 	b.WriteString("\x89PNG\r\n\x1a\n")
 	ihdr := make([]byte, 13)
-	binary.BigEndian.PutUint32(ihdr[0:], 100000)
-	binary.BigEndian.PutUint32(ihdr[4:], 100000)
+	binary.BigEndian.PutUint32(ihdr[0:], uint32(w))
+	binary.BigEndian.PutUint32(ihdr[4:], uint32(h))
 	ihdr[8], ihdr[9] = 8, 2
 	chunk := append([]byte("IHDR"), ihdr...)
 	binary.Write(&b, binary.BigEndian, uint32(13))
@@ -26,6 +31,9 @@ func hugePNG() []byte {
 	binary.Write(&b, binary.BigEndian, crc32.ChecksumIEEE(chunk))
 	return b.Bytes()
 }
+
+// hugePNG claims 100000×100000 pixels, past what PIL opens.
+func hugePNG() []byte { return fakePNG(100000, 100000) }
 
 // hangBound only catches a metric that hangs on bad input (decodes a
 // 100000×100000 image, inflates a zip bomb whole). It is not a speed goal:
@@ -35,8 +43,9 @@ func hugePNG() []byte {
 // score: the bomb compared with itself would score 1 if it were read.
 const hangBound = time.Minute
 
-// TestBadInputs: corrupt, truncated and oversized inputs score 0, without
-// hanging.
+// TestBadInputs: corrupt and truncated inputs, and images PIL refuses as
+// too large, score 0; an archive over the caps is not scored; neither
+// hangs.
 func TestBadInputs(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name string, data []byte) string {
@@ -54,7 +63,8 @@ func TestBadInputs(t *testing.T) {
 	truncated := write("truncated.png", src[:len(src)/2])
 	garbage := write("garbage.png", bytes.Repeat([]byte{0xff, 0xd8, 0x00}, 1000))
 	empty := write("empty.png", nil)
-	// A zip whose one page inflates to 40 MB, past the per-entry cap.
+	// A zip whose one page inflates to 40 MB, past the per-entry cap,
+	// which OSWorld would read: not scored.
 	var zb bytes.Buffer
 	zw := zip.NewWriter(&zb)
 	w, _ := zw.Create("page.html")
@@ -82,7 +92,7 @@ func TestBadInputs(t *testing.T) {
 		}
 	}
 	start := time.Now()
-	if got, err := metricCompareEPUB(context.Background(), bomb, bomb, true, nil); err != nil || got != 0 || time.Since(start) > hangBound {
-		t.Errorf("compare_epub of an oversized page got %v, %v after %v", got, err, time.Since(start))
+	if got, err := metricCompareEPUB(context.Background(), bomb, bomb, true, nil); !errors.Is(err, metric.ErrOverCap) || time.Since(start) > hangBound {
+		t.Errorf("compare_epub of an oversized page got %v, %v after %v; want an error wrapping metric.ErrOverCap", got, err, time.Since(start))
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"io"
 	"os/exec"
 	"time"
+
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric"
 )
 
 // Subprocess bounds: a metric never waits on a tool longer than
@@ -21,14 +23,17 @@ const (
 var errTooMuchOutput = errors.New("tool output exceeds the cap")
 
 // cappedBuffer keeps up to max bytes and fails the write past it, which
-// ends the tool with a broken pipe instead of filling memory.
+// ends the tool with a broken pipe instead of filling memory; over records
+// that it did, since the tool's exit status then hides the write's error.
 type cappedBuffer struct {
 	bytes.Buffer
-	max int
+	max  int
+	over bool
 }
 
 func (b *cappedBuffer) Write(p []byte) (int, error) {
 	if b.Len()+len(p) > b.max {
+		b.over = true
 		return 0, errTooMuchOutput
 	}
 	return b.Buffer.Write(p)
@@ -51,7 +56,8 @@ func runTool(ctx context.Context, name string, args ...string) ([]byte, error) {
 	return runToolInput(ctx, nil, name, args...)
 }
 
-// runToolInput is runTool with stdin.
+// runToolInput is runTool with stdin. Output past maxToolOutput is an
+// error wrapping metric.ErrOverCap: the input it came from is not scored.
 func runToolInput(ctx context.Context, stdin []byte, name string, args ...string) ([]byte, error) {
 	path, err := exec.LookPath(name)
 	if err != nil {
@@ -68,6 +74,9 @@ func runToolInput(ctx context.Context, stdin []byte, name string, args ...string
 	}
 	cmd.WaitDelay = time.Second
 	if err := cmd.Run(); err != nil {
+		if out.over {
+			return nil, fmt.Errorf("%s: output over %d bytes: %w", name, maxToolOutput, metric.ErrOverCap)
+		}
 		return nil, fmt.Errorf("%s: %w: %s", name, err, bytes.TrimSpace(errOut.Bytes()))
 	}
 	return out.Bytes(), nil

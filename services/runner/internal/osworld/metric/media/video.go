@@ -2,6 +2,7 @@ package media
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -27,6 +28,9 @@ type frameReader struct {
 	r    *bufio.Reader
 	wait func() error
 	done bool
+	// overCap is the error of a frame over maxPixels, which OpenCV
+	// reads: the comparison stops there unscored.
+	overCap error
 }
 
 func openFrames(ctx context.Context, path string) *frameReader {
@@ -49,7 +53,8 @@ func (f *frameReader) close() {
 	}
 }
 
-// next returns the next frame, or nil when there is none.
+// next returns the next frame, or nil when there is none; after a nil,
+// overCap tells whether a frame over the size cap ended the reading.
 func (f *frameReader) next() *pimg {
 	if f.done {
 		return nil
@@ -57,6 +62,7 @@ func (f *frameReader) next() *pimg {
 	img, err := readPPM(f.r)
 	if err != nil {
 		f.done = true
+		f.overCap = metric.OverCap(err)
 		f.close()
 		return nil
 	}
@@ -80,8 +86,12 @@ func readPPM(r *bufio.Reader) (*pimg, error) {
 	}
 	w, err1 := strconv.Atoi(fields[1])
 	h, err2 := strconv.Atoi(fields[2])
-	if err1 != nil || err2 != nil || w <= 0 || h <= 0 || w > maxPixels || h > maxPixels || w*h > maxPixels {
+	if err1 != nil || err2 != nil || w <= 0 || h <= 0 {
 		return nil, errBadPPM
+	}
+	if w > maxPixels || h > maxPixels || w*h > maxPixels {
+		// ffmpeg decoded it, and OpenCV would read it.
+		return nil, fmt.Errorf("video frame of %dx%d pixels is over the cap of %d pixels: %w", w, h, maxPixels, metric.ErrOverCap)
 	}
 	// Read before allocating the whole frame: a truncated stream must not
 	// cost the memory its header claims.
@@ -138,6 +148,9 @@ func metricCompareVideos(ctx context.Context, result, expected any, _ bool, _ ma
 	mismatches := 0
 	for checked := 0; checked < videoMaxFrames; checked++ {
 		f1, f2 := v1.next(), v2.next()
+		if err := cmp.Or(v1.overCap, v2.overCap); err != nil {
+			return 0, fmt.Errorf("compare_videos: %w", err)
+		}
 		if f1 == nil || f2 == nil {
 			return metric.Bool(f1 == nil && f2 == nil), nil
 		}

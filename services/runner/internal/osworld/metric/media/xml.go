@@ -3,9 +3,12 @@ package media
 import (
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"io"
 	"regexp"
 	"strings"
+
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric"
 )
 
 // xnode is the part of an ElementTree element the metrics read: tag,
@@ -18,6 +21,8 @@ type xnode struct {
 	children []*xnode
 }
 
+// maxXMLDepth bounds the nesting parseXML follows. ElementTree (expat)
+// has no such bound, so deeper XML is not scored (metric.ErrOverCap).
 const maxXMLDepth = 256
 
 // parseXML is ElementTree.fromstring: the root element.
@@ -37,7 +42,7 @@ func parseXML(s string) (*xnode, error) {
 		switch t := tok.(type) {
 		case xml.StartElement:
 			if len(stack) >= maxXMLDepth {
-				return nil, errors.New("xml nested too deeply")
+				return nil, fmt.Errorf("xml nested deeper than %d elements: %w", maxXMLDepth, metric.ErrOverCap)
 			}
 			n := &xnode{tag: t.Name.Local, attrs: map[string]string{}}
 			for _, a := range t.Attr {

@@ -15,9 +15,9 @@ import (
 // metricPortrait is check_slide_orientation_Portrait: the slide is taller
 // than wide.
 func metricPortrait(_ context.Context, result, _ any, _ bool, _ map[string]any) (float64, error) {
-	p, ok := openResult(result)
-	if !ok {
-		return 0, nil
+	p, err := openResult(result)
+	if err != nil || p == nil {
+		return 0, err
 	}
 	w, h, err := p.SlideSize()
 	if err != nil || w == nil || h == nil {
@@ -34,9 +34,9 @@ const inch = 914400
 // the result's first slide (the last such picture), fills the slide and
 // is centred within half an inch.
 func metricImageStretch(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
-	mod, ok := openResult(result)
-	if !ok {
-		return 0, nil
+	mod, err := openResult(result)
+	if err != nil || mod == nil {
+		return 0, err
 	}
 	orig, err := openExpected(expected)
 	if err != nil {
@@ -44,7 +44,7 @@ func metricImageStretch(_ context.Context, result, expected any, _ bool, _ map[s
 	}
 	s, err := imageStretched(orig, mod)
 	if err != nil {
-		return 0, nil
+		return 0, metric.OverCap(err)
 	}
 	return s, nil
 }
@@ -136,30 +136,31 @@ func metricTransition(_ context.Context, result, expected any, _ bool, _ map[str
 	if !ok {
 		return 0, fmt.Errorf("check_transition: transition_type must be a string")
 	}
-	root := partXML(result, "ppt/slides/slide"+strconv.FormatInt(int64(idx)+1, 10)+".xml")
-	if root == nil {
-		return 0, nil
+	root, err := partXML(result, "ppt/slides/slide"+strconv.FormatInt(int64(idx)+1, 10)+".xml")
+	if err != nil || root == nil {
+		return 0, err
 	}
 	tr := root.Find(pptx.NSP, "transition")
 	return metric.Bool(tr != nil && tr.Find(pptx.NSP, typ) != nil), nil
 }
 
 // partXML is one XML part of the presentation a getter gave; nil when the
-// file or the part is missing or unreadable, which slides.py scores 0.
-func partXML(result any, name string) *pptx.Element {
+// file or the part is missing or unreadable, which slides.py scores 0,
+// and an error when either is over a size cap.
+func partXML(result any, name string) (*pptx.Element, error) {
 	path, ok := result.(string)
 	if !ok || path == "" {
-		return nil
+		return nil, nil
 	}
 	pk, err := pptx.OpenPackage(path)
 	if err != nil {
-		return nil
+		return nil, metric.OverCap(err)
 	}
 	root, err := pk.XML(name)
 	if err != nil {
-		return nil
+		return nil, metric.OverCap(err)
 	}
-	return root
+	return root, nil
 }
 
 // metricPageNumberColors is check_page_number_colors: the colour slides.py
@@ -174,9 +175,9 @@ func metricPageNumberColors(_ context.Context, result, expected any, _ bool, _ m
 	if !ok {
 		return 0, fmt.Errorf("check_page_number_colors: color must be a string")
 	}
-	root := partXML(result, "ppt/slideMasters/slideMaster1.xml")
-	if root == nil {
-		return 0, nil
+	root, err := partXML(result, "ppt/slideMasters/slideMaster1.xml")
+	if err != nil || root == nil {
+		return 0, err
 	}
 	val, ok := pageNumberColor(root)
 	if !ok {
@@ -300,15 +301,15 @@ func metricFillDistance(_ context.Context, result, expected any, _ bool, _ map[s
 		}
 		orig = &o
 	}
-	p, ok := openResult(result)
-	if !ok || len(p.Slides) == 0 {
-		return 0, nil // no file, or a division by zero slides
+	p, err := openResult(result)
+	if err != nil || p == nil || len(p.Slides) == 0 {
+		return 0, err // no file, or a division by zero slides
 	}
 	sum := 0.0
 	for _, s := range p.Slides {
 		d, err := fillDistance(s, want, orig)
 		if err != nil {
-			return 0, nil
+			return 0, metric.OverCap(err)
 		}
 		sum += d
 	}

@@ -56,7 +56,9 @@ func compareOptionKeys() []string {
 }
 
 // errPython stands for an exception OSWorld's metric raises: the episode
-// gets no reward, which this package reports as a score of 0.
+// gets no reward, which this package reports as a score of 0. A file over
+// a size cap of the pptx reader (pptx.ErrTooLarge) is not such an
+// exception, since python-pptx reads it: the metric returns that error.
 var errPython = errors.New("python would raise")
 
 type comparer struct {
@@ -87,9 +89,9 @@ func newComparer(opts map[string]any) *comparer {
 
 // metricComparePptx is compare_pptx_files(result, expected, **options).
 func metricComparePptx(_ context.Context, result, expected any, _ bool, opts map[string]any) (float64, error) {
-	p1, ok := openResult(result)
-	if !ok {
-		return 0, nil
+	p1, err := openResult(result)
+	if err != nil || p1 == nil {
+		return 0, err
 	}
 	p2, err := openExpected(expected)
 	if err != nil {
@@ -97,20 +99,24 @@ func metricComparePptx(_ context.Context, result, expected any, _ bool, opts map
 	}
 	same, err := newComparer(opts).presentations(p1, p2)
 	if err != nil {
-		return 0, nil
+		return 0, metric.OverCap(err)
 	}
 	return metric.Bool(same), nil
 }
 
-// openResult opens the agent's file: anything python-pptx cannot open
-// (no file, a corrupt or oversized one) scores 0.
-func openResult(v any) (*pptx.Presentation, bool) {
+// openResult opens the agent's file: nil for anything python-pptx cannot
+// open (no file, a corrupt one), which scores 0, and an error for a file
+// over a size cap, which is not scored.
+func openResult(v any) (*pptx.Presentation, error) {
 	p, ok := v.(string)
 	if !ok || p == "" {
-		return nil, false
+		return nil, nil
 	}
 	prs, err := pptx.Open(p)
-	return prs, err == nil
+	if err != nil {
+		return nil, metric.OverCap(err)
+	}
+	return prs, nil
 }
 
 // openExpected opens the task's reference file: without it nothing can

@@ -17,18 +17,21 @@ const nsOOR = "http://openoffice.org/2001/registry"
 
 // readXML parses a local XML file named by a getter result; ok is false
 // when there is no such file or it does not parse (each caller decides
-// what Python does then).
-func readXML(v any) (*pptx.Element, bool) {
+// what Python does then), and err is set for a file over a size cap.
+func readXML(v any) (*pptx.Element, bool, error) {
 	p, ok := v.(string)
 	if !ok || p == "" {
-		return nil, false
+		return nil, false, nil
 	}
 	b, err := boundedread.ReadFile(p, metric.MaxFile)
 	if err != nil {
-		return nil, false
+		return nil, false, metric.OverCap(err)
 	}
 	root, err := pptx.ParseXML(b)
-	return root, err == nil
+	if err != nil {
+		return nil, false, metric.OverCap(err)
+	}
+	return root, true, nil
 }
 
 // registryItems returns the xcu's item elements at oor:path path, in
@@ -46,9 +49,9 @@ func registryItems(root *pptx.Element, path string) []*pptx.Element {
 // metricPresenterConsoleDisabled is check_presenter_console_disable: the
 // first EnablePresenterScreen setting under Impress/Misc/Start is false.
 func metricPresenterConsoleDisabled(_ context.Context, result, _ any, _ bool, _ map[string]any) (float64, error) {
-	root, ok := readXML(result)
-	if !ok {
-		return 0, nil
+	root, ok, err := readXML(result)
+	if err != nil || !ok {
+		return 0, err
 	}
 	for _, it := range registryItems(root, "/org.openoffice.Office.Impress/Misc/Start") {
 		for _, prop := range it.ChildrenNamed("", "prop") {
@@ -77,9 +80,9 @@ func metricAutoSaveTime(_ context.Context, result, expected any, _ bool, _ map[s
 	if !ok {
 		return 0, fmt.Errorf("check_auto_saving_time: minutes must be a number")
 	}
-	root, ok := readXML(result)
-	if !ok {
-		return 0, nil
+	root, ok, err := readXML(result)
+	if err != nil || !ok {
+		return 0, err
 	}
 	var found *string
 	for _, it := range registryItems(root, "/org.openoffice.Office.Common/Save/Document") {
@@ -116,7 +119,7 @@ func metricLeftPanel(_ context.Context, result, _ any, _ bool, _ map[string]any)
 	}
 	root, err := pptx.ParseXML([]byte(s))
 	if err != nil {
-		return 0, nil
+		return 0, metric.OverCap(err)
 	}
 	frames := root.Descendants("", "document-frame")
 	if root.Is("", "document-frame") {

@@ -6,7 +6,9 @@
 // A Python exception in OSWorld's metric leaves the episode without a
 // reward; these metrics score 0 there instead (an unreadable result file
 // included), and return an error only when the task's own inputs (its
-// rules or reference file) cannot be read.
+// rules or reference file) cannot be read, or when a file is over a size
+// cap of the pptx reader that python-pptx would read past
+// (metric.ErrOverCap).
 package slides
 
 import "github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric"

@@ -118,7 +118,6 @@ func TestBadResultsScoreZero(t *testing.T) {
 				data []byte
 				size uint64
 			}{"xl/worksheets/sheet1.xml": {bomb, 1000}}))},
-		{"far cell", write("far.xlsx", sheetWith(`<row r="1048576"><c r="XFD1048576"><v>1</v></c></row>`))},
 		{"bad shared string", write("shared.xlsx", sheetWith(`<row r="1"><c r="A1" t="s"><v>7</v></c></row>`))},
 		{"bad number", write("number.xlsx", sheetWith(`<row r="1"><c r="A1"><v>one</v></c></row>`))},
 		{"bad reference", write("ref.xlsx", sheetWith(`<row r="1"><c r="1A"><v>1</v></c></row>`))},

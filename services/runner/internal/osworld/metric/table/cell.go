@@ -16,8 +16,9 @@ var errPython = errors.New("the Python metric raises here")
 
 // readCellValue is OSWorld's read_cell_value: the cell's XML in
 // xl/worksheets/sheet{sheetId}.xml (the sheetId, not the relationship,
-// names the part), as float, str or None (nil).
-func (wb *workbook) readCellValue(sheetName, coord string) any {
+// names the part), as float, str or None (nil). OSWorld returns None
+// where it cannot read the part; a part over a size cap is an error.
+func (wb *workbook) readCellValue(sheetName, coord string) (any, error) {
 	id := ""
 	for _, s := range wb.sheets {
 		if s.name == sheetName {
@@ -25,46 +26,46 @@ func (wb *workbook) readCellValue(sheetName, coord string) any {
 		}
 	}
 	if id == "" {
-		return nil
+		return nil, nil
 	}
 	s, err := wb.sheetPart("xl/worksheets/sheet" + id + ".xml")
 	if err != nil || s == nil {
-		return nil
+		return nil, metric.OverCap(err)
 	}
 	s.index()
 	i, ok := s.byRef[coord]
 	if !ok {
-		return nil
+		return nil, nil
 	}
 	c := &s.cells[i]
 	switch c.typ {
 	case "", "n":
 		if !c.hasV {
-			return nil
+			return nil, nil
 		}
 		f, err := strconv.ParseFloat(strings.TrimSpace(c.v), 64)
 		if err != nil && !isRangeErr(err) {
-			return nil
+			return nil, nil
 		}
-		return f
+		return f, nil
 	case "s":
 		n, err := strconv.Atoi(strings.TrimSpace(c.v))
 		if !c.hasV || err != nil || n < 0 || n >= len(wb.sharedAll) {
-			return nil
+			return nil, nil
 		}
-		return wb.sharedAll[n]
+		return wb.sharedAll[n], nil
 	case "str", "e":
 		if !c.hasV {
-			return nil
+			return nil, nil
 		}
-		return c.v
+		return c.v, nil
 	case "inlineStr":
 		if !c.inlineT {
-			return nil
+			return nil, nil
 		}
-		return c.inline
+		return c.inline, nil
 	}
-	return nil
+	return nil, nil
 }
 
 // sheetPart parses a worksheet part by path, nil when absent.

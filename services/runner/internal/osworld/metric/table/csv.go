@@ -68,8 +68,9 @@ func compareCSV(_ context.Context, result, expected any, _ bool, opts map[string
 	}
 	got, err := safeReadLines(rp)
 	if err != nil {
-		// Missing or unreadable: OSWorld catches both and scores 0.
-		return 0, nil
+		// Missing or unreadable: OSWorld catches both and scores 0. A
+		// file over the size cap is not judged.
+		return 0, metric.OverCap(err)
 	}
 	var files []string
 	switch e := expected.(type) {
@@ -103,6 +104,9 @@ func compareCSV(_ context.Context, result, expected any, _ bool, opts map[string
 	g := norm(got)
 	for _, f := range files {
 		want, err := safeReadLines(f)
+		if oc := metric.OverCap(err); oc != nil {
+			return 0, oc
+		}
 		if err != nil {
 			continue
 		}
@@ -116,8 +120,9 @@ func compareCSV(_ context.Context, result, expected any, _ bool, opts map[string
 
 // printLines is _load_sheet for a path: "<book without extension>-<sheet>.csv"
 // read backwards, each line stripped, trailing blank lines dropped; nil
-// when the file cannot be read.
-func printLines(book, sheetName string) []string {
+// when the file cannot be read, and an error when it is over the size
+// cap.
+func printLines(book, sheetName string) ([]string, error) {
 	csv := strings.TrimSuffix(book, filepath.Ext(book)) + "-" + sheetName + ".csv"
 	if strings.HasPrefix(filepath.Ext(book), ".") && filepath.Base(book) == filepath.Ext(book) {
 		// os.path.splitext keeps a leading dot as part of the name.
@@ -125,7 +130,7 @@ func printLines(book, sheetName string) []string {
 	}
 	lines, err := safeReadLines(csv)
 	if err != nil {
-		return nil
+		return nil, metric.OverCap(err)
 	}
 	out := []string{}
 	dropping := true
@@ -137,7 +142,7 @@ func printLines(book, sheetName string) []string {
 		dropping = false
 		out = append(out, l)
 	}
-	return out
+	return out, nil
 }
 
 // sheetPrint compares the CSV exports of two sheets line by line.
@@ -149,9 +154,9 @@ func (c *tableCtx) sheetPrint(r map[string]any) (bool, error) {
 	if s1.expected && !c.hasExpected {
 		return false, fmt.Errorf("no expected file: %w", errPython)
 	}
-	a := printLines(s1.path, s1.name)
-	if a == nil {
-		return false, nil
+	a, err := printLines(s1.path, s1.name)
+	if err != nil || a == nil {
+		return false, err
 	}
 	s2, err := c.parseIdx(r["sheet_idx1"])
 	if err != nil {
@@ -160,7 +165,10 @@ func (c *tableCtx) sheetPrint(r map[string]any) (bool, error) {
 	if s2.expected && !c.hasExpected {
 		return false, fmt.Errorf("no expected file: %w", errPython)
 	}
-	b := printLines(s2.path, s2.name)
+	b, err := printLines(s2.path, s2.name)
+	if err != nil {
+		return false, err
+	}
 	if ic, _ := r["ignore_case"].(bool); ic {
 		if b == nil {
 			return false, fmt.Errorf("lower() of a missing sheet: %w", errPython)
@@ -212,11 +220,11 @@ func compareConferenceCityInOrder(_ context.Context, result, expected any, _ boo
 	}
 	wb, err := openWorkbook(p)
 	if err != nil {
-		return 0, nil
+		return 0, metric.OverCap(err)
 	}
 	sh, err := wb.activeSheet()
 	if err != nil || sh == nil {
-		return 0, nil
+		return 0, metric.OverCap(err)
 	}
 	want, _ := r["expected"].([]any)
 	for i := 0; i < 21; i++ {

@@ -264,6 +264,9 @@ func (c *tableCtx) sparkline(r map[string]any) (bool, error) {
 			return nil, fmt.Errorf("sheet %q: %w", s.name, errPython)
 		}
 		x, err := wb.extras("xl/worksheets/sheet" + id + ".xml")
+		if oc := metric.OverCap(err); oc != nil {
+			return nil, oc
+		}
 		if err != nil {
 			return nil, fmt.Errorf("sheet %q: %w", s.name, errPython)
 		}

@@ -255,7 +255,7 @@ func (wb *workbook) readFrame(name string) (*frame, error) {
 		data[r-1] = row
 	}
 	if (lastWithData+1)*width > maxGridCells {
-		return nil, fmt.Errorf("sheet %q: grid over %d cells", name, maxGridCells)
+		return nil, fmt.Errorf("sheet %q: grid over %d cells: %w", name, maxGridCells, metric.ErrOverCap)
 	}
 	data = data[:lastWithData+1]
 	fr := &frame{}

@@ -49,7 +49,7 @@ func (c *tableCtx) loadStyles(idx any, props []string) (map[string]any, error) {
 	}
 	mr, mc := sh.maxRowCol()
 	if mr*mc > maxStyleCells {
-		return nil, fmt.Errorf("style rule over %d×%d cells", mr, mc)
+		return nil, fmt.Errorf("style rule over %d×%d cells, more than %d: %w", mr, mc, maxStyleCells, metric.ErrOverCap)
 	}
 	sh.index()
 	mergedAt := map[[2]int]bool{}
@@ -57,7 +57,7 @@ func (c *tableCtx) loadStyles(idx any, props []string) (map[string]any, error) {
 	for _, m := range sh.merged {
 		area += (m.maxRow - m.minRow + 1) * (m.maxCol - m.minCol + 1)
 		if area > maxStyleCells {
-			return nil, fmt.Errorf("style rule over merged ranges of more than %d cells", maxStyleCells)
+			return nil, fmt.Errorf("style rule over merged ranges of more than %d cells: %w", maxStyleCells, metric.ErrOverCap)
 		}
 		for row := m.minRow; row <= m.maxRow; row++ {
 			for col := m.minCol; col <= m.maxCol; col++ {

@@ -7,6 +7,8 @@ import (
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric"
 )
 
 // xmlCell is one <c> element as written in the sheet.
@@ -299,7 +301,7 @@ func parseSheet(b []byte) (*sheet, error) {
 				if cur != nil {
 					s.cells = append(s.cells, *cur)
 					if len(s.cells) > maxGridCells {
-						return nil, fmt.Errorf("xlsx sheet: more than %d cells", maxGridCells)
+						return nil, fmt.Errorf("xlsx sheet: more than %d cells: %w", maxGridCells, metric.ErrOverCap)
 					}
 				}
 				cur = nil

@@ -86,7 +86,7 @@ type tableCtx struct {
 
 // compareTable is compare_table: every rule must hold. A result file that
 // is missing or unreadable scores 0; an unreadable expected file is an
-// error (Python raises).
+// error (Python raises), and so is either file over a size cap.
 func compareTable(ctx context.Context, result, expected any, hasExpected bool, opts map[string]any) (float64, error) {
 	rp, ok := firstPath(result)
 	if !ok {
@@ -96,8 +96,13 @@ func compareTable(ctx context.Context, result, expected any, hasExpected bool, o
 		return 0, nil
 	}
 	rwb, err := openWorkbook(rp)
-	if err != nil || rwb.loadAll() != nil {
-		return 0, nil
+	if err == nil {
+		err = rwb.loadAll()
+	}
+	if err != nil {
+		// openpyxl raises on a workbook it cannot read; one over a size
+		// cap here is not judged.
+		return 0, metric.OverCap(err)
 	}
 	tc := &tableCtx{ctx: ctx, result: rwb, resultPath: rp, resultNames: rwb.sheetNames()}
 	if ep, ok := firstPath(expected); hasExpected && expected != nil && ok {
@@ -120,7 +125,7 @@ func compareTable(ctx context.Context, result, expected any, hasExpected bool, o
 			return 0, fmt.Errorf("compare_table: rule %d is not an object", i)
 		}
 		pass, err := tc.check(rule)
-		if errors.Is(err, errPython) {
+		if errors.Is(err, errPython) && !errors.Is(err, metric.ErrOverCap) {
 			// OSWorld's metric raises here; its run gets no score.
 			return 0, nil
 		}
@@ -252,15 +257,18 @@ func (c *tableCtx) sheetData(r map[string]any) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	f1 := loadFrame(s1)
-	if f1 == nil {
-		return false, nil
+	f1, err := loadFrame(s1)
+	if err != nil || f1 == nil {
+		return false, err
 	}
 	s2, err := c.parseIdx(r["sheet_idx1"])
 	if err != nil {
 		return false, err
 	}
-	f2 := loadFrame(s2)
+	f2, err := loadFrame(s2)
+	if err != nil {
+		return false, err
+	}
 	if f2 == nil {
 		// Python calls .round on None.
 		return false, fmt.Errorf("sheet %q: %w", s2.name, errPython)
@@ -270,16 +278,17 @@ func (c *tableCtx) sheetData(r map[string]any) (bool, error) {
 	return f1.equals(f2), nil
 }
 
-// loadFrame is _load_sheet over pd.ExcelFile: nil where pandas fails.
-func loadFrame(s side) *frame {
+// loadFrame is _load_sheet over pd.ExcelFile: nil where pandas fails,
+// an error for a sheet over a size cap.
+func loadFrame(s side) (*frame, error) {
 	if s.wb == nil {
-		return nil
+		return nil, nil
 	}
 	f, err := s.wb.readFrame(s.name)
 	if err != nil {
-		return nil
+		return nil, metric.OverCap(err)
 	}
-	return f
+	return f, nil
 }
 
 // sheetFuzzy compares cells of ranges as strings, per sub-rule.
@@ -336,7 +345,7 @@ func fuzzyRule(ctx context.Context, s1, s2 side, rl map[string]any) (bool, error
 	for _, rg := range ranges {
 		cells += (rg.maxRow - rg.minRow + 1) * (rg.maxCol - rg.minCol + 1)
 		if cells > maxStyleCells {
-			return false, fmt.Errorf("sheet_fuzzy ranges over %d cells", maxStyleCells)
+			return false, fmt.Errorf("sheet_fuzzy ranges over %d cells: %w", maxStyleCells, metric.ErrOverCap)
 		}
 		for row := rg.minRow; row <= rg.maxRow; row++ {
 			for col := rg.minCol; col <= rg.maxCol; col++ {
@@ -366,7 +375,11 @@ func fuzzyRule(ctx context.Context, s1, s2 side, rl map[string]any) (bool, error
 				case "included_by":
 					m = strings.Contains(v2, v1)
 				case "fuzzy_match":
-					m = metric.IndelRatio(v1, v2)*100 >= threshold
+					r, err := metric.IndelRatio(ctx, v1, v2)
+					if err != nil {
+						return false, err
+					}
+					m = r*100 >= threshold
 				case "exact_match":
 					m = v1 == v2
 				default:
@@ -384,7 +397,11 @@ func cellString(s side, coord string) (string, error) {
 	if s.wb == nil {
 		return "None", nil
 	}
-	switch v := s.wb.readCellValue(s.name, coord).(type) {
+	v, err := s.wb.readCellValue(s.name, coord)
+	if err != nil {
+		return "", err
+	}
+	switch v := v.(type) {
 	case nil:
 		return "None", nil
 	case float64:
@@ -447,6 +464,9 @@ func (c *tableCtx) checkCell(r map[string]any) (bool, error) {
 		return false, err
 	}
 	sh, err := wb.sheet(s.name)
+	if oc := metric.OverCap(err); oc != nil {
+		return false, oc
+	}
 	if err != nil || sh == nil {
 		return false, errPython
 	}
@@ -476,7 +496,9 @@ func (c *tableCtx) checkCell(r map[string]any) (bool, error) {
 		}
 		var val any
 		if k == "value" {
-			val = wb.readCellValue(s.name, coord)
+			if val, err = wb.readCellValue(s.name, coord); err != nil {
+				return false, err
+			}
 		} else if v, err := cv.styleOf(k); err == nil {
 			val = v
 		}
@@ -535,7 +557,7 @@ func (c *tableCtx) sheetOrNil(idx any) (*sheet, error) {
 	}
 	sh, err := openpyxlSheet(s)
 	if err != nil {
-		return nil, nil
+		return nil, metric.OverCap(err)
 	}
 	return sh, nil
 }

@@ -11,11 +11,16 @@ import (
 	"path"
 	"strconv"
 	"strings"
+
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric"
 )
 
 // Limits on what one workbook may cost to read. A real OSWorld workbook is
 // a few hundred kilobytes; these stop zip bombs and sparse sheets whose
-// one far cell would make the pandas grid billions of cells wide.
+// one far cell would make the pandas grid billions of cells wide. openpyxl
+// and pandas read past the first five and maxStyleCells, so the errors
+// for those wrap metric.ErrOverCap: such a workbook is not scored.
+// maxRows and maxCols are Excel's own bounds.
 const (
 	maxBookFile  = 64 << 20  // the xlsx file itself
 	maxPart      = 128 << 20 // one decompressed part
@@ -31,7 +36,7 @@ const (
 )
 
 var (
-	errBudget   = errors.New("xlsx: decompressed size over the limit")
+	errBudget   = fmt.Errorf("xlsx: a part over %d bytes, or all parts over %d: %w", maxPart, maxInflated, metric.ErrOverCap)
 	errNoPart   = errors.New("xlsx: part missing")
 	errBadCoord = errors.New("xlsx: bad cell reference")
 )
@@ -49,8 +54,11 @@ func openZip(p string) (*xlsxZip, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !st.Mode().IsRegular() || st.Size() > maxBookFile {
-		return nil, fmt.Errorf("xlsx: %s is not a regular file under %d bytes", p, maxBookFile)
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("xlsx: %s is not a regular file", p)
+	}
+	if st.Size() > maxBookFile {
+		return nil, fmt.Errorf("xlsx: %s is over %d bytes: %w", p, maxBookFile, metric.ErrOverCap)
 	}
 	f, err := os.Open(p)
 	if err != nil {
@@ -79,7 +87,12 @@ func (z *xlsxZip) read(name string) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: %s", errNoPart, name)
 	}
-	if zf.UncompressedSize64 > maxPart || int64(zf.UncompressedSize64) > z.budget {
+	if limit := min(int64(maxPart), z.budget); zf.UncompressedSize64 > uint64(max(limit, 0)) {
+		// Over the cap if the part holds what its header says; a header
+		// that lies is a corrupt workbook.
+		if err := metric.ZipEntryOverCap(zf, max(limit, 0)); !errors.Is(err, metric.ErrOverCap) {
+			return nil, fmt.Errorf("xlsx part %s: %w", name, err)
+		}
 		return nil, errBudget
 	}
 	rc, err := zf.Open()
@@ -92,7 +105,7 @@ func (z *xlsxZip) read(name string) ([]byte, error) {
 		return nil, fmt.Errorf("xlsx part %s: %w", name, err)
 	}
 	if int64(len(b)) > int64(zf.UncompressedSize64) {
-		return nil, errBudget
+		return nil, fmt.Errorf("xlsx part %s inflates past its declared %d bytes", name, zf.UncompressedSize64)
 	}
 	z.budget -= int64(len(b))
 	return b, nil

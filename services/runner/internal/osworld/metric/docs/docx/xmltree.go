@@ -7,10 +7,14 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric"
 )
 
 // Limits of one parsed XML part: a crafted part must not exhaust memory or
-// the stack of the walkers below.
+// the stack of the walkers below. lxml has no cap on nodes (a part past
+// maxNodes is metric.ErrOverCap), and itself refuses nesting deeper than
+// 256 levels (without huge_tree), so a part past maxDepth fails there too.
 const (
 	maxNodes = 2 << 20
 	maxDepth = 512
@@ -51,7 +55,7 @@ func parseXML(data []byte) (*node, error) {
 		}
 		count++
 		if count > maxNodes {
-			return nil, fmt.Errorf("parse xml: over %d nodes", maxNodes)
+			return nil, fmt.Errorf("parse xml: over %d nodes: %w", maxNodes, metric.ErrOverCap)
 		}
 		switch t := tok.(type) {
 		case xml.StartElement:

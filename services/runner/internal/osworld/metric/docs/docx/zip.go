@@ -7,10 +7,13 @@ import (
 	"fmt"
 
 	"github.com/rolloutmesh/rolloutmesh/serverkit/boundedread"
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric"
 )
 
 // Bounds of one package. A zip entry's declared size cannot be trusted (a
 // zip bomb lies about it), so every read is capped as it decompresses.
+// python-docx reads any size: the errors for a package past them wrap
+// boundedread.ErrTooLarge or metric.ErrOverCap, and are not scored.
 const (
 	// MaxFile bounds the package file itself.
 	MaxFile = 256 << 20
@@ -39,7 +42,7 @@ func openPkg(data []byte) (*pkg, error) {
 		return nil, fmt.Errorf("open zip: %w", err)
 	}
 	if len(zr.File) > maxEntries {
-		return nil, fmt.Errorf("open zip: over %d entries", maxEntries)
+		return nil, fmt.Errorf("open zip: over %d entries: %w", maxEntries, metric.ErrOverCap)
 	}
 	p := &pkg{zr: zr, byName: make(map[string]*zip.File, len(zr.File))}
 	for _, f := range zr.File {
@@ -68,8 +71,16 @@ func (p *pkg) part(name string) ([]byte, error) {
 		return nil, fmt.Errorf("%s: %w", name, errMissing)
 	}
 	budget := min(int64(maxPart), maxTotal-p.read)
+	if budget > 0 && f.UncompressedSize64 > uint64(budget) {
+		// Over the cap if the part holds what its header says; a header
+		// that lies is a corrupt package.
+		if err := metric.ZipEntryOverCap(f, budget); !errors.Is(err, metric.ErrOverCap) {
+			return nil, err
+		}
+	}
 	if budget <= 0 || f.UncompressedSize64 > uint64(budget) {
-		return nil, fmt.Errorf("%s: %w", name, boundedread.ErrTooLarge)
+		return nil, fmt.Errorf("%s: over the cap of %d bytes a part and %d a package: %w: %w",
+			name, maxPart, maxTotal, boundedread.ErrTooLarge, metric.ErrOverCap)
 	}
 	rc, err := f.Open()
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/rolloutmesh/rolloutmesh/serverkit/boundedread"
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric"
 )
 
 // Size caps. A pptx is a zip: a few kilobytes of deflated XML can expand to
@@ -23,8 +24,10 @@ const (
 	maxRelations = 20000
 )
 
-// ErrTooLarge is wrapped by the errors for input over a cap.
-var ErrTooLarge = errors.New("over the size cap")
+// ErrTooLarge is wrapped by the errors for input over a cap. python-pptx
+// reads any size, so it wraps metric.ErrOverCap: such a file is not
+// scored.
+var ErrTooLarge = fmt.Errorf("over the size cap: %w", metric.ErrOverCap)
 
 // Package is an open OPC package (the zip under a pptx).
 type Package struct {
@@ -45,6 +48,9 @@ type Rel struct {
 // OpenPackage reads the file at path (capped at MaxFile) as a package.
 func OpenPackage(p string) (*Package, error) {
 	data, err := boundedread.ReadFile(p, MaxFile)
+	if errors.Is(err, boundedread.ErrTooLarge) {
+		return nil, fmt.Errorf("read pptx: %v: %w", err, ErrTooLarge)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read pptx: %w", err)
 	}
@@ -58,7 +64,7 @@ func ReadPackage(data []byte) (*Package, error) {
 		return nil, fmt.Errorf("open pptx zip: %w", err)
 	}
 	if len(zr.File) > maxEntries {
-		return nil, fmt.Errorf("open pptx zip: more than %d entries", maxEntries)
+		return nil, fmt.Errorf("open pptx zip: more than %d entries: %w", maxEntries, ErrTooLarge)
 	}
 	pk := &Package{files: map[string]*zip.File{}, budget: MaxExpanded, elems: maxPackageElements, parts: map[string]*Element{}, rels: map[string][]Rel{}}
 	for _, f := range zr.File {
@@ -81,21 +87,29 @@ func (pk *Package) Blob(name string) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("pptx: no part %q", name)
 	}
-	if f.UncompressedSize64 > MaxPart || int64(f.UncompressedSize64) > pk.budget {
-		return nil, fmt.Errorf("pptx: part %q: %w", name, ErrTooLarge)
+	limit := min(int64(MaxPart), pk.budget)
+	if f.UncompressedSize64 > uint64(limit) {
+		// Over the cap if the part holds what its header says; a header
+		// that lies is a corrupt package.
+		err := metric.ZipEntryOverCap(f, limit)
+		if errors.Is(err, metric.ErrOverCap) {
+			return nil, fmt.Errorf("pptx: part %q inflates past the cap of %d bytes a part and %d a package: %w",
+				name, MaxPart, MaxExpanded, ErrTooLarge)
+		}
+		return nil, fmt.Errorf("pptx: part %q: %w", name, err)
 	}
 	rc, err := f.Open()
 	if err != nil {
 		return nil, fmt.Errorf("pptx: part %q: %w", name, err)
 	}
 	defer rc.Close()
-	limit := min(int64(MaxPart), pk.budget)
 	b, err := io.ReadAll(io.LimitReader(rc, limit+1))
 	if err != nil {
 		return nil, fmt.Errorf("pptx: part %q: %w", name, err)
 	}
 	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("pptx: part %q: %w", name, ErrTooLarge)
+		return nil, fmt.Errorf("pptx: part %q inflates past the cap of %d bytes a part and %d a package: %w",
+			name, MaxPart, MaxExpanded, ErrTooLarge)
 	}
 	pk.budget -= int64(len(b))
 	return b, nil
@@ -140,7 +154,7 @@ func (pk *Package) Rels(part string) ([]Rel, error) {
 		}
 		for _, c := range root.ChildrenNamed(nsRel, "Relationship") {
 			if len(out) >= maxRelations {
-				return nil, fmt.Errorf("pptx: %q has more than %d relationships", name, maxRelations)
+				return nil, fmt.Errorf("pptx: %q has more than %d relationships: %w", name, maxRelations, ErrTooLarge)
 			}
 			id, _ := c.Attr("", "Id")
 			typ, _ := c.Attr("", "Type")
