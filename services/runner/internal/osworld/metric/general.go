@@ -570,7 +570,7 @@ func metricCheckJSON(_ context.Context, result, expected any, _ bool, opts map[s
 		if match {
 			m, err := MatchValueToRule(v, rule)
 			if err != nil {
-				return 0, nil
+				return 0, RuleErr(err)
 			}
 			match = m
 		}
@@ -583,7 +583,7 @@ func metricCheckJSON(_ context.Context, result, expected any, _ bool, opts map[s
 		if match {
 			m, err := MatchValueToRule(v, rule)
 			if err != nil {
-				return 0, nil
+				return 0, RuleErr(err)
 			}
 			match = !m
 		}
@@ -707,7 +707,8 @@ func metricCheckLineNumber(_ context.Context, result, expected any, _ bool, _ ma
 	for _, line := range pyLines(text) {
 		m, err := timeOfDay.Search(line)
 		if err != nil {
-			return 0, nil
+			// Only a match past pyre.MatchTimeout on a huge line.
+			return 0, err
 		}
 		if m != nil {
 			count++

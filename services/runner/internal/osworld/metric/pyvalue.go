@@ -489,6 +489,19 @@ func SplitLines(s string) []string {
 // OSWorld's callers differ in what a raise scores, so they tell them apart.
 var ErrPyRaises = errors.New("the Python function raises here")
 
+// RuleErr is what a caller that scores a Python raise 0 returns for an
+// error of MatchValueToRule: nil for one wrapping ErrPyRaises, err itself
+// for a pattern that could not be compiled or run to its end (a task
+// file's mistake, a construct regexp2 lacks, a match past
+// pyre.MatchTimeout, where Python's re would still be backtracking).
+// Those are no score OSWorld would give, so the evaluation fails.
+func RuleErr(err error) error {
+	if err == nil || errors.Is(err, ErrPyRaises) {
+		return nil
+	}
+	return err
+}
+
 // PyEqualer is a value with its own Python ==, as a library's objects
 // have (openpyxl's colours and hyperlinks): PyEqual asks it on whichever
 // side it stands.

@@ -71,14 +71,14 @@ func metricThunderbirdPrefs(_ context.Context, result, expected any, _ bool, _ m
 			rm, _ := pyDict(rule)
 			m, err := MatchValueToRule(p.Value, rm)
 			if err != nil {
-				return 0, nil
+				return 0, RuleErr(err)
 			}
 			matched[p.Key] = m
 		} else if rule, ok := unexpect[p.Key]; ok && unexpectOK {
 			rm, _ := pyDict(rule)
 			m, err := MatchValueToRule(p.Value, rm)
 			if err != nil {
-				return 0, nil
+				return 0, RuleErr(err)
 			}
 			unexpectOK = !m
 		}

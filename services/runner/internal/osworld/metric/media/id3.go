@@ -298,7 +298,10 @@ func metricMP3Meta(_ context.Context, result, expected any, _ bool, _ map[string
 			value = strings.Join(frames[id], ",")
 		}
 		ok, err := metric.MatchValueToRule(value, rule)
-		if err != nil || !ok {
+		if err != nil {
+			return 0, metric.RuleErr(err)
+		}
+		if !ok {
 			return 0, nil
 		}
 	}

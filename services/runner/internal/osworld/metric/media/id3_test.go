@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -62,6 +63,21 @@ func TestMP3Meta(t *testing.T) {
 				t.Errorf("check_mp3_meta got %v, %v; want %v", got, err, tt.want)
 			}
 		})
+	}
+}
+
+// TestMP3MetaRuleThatCannotRun: a rule's pattern that backtracks past
+// pyre.MatchTimeout fails the evaluation (it scored 0); re on a tag the
+// file lacks still scores 0.
+func TestMP3MetaRuleThatCannotRun(t *testing.T) {
+	p := ffmpegMP3(t, "long.mp3", "-metadata", "title="+strings.Repeat("a", 40)+"!")
+	got, err := metricMP3Meta(context.Background(), p, map[string]any{"title": map[string]any{"method": "re", "ref": `^(a+)+$`}}, true, nil)
+	if err == nil || !strings.Contains(err.Error(), "match timeout") {
+		t.Errorf("check_mp3_meta with a pattern past its timeout = %v, %v; want an evaluation failure", got, err)
+	}
+	got, err = metricMP3Meta(context.Background(), p, map[string]any{"title": map[string]any{"method": "re", "ref": `^b`}}, true, nil)
+	if err != nil || got != 0 {
+		t.Errorf("check_mp3_meta with a pattern that does not match = %v, %v; want 0, nil", got, err)
 	}
 }
 
