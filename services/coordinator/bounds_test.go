@@ -606,6 +606,20 @@ func TestBatchShedsFieldsToFit(t *testing.T) {
 			if _, err := h.client.AckBatch(ctx, &pb.AckBatchRequest{RolloutId: ro.RolloutId, BatchId: b.BatchId}); err != nil {
 				t.Fatal(err)
 			}
+			// Operators see it without reading batches.
+			families, err := h.env.Registry.Gather()
+			if err != nil {
+				t.Fatal(err)
+			}
+			trimmed := -1.0
+			for _, f := range families {
+				if f.GetName() == "coordinator_batch_groups_trimmed_total" {
+					trimmed = f.GetMetric()[0].GetCounter().GetValue()
+				}
+			}
+			if trimmed != float64(tt.groups) {
+				t.Errorf("coordinator_batch_groups_trimmed_total = %v, want %d", trimmed, tt.groups)
+			}
 		})
 	}
 }

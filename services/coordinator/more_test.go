@@ -235,6 +235,7 @@ func TestMetricsAndProgress(t *testing.T) {
 		{"coordinator_dispatch_latency_seconds", 8},
 		{"coordinator_batch_wait_seconds", 1},
 		{"coordinator_batch_episode_staleness_versions", 8},
+		{"coordinator_batch_groups_trimmed_total", 0},
 		// Per rollout: half the episodes score 1, half 0, 5 steps each.
 		{"coordinator_rollout_episodes/" + id + "/done", 8},
 		{"coordinator_rollout_episodes/" + id + "/failed", 0},

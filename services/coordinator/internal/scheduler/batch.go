@@ -192,6 +192,7 @@ func (e *Engine) buildBatchLocked(r *rollout, want int, req BatchRequest, now ti
 		// and fail every GetBatch of this size for good: they go out
 		// without the fields storage also keeps.
 		size = omitFields(groups, max)
+		e.m.groupsTrimmed.Add(float64(len(groups)))
 		e.log.Warn("batch handed out without some episode fields",
 			zap.String("rollout_id", r.id), zap.Int("groups", len(groups)),
 			zap.Strings("omitted_fields", groups[0].OmittedFields), zap.Int("bytes", size))

@@ -14,6 +14,7 @@ type Metrics struct {
 	staleness       prometheus.Histogram
 	episodesDone    prometheus.Counter
 	staleResults    prometheus.Counter
+	groupsTrimmed   prometheus.Counter
 
 	episodesDesc *prometheus.Desc
 	queueDesc    *prometheus.Desc
@@ -51,6 +52,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "coordinator_episodes_done_total", Help: "Episodes finished DONE and committed."}),
 		staleResults: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "coordinator_stale_results_total", Help: "Results ignored because the runner no longer held the episode."}),
+		groupsTrimmed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "coordinator_batch_groups_trimmed_total", Help: "Groups handed out without some episode fields (omitted_fields), their batch too large for one answer with them."}),
 		episodesDesc: prometheus.NewDesc("coordinator_episodes", "Episodes by state.", []string{"state"}, nil),
 		queueDesc:    prometheus.NewDesc("coordinator_queue_depth", "Episodes queued for a runner slot.", nil, nil),
 		runnersDesc:  prometheus.NewDesc("coordinator_runners", "Connected runners.", nil, nil),
@@ -67,7 +70,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			"Episodes of a rollout failed for good, by failure reason.", []string{"rollout", "reason"}, nil),
 	}
 	if reg != nil {
-		reg.MustRegister(m.dispatchLatency, m.leaseWait, m.batchWait, m.staleness, m.episodesDone, m.staleResults, m)
+		reg.MustRegister(m.dispatchLatency, m.leaseWait, m.batchWait, m.staleness, m.episodesDone, m.staleResults, m.groupsTrimmed, m)
 	}
 	return m
 }
