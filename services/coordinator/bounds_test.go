@@ -530,6 +530,9 @@ func TestBatchAnswerBounded(t *testing.T) {
 	big := grpc.MaxCallRecvMsgSize(64 << 20)
 	_, err = h.client.GetBatch(ctx, &pb.GetBatchRequest{RolloutId: ro.RolloutId, BatchSize: n, Timeout: durationpb.New(10 * time.Second)}, big)
 	wantField(t, err, codes.FailedPrecondition, "batch_size")
+	if got := trimmedGroups(t, h); got != 0 {
+		t.Errorf("coordinator_batch_groups_trimmed_total = %v after a refused batch, want 0", got)
+	}
 	got := 0
 	for got < n {
 		b, err := h.client.GetBatch(ctx, &pb.GetBatchRequest{RolloutId: ro.RolloutId, BatchSize: int32(min(32, n-got)), Timeout: durationpb.New(time.Second)}, big)
@@ -607,19 +610,25 @@ func TestBatchShedsFieldsToFit(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Operators see it without reading batches.
-			families, err := h.env.Registry.Gather()
-			if err != nil {
-				t.Fatal(err)
-			}
-			trimmed := -1.0
-			for _, f := range families {
-				if f.GetName() == "coordinator_batch_groups_trimmed_total" {
-					trimmed = f.GetMetric()[0].GetCounter().GetValue()
-				}
-			}
-			if trimmed != float64(tt.groups) {
-				t.Errorf("coordinator_batch_groups_trimmed_total = %v, want %d", trimmed, tt.groups)
+			if got := trimmedGroups(t, h); got != float64(tt.groups) {
+				t.Errorf("coordinator_batch_groups_trimmed_total = %v, want %d", got, tt.groups)
 			}
 		})
 	}
+}
+
+// trimmedGroups reads coordinator_batch_groups_trimmed_total.
+func trimmedGroups(t *testing.T, h *harness) float64 {
+	t.Helper()
+	families, err := h.env.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == "coordinator_batch_groups_trimmed_total" {
+			return f.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatal("coordinator_batch_groups_trimmed_total not registered")
+	return 0
 }

@@ -188,15 +188,15 @@ func (e *Engine) buildBatchLocked(r *rollout, want int, req BatchRequest, now ti
 		size += protowire.SizeBytes(proto.Size(eg)) + 1
 	}
 	if max := e.cfg.MaxBatchBytes; max > 0 && size > max {
-		// Refused, the batch's groups would wait at the head of the queue
-		// and fail every GetBatch of this size for good: they go out
-		// without the fields storage also keeps.
-		size = omitFields(groups, max)
-		e.m.groupsTrimmed.Add(float64(len(groups)))
-		e.log.Warn("batch handed out without some episode fields",
-			zap.String("rollout_id", r.id), zap.Int("groups", len(groups)),
-			zap.Strings("omitted_fields", groups[0].OmittedFields), zap.Int("bytes", size))
-		if size > max {
+		// Refused, the groups would wait at the head of the queue and fail
+		// every GetBatch of this size: first they shed the fields storage
+		// also keeps.
+		if size = omitFields(groups, max); size <= max {
+			e.m.groupsTrimmed.Add(float64(len(groups)))
+			e.log.Warn("batch handed out without some episode fields",
+				zap.String("rollout_id", r.id), zap.Int("groups", len(groups)),
+				zap.Strings("omitted_fields", groups[0].OmittedFields), zap.Int("bytes", size))
+		} else {
 			r.complete = append(picked, rest...)
 			msg := fmt.Sprintf("the batch's %d groups take %d MiB even without the episode fields %v, more than the %d MiB an answer carries; ask for a smaller batch_size",
 				len(picked), size>>20, groups[0].OmittedFields, max>>20)
