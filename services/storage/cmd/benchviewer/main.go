@@ -8,6 +8,7 @@
 //
 //	go run ./cmd/benchviewer                   # 100,000 episodes
 //	go run ./cmd/benchviewer --episodes 20000  # a smaller rollout
+//	go run ./cmd/benchviewer --rollouts 1000   # and 999 more rollouts of 1,000 episodes each
 package main
 
 import (
@@ -51,6 +52,7 @@ import (
 type options struct {
 	dir               string
 	episodes, perEp   int
+	rollouts, perRo   int
 	steps, requests   int
 	shotW, shotH      int
 	episodeGoal       time.Duration
@@ -65,7 +67,9 @@ func main() {
 	var o options
 	flag.StringVar(&o.dir, "dir", "", "data directory (default: a temporary one, removed afterwards)")
 	flag.IntVar(&o.episodes, "episodes", 100_000, "episodes of the big rollout")
-	flag.IntVar(&o.perEp, "steps-per-episode", 2, "steps per seeded episode of the big rollout (index rows only)")
+	flag.IntVar(&o.perEp, "steps-per-episode", 2, "steps per seeded episode (index rows only)")
+	flag.IntVar(&o.rollouts, "rollouts", 1, "rollouts seeded: the big one and this many less one beside it, which the rollouts page lists")
+	flag.IntVar(&o.perRo, "rollout-episodes", 1000, "episodes of each rollout beside the big one")
 	flag.IntVar(&o.steps, "steps", 50, "steps of the measured episode, each with its own PNG screenshot")
 	flag.IntVar(&o.requests, "requests", 200, "requests per measured page")
 	flag.IntVar(&o.shotW, "screenshot-width", 1280, "screenshot width")
@@ -85,8 +89,8 @@ func main() {
 }
 
 func run(ctx context.Context, o options) error {
-	if o.episodes < 1 || o.steps < 1 || o.requests < 1 || o.perEp < 0 {
-		return fmt.Errorf("--episodes, --steps and --requests must be positive")
+	if o.episodes < 1 || o.steps < 1 || o.requests < 1 || o.perEp < 0 || o.rollouts < 1 || o.perRo < 1 {
+		return fmt.Errorf("--episodes, --steps, --requests, --rollouts and --rollout-episodes must be positive")
 	}
 	dir := o.dir
 	if dir == "" {
@@ -97,14 +101,19 @@ func run(ctx context.Context, o options) error {
 		defer os.RemoveAll(d)
 		dir = d
 	}
-	fmt.Printf("benchviewer: %d-episode rollout, %d-step episode with %dx%d PNGs; load average %s, %d CPUs\n\n",
-		o.episodes, o.steps, o.shotW, o.shotH, loadavg(), runtime.NumCPU())
+	others := ""
+	if o.rollouts > 1 {
+		others = fmt.Sprintf(" and %d more of %d episodes", o.rollouts-1, o.perRo)
+	}
+	fmt.Printf("benchviewer: %d-episode rollout%s, %d-step episode with %dx%d PNGs; load average %s, %d CPUs\n\n",
+		o.episodes, others, o.steps, o.shotW, o.shotH, loadavg(), runtime.NumCPU())
 	if !o.reuseSeeded {
 		start := time.Now()
-		if err := seed(ctx, filepath.Join(dir, "index.db"), o.episodes, o.perEp); err != nil {
+		if err := seed(ctx, filepath.Join(dir, "index.db"), o); err != nil {
 			return fmt.Errorf("seed: %w", err)
 		}
-		fmt.Printf("seeded %d episodes x %d steps (bulk index commits, not gRPC) in %s\n", o.episodes, o.perEp,
+		total := o.episodes + (o.rollouts-1)*o.perRo
+		fmt.Printf("seeded %d episodes x %d steps (bulk index commits, not gRPC) in %s\n", total, o.perEp,
 			time.Since(start).Round(time.Millisecond))
 	}
 
@@ -332,11 +341,13 @@ func percentile(ds []time.Duration, q float64) time.Duration {
 	return s[min(max(rank, 1), len(s))-1]
 }
 
-// seed writes the big rollout straight into the index in large
-// transactions, as benchstorage seeds its query index: the pages read only
-// the index, so its steps reference blob records whose content is never
-// read.
-func seed(ctx context.Context, dsn string, episodes, perEpisode int) error {
+// seed writes the big rollout, and the rollouts beside it, straight into
+// the index in large transactions, as benchstorage seeds its query index:
+// the pages read only the index, so its steps reference blob records whose
+// content is never read. The other rollouts start an hour apart from the
+// big one's start on, so the rollouts page lists them newest first as a
+// storage that ran for weeks would.
+func seed(ctx context.Context, dsn string, o options) error {
 	db, err := index.Open(ctx, dsn)
 	if err != nil {
 		return err
@@ -350,29 +361,52 @@ func seed(ctx context.Context, dsn string, episodes, perEpisode int) error {
 		pb.EpisodeStatus_EPISODE_STATUS_FAILED, pb.EpisodeStatus_EPISODE_STATUS_TIMEOUT}
 	reasons := []string{"env_error", "model_error", "parse_error"}
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	add := func(b *index.Batch, rollout, id string, e int, start time.Time) {
+		status := statuses[e%len(statuses)]
+		ep := &pb.Episode{EpisodeId: id, RolloutId: rollout, GroupId: fmt.Sprintf("%s-g-%d", rollout, e/8), TaskId: fmt.Sprintf("task-%d", e/8%369),
+			Domain: []string{"os", "chrome", "gimp", "vlc"}[e/8%4], Status: status, Score: float64(e%3) / 2,
+			StartTime:   timestamppb.New(start),
+			EndTime:     timestamppb.New(start.Add(time.Minute)),
+			Instruction: "Open the file manager and rename report.txt to final.txt, then close every window."}
+		if rollout == "big" {
+			ep.GroupId = fmt.Sprintf("g-%d", e/8)
+		}
+		if status != pb.EpisodeStatus_EPISODE_STATUS_DONE {
+			ep.FailureReason = reasons[e%len(reasons)]
+		}
+		b.Episodes = append(b.Episodes, index.EpisodeRecord{Episode: ep})
+		for i := range o.perEp {
+			sh := blobs[(e+i)%len(blobs)]
+			b.Steps = append(b.Steps, index.StepRecord{Step: &pb.Step{EpisodeId: id, Index: int32(i),
+				Observation: &pb.Observation{Screenshot: &pb.BlobRef{Sha256: sh.SHA256, MediaType: sh.MediaType, Size: sh.Size}},
+				ModelCall:   &pb.ModelCall{ResponseText: "pyautogui.click(100, 200)", ModelVersion: int64(e / 25000)}},
+				Blobs: []index.BlobRecord{sh}})
+		}
+	}
 	const perTx = 500
-	for first := 0; first < episodes; first += perTx {
+	for first := 0; first < o.episodes; first += perTx {
 		b := &index.Batch{}
-		for e := first; e < min(first+perTx, episodes); e++ {
-			id := fmt.Sprintf("big-%07d", e)
-			status := statuses[e%len(statuses)]
-			ep := &pb.Episode{EpisodeId: id, RolloutId: "big", GroupId: fmt.Sprintf("g-%d", e/8), TaskId: fmt.Sprintf("task-%d", e/8%369),
-				Domain: []string{"os", "chrome", "gimp", "vlc"}[e/8%4], Status: status, Score: float64(e%3) / 2,
-				StartTime:   timestamppb.New(t0.Add(time.Duration(e) * time.Second)),
-				EndTime:     timestamppb.New(t0.Add(time.Duration(e)*time.Second + time.Minute)),
-				Instruction: "Open the file manager and rename report.txt to final.txt, then close every window."}
-			if status != pb.EpisodeStatus_EPISODE_STATUS_DONE {
-				ep.FailureReason = reasons[e%len(reasons)]
-			}
-			b.Episodes = append(b.Episodes, index.EpisodeRecord{Episode: ep})
-			for i := range perEpisode {
-				sh := blobs[(e+i)%len(blobs)]
-				b.Steps = append(b.Steps, index.StepRecord{Step: &pb.Step{EpisodeId: id, Index: int32(i),
-					Observation: &pb.Observation{Screenshot: &pb.BlobRef{Sha256: sh.SHA256, MediaType: sh.MediaType, Size: sh.Size}},
-					ModelCall:   &pb.ModelCall{ResponseText: "pyautogui.click(100, 200)", ModelVersion: int64(e / 25000)}},
-					Blobs: []index.BlobRecord{sh}})
+		for e := first; e < min(first+perTx, o.episodes); e++ {
+			add(b, "big", fmt.Sprintf("big-%07d", e), e, t0.Add(time.Duration(e)*time.Second))
+		}
+		if _, err := db.Commit(ctx, []*index.Batch{b}); err != nil {
+			return err
+		}
+	}
+	b := &index.Batch{}
+	for r := 1; r < o.rollouts; r++ {
+		rollout := fmt.Sprintf("r-%05d", r)
+		for e := range o.perRo {
+			add(b, rollout, fmt.Sprintf("%s-%06d", rollout, e), e, t0.Add(time.Duration(r)*time.Hour+time.Duration(e)*time.Second))
+			if len(b.Episodes) == perTx {
+				if _, err := db.Commit(ctx, []*index.Batch{b}); err != nil {
+					return err
+				}
+				b = &index.Batch{}
 			}
 		}
+	}
+	if len(b.Episodes) > 0 {
 		if _, err := db.Commit(ctx, []*index.Batch{b}); err != nil {
 			return err
 		}

@@ -15,8 +15,9 @@ const maxProblems = 100
 
 // Check looks for damage in the index itself, reading all of it: SQLite's
 // integrity_check (PostgreSQL checks its own pages as it reads them), blob
-// references without a blob record, and episode or step bodies that no
-// longer decode. It returns one line per problem.
+// references without a blob record, rollout summaries that differ from
+// their episodes, and episode or step bodies that no longer decode. It
+// returns one line per problem.
 func (db *DB) Check(ctx context.Context) ([]string, error) {
 	var problems []string
 	if db.dialect == sqliteDialect {
@@ -47,6 +48,7 @@ func (db *DB) Check(ctx context.Context) ([]string, error) {
 	}{
 		{query: `SELECT r.episode_id || ' ' || r.sha256, NULL FROM blob_refs r LEFT JOIN blobs b ON b.sha256 = r.sha256 WHERE b.sha256 IS NULL`,
 			what: "blob reference without a blob record (episode, blob)"},
+		{query: summaryMismatches, what: "rollout summary differs from its episodes (rollout)"},
 		{query: `SELECT episode_id, body FROM episodes`, what: "episode body does not decode", body: &pb.Episode{}},
 		{query: `SELECT episode_id || ' ' || idx, body FROM steps`, what: "step body does not decode (episode, index)", body: &pb.Step{}},
 	} {
@@ -64,6 +66,14 @@ func (db *DB) Check(ctx context.Context) ([]string, error) {
 	}
 	return problems, nil
 }
+
+// summaryMismatches lists the rollouts whose row in the rollouts summary
+// is missing, extra or not the aggregate of their episodes.
+const summaryMismatches = `SELECT COALESCE(s.rollout_id, a.rollout_id), NULL FROM rollouts s
+FULL JOIN (SELECT rollout_id, COUNT(*) AS n, MIN(start_ns) AS f, MAX(end_ns) AS l FROM episodes GROUP BY rollout_id) a
+  ON a.rollout_id = s.rollout_id
+WHERE s.rollout_id IS NULL OR a.rollout_id IS NULL OR s.episodes <> a.n OR s.first_ns <> a.f OR s.last_ns <> a.l
+ORDER BY 1`
 
 // checkRows runs a query of (name, body) rows and returns the names of the
 // rows it finds bad: every row when body is nil, else those whose body does

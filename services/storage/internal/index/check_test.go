@@ -10,8 +10,9 @@ import (
 )
 
 // TestCheck: an intact index has no problems; a blob reference whose
-// record is gone and a step body that no longer decodes are each named,
-// and RolloutExists and EachBlob see what was committed.
+// record is gone, a rollout summary that is not its episodes' aggregate
+// (or of no episodes) and a step body that no longer decodes are each
+// named, and RolloutExists and EachBlob see what was committed.
 func TestCheck(t *testing.T) {
 	ctx := context.Background()
 	eachIndex(t, func(t *testing.T, db *DB) {
@@ -36,7 +37,8 @@ func TestCheck(t *testing.T) {
 			t.Errorf("EachBlob = %v, %v; want %v", blobs, err, blob)
 		}
 
-		for _, q := range []string{`DELETE FROM blobs`, `UPDATE steps SET body = ?`} {
+		for _, q := range []string{`DELETE FROM blobs`, `UPDATE steps SET body = ?`,
+			`UPDATE rollouts SET episodes = 7`, `INSERT INTO rollouts (rollout_id, episodes, first_ns, last_ns) VALUES ('ghost', 1, 0, 0)`} {
 			args := []any{}
 			if strings.Contains(q, "?") {
 				args = append(args, []byte{0xff, 0xff, 0xff})
@@ -48,6 +50,8 @@ func TestCheck(t *testing.T) {
 		got, err := db.Check(ctx)
 		want := []string{
 			"blob reference without a blob record (episode, blob): e1 " + blob.SHA256,
+			"rollout summary differs from its episodes (rollout): ghost",
+			"rollout summary differs from its episodes (rollout): r1",
 			"step body does not decode (episode, index): e1 3",
 		}
 		if err != nil || !slices.Equal(got, want) {

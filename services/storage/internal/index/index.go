@@ -42,6 +42,8 @@ type DB struct {
 	// blobStmt looks up a blob record: once or twice per stored blob, so
 	// prepared once rather than parsed every time.
 	blobStmt *sql.Stmt
+	// write holds the statements of Commit, prepared once on w.
+	write *writeStmts
 }
 
 // IsPostgresDSN reports whether dsn names a PostgreSQL database rather than
@@ -53,6 +55,12 @@ func IsPostgresDSN(dsn string) bool {
 // Open opens (creating if needed) the index named by dsn: a postgres:// URL or
 // an SQLite file path. It applies pending schema migrations.
 func Open(ctx context.Context, dsn string) (*DB, error) {
+	return openAt(ctx, dsn, len(migrations))
+}
+
+// openAt opens the index with its schema migrated to version at most (the
+// tests write the databases of earlier releases with it).
+func openAt(ctx context.Context, dsn string, version int) (*DB, error) {
 	db := &DB{}
 	if IsPostgresDSN(dsn) {
 		db.dialect = postgresDialect
@@ -97,7 +105,7 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("connect index: %w", err)
 	}
-	if err := db.migrate(ctx); err != nil {
+	if err := db.migrate(ctx, version); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -105,6 +113,14 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 	if db.blobStmt, err = db.r.PrepareContext(ctx, db.q(`SELECT size, media_type, loc FROM blobs WHERE sha256 = ?`)); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("prepare blob lookup: %w", err)
+	}
+	// An index left at an earlier version (the tests' old databases) may
+	// lack the tables the write statements name; it is not written to.
+	if version == len(migrations) {
+		if db.write, err = db.prepareWrite(ctx); err != nil {
+			db.Close()
+			return nil, err
+		}
 	}
 	return db, nil
 }
@@ -114,6 +130,9 @@ func (db *DB) Close() error {
 	var err error
 	if db.blobStmt != nil {
 		err = db.blobStmt.Close()
+	}
+	if db.write != nil {
+		err = errors.Join(err, db.write.close())
 	}
 	err = errors.Join(err, db.w.Close())
 	if db.r != db.w {
@@ -278,16 +297,44 @@ DROP INDEX episode_versions_episode;
 		sqlite:   `ALTER TABLE blobs ADD COLUMN loc TEXT NOT NULL DEFAULT ''`,
 		postgres: `ALTER TABLE blobs ADD COLUMN loc TEXT NOT NULL DEFAULT ''`,
 	},
+	{
+		// Version 6: each rollout's episode count, first start and last
+		// end, kept by every write of episodes (see applySpans), so that
+		// listing rollouts reads a page of this table instead of
+		// aggregating every stored episode. Back-filled here once.
+		sqlite: `
+CREATE TABLE rollouts (
+  rollout_id TEXT PRIMARY KEY,
+  episodes INTEGER NOT NULL,
+  first_ns INTEGER NOT NULL,
+  last_ns INTEGER NOT NULL
+);
+INSERT INTO rollouts (rollout_id, episodes, first_ns, last_ns)
+  SELECT rollout_id, COUNT(*), MIN(start_ns), MAX(end_ns) FROM episodes GROUP BY rollout_id;
+CREATE INDEX rollouts_newest ON rollouts(first_ns DESC, rollout_id);
+`,
+		postgres: `
+CREATE TABLE rollouts (
+  rollout_id TEXT PRIMARY KEY,
+  episodes BIGINT NOT NULL,
+  first_ns BIGINT NOT NULL,
+  last_ns BIGINT NOT NULL
+);
+INSERT INTO rollouts (rollout_id, episodes, first_ns, last_ns)
+  SELECT rollout_id, COUNT(*), MIN(start_ns), MAX(end_ns) FROM episodes GROUP BY rollout_id;
+CREATE INDEX rollouts_newest ON rollouts(first_ns DESC, rollout_id);
+`,
+	},
 }
 
 // SchemaVersion is the schema version this build migrates to.
 func SchemaVersion() int { return len(migrations) }
 
-func (db *DB) migrate(ctx context.Context) error {
+func (db *DB) migrate(ctx context.Context, upTo int) error {
 	if _, err := db.w.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)`); err != nil {
 		return fmt.Errorf("create schema_migrations: %w", err)
 	}
-	for i, m := range migrations {
+	for i, m := range migrations[:upTo] {
 		version := i + 1
 		if err := db.applyMigration(ctx, version, m.sqlite, m.postgres); err != nil {
 			return fmt.Errorf("migrate index to version %d: %w", version, err)

@@ -410,22 +410,16 @@ type RolloutCursor struct {
 // the cursor of the next page (nil on the last page). A limit of 0 or less
 // returns them all (the viewer's list, which no message limit bounds).
 //
-// Each page aggregates every stored episode: a rollout's first start is
-// known only once all its episodes are counted. A rollout whose first
-// start moves while pages are read (an episode stored with an earlier
-// start) may be listed twice or not at all.
+// A page reads limit+1 rows of the rollouts summary through its index
+// rollouts_newest, however many episodes are stored. The summary changes
+// in the transactions that change episodes, so every page is exact as of
+// its read; but the order is by a rollout's current first start, so a
+// rollout whose first start moves between two pages (an episode stored
+// with an earlier start, or the episode that had it requeued and started
+// again) may be listed twice or not at all, as with any cursor over a key
+// that moves.
 func (db *DB) Rollouts(ctx context.Context, after *RolloutCursor, limit int) ([]Rollout, *RolloutCursor, error) {
-	query := `SELECT rollout_id, COUNT(*), MIN(start_ns), MAX(end_ns) FROM episodes GROUP BY rollout_id`
-	var args []any
-	if after != nil {
-		query += ` HAVING MIN(start_ns) < ? OR (MIN(start_ns) = ? AND rollout_id > ?)`
-		args = append(args, after.FirstNS, after.FirstNS, after.RolloutID)
-	}
-	query += ` ORDER BY MIN(start_ns) DESC, rollout_id`
-	if limit > 0 {
-		query += ` LIMIT ?`
-		args = append(args, limit+1)
-	}
+	query, args := rolloutsQuery(after, limit)
 	rows, err := db.r.QueryContext(ctx, db.q(query), args...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("list rollouts: %w", err)
@@ -450,6 +444,24 @@ func (db *DB) Rollouts(ctx context.Context, after *RolloutCursor, limit int) ([]
 	return out, next, nil
 }
 
+// rolloutsQuery is the query of a Rollouts page.
+func rolloutsQuery(after *RolloutCursor, limit int) (string, []any) {
+	query := `SELECT rollout_id, episodes, first_ns, last_ns FROM rollouts`
+	var args []any
+	if after != nil {
+		// first_ns <= ? is the range the index seeks to; the rest skips
+		// the rollouts of the cursor's first start listed already.
+		query += ` WHERE first_ns <= ? AND (first_ns < ? OR rollout_id > ?)`
+		args = append(args, after.FirstNS, after.FirstNS, after.RolloutID)
+	}
+	query += ` ORDER BY first_ns DESC, rollout_id`
+	if limit > 0 {
+		query += ` LIMIT ?`
+		args = append(args, limit+1)
+	}
+	return query, args
+}
+
 // ToProto converts a Rollout to its API form.
 func (r Rollout) ToProto() *pb.StoredRollout {
 	return &pb.StoredRollout{RolloutId: r.ID, Episodes: r.Episodes, FirstStartTime: nsTime(r.FirstNS), LastEndTime: nsTime(r.LastNS)}
@@ -463,9 +475,9 @@ type Deleted struct {
 	Candidates []string
 }
 
-// DeleteRollout removes a rollout's episodes, steps, versions and blob
-// references in one transaction. Blob records stay: the caller removes the
-// unreferenced ones while keeping concurrent writers safe.
+// DeleteRollout removes a rollout's episodes, steps, versions, blob
+// references and summary in one transaction. Blob records stay: the caller
+// removes the unreferenced ones while keeping concurrent writers safe.
 func (db *DB) DeleteRollout(ctx context.Context, rolloutID string) (Deleted, error) {
 	var d Deleted
 	tx, err := db.w.BeginTx(ctx, nil)
@@ -506,6 +518,12 @@ func (db *DB) DeleteRollout(ctx context.Context, rolloutID string) (Deleted, err
 		if stmt.count != nil {
 			*stmt.count, _ = res.RowsAffected()
 		}
+	}
+	// A recount rather than a delete of the summary: on PostgreSQL a
+	// stream may store a new episode of the rollout meanwhile, which the
+	// delete above did not see and which stays.
+	if err := db.recountRollout(ctx, tx, rolloutID); err != nil {
+		return d, fmt.Errorf("delete rollout %s: %w", rolloutID, err)
 	}
 	if err := tx.Commit(); err != nil {
 		return d, fmt.Errorf("commit: %w", err)
