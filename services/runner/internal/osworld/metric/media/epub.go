@@ -205,6 +205,11 @@ func lxmlPretty(text string) (string, error) {
 	}
 	doc, err := parseLibxml2(text)
 	if err != nil {
+		// A page over the token cap is not scored; any other failure
+		// raises in lxml too.
+		if oc := metric.OverCap(err); oc != nil {
+			return "", oc
+		}
 		return "", errEPUBRaises
 	}
 	var root *html.Node

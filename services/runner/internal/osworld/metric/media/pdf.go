@@ -1,7 +1,6 @@
 package media
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -352,13 +351,22 @@ func pdfPages(ctx context.Context, path string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "Pages:"); ok {
-			return strconv.Atoi(strings.TrimSpace(v))
+	// Not a bufio.Scanner: its 64 KiB line limit would lose the count
+	// after a long title, which pypdf does not mind. The last "Pages:"
+	// line, not the first: pdfinfo prints the document's own text fields
+	// (title, author, ...) raw and before the count, so a title holding
+	// "\nPages: 99" would otherwise set the count pypdf reads from the
+	// page tree. Nothing after the count is the document's text.
+	var count []byte
+	for line := range bytes.Lines(out) {
+		if v, ok := bytes.CutPrefix(line, []byte("Pages:")); ok {
+			count = v
 		}
 	}
-	return 0, fmt.Errorf("pdfinfo gave no page count for %s", path)
+	if count == nil {
+		return 0, fmt.Errorf("pdfinfo gave no page count for %s", path)
+	}
+	return strconv.Atoi(string(bytes.TrimSpace(count)))
 }
 
 // metricPDFPages is pdf.py's check_pdf_pages: the page count related to

@@ -3,6 +3,7 @@ package media
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -124,6 +125,29 @@ func TestCheckPDFPages(t *testing.T) {
 	}
 	if _, err := metricPDFPages(context.Background(), filepath.Join(dir, "two.pdf"), map[string]any{"relation": "contains", "ref_value": 1.0}, true, nil); err == nil {
 		t.Error("check_pdf_pages with an unknown relation: no error")
+	}
+}
+
+// TestCheckPDFPagesTitleCannotSetCount: pdfinfo prints a document's title
+// raw, newlines and all, before its page count. A one-page PDF titled
+// "x\nPages: 99" was counted as 99 pages (the first "Pages:" line), so an
+// agent could pass "eq 99" by naming its file's title; pypdf counts the
+// page tree.
+func TestCheckPDFPagesTitleCannotSetCount(t *testing.T) {
+	needTools(t, "pdfinfo")
+	w := newPDF()
+	title := w.add("(x\nPages: 99\n)")
+	w.info = w.add(fmt.Sprintf("<< /Title %d 0 R >>", title))
+	w.page(100, 100, "", nil)
+	path := w.write(t, filepath.Join(t.TempDir(), "titled.pdf"))
+	for _, tt := range []struct {
+		ref  float64
+		want float64
+	}{{99, 0}, {1, 1}} {
+		got, err := metricPDFPages(t.Context(), path, map[string]any{"relation": "eq", "ref_value": tt.ref}, true, nil)
+		if err != nil || got != tt.want {
+			t.Errorf("check_pdf_pages(eq %v) of a one-page PDF titled %q = %v, %v; want %v", tt.ref, "x\nPages: 99", got, err, tt.want)
+		}
 	}
 }
 

@@ -163,7 +163,9 @@ func djpeg(data []byte) (*pimg, error) {
 	if _, err := exec.LookPath("djpeg"); err != nil {
 		return nil, err
 	}
-	out, err := runToolInput(context.Background(), data, "djpeg", "-pnm")
+	// The image is within maxPixels (checked before): its PPM, up to 3
+	// bytes a pixel, may pass maxToolOutput, and must still be read.
+	out, err := runToolInput(context.Background(), data, 3*maxPixels+64, "djpeg", "-pnm")
 	if err != nil {
 		return nil, err
 	}

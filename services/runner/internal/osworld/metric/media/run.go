@@ -25,19 +25,31 @@ var errTooMuchOutput = errors.New("tool output exceeds the cap")
 // cappedBuffer keeps up to max bytes and fails the write past it, which
 // ends the tool with a broken pipe instead of filling memory; over records
 // that it did, since the tool's exit status then hides the write's error.
+// With discard set it keeps the first max bytes and drops the rest
+// instead, for stderr, whose excess must not stop the tool. The buffer is
+// a field, not embedded: an embedded bytes.Buffer's ReadFrom would let
+// os/exec's io.Copy fill it past the cap without calling Write.
 type cappedBuffer struct {
-	bytes.Buffer
-	max  int
-	over bool
+	buf     bytes.Buffer
+	max     int
+	discard bool
+	over    bool
 }
 
 func (b *cappedBuffer) Write(p []byte) (int, error) {
-	if b.Len()+len(p) > b.max {
+	if b.buf.Len()+len(p) > b.max {
 		b.over = true
+		if b.discard {
+			b.buf.Write(p[:b.max-b.buf.Len()])
+			return len(p), nil
+		}
 		return 0, errTooMuchOutput
 	}
-	return b.Buffer.Write(p)
+	return b.buf.Write(p)
 }
+
+// Bytes returns what was kept.
+func (b *cappedBuffer) Bytes() []byte { return b.buf.Bytes() }
 
 // requireTools fails when a program a metric runs is not installed: the
 // metric cannot judge then, and scoring would be wrong (two unreadable
@@ -52,13 +64,14 @@ func requireTools(metricName string, names ...string) error {
 }
 
 // runTool runs name with args under toolTimeout and returns its stdout.
+// Output past maxToolOutput is an error wrapping metric.ErrOverCap: the
+// input it came from is not scored.
 func runTool(ctx context.Context, name string, args ...string) ([]byte, error) {
-	return runToolInput(ctx, nil, name, args...)
+	return runToolInput(ctx, nil, maxToolOutput, name, args...)
 }
 
-// runToolInput is runTool with stdin. Output past maxToolOutput is an
-// error wrapping metric.ErrOverCap: the input it came from is not scored.
-func runToolInput(ctx context.Context, stdin []byte, name string, args ...string) ([]byte, error) {
+// runToolInput is runTool with stdin and maxOut as the cap on its output.
+func runToolInput(ctx context.Context, stdin []byte, maxOut int, name string, args ...string) ([]byte, error) {
 	path, err := exec.LookPath(name)
 	if err != nil {
 		return nil, fmt.Errorf("%s is not installed: %w", name, err)
@@ -66,8 +79,8 @@ func runToolInput(ctx context.Context, stdin []byte, name string, args ...string
 	ctx, cancel := context.WithTimeout(ctx, toolTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, path, args...)
-	out := &cappedBuffer{max: maxToolOutput}
-	errOut := &cappedBuffer{max: 64 << 10}
+	out := &cappedBuffer{max: maxOut}
+	errOut := &cappedBuffer{max: 64 << 10, discard: true}
 	cmd.Stdout, cmd.Stderr = out, errOut
 	if stdin != nil {
 		cmd.Stdin = bytes.NewReader(stdin)
@@ -75,7 +88,7 @@ func runToolInput(ctx context.Context, stdin []byte, name string, args ...string
 	cmd.WaitDelay = time.Second
 	if err := cmd.Run(); err != nil {
 		if out.over {
-			return nil, fmt.Errorf("%s: output over %d bytes: %w", name, maxToolOutput, metric.ErrOverCap)
+			return nil, fmt.Errorf("%s: output over %d bytes: %w", name, maxOut, metric.ErrOverCap)
 		}
 		return nil, fmt.Errorf("%s: %w: %s", name, err, bytes.TrimSpace(errOut.Bytes()))
 	}
@@ -91,7 +104,7 @@ func startTool(ctx context.Context, name string, args ...string) (io.Reader, fun
 	}
 	ctx, cancel := context.WithTimeout(ctx, toolTimeout)
 	cmd := exec.CommandContext(ctx, path, args...)
-	cmd.Stderr = &cappedBuffer{max: 64 << 10}
+	cmd.Stderr = &cappedBuffer{max: 64 << 10, discard: true}
 	cmd.WaitDelay = time.Second
 	out, err := cmd.StdoutPipe()
 	if err != nil {
