@@ -387,6 +387,14 @@ func TestPythonTestSuite(t *testing.T) {
 	brokenSnake := write(t, filepath.Join(dir, mkdir(t, dir, "broken")), "snake.py", "class Snake:\n    def __init__(self):\n        self.body = []\n    def grow(self):\n        pass\n")
 	suite := write(t, dir, "test_suite.py", "from snake import Snake\n\ndef test():\n    print('x' * 100000)\n    s = Snake()\n    s.grow()\n    return len(s.body) == 2\n\ndef half():\n    return 0.5\n\ndef big():\n    return 7\n\ndef raises():\n    raise ValueError('no')\n\ndef text():\n    return 'non-empty'\n")
 	exits := write(t, filepath.Join(dir, mkdir(t, dir, "exits")), "test_suite.py", "import sys\nsys.exit(0)\n")
+	// The agent's module writes a score line of its own to the driver's
+	// real output with the driver's marker, then ends the interpreter: a
+	// score no suite gives (over 1, infinite, not a number) is 0, not the
+	// forged figure.
+	forge := func(name, value string) string {
+		return write(t, filepath.Join(dir, mkdir(t, dir, name)), "snake.py",
+			"import os, __main__\nos.write(__main__._real, ('\\n' + __main__._MARK + '"+value+"\\n').encode())\nos._exit(0)\n")
+	}
 	runCases(t, []metricCase{
 		{"passes", "check_python_file_by_test_suite", []any{settings, snake}, suite, nil, 1, false},
 		{"fails", "check_python_file_by_test_suite", []any{settings, brokenSnake}, suite, nil, 0, false},
@@ -397,6 +405,10 @@ func TestPythonTestSuite(t *testing.T) {
 		{"truthy", "check_python_file_by_test_suite", []any{settings, snake}, suite, map[string]any{"test_function_name": "text"}, 1, false},
 		{"no function", "check_python_file_by_test_suite", []any{settings, snake}, suite, map[string]any{"test_function_name": "nope"}, 0, false},
 		{"exits", "check_python_file_by_test_suite", []any{}, exits, nil, 0, false},
+		{"forged score over 1", "check_python_file_by_test_suite", []any{settings, forge("forge-big", "1e9")}, suite, nil, 0, false},
+		{"forged infinite score", "check_python_file_by_test_suite", []any{settings, forge("forge-inf", "inf")}, suite, nil, 0, false},
+		{"forged score not a number", "check_python_file_by_test_suite", []any{settings, forge("forge-nan", "nan")}, suite, nil, 0, false},
+		{"forged negative score", "check_python_file_by_test_suite", []any{settings, forge("forge-neg", "-3")}, suite, nil, 0, false},
 		{"no suite", "check_python_file_by_test_suite", []any{settings}, nil, nil, 0, false},
 	})
 }

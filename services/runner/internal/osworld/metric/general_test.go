@@ -68,7 +68,8 @@ func runCases(t *testing.T, tests []metricCase) {
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("%s: error %v, want error %v", tt.metric, err, tt.wantErr)
 			}
-			if math.Abs(got-tt.want) > 1e-9 {
+			// Not "> 1e-9": a NaN score would pass that.
+			if !(math.Abs(got-tt.want) <= 1e-9) {
 				t.Errorf("%s(%v, %v, %v) = %v, want %v", tt.metric, tt.result, tt.expected, tt.opts, got, tt.want)
 			}
 		})

@@ -335,8 +335,9 @@ var testSuiteLimits = py.Limits{Timeout: 60 * time.Second, CPUSeconds: 50, Memor
 // agent's modules, which it imports) and its test function (option
 // test_function_name, "test" by default) is called. A bool result scores
 // 1 or 0, a number is clamped to [0, 1], anything else scores its truth;
-// a module or a call that raises scores 0. OSWorld runs it in its own
-// process; here it runs in the Python sandbox (no network, CPU, memory
+// a module or a call that raises scores 0, and so does a score line out
+// of [0, 1], which only the agent's modules can have printed. OSWorld
+// runs it in its own process; here it runs in the Python sandbox (no network, CPU, memory
 // and time limits), with only Debian's python3 modules installed.
 func metricPythonTestSuite(ctx context.Context, result, expected any, _ bool, opts map[string]any) (float64, error) {
 	if !fileExists(expected) {
@@ -402,6 +403,13 @@ func metricPythonTestSuite(ctx context.Context, result, expected any, _ bool, op
 	score, err := strconv.ParseFloat(strings.TrimSpace(line), 64)
 	if err != nil {
 		return 0, fmt.Errorf("check_python_file_by_test_suite: score %q: %w", line, err)
+	}
+	if !(score >= 0 && score <= 1) {
+		// The driver clamps what it prints, so this line was written by
+		// the agent's own modules, which run in the driver's process and
+		// can read the marker (as in OSWorld, where they can patch the
+		// evaluator): a forged score, of a suite that did not end in one.
+		return 0, nil
 	}
 	return score, nil
 }

@@ -3,6 +3,7 @@ package media
 import (
 	"bytes"
 	"context"
+	_ "embed"
 	"fmt"
 	"html"
 	"math/bits"
@@ -342,31 +343,44 @@ func metricComparePDFs(ctx context.Context, result, expected any, _ bool, _ map[
 	return score / float64(len(res)), nil
 }
 
-// pdfPages is pypdf's len(PdfReader(path).pages), read by pdfinfo.
+// pdfPagesScript counts a PDF's pages as pypdf does (see the script).
+//
+//go:embed pdfpages.js
+var pdfPagesScript []byte
+
+// pdfPages is pypdf's len(PdfReader(path).pages): the leaves of the page
+// tree, counted by MuPDF (mutool run). pdfinfo answered before, with the
+// count the file declares (the page tree's /Count, or a linearization
+// header's /N), which a file can set to anything; and it printed the
+// document's title raw before its count, so a title holding "\nPages: 99"
+// set it too.
 func pdfPages(ctx context.Context, path string) (int, error) {
 	if fi, err := os.Stat(path); err != nil || !fi.Mode().IsRegular() {
 		return 0, fmt.Errorf("pdf %s is not a readable file", path)
 	}
-	out, err := runTool(ctx, "pdfinfo", path)
+	// mutool reads its script from a file it can seek in: not a pipe.
+	script, err := os.CreateTemp("", "pdfpages-*.js")
 	if err != nil {
 		return 0, err
 	}
-	// Not a bufio.Scanner: its 64 KiB line limit would lose the count
-	// after a long title, which pypdf does not mind. The last "Pages:"
-	// line, not the first: pdfinfo prints the document's own text fields
-	// (title, author, ...) raw and before the count, so a title holding
-	// "\nPages: 99" would otherwise set the count pypdf reads from the
-	// page tree. Nothing after the count is the document's text.
-	var count []byte
-	for line := range bytes.Lines(out) {
-		if v, ok := bytes.CutPrefix(line, []byte("Pages:")); ok {
-			count = v
-		}
+	defer os.Remove(script.Name())
+	_, err = script.Write(pdfPagesScript)
+	if cerr := script.Close(); err == nil {
+		err = cerr
 	}
-	if count == nil {
-		return 0, fmt.Errorf("pdfinfo gave no page count for %s", path)
+	if err != nil {
+		return 0, err
 	}
-	return strconv.Atoi(string(bytes.TrimSpace(count)))
+	out, err := runTool(ctx, "mutool", "run", script.Name(), path)
+	if err != nil {
+		return 0, err
+	}
+	v, ok := bytes.CutPrefix(bytes.TrimSpace(out), []byte("count "))
+	n, err := strconv.Atoi(string(v))
+	if !ok || err != nil || n < 0 {
+		return 0, fmt.Errorf("mutool gave no page count for %s: %q", path, out[:min(len(out), 200)])
+	}
+	return n, nil
 }
 
 // metricPDFPages is pdf.py's check_pdf_pages: the page count related to
@@ -396,7 +410,7 @@ func metricPDFPages(ctx context.Context, result, expected any, _ bool, _ map[str
 	if !ok {
 		return 0, nil
 	}
-	if err := requireTools("check_pdf_pages", "pdfinfo"); err != nil {
+	if err := requireTools("check_pdf_pages", "mutool"); err != nil {
 		return 0, err
 	}
 	n, err := pdfPages(ctx, p)

@@ -1,6 +1,7 @@
 package media
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -128,26 +129,113 @@ func TestCheckPDFPages(t *testing.T) {
 	}
 }
 
-// TestCheckPDFPagesTitleCannotSetCount: pdfinfo prints a document's title
-// raw, newlines and all, before its page count. A one-page PDF titled
-// "x\nPages: 99" was counted as 99 pages (the first "Pages:" line), so an
-// agent could pass "eq 99" by naming its file's title; pypdf counts the
-// page tree.
-func TestCheckPDFPagesTitleCannotSetCount(t *testing.T) {
-	needTools(t, "pdfinfo")
-	w := newPDF()
-	title := w.add("(x\nPages: 99\n)")
-	w.info = w.add(fmt.Sprintf("<< /Title %d 0 R >>", title))
-	w.page(100, 100, "", nil)
-	path := w.write(t, filepath.Join(t.TempDir(), "titled.pdf"))
-	for _, tt := range []struct {
-		ref  float64
-		want float64
-	}{{99, 0}, {1, 1}} {
-		got, err := metricPDFPages(t.Context(), path, map[string]any{"relation": "eq", "ref_value": tt.ref}, true, nil)
-		if err != nil || got != tt.want {
-			t.Errorf("check_pdf_pages(eq %v) of a one-page PDF titled %q = %v, %v; want %v", tt.ref, "x\nPages: 99", got, err, tt.want)
+// TestCheckPDFPagesCountsThePageTree: check_pdf_pages counts the leaves
+// of the page tree, as pypdf's len(PdfReader(f).pages) does, whatever the
+// file declares. pdfinfo counted before: a one-page PDF titled
+// "x\nPages: 99" had 99 pages (pdfinfo prints the title raw, before the
+// count); the page tree's /Count and a linearization header's /N set the
+// count too; and a title over 64 KiB lost the count (bufio.Scanner's line
+// limit), scoring 0.
+func TestCheckPDFPagesCountsThePageTree(t *testing.T) {
+	needTools(t, "mutool")
+	dir := t.TempDir()
+	pdf := func(name string, pages int, edit func(w *pdfWriter)) string {
+		w := newPDF()
+		for range pages {
+			w.page(100, 100, "", nil)
 		}
+		if edit != nil {
+			edit(w)
+		}
+		return w.write(t, filepath.Join(dir, name))
+	}
+	titled := func(title string) func(w *pdfWriter) {
+		return func(w *pdfWriter) {
+			w.info = w.add(fmt.Sprintf("<< /Title %d 0 R >>", w.add("("+title+")")))
+		}
+	}
+	tests := []struct {
+		name  string
+		path  string
+		pages float64 // the count that scores 1 with eq
+		not   float64 // a count the file claims, which scores 0
+	}{
+		{"title holding a count", pdf("titled.pdf", 1, titled(`x\nPages: 99\n`)), 1, 99},
+		{"title of 1 MiB", pdf("long.pdf", 1, titled(strings.Repeat("t", 1<<20))), 1, 0},
+		{"declared /Count over the pages", pdf("count5.pdf", 1, func(w *pdfWriter) { w.count = 5 }), 1, 5},
+		{"declared /Count under the pages", pdf("count1.pdf", 3, func(w *pdfWriter) { w.count = 1 }), 3, 1},
+		{"linearization header of fewer pages", pdf("lin.pdf", 3, func(w *pdfWriter) { w.linearizedPages = 1 }), 3, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for ref, want := range map[float64]float64{tt.pages: 1, tt.not: 0} {
+				got, err := metricPDFPages(t.Context(), tt.path, map[string]any{"relation": "eq", "ref_value": ref}, true, nil)
+				if err != nil || got != want {
+					t.Errorf("check_pdf_pages(eq %v) = %v, %v; want %v", ref, got, err, want)
+				}
+			}
+		})
+	}
+}
+
+// TestPDFPagesScript: the page-tree walk run by mutool, on trees pypdf
+// walks in its own way: untyped nodes (a branch with /Kids, a page
+// without), a node of another type (not counted), an encrypted file (its
+// declared /Count, as pypdf reads it), a root of another type (no pages),
+// and a loop, which pypdf raises on: an error here, scoring 0.
+func TestPDFPagesScript(t *testing.T) {
+	needTools(t, "mutool")
+	dir := t.TempDir()
+	// A catalog and page tree written by hand: objects 1 (catalog), 2
+	// (the root of the tree) and the rest as given.
+	tree := func(name string, objs ...string) string {
+		w := newPDF()
+		w.objs = w.objs[:1]
+		for _, o := range objs {
+			w.add(o)
+		}
+		var b bytes.Buffer
+		b.WriteString("%PDF-1.4\n")
+		offsets := make([]int, len(w.objs))
+		for i, o := range w.objs {
+			offsets[i] = b.Len()
+			fmt.Fprintf(&b, "%d 0 obj\n%s\nendobj\n", i+1, o)
+		}
+		xref := b.Len()
+		fmt.Fprintf(&b, "xref\n0 %d\n0000000000 65535 f \n", len(w.objs)+1)
+		for _, off := range offsets {
+			fmt.Fprintf(&b, "%010d 00000 n \n", off)
+		}
+		fmt.Fprintf(&b, "trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n", len(w.objs)+1, xref)
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	const page = "<< /Type /Page /MediaBox [0 0 10 10] >>"
+	encrypted := filepath.Join(dir, "encrypted.pdf")
+	run(t, "mutool", "clean", "-E", "aes-128", "-U", "user", "-O", "owner",
+		tree("plain.pdf", "<< /Type /Pages /Kids [3 0 R 4 0 R] /Count 7 >>", page, page), encrypted)
+	tests := []struct {
+		name    string
+		path    string
+		want    int
+		wantErr bool
+	}{
+		{"untyped branch and untyped page", tree("untyped.pdf", "<< /Kids [3 0 R 4 0 R] /Count 1 >>", "<< /Kids [5 0 R] >>", "<< /MediaBox [0 0 10 10] >>", page), 2, false},
+		{"a node of another type", tree("other.pdf", "<< /Type /Pages /Kids [3 0 R 4 0 R] /Count 2 >>", page, "<< /Type /Annot >>"), 1, false},
+		{"encrypted: its /Count", encrypted, 7, false},
+		{"a loop", tree("loop.pdf", "<< /Type /Pages /Kids [3 0 R] /Count 1 >>", "<< /Type /Pages /Kids [2 0 R] >>"), 0, true},
+		{"a root of another type", tree("foo.pdf", "<< /Type /Foo >>"), 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := pdfPages(t.Context(), tt.path)
+			if (err != nil) != tt.wantErr || got != tt.want {
+				t.Errorf("pdfPages = %d, %v; want %d (error %v)", got, err, tt.want, tt.wantErr)
+			}
+		})
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"compress/zlib"
 	"fmt"
 	"os"
+	"slices"
 	"testing"
 )
 
@@ -16,6 +17,10 @@ type pdfWriter struct {
 	objs  [][]byte // objs[i] is object i+1's body
 	pages []int
 	info  int
+	// count, when not 0, is the page tree's /Count instead of the
+	// number of pages; linearizedPages, when not 0, puts a linearization
+	// header declaring that many pages first in the file.
+	count, linearizedPages int
 }
 
 func newPDF() *pdfWriter {
@@ -62,28 +67,49 @@ func (w *pdfWriter) bytes() []byte {
 	for _, p := range w.pages {
 		fmt.Fprintf(&kids, "%d 0 R ", p)
 	}
-	w.objs[1] = fmt.Appendf(nil, "<< /Type /Pages /Kids [%s] /Count %d >>", kids.Bytes(), len(w.pages))
+	count := len(w.pages)
+	if w.count != 0 {
+		count = w.count
+	}
+	w.objs[1] = fmt.Appendf(nil, "<< /Type /Pages /Kids [%s] /Count %d >>", kids.Bytes(), count)
+	objs := w.objs
+	if w.linearizedPages != 0 {
+		// Its /L, the file's length, is patched in once known.
+		objs = append(slices.Clone(objs), fmt.Appendf(nil, "<< /Linearized 1 /L %s /H [ 0 0 ] /O %d /E 0 /N %d /T 0 >>",
+			linearizedLength, w.pages[0], w.linearizedPages))
+	}
 	var b bytes.Buffer
 	b.WriteString("%PDF-1.4\n%\xe2\xe3\xcf\xd3\n")
-	offsets := make([]int, len(w.objs))
-	for i, o := range w.objs {
+	offsets := make([]int, len(objs))
+	order := make([]int, 0, len(objs))
+	if w.linearizedPages != 0 {
+		order = append(order, len(objs)-1)
+	}
+	for i := range w.objs {
+		order = append(order, i)
+	}
+	for _, i := range order {
 		offsets[i] = b.Len()
 		fmt.Fprintf(&b, "%d 0 obj\n", i+1)
-		b.Write(o)
+		b.Write(objs[i])
 		b.WriteString("\nendobj\n")
 	}
 	xref := b.Len()
-	fmt.Fprintf(&b, "xref\n0 %d\n0000000000 65535 f \n", len(w.objs)+1)
+	fmt.Fprintf(&b, "xref\n0 %d\n0000000000 65535 f \n", len(objs)+1)
 	for _, off := range offsets {
 		fmt.Fprintf(&b, "%010d 00000 n \n", off)
 	}
-	fmt.Fprintf(&b, "trailer\n<< /Size %d /Root 1 0 R", len(w.objs)+1)
+	fmt.Fprintf(&b, "trailer\n<< /Size %d /Root 1 0 R", len(objs)+1)
 	if w.info != 0 {
 		fmt.Fprintf(&b, " /Info %d 0 R", w.info)
 	}
 	fmt.Fprintf(&b, " >>\nstartxref\n%d\n%%%%EOF\n", xref)
-	return b.Bytes()
+	return bytes.Replace(b.Bytes(), []byte(linearizedLength), fmt.Appendf(nil, "%010d", b.Len()), 1)
 }
+
+// linearizedLength stands for the file's length in a linearization
+// header until it is known; it has the length's width.
+const linearizedLength = "LLLLLLLLLL"
 
 // write writes the file to path.
 func (w *pdfWriter) write(t *testing.T, path string) string {
