@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"unicode/utf16"
 
@@ -172,7 +173,14 @@ func parseID3v2(version, flags byte, body []byte, frames map[string][]string) {
 			if id == "TYER" {
 				id = "TDRC"
 			}
-			frames[id] = vals
+			// A second frame of a kind adds its values to the first's,
+			// each once, as mutagen merges text frames on load
+			// (TextFrame._merge_frame): two titles read "A,B".
+			for _, v := range vals {
+				if !slices.Contains(frames[id], v) {
+					frames[id] = append(frames[id], v)
+				}
+			}
 		}
 	}
 }

@@ -66,6 +66,37 @@ func TestMP3Meta(t *testing.T) {
 	}
 }
 
+// TestMP3MetaRepeatedFrames: a tag with two title frames reads as both
+// titles joined ("A,B"), each value once, as mutagen merges repeated text
+// frames on load and EasyID3's values are joined with ",". The last frame
+// alone was read ("B").
+func TestMP3MetaRepeatedFrames(t *testing.T) {
+	none := ffmpegMP3(t, "none.mp3", "-id3v2_version", "0")
+	audio, err := os.ReadFile(none)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An ID3v2.4 tag of UTF-8 title frames "A", "B", "A".
+	var frames []byte
+	for _, title := range []string{"A", "B", "A"} {
+		data := append([]byte{3}, title...)
+		frames = append(frames, "TIT2"...)
+		frames = append(frames, 0, 0, 0, byte(len(data)), 0, 0)
+		frames = append(frames, data...)
+	}
+	tag := append([]byte("ID3\x04\x00\x00\x00\x00\x00"), byte(len(frames)))
+	p := filepath.Join(t.TempDir(), "two-titles.mp3")
+	if err := os.WriteFile(p, slices.Concat(tag, frames, audio), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for ref, want := range map[string]float64{"A,B": 1, "B": 0, "A": 0} {
+		got, err := metricMP3Meta(context.Background(), p, map[string]any{"title": map[string]any{"method": "eq", "ref": ref}}, true, nil)
+		if err != nil || got != want {
+			t.Errorf("check_mp3_meta(title eq %q) = %v, %v; want %v", ref, got, err, want)
+		}
+	}
+}
+
 // TestMP3MetaRuleThatCannotRun: a rule's pattern that backtracks past
 // pyre.MatchTimeout fails the evaluation (it scored 0); re on a tag the
 // file lacks still scores 0.
