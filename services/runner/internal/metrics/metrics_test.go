@@ -28,7 +28,7 @@ func TestScore(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s(%q, %q): %v", tt.metric, tt.pred, tt.ref, err)
 		}
-		if math.Abs(got-tt.want) > 1e-9 {
+		if !(math.Abs(got-tt.want) <= 1e-9) {
 			t.Errorf("%s(%q, %q) = %v, want %v", tt.metric, tt.pred, tt.ref, got, tt.want)
 		}
 	}

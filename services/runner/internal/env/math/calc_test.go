@@ -36,7 +36,7 @@ func TestEval(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || stdmath.Abs(got-tt.want) > 1e-9 {
+		if err != nil || !(stdmath.Abs(got-tt.want) <= 1e-9) {
 			t.Errorf("Eval(%q) = %v, %v; want %v", tt.in, got, err, tt.want)
 		}
 	}

@@ -207,7 +207,7 @@ func TestSequenceRatio(t *testing.T) {
 	}
 	for _, tt := range tests {
 		got, err := SequenceRatio(context.Background(), tt.a, tt.b)
-		if err != nil || math.Abs(got-tt.want) > 1e-12 {
+		if err != nil || !(math.Abs(got-tt.want) <= 1e-12) {
 			t.Errorf("%s: SequenceRatio = %v, %v; want %v", tt.name, got, err, tt.want)
 		}
 	}

@@ -19,7 +19,7 @@ func TestIndelRatioLong(t *testing.T) {
 	got, err := IndelRatio(context.Background(), a, b)
 	ra, rb := []rune(a), []rune(b)
 	want := 2 * float64(lcsQuadratic(ra, rb)) / float64(len(ra)+len(rb))
-	if err != nil || math.Abs(got-want) > 1e-12 {
+	if err != nil || !(math.Abs(got-want) <= 1e-12) {
 		t.Errorf("IndelRatio of %d and %d characters = %v, %v; want %v", len(ra), len(rb), got, err, want)
 	}
 	same := strings.Repeat("a", quadraticRunes)

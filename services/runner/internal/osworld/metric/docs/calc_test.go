@@ -25,7 +25,7 @@ func TestFuzzRatio(t *testing.T) {
 	}
 	for _, tt := range tests {
 		got, err := fuzzRatio(context.Background(), tt.a, tt.b)
-		if err != nil || math.Abs(got-tt.want) > 1e-15 {
+		if err != nil || !(math.Abs(got-tt.want) <= 1e-15) {
 			t.Errorf("fuzzRatio(%q, %q) = %v, %v; want %v", tt.a, tt.b, got, err, tt.want)
 		}
 	}
@@ -38,7 +38,7 @@ func TestFuzzRatioAgainstIndelRatio(t *testing.T) {
 	for _, p := range [][2]string{{"kitten", "sitting"}, {strings.Repeat("ab", 100), strings.Repeat("ba", 70)}, {"é", ""}} {
 		got, err := fuzzRatio(context.Background(), p[0], p[1])
 		want, werr := metric.IndelRatio(context.Background(), p[0], p[1])
-		if err != nil || werr != nil || math.Abs(got-want) > 1e-12 {
+		if err != nil || werr != nil || !(math.Abs(got-want) <= 1e-12) {
 			t.Errorf("fuzzRatio(%q, %q) = %v, %v; IndelRatio = %v, %v", p[0], p[1], got, err, want, werr)
 		}
 	}
@@ -62,7 +62,7 @@ func TestCIEDE2000(t *testing.T) {
 		{[3]float64{2.0776, 0.0795, -1.1350}, [3]float64{0.9033, -0.0636, -0.5514}, 0.9082},
 	}
 	for _, tt := range tests {
-		if got := ciede2000(tt.l1, tt.l2); math.Abs(got-tt.want) > 1e-4 {
+		if got := ciede2000(tt.l1, tt.l2); !(math.Abs(got-tt.want) <= 1e-4) {
 			t.Errorf("ciede2000(%v, %v) = %.4f, want %.4f", tt.l1, tt.l2, got, tt.want)
 		}
 	}
@@ -97,7 +97,7 @@ func TestLCSManyDistinct(t *testing.T) {
 		a[i] = rune(0x4e00 + i)
 	}
 	got, err := fuzzRatio(context.Background(), string(a), string(a[:50000]))
-	if want := 100000.0 / 150000; err != nil || math.Abs(got-want) > 1e-12 {
+	if want := 100000.0 / 150000; err != nil || !(math.Abs(got-want) <= 1e-12) {
 		t.Errorf("fuzzRatio = %v, %v; want %v", got, err, want)
 	}
 }

@@ -56,7 +56,7 @@ func runMetricCases(t *testing.T, dir string, tests []metricCase) {
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("%s = %v, error %v; want error %v", tt.metric, got, err, tt.wantErr)
 			}
-			if math.Abs(got-tt.want) > 1e-12 {
+			if !(math.Abs(got-tt.want) <= 1e-12) {
 				t.Errorf("%s(%v, %v, %v) = %v, want %v", tt.metric, tt.result, tt.expected, tt.opts, got, tt.want)
 			}
 		})

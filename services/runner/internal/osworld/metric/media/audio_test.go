@@ -39,7 +39,7 @@ func TestCompareAudios(t *testing.T) {
 		}
 		return s
 	}
-	if got := score(wav, wav); math.Abs(got-1) > 1e-12 {
+	if got := score(wav, wav); !(math.Abs(got-1) <= 1e-12) {
 		t.Errorf("same file got %v, want 1", got)
 	}
 	// The wants are librosa 0.10.2's mfcc and normalize with fastdtw 0.3.4
@@ -54,7 +54,7 @@ func TestCompareAudios(t *testing.T) {
 		{"another melody", other, 0.3989202929},
 		{"pink noise", noise, 0.3192295499},
 	} {
-		if got := score(tt.file, wav); math.Abs(got-tt.want) > 1e-3 {
+		if got := score(tt.file, wav); !(math.Abs(got-tt.want) <= 1e-3) {
 			t.Errorf("%s: compare_audios got %.10f, want %.10f", tt.name, got, tt.want)
 		}
 	}
@@ -79,11 +79,11 @@ func TestCompareAudios(t *testing.T) {
 // scale is linear below 1 kHz, and each triangle has area-normalised
 // height 2/(f[i+2]-f[i]).
 func TestMelFilters(t *testing.T) {
-	if got := hzToMel(1000); math.Abs(got-15) > 1e-12 {
+	if got := hzToMel(1000); !(math.Abs(got-15) <= 1e-12) {
 		t.Errorf("hzToMel(1000) got %v, want 15", got)
 	}
 	for _, f := range []float64{0, 300, 999, 1000, 4000, 11025} {
-		if got := melToHz(hzToMel(f)); math.Abs(got-f) > 1e-9 {
+		if got := melToHz(hzToMel(f)); !(math.Abs(got-f) <= 1e-9) {
 			t.Errorf("melToHz(hzToMel(%v)) got %v", f, got)
 		}
 	}

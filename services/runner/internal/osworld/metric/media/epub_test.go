@@ -88,7 +88,7 @@ func TestCompareEPUB(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := metricCompareEPUB(context.Background(), tt.result, tt.exp, true, nil)
-			if err != nil || math.Abs(got-tt.want) > 1e-12 {
+			if err != nil || !(math.Abs(got-tt.want) <= 1e-12) {
 				t.Errorf("compare_epub got %v, %v; want %v", got, err, tt.want)
 			}
 		})

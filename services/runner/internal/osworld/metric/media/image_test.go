@@ -227,7 +227,7 @@ func TestImageMetrics(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s(%v, %v): %v", tt.metric, tt.result, tt.exp, err)
 			}
-			if math.Abs(got-tt.want) > 1e-9 {
+			if !(math.Abs(got-tt.want) <= 1e-9) {
 				t.Errorf("%s(%v, %v, %v) got %.12f, want %.12f", tt.metric, tt.result, tt.exp, tt.opts, got, tt.want)
 			}
 		})

@@ -92,7 +92,7 @@ func TestComparePDFs(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := metricComparePDFs(context.Background(), tt.result, tt.exp, true, nil)
-			if err != nil || math.Abs(got-tt.want) > 1e-12 {
+			if err != nil || !(math.Abs(got-tt.want) <= 1e-12) {
 				t.Errorf("compare_pdfs got %v, %v; want %v", got, err, tt.want)
 			}
 		})
@@ -280,7 +280,7 @@ func TestRatio(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := naiveRatio(a, b); math.Abs(got-want) > 1e-12 {
+		if want := naiveRatio(a, b); !(math.Abs(got-want) <= 1e-12) {
 			t.Errorf("ratio(len %d, len %d) got %v, want %v", len([]rune(a)), len([]rune(b)), got, want)
 		}
 	}
@@ -294,7 +294,7 @@ func TestRatio(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if want := naiveRatio(a, b); math.Abs(got-want) > 1e-12 {
+			if want := naiveRatio(a, b); !(math.Abs(got-want) <= 1e-12) {
 				t.Errorf("ratio with common ends (len %d, len %d) got %v, want %v", len([]rune(a)), len([]rune(b)), got, want)
 			}
 		}

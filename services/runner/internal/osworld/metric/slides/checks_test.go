@@ -84,7 +84,7 @@ func TestFillToRGBDistance(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.result, func(t *testing.T) {
 			got, err := metricFillDistance(context.Background(), fixture(t, tt.result), tt.rules, true, nil)
-			if err != nil || math.Abs(got-tt.want) > 1e-12 {
+			if err != nil || !(math.Abs(got-tt.want) <= 1e-12) {
 				t.Errorf("evaluate_presentation_fill_to_rgb_distance(%s, %v) = %v, %v; want %v", tt.result, tt.rules, got, err, tt.want)
 			}
 		})
