@@ -348,30 +348,36 @@ func metricComparePDFs(ctx context.Context, result, expected any, _ bool, _ map[
 //go:embed pdfpages.js
 var pdfPagesScript []byte
 
-// pdfPages is pypdf's len(PdfReader(path).pages): the leaves of the page
-// tree, counted by MuPDF (mutool run). pdfinfo answered before, with the
-// count the file declares (the page tree's /Count, or a linearization
-// header's /N), which a file can set to anything; and it printed the
-// document's title raw before its count, so a title holding "\nPages: 99"
-// set it too.
-func pdfPages(ctx context.Context, path string) (int, error) {
-	if fi, err := os.Stat(path); err != nil || !fi.Mode().IsRegular() {
-		return 0, fmt.Errorf("pdf %s is not a readable file", path)
-	}
-	// mutool reads its script from a file it can seek in: not a pipe.
-	script, err := os.CreateTemp("", "pdfpages-*.js")
+// writePagesScript writes pdfPagesScript to a temporary file, which the
+// caller removes: mutool reads its script from a file it can seek in, not
+// a pipe.
+func writePagesScript() (string, error) {
+	f, err := os.CreateTemp("", "pdfpages-*.js")
 	if err != nil {
-		return 0, err
+		return "", err
 	}
-	defer os.Remove(script.Name())
-	_, err = script.Write(pdfPagesScript)
-	if cerr := script.Close(); err == nil {
+	_, err = f.Write(pdfPagesScript)
+	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return 0, err
+		os.Remove(f.Name())
+		return "", err
 	}
-	out, err := runTool(ctx, "mutool", "run", script.Name(), path)
+	return f.Name(), nil
+}
+
+// pdfPages is pypdf's len(PdfReader(path).pages): the leaves of the page
+// tree, counted by MuPDF running script (writePagesScript). pdfinfo
+// answered before, with the count the file declares (the page tree's
+// /Count, or a linearization header's /N), which a file can set to
+// anything; and it printed the document's title raw before its count, so
+// a title holding "\nPages: 99" set it too.
+func pdfPages(ctx context.Context, script, path string) (int, error) {
+	if fi, err := os.Stat(path); err != nil || !fi.Mode().IsRegular() {
+		return 0, fmt.Errorf("pdf %s is not a readable file", path)
+	}
+	out, err := runTool(ctx, "mutool", "run", script, path)
 	if err != nil {
 		return 0, err
 	}
@@ -413,7 +419,14 @@ func metricPDFPages(ctx context.Context, result, expected any, _ bool, _ map[str
 	if err := requireTools("check_pdf_pages", "mutool"); err != nil {
 		return 0, err
 	}
-	n, err := pdfPages(ctx, p)
+	// A script the runner cannot write is its own failure, not the
+	// file's: the evaluation fails instead of scoring 0.
+	script, err := writePagesScript()
+	if err != nil {
+		return 0, fmt.Errorf("check_pdf_pages: write the page-count script: %w", err)
+	}
+	defer os.Remove(script)
+	n, err := pdfPages(ctx, script, p)
 	if err != nil {
 		return 0, metric.OverCap(err)
 	}

@@ -229,9 +229,14 @@ func TestPDFPagesScript(t *testing.T) {
 		{"a loop", tree("loop.pdf", "<< /Type /Pages /Kids [3 0 R] /Count 1 >>", "<< /Type /Pages /Kids [2 0 R] >>"), 0, true},
 		{"a root of another type", tree("foo.pdf", "<< /Type /Foo >>"), 0, false},
 	}
+	script, err := writePagesScript()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(script)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := pdfPages(t.Context(), tt.path)
+			got, err := pdfPages(t.Context(), script, tt.path)
 			if (err != nil) != tt.wantErr || got != tt.want {
 				t.Errorf("pdfPages = %d, %v; want %d (error %v)", got, err, tt.want, tt.wantErr)
 			}
