@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -449,11 +448,10 @@ func TestRolloutsBackfill(t *testing.T) {
 // ends as the aggregate of the episodes. A deadlock PostgreSQL breaks is
 // retried, as a client retries a failed stream.
 func TestRolloutsSummaryConcurrentReplicas(t *testing.T) {
+	// dsns fails the test under CI without PostgreSQL; a developer
+	// without it skips this PostgreSQL-only test.
 	dsn := dsns(t)["postgres"]
 	if dsn == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("ROLLOUTMESH_TEST_POSTGRES_DSN is required when CI is set")
-		}
 		t.Skip("ROLLOUTMESH_TEST_POSTGRES_DSN not set")
 	}
 	ctx := context.Background()
