@@ -183,6 +183,11 @@ func runOverhead(ctx context.Context, o Options, w io.Writer) error {
 	}
 	defer gw.stop()
 	gwURL, grpcAddr := gw.addrs[0], gw.addrs[1]
+	bare, err := startChild(ctx, lay.proxyCommand, "bareproxy", fakeURL)
+	if err != nil {
+		return err
+	}
+	defer bare.stop()
 	if lay.pinned() {
 		unpin, err := pinSelf(lay.driver)
 		if err != nil {
@@ -257,6 +262,12 @@ func runOverhead(ctx context.Context, o Options, w io.Writer) error {
 	targets = append(targets,
 		target{name: "gateway gRPC Chat -> fakellm", do: grpcDo, pid: gw.cmd.Process.Pid},
 		target{name: "gateway gRPC health check (no backend)", do: healthDo, pid: gw.cmd.Process.Pid, floor: true})
+	// Last, so that the indices the verdicts read stay as they were.
+	bareDo, err := fastDoer(bare.addrs[0]+"/v1/chat/completions", body, max(o.Conns, 128))
+	if err != nil {
+		return err
+	}
+	targets = append(targets, target{name: "bare Go proxy (fasthttp) -> fakellm", do: bareDo, pid: bare.cmd.Process.Pid})
 	// Targets take turns in short slices, in rotating order, so that
 	// background load on a shared machine falls on all of them alike
 	// instead of on whichever ran while a compiler was busy.
@@ -296,7 +307,7 @@ func runOverhead(ctx context.Context, o Options, w io.Writer) error {
 	}
 	fmt.Fprintf(w, "(a) added latency: open loop at each rate for %v per target, then max req/s with %d closed-loop\n", o.Duration, o.Conns)
 	fmt.Fprintf(w, "    connections for %v per target; targets interleaved in %d rounds; zero-latency fakellm,\n", o.Duration, o.Rounds)
-	fmt.Fprintf(w, "    %d-byte chat request; fakellm, gateway and nginx (%d workers) each in its own process;\n    the generator drives the HTTP targets with one fasthttp client (the same for each) and the\n    gRPC ones with grpc-go; the health check reaches no backend and shows what a grpc-go round\n    trip (client and server) takes here; CPU %s.\n", len(body), len(lay.proxy), lay)
+	fmt.Fprintf(w, "    %d-byte chat request; fakellm, gateway and nginx (%d workers) each in its own process;\n    the generator drives the HTTP targets with one fasthttp client (the same for each) and the\n    gRPC ones with grpc-go; the health check reaches no backend and shows what a grpc-go round\n    trip (client and server) takes here; the bare Go proxy is nginx's job in Go with fasthttp\n    (the gateway's HTTP libraries) and none of the gateway's code; CPU %s.\n", len(body), len(lay.proxy), lay)
 	fmt.Fprintf(w, "    CPU/req is the CPU time of the process a path enters first (fakellm, nginx with its workers,\n    the gateway) per request it served; all CPU/req adds the load generator's and fakellm's, and\n    CPUs busy is that time over the run's wall time and %d CPUs: near 100%%, requests queue for a CPU.\n    The open loop is paced by a timerfd; sent late is how long after its slot in the schedule each\n    request went out (large figures: the generator itself waited for a CPU).\n\n", runtime.NumCPU())
 	for _, rate := range o.Rates {
 		lats, err := interleave(func(do doer) (sample, error) { return openLoop(ctx, do, rate, slice, 1024) })
@@ -330,6 +341,7 @@ func runOverhead(ctx context.Context, o Options, w io.Writer) error {
 		}
 		costVerdicts(w, rate, lats[1], lats[2], lats[3], direct, o.Rates[0])
 		grpcFloor(w, rate, lats[1], lats[4])
+		httpFloor(w, rate, lats[1], lats[2], lats[5])
 		fmt.Fprintln(w)
 	}
 	return nil
@@ -421,6 +433,23 @@ func grpcFloor(w io.Writer, rate int, ng, health sample) {
 	}
 	fmt.Fprintf(w, "    gRPC floor at %d req/s: a health check (no backend, no gateway code) costs the gateway %s, %.2fx nginx's proxied request (%s); the 1.5x goal on the gRPC front is %s\n",
 		rate, us(hCPU), r, us(ngCPU), reach)
+}
+
+// httpFloor says the same of the HTTP front: what the bare proxy (Go and
+// fasthttp, none of the gateway's code) costs against nginx's request, and
+// how much the gateway's own code adds to it.
+func httpFloor(w io.Writer, rate int, ng, httpFront, bare sample) {
+	ngCPU, hCPU, bCPU := ng.cpuPerRequest(), httpFront.cpuPerRequest(), bare.cpuPerRequest()
+	if ngCPU <= 0 || bCPU <= 0 {
+		return
+	}
+	r := float64(bCPU) / float64(ngCPU)
+	reach := "within reach of the gateway's own code"
+	if r > 1.5 {
+		reach = "out of reach of the gateway's own code: the floor is Go's and fasthttp's"
+	}
+	fmt.Fprintf(w, "    HTTP floor at %d req/s: a bare fasthttp proxy (no gateway code) costs %s, %.2fx nginx's request (%s); the gateway's own code adds %s (%s in all); the 1.5x goal on the HTTP front is %s\n",
+		rate, us(bCPU), r, us(ngCPU), us(hCPU-bCPU), us(hCPU), reach)
 }
 
 func verdict(ok bool) string {

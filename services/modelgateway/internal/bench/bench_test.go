@@ -1,12 +1,20 @@
 package bench
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
+	"io"
+	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/fakellm"
 )
 
 // TestTurnWithScreenshot wants both fronts' requests to carry the same
@@ -61,6 +69,73 @@ func TestMedian(t *testing.T) {
 		}
 		if !slices.Equal(in, tt.in) {
 			t.Errorf("median reordered its input: %v, was %v", tt.in, in)
+		}
+	}
+}
+
+// TestBareProxyForwards wants the HTTP floor to do nginx's job: the
+// backend's status, type and body back to the caller, over real sockets.
+func TestBareProxyForwards(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f, err := fakellm.Start(ctx, "127.0.0.1:0", fakellm.Config{Script: []fakellm.Rule{{Match: "", Reply: "ls -la ~"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, w := io.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- serveBareProxy(ctx, f.URL, w) }()
+	line, err := bufio.NewReader(r).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	go io.Copy(io.Discard, r)
+	proxy := strings.TrimSpace(strings.TrimPrefix(line, "ADDR "))
+	post := func(base string, body []byte) (int, string, string) {
+		t.Helper()
+		resp, err := http.Post(base+"/v1/chat/completions", "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, resp.Header.Get("Content-Type"), string(b)
+	}
+	for _, body := range [][]byte{chatBody(nil), []byte(`{"messages":`)} {
+		wantCode, wantType, wantBody := post(f.URL, body)
+		gotCode, gotType, gotBody := post(proxy, body)
+		// fakellm's answers carry an id and a timestamp of their own.
+		strip := regexp.MustCompile(`"(id|created)":("[^"]*"|\d+)`)
+		if gotCode != wantCode || gotType != wantType || strip.ReplaceAllString(gotBody, "") != strip.ReplaceAllString(wantBody, "") {
+			t.Errorf("through the bare proxy: %d %q %s\nwant (direct) %d %q %s", gotCode, gotType, gotBody, wantCode, wantType, wantBody)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("serveBareProxy: %v", err)
+	}
+}
+
+func TestHTTPFloorVerdict(t *testing.T) {
+	per := func(d time.Duration) sample { return sample{lats: []time.Duration{1, 1}, cpu: 2 * d} }
+	tests := []struct {
+		nginx, front, bare time.Duration
+		want               string
+	}{
+		{60 * time.Microsecond, 138 * time.Microsecond, 106 * time.Microsecond,
+			"costs 106us, 1.77x nginx's request (60us); the gateway's own code adds 32us (138us in all); the 1.5x goal on the HTTP front is out of reach of the gateway's own code"},
+		{57 * time.Microsecond, 90 * time.Microsecond, 74 * time.Microsecond,
+			"costs 74us, 1.30x nginx's request (57us); the gateway's own code adds 16us (90us in all); the 1.5x goal on the HTTP front is within reach of the gateway's own code"},
+	}
+	for _, tt := range tests {
+		var b strings.Builder
+		httpFloor(&b, 5000, per(tt.nginx), per(tt.front), per(tt.bare))
+		if !strings.Contains(b.String(), tt.want) {
+			t.Errorf("httpFloor(nginx %v, front %v, bare %v) = %q\nwant it to say %q", tt.nginx, tt.front, tt.bare, b.String(), tt.want)
 		}
 	}
 }

@@ -164,8 +164,9 @@ func median(vs []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-// runInstructions measures instructions per request of nginx and of the
-// gateway's two fronts, each in front of a fakellm that runs natively.
+// runInstructions measures instructions per request of nginx, of the
+// gateway's two fronts and of the bare Go proxy (the HTTP front's floor),
+// each in front of a fakellm that runs natively.
 func runInstructions(ctx context.Context, o Options, w io.Writer) error {
 	valgrind, err := exec.LookPath("valgrind")
 	if err != nil {
@@ -235,6 +236,13 @@ func runInstructions(ctx context.Context, o Options, w io.Writer) error {
 		}},
 		{name: "gateway HTTP -> fakellm", start: gateway(false)},
 		{name: "gateway gRPC Chat -> fakellm", start: gateway(true)},
+		{name: "bare Go proxy (fasthttp) -> fakellm", start: func(ctx context.Context, wrap func(string, ...string) (string, []string)) (func(context.Context) error, func(), error) {
+			bare, err := startChild(ctx, wrap, "bareproxy", fakeURL)
+			if err != nil {
+				return nil, nil, err
+			}
+			return httpSend(bare.addrs[0]), func() { hc.CloseIdleConnections(); bare.stop() }, nil
+		}},
 	}
 	warm, n := 200, o.InstrRequests
 	fmt.Fprintf(w, "(c) instructions per request under valgrind --tool=callgrind (all threads and processes of\n")
@@ -272,8 +280,10 @@ func runInstructions(ctx context.Context, o Options, w io.Writer) error {
 	if per[0] <= 0 {
 		return errors.New("nginx measured no instructions per request")
 	}
-	fmt.Fprintf(w, "    goal <= 1.5x nginx's instructions/req: HTTP front %s (%.2fx), gRPC front %s (%.2fx)\n\n",
+	fmt.Fprintf(w, "    goal <= 1.5x nginx's instructions/req: HTTP front %s (%.2fx), gRPC front %s (%.2fx)\n",
 		verdict(per[1] <= 1.5*per[0]), per[1]/per[0], verdict(per[2] <= 1.5*per[0]), per[2]/per[0])
+	fmt.Fprintf(w, "    HTTP floor: a bare fasthttp proxy (no gateway code) runs %.2fx nginx's instructions; the gateway's own code adds %.0f per request\n\n",
+		per[3]/per[0], per[1]-per[3])
 	benchreport.Goal(w, "gateway-instructions", "gateway instructions per request ≤ 1.5× nginx's, both fronts (callgrind)",
 		fmt.Sprintf("HTTP %.2f×, gRPC %.2f× (nginx %.0f)", per[1]/per[0], per[2]/per[0], per[0]), benchreport.Judge(per[1] <= 1.5*per[0] && per[2] <= 1.5*per[0]))
 	return nil
