@@ -4,9 +4,10 @@
 //
 // Images are decoded with Go's decoders and then handled as PIL handles
 // them (modes, conversions, Pillow's fixed-point resampling, skimage's
-// SSIM), because OSWorld's thresholds were tuned on those numbers. PDFs,
-// audio and video go through poppler-utils and ffmpeg as bounded
-// subprocesses.
+// SSIM), because OSWorld's thresholds were tuned on those numbers. PDFs
+// go through MuPDF's mutool (the engine of PyMuPDF, which OSWorld reads
+// them with), poppler-utils standing in for text without it; audio and
+// video through ffmpeg; all as bounded subprocesses.
 package media
 
 import "github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric"

@@ -175,8 +175,7 @@ func TestAudioOverCap(t *testing.T) {
 }
 
 // imagesPDF writes a one-page PDF that draws n distinct 8×8 grey images,
-// each its own XObject: PyMuPDF's get_images lists n images, pdfimages
-// -list n lines.
+// each its own XObject: PyMuPDF's get_images lists n images.
 func imagesPDF(t *testing.T, path string, n int) string {
 	t.Helper()
 	w := newPDF()
@@ -195,7 +194,8 @@ func imagesPDF(t *testing.T, path string, n int) string {
 
 // TestPDFImagesOverCap: compare_pdf_images does not score a PDF of 501
 // images, one past the cap, which PyMuPDF lists and PIL opens, nor a PDF
-// with an image two rows past the 40-megapixel cap: an error wrapping
+// with an image two rows past the 40-megapixel cap, a JPEG or one MuPDF
+// would decode (which mutool is not let to): an error wrapping
 // metric.ErrOverCap names the cap, on either side. A PDF of exactly 500
 // images is compared (with itself: 1).
 //
@@ -203,13 +203,13 @@ func imagesPDF(t *testing.T, path string, n int) string {
 // 40-megapixel image takes over ten seconds under the race detector, and
 // TestImagesOverCap covers the decoder's bound.
 func TestPDFImagesOverCap(t *testing.T) {
-	needTools(t, "pdfimages", "ffmpeg")
+	needTools(t, "mutool", "ffmpeg")
 	dir := t.TempDir()
 	p500 := imagesPDF(t, filepath.Join(dir, "500.pdf"), maxPDFImages)
 	p501 := imagesPDF(t, filepath.Join(dir, "501.pdf"), maxPDFImages+1)
 	one := imagesPDF(t, filepath.Join(dir, "one.pdf"), 1)
-	// A JPEG of 8192×5122 embedded as it is (DCTDecode): pdfimages -all
-	// writes it back out unchanged, as PyMuPDF's extract_image returns it.
+	// A JPEG of 8192×5122 embedded as it is (DCTDecode): PyMuPDF's
+	// extract_image returns it unchanged.
 	jpg := filepath.Join(dir, "big.jpg")
 	run(t, "ffmpeg", "-loglevel", "error", "-y", "-f", "lavfi", "-i", "color=c=gray:s=8192x5122",
 		"-frames:v", "1", "-c:v", "mjpeg", jpg)
@@ -221,6 +221,11 @@ func TestPDFImagesOverCap(t *testing.T) {
 	im := w.stream("/Type /XObject /Subtype /Image /Width 8192 /Height 5122 /ColorSpace /DeviceRGB /BitsPerComponent 8 /Filter /DCTDecode", data, false)
 	w.page(300, 300, fmt.Sprintf("/XObject << /Im0 %d 0 R >>", im), []byte("q 300 0 0 188 0 0 cm /Im0 Do Q"))
 	big := w.write(t, filepath.Join(dir, "big.pdf"))
+	// A Flate image of 8000×8000 (its data is never read).
+	w = newPDF()
+	im = w.stream("/Type /XObject /Subtype /Image /Width 8000 /Height 8000 /ColorSpace /DeviceGray /BitsPerComponent 8", []byte{0}, true)
+	w.page(300, 300, fmt.Sprintf("/XObject << /Im0 %d 0 R >>", im), []byte("q 300 0 0 300 0 0 cm /Im0 Do Q"))
+	bigFlate := w.write(t, filepath.Join(dir, "big-flate.pdf"))
 	const countText = "has 501 images, over the cap of 500"
 	const pixelText = "image of 8192x5122 pixels is over the cap of 41943040 pixels"
 	runCapCases(t, []capCase{
@@ -228,13 +233,13 @@ func TestPDFImagesOverCap(t *testing.T) {
 		{"501 images, expected", "compare_pdf_images", p500, p501, countText, 0},
 		{"image over the pixel cap, result", "compare_pdf_images", big, one, pixelText, 0},
 		{"image over the pixel cap, expected", "compare_pdf_images", one, big, pixelText, 0},
+		{"decoded image over the pixel cap", "compare_pdf_images", bigFlate, one, "image of 8000x8000 pixels is over the cap of 41943040 pixels", 0},
 		{"500 images", "compare_pdf_images", p500, p500, "", 1},
 	})
 }
 
 // textPDF writes a one-page PDF of the lines in 10-point Courier, 12
-// points apart: whole-number glyph positions keep mutool's stext of half a
-// million characters under the 64 MiB it reads.
+// points apart.
 func textPDF(t *testing.T, path string, lines []string) string {
 	t.Helper()
 	w := newPDF()
@@ -289,9 +294,8 @@ func TestPDFTextOverCap(t *testing.T) {
 // is not scored; output at the cap is read whole. The cap did not hold:
 // os/exec filled the buffer through its embedded bytes.Buffer's ReadFrom,
 // past the capped Write, and pdfinfo's 75 MB output for a PDF with a 12 MiB
-// title was read whole. (compare_pdf_images reaches the cap through
-// pdfimages -list, with about 700,000 drawings of an image, in 5 s;
-// compare_pdfs through pdftotext when mutool is missing.)
+// title was read whole. (compare_pdfs reaches the cap through mutool
+// with a text over 64 MiB, or pdftotext when mutool is missing.)
 func TestToolOutputOverCap(t *testing.T) {
 	needTools(t, "head")
 	for _, tt := range []struct {

@@ -4,37 +4,49 @@ import (
 	"bytes"
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
-	"html"
 	"math/bits"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
-	"github.com/rolloutmesh/rolloutmesh/serverkit/boundedread"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric"
 )
 
 // PDF text comes from MuPDF's mutool when it is installed, since OSWorld
 // extracts with PyMuPDF (page.get_text()), which is MuPDF's text device:
-// the output then matches PyMuPDF's line for line. Without mutool, poppler's
-// pdftotext -raw (content-stream order, like MuPDF) stands in; its lines
-// break differently in tables, so the fuzzy ratio can differ slightly.
+// pdftext.js, run by mutool, writes what PyMuPDF does, character for
+// character, by the rules of PyMuPDF 1.26 (osworldPyMuPDF). Debian 12's
+// mutool is MuPDF 1.21, so where MuPDF itself changed since (1.26 also
+// writes a glyph's CID for a character with no Unicode, which 1.21's
+// structured text cannot give) the text can still differ. Without mutool, poppler's pdftotext -raw (content-stream
+// order, like MuPDF) stands in; its lines break differently in tables, so
+// the fuzzy ratio can differ slightly.
+
+// osworldPyMuPDF is the PyMuPDF whose rules pdftext.js follows: the
+// version OSWorld pins (1.26.4 in its uv.lock). Tests also run the
+// script by the rules of 1.21, the version Debian packages, to check it
+// against PyMuPDF itself.
+const osworldPyMuPDF = "1.26"
 
 // pdfText is the text of every page joined, stripped (compare_pdfs's
 // extract_text_from_pdf).
 func pdfText(ctx context.Context, path string) (string, error) {
+	return pdfTextAs(ctx, path, osworldPyMuPDF)
+}
+
+// pdfTextAs is pdfText by the rules of the PyMuPDF version given.
+func pdfTextAs(ctx context.Context, path, pymupdf string) (string, error) {
 	if fi, err := os.Stat(path); err != nil || !fi.Mode().IsRegular() {
 		return "", fmt.Errorf("pdf %s is not a readable file", path)
 	}
 	var text string
 	if _, err := exec.LookPath("mutool"); err == nil {
-		text, err = mutoolText(ctx, path)
+		text, err = mutoolText(ctx, path, pymupdf)
 		if err != nil {
 			return "", err
 		}
@@ -43,166 +55,82 @@ func pdfText(ctx context.Context, path string) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		text = strings.ReplaceAll(string(out), "\f", "")
+		text = strings.ToValidUTF8(strings.ReplaceAll(string(out), "\f", ""), "\uFFFD")
 	}
-	return strings.TrimFunc(strings.ToValidUTF8(text, "\uFFFD"), metric.PyIsSpace), nil
+	return strings.TrimFunc(text, metric.PyIsSpace), nil
 }
 
-// mutoolOptions are PyMuPDF's TEXTFLAGS_TEXT for get_text("text"), as
-// mutool convert's text options (the mediabox clip is its default).
-const mutoolOptions = "preserve-whitespace,preserve-ligatures"
+// pdfTextScript writes a document's text as PyMuPDF does (see the
+// script).
+//
+//go:embed pdftext.js
+var pdfTextScript []byte
 
-// mutoolText is PyMuPDF's text for all pages, rebuilt from MuPDF's
-// structured text (every character as the text device keeps it): each
-// line's characters, then a newline unless the line ends with one. A
-// document whose structured text passes the output cap falls back to
-// mutool's plain text writer.
-func mutoolText(ctx context.Context, path string) (string, error) {
-	dir, err := os.MkdirTemp("", "mutool")
+// mutoolText is PyMuPDF's text of all pages, unstripped: pdftext.js's
+// output, decoded as PyMuPDF decodes its own (pyDecodeUTF8), with the
+// NUL the script writes as C0 80 put back.
+func mutoolText(ctx context.Context, path, pymupdf string) (string, error) {
+	script, err := writeScript("pdftext-*.js", pdfTextScript)
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", errScript, err)
+	}
+	defer os.Remove(script)
+	out, err := runTool(ctx, "mutool", "run", script, path, pymupdf)
 	if err != nil {
 		return "", err
 	}
-	defer os.RemoveAll(dir)
-	// mutool convert writes only to a named file.
-	out := filepath.Join(dir, "out.xml")
-	if _, err := runTool(ctx, "mutool", "convert", "-F", "stext", "-O", mutoolOptions, "-o", out, path); err != nil {
-		return "", err
-	}
-	data, err := boundedread.ReadFile(out, maxToolOutput)
-	if err == nil {
-		return stextToText(data)
-	}
-	txt := filepath.Join(dir, "out.txt")
-	if _, err := runTool(ctx, "mutool", "convert", "-F", "text", "-O", mutoolOptions, "-o", txt, path); err != nil {
-		return "", err
-	}
-	plain, err := boundedread.ReadFile(txt, maxToolOutput)
-	if err != nil {
-		return "", err
-	}
-	return pyMuPDFText(string(plain)), nil
+	return pyDecodeUTF8(bytes.ReplaceAll(out, []byte{0xc0, 0x80}, []byte{0})), nil
 }
 
-// stextToText reads the text out of mutool's stext XML: each char
-// element's c attribute, a newline after each line that does not end in
-// one. A 50-page document is 20 MB of this XML, so it is scanned by hand:
-// encoding/xml's tokens took most of compare_pdfs' time.
-func stextToText(data []byte) (string, error) {
-	var b strings.Builder
-	var last rune
-	for i := 0; i < len(data); {
-		j := bytes.IndexByte(data[i:], '<')
-		if j < 0 {
-			break
+// pyDecodeUTF8 is Python's bytes.decode("utf-8", "replace"): each maximal
+// part of an invalid sequence (a lead byte and the continuation bytes
+// that may follow it) becomes one U+FFFD. A surrogate MuPDF encodes as
+// ED A0 80 is three. utf8.DecodeRune alone would make one of E2 82 too,
+// where Python makes one.
+func pyDecodeUTF8(b []byte) string {
+	if utf8.Valid(b) {
+		return string(b)
+	}
+	var s strings.Builder
+	s.Grow(len(b))
+	for len(b) > 0 {
+		r, n := utf8.DecodeRune(b)
+		if r != utf8.RuneError || n > 1 {
+			s.Write(b[:n])
+			b = b[n:]
+			continue
 		}
-		i += j + 1
-		end := tagEnd(data[i:])
-		if end < 0 {
-			return "", fmt.Errorf("mutool stext: unterminated tag at byte %d", i-1)
+		// The second byte's range depends on the lead (Unicode's table
+		// of well-formed sequences); the rest are 80..BF.
+		lo, hi, need := byte(0x80), byte(0xbf), 0
+		switch c := b[0]; {
+		case c >= 0xc2 && c <= 0xdf:
+			need = 1
+		case c == 0xe0:
+			lo, need = 0xa0, 2
+		case c == 0xed:
+			hi, need = 0x9f, 2
+		case c >= 0xe1 && c <= 0xef:
+			need = 2
+		case c == 0xf0:
+			lo, need = 0x90, 3
+		case c == 0xf4:
+			hi, need = 0x8f, 3
+		case c >= 0xf1 && c <= 0xf3:
+			need = 3
 		}
-		tag := data[i : i+end]
-		i += end + 1
-		switch tagName(tag) {
-		case "/line":
-			if last != 0 && last != '\n' {
-				b.WriteByte('\n')
+		n = 1
+		for k := 1; k <= need && n < len(b); k++ {
+			if b[n] < lo || b[n] > hi {
+				break
 			}
-		case "line":
-			last = 0
-		case "char":
-			v, ok := tagAttr(tag, "c")
-			if !ok {
-				continue
-			}
-			if bytes.IndexByte(v, '&') >= 0 {
-				v = []byte(html.UnescapeString(string(v)))
-			}
-			b.Write(v)
-			if r, _ := utf8.DecodeLastRune(v); len(v) > 0 {
-				last = r
-			}
+			lo, hi = 0x80, 0xbf
+			n++
 		}
+		s.WriteRune(utf8.RuneError)
+		b = b[n:]
 	}
-	return b.String(), nil
-}
-
-// tagEnd is the index of the '>' closing the tag that starts data, outside
-// quoted attribute values; -1 when there is none.
-func tagEnd(data []byte) int {
-	var quote byte
-	for i, c := range data {
-		switch {
-		case quote != 0:
-			if c == quote {
-				quote = 0
-			}
-		case c == '"' || c == '\'':
-			quote = c
-		case c == '>':
-			return i
-		}
-	}
-	return -1
-}
-
-// tagName is the element name of a tag's text ("line", "/line", "char").
-func tagName(tag []byte) string {
-	n := bytes.IndexAny(tag, " \t\r\n/>")
-	if n == 0 && len(tag) > 0 && tag[0] == '/' {
-		if m := bytes.IndexAny(tag[1:], " \t\r\n>"); m >= 0 {
-			return string(tag[:m+1])
-		}
-		return string(tag)
-	}
-	if n < 0 {
-		return string(tag)
-	}
-	return string(tag[:n])
-}
-
-// tagAttr is the raw (still escaped) value of attribute name in a tag.
-func tagAttr(tag []byte, name string) ([]byte, bool) {
-	i := bytes.IndexAny(tag, " \t\r\n")
-	for i >= 0 && i < len(tag) {
-		for i < len(tag) && (tag[i] == ' ' || tag[i] == '\t' || tag[i] == '\r' || tag[i] == '\n') {
-			i++
-		}
-		eq := bytes.IndexByte(tag[i:], '=')
-		if eq < 0 || i+eq+1 >= len(tag) {
-			return nil, false
-		}
-		key := bytes.TrimSpace(tag[i : i+eq])
-		q := tag[i+eq+1]
-		if q != '"' && q != '\'' {
-			return nil, false
-		}
-		start := i + eq + 2
-		stop := bytes.IndexByte(tag[start:], q)
-		if stop < 0 {
-			return nil, false
-		}
-		if string(key) == name {
-			return tag[start : start+stop], true
-		}
-		i = start + stop + 1
-	}
-	return nil, false
-}
-
-var newlineRuns = regexp.MustCompile(`\n+`)
-
-// pyMuPDFText turns mutool's text output into PyMuPDF's get_text() for
-// all pages: mutool ends each block with an extra newline (and mutool draw
-// each page with a form feed line), which PyMuPDF does not print.
-func pyMuPDFText(out string) string {
-	var b strings.Builder
-	for i, page := range strings.Split(out, "\f") {
-		if i > 0 {
-			page = strings.TrimPrefix(page, "\n")
-		}
-		b.WriteString(newlineRuns.ReplaceAllString(page, "\n"))
-	}
-	return b.String()
+	return s.String()
 }
 
 // maxRatioCells bounds the LCS work (rune pairs) of one comparison, about
@@ -324,12 +252,18 @@ func metricComparePDFs(ctx context.Context, result, expected any, _ bool, _ map[
 		if oc := metric.OverCap(err); oc != nil {
 			return 0, fmt.Errorf("compare_pdfs: %w", oc)
 		}
+		if errors.Is(err, errScript) {
+			return 0, fmt.Errorf("compare_pdfs: %w", err)
+		}
 		if err != nil {
 			continue
 		}
 		t2, err := pdfText(ctx, p2)
 		if oc := metric.OverCap(err); oc != nil {
 			return 0, fmt.Errorf("compare_pdfs: %w", oc)
+		}
+		if errors.Is(err, errScript) {
+			return 0, fmt.Errorf("compare_pdfs: %w", err)
 		}
 		if err != nil {
 			continue
@@ -349,14 +283,23 @@ func metricComparePDFs(ctx context.Context, result, expected any, _ bool, _ map[
 var pdfPagesScript []byte
 
 // writePagesScript writes pdfPagesScript to a temporary file, which the
-// caller removes: mutool reads its script from a file it can seek in, not
-// a pipe.
-func writePagesScript() (string, error) {
-	f, err := os.CreateTemp("", "pdfpages-*.js")
+// caller removes.
+func writePagesScript() (string, error) { return writeScript("pdfpages-*.js", pdfPagesScript) }
+
+// errScript is a mutool script the runner could not write: its own
+// failure, not the file's, which fails the evaluation instead of scoring
+// 0.
+var errScript = errors.New("write a mutool script")
+
+// writeScript writes a mutool script to a temporary file named by
+// pattern, which the caller removes: mutool reads its script from a file
+// it can seek in, not a pipe.
+func writeScript(pattern string, script []byte) (string, error) {
+	f, err := os.CreateTemp("", pattern)
 	if err != nil {
 		return "", err
 	}
-	_, err = f.Write(pdfPagesScript)
+	_, err = f.Write(script)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -436,57 +379,87 @@ func metricPDFPages(ctx context.Context, result, expected any, _ bool, _ map[str
 // maxPDFImages bounds the images compare_pdf_images extracts from one PDF.
 const maxPDFImages = 500
 
-// pdfImages extracts a PDF's images in page order with pdfimages, leaving
-// out the soft masks and masks of other images (PyMuPDF's get_images lists
-// a page's image XObjects, which those are not). An image that does not
-// decode is left out, as OSWorld's loop skips what PIL cannot open.
+// pdfImagesScript lists and extracts a PDF's images as PyMuPDF does (see
+// the script).
+//
+//go:embed pdfimages.js
+var pdfImagesScript []byte
+
+// errExtractImage is PyMuPDF's extract_image raising, which ends
+// OSWorld's compare_pdf_images with 0.
+var errExtractImage = errors.New("PyMuPDF's extract_image would raise")
+
+// pdfImages is the images of compare_pdf_images's extract_images_from_pdf
+// in its order: each page's page.get_images(), and for each the bytes
+// doc.extract_image(xref) gives, which mutool writes running
+// pdfimages.js. An image listed twice is the same image twice; one whose
+// bytes do not decode is left out, as OSWorld's loop skips what PIL cannot
+// open. A document that is not a PDF has none.
 func pdfImages(ctx context.Context, path string) ([]*pimg, error) {
 	if fi, err := os.Stat(path); err != nil || !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("pdf %s is not a readable file", path)
 	}
-	list, err := runTool(ctx, "pdfimages", "-list", path)
+	script, err := writeScript("pdfimages-*.js", pdfImagesScript)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", errScript, err)
 	}
-	var keep []bool
-	for i, line := range strings.Split(string(list), "\n") {
-		f := strings.Fields(line)
-		if i < 2 || len(f) < 3 {
-			continue
-		}
-		keep = append(keep, f[2] == "image" || f[2] == "stencil")
-	}
-	if len(keep) > maxPDFImages {
-		return nil, fmt.Errorf("pdf %s has %d images, over the cap of %d: %w", path, len(keep), maxPDFImages, metric.ErrOverCap)
-	}
+	defer os.Remove(script)
 	dir, err := os.MkdirTemp("", "pdfimages")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	if _, err := runTool(ctx, "pdfimages", "-all", path, filepath.Join(dir, "img")); err != nil {
-		return nil, err
-	}
-	files, err := filepath.Glob(filepath.Join(dir, "img-*"))
+	out, err := runTool(ctx, "mutool", "run", script, path, dir, strconv.Itoa(maxPDFImages), strconv.Itoa(maxPixels))
 	if err != nil {
 		return nil, err
 	}
-	slices.Sort(files)
-	var out []*pimg
-	for i, f := range files {
-		if i < len(keep) && !keep[i] {
-			continue
-		}
-		img, err := openImage(f)
-		if oc := metric.OverCap(err); oc != nil {
-			return nil, oc
-		}
-		if err != nil {
-			continue
-		}
-		out = append(out, img)
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	count, ok := strings.CutPrefix(lines[len(lines)-1], "count ")
+	n, err := strconv.Atoi(count)
+	if reason, raised := strings.CutPrefix(lines[len(lines)-1], "raise "); raised {
+		return nil, fmt.Errorf("pdf %s: %s: %w", path, reason, errExtractImage)
 	}
-	return out, nil
+	if !ok || err != nil {
+		return nil, fmt.Errorf("mutool gave no image count for %s: %q", path, out[:min(len(out), 200)])
+	}
+	if n > maxPDFImages {
+		return nil, fmt.Errorf("pdf %s has %d images, over the cap of %d: %w", path, n, maxPDFImages, metric.ErrOverCap)
+	}
+	var imgs []*pimg
+	opened := map[string]*pimg{}
+	for _, line := range lines[:len(lines)-1] {
+		kind, arg, _ := strings.Cut(line, " ")
+		switch kind {
+		case "image":
+			if img, seen := opened[arg]; seen {
+				if img != nil {
+					imgs = append(imgs, img)
+				}
+				continue
+			}
+			img, err := openImage(filepath.Join(dir, filepath.Base(arg)))
+			if oc := metric.OverCap(err); oc != nil {
+				return nil, oc
+			}
+			opened[arg] = img
+			if err == nil {
+				imgs = append(imgs, img)
+			}
+		case "size":
+			// Too large to decode in mutool: over the cap, or past
+			// what PIL opens, which skips it.
+			var w, h int
+			if _, err := fmt.Sscan(arg, &w, &h); err != nil {
+				return nil, fmt.Errorf("mutool: bad image line %q", line)
+			}
+			if oc := metric.OverCap(checkPixels(w, h)); oc != nil {
+				return nil, oc
+			}
+		default:
+			return nil, fmt.Errorf("mutool: bad image line %q", line)
+		}
+	}
+	return imgs, nil
 }
 
 // metricComparePDFImages is chrome.py's compare_pdf_images: the same
@@ -498,14 +471,20 @@ func metricComparePDFImages(ctx context.Context, result, expected any, _ bool, _
 	if p1 == "" || p2 == "" {
 		return 0, nil
 	}
-	if err := requireTools("compare_pdf_images", "pdfimages"); err != nil {
+	if err := requireTools("compare_pdf_images", "mutool"); err != nil {
 		return 0, err
 	}
 	im1, err := pdfImages(ctx, p1)
+	if errors.Is(err, errScript) {
+		return 0, fmt.Errorf("compare_pdf_images: %w", err)
+	}
 	if err != nil {
 		return 0, metric.OverCap(err)
 	}
 	im2, err := pdfImages(ctx, p2)
+	if errors.Is(err, errScript) {
+		return 0, fmt.Errorf("compare_pdf_images: %w", err)
+	}
 	if err != nil {
 		return 0, metric.OverCap(err)
 	}

@@ -21,7 +21,8 @@ var (
 	pdfErr  error
 )
 
-// officePDFs converts text, HTML and PNG files to PDF with one run of
+// officePDFs converts text, HTML and PNG files, and the office documents
+// of the PyMuPDF differential test (officeInputs), to PDF with one run of
 // LibreOffice (its own profile, so concurrent instances do not clash).
 func officePDFs(t *testing.T) string {
 	t.Helper()
@@ -38,6 +39,18 @@ func officePDFs(t *testing.T) string {
 			"record.txt": "Hello world record\n",
 			"two.html":   `<html><body><p>First page</p><p style="page-break-before:always">Page two</p></body></html>`,
 		}
+		inputs := []string{"report.txt", "record.txt", "two.html", "src.png", "mirror.png"}
+		office, err := officeInputs()
+		if err != nil {
+			pdfErr = err
+			return
+		}
+		for name, text := range office {
+			files[name] = text
+			if ext := filepath.Ext(name); ext != ".jpg" && ext != ".png" {
+				inputs = append(inputs, name)
+			}
+		}
 		for name, text := range files {
 			if pdfErr = os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); pdfErr != nil {
 				return
@@ -53,10 +66,11 @@ func officePDFs(t *testing.T) string {
 				return
 			}
 		}
-		out, err := execTimeout(2*time.Minute, "soffice", "-env:UserInstallation=file://"+dir+"/profile", "--headless",
-			"--convert-to", "pdf", "--outdir", dir,
-			filepath.Join(dir, "report.txt"), filepath.Join(dir, "record.txt"), filepath.Join(dir, "two.html"),
-			filepath.Join(dir, "src.png"), filepath.Join(dir, "mirror.png"))
+		args := []string{"-env:UserInstallation=file://" + dir + "/profile", "--headless", "--convert-to", "pdf", "--outdir", dir}
+		for _, in := range inputs {
+			args = append(args, filepath.Join(dir, in))
+		}
+		out, err := execTimeout(2*time.Minute, "soffice", args...)
 		if err != nil {
 			pdfErr = err
 			t.Logf("soffice: %s", out)
@@ -245,6 +259,7 @@ func TestPDFPagesScript(t *testing.T) {
 }
 
 func TestComparePDFImages(t *testing.T) {
+	needTools(t, "mutool")
 	dir := officePDFs(t)
 	p := func(n string) string { return filepath.Join(dir, n) }
 	tests := []struct {
@@ -328,25 +343,6 @@ func naiveRatio(a, b string) float64 {
 		}
 	}
 	return 2 * float64(d[len(ra)][len(rb)]) / float64(len(ra)+len(rb))
-}
-
-func TestPyMuPDFText(t *testing.T) {
-	// mutool's txt output: a blank line after each block, a form feed
-	// line after each page.
-	got := pyMuPDFText("Title\n\nLine one\nLine two\n\n\f\nPage two\n\n\f\n")
-	if want := "Title\nLine one\nLine two\nPage two\n"; got != want {
-		t.Errorf("pyMuPDFText got %q, want %q", got, want)
-	}
-}
-
-func TestStextToText(t *testing.T) {
-	xml := `<?xml version="1.0"?><document><page id="page1"><block><line><font>` +
-		`<char c="a"/><char c="&#xa0;"/><char c="&lt;"/></font></line><line><char c="b"/><char c="&#xa;"/></line>` +
-		`<line></line></block><image/></page><page><block><line><char c="c"/></line></block></page></document>`
-	got, err := stextToText([]byte(xml))
-	if want := "a\u00a0<\nb\nc\n"; err != nil || got != want {
-		t.Errorf("stextToText got %q, %v; want %q", got, err, want)
-	}
 }
 
 // TestRatioStops: a comparison of two long texts, seconds of work, ends

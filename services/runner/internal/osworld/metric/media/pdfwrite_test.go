@@ -21,6 +21,9 @@ type pdfWriter struct {
 	// number of pages; linearizedPages, when not 0, puts a linearization
 	// header declaring that many pages first in the file.
 	count, linearizedPages int
+	// treeExtra is more of the page tree's dictionary (resources the
+	// pages inherit).
+	treeExtra string
 }
 
 func newPDF() *pdfWriter {
@@ -56,9 +59,15 @@ func (w *pdfWriter) stream(dict string, data []byte, flate bool) int {
 
 // page adds a page of the given size drawing content with resources.
 func (w *pdfWriter) page(width, height int, resources string, content []byte) {
+	w.pageWith(width, height, "", resources, content)
+}
+
+// pageWith is page with more entries in the page dictionary (a /Rotate,
+// a /CropBox, /Annots).
+func (w *pdfWriter) pageWith(width, height int, extra, resources string, content []byte) {
 	c := w.stream("", content, true)
-	w.pages = append(w.pages, w.add(fmt.Sprintf("<< /Type /Page /Parent 2 0 R /MediaBox [0 0 %d %d] /Resources << %s >> /Contents %d 0 R >>",
-		width, height, resources, c)))
+	w.pages = append(w.pages, w.add(fmt.Sprintf("<< /Type /Page /Parent 2 0 R /MediaBox [0 0 %d %d] %s /Resources << %s >> /Contents %d 0 R >>",
+		width, height, extra, resources, c)))
 }
 
 // bytes is the file.
@@ -71,7 +80,7 @@ func (w *pdfWriter) bytes() []byte {
 	if w.count != 0 {
 		count = w.count
 	}
-	w.objs[1] = fmt.Appendf(nil, "<< /Type /Pages /Kids [%s] /Count %d >>", kids.Bytes(), count)
+	w.objs[1] = fmt.Appendf(nil, "<< /Type /Pages /Kids [%s] /Count %d %s>>", kids.Bytes(), count, w.treeExtra)
 	objs := w.objs
 	if w.linearizedPages != 0 {
 		// Its /L, the file's length, is patched in once known.
