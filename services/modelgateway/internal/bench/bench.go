@@ -427,12 +427,17 @@ func grpcFloor(w io.Writer, rate int, ng, health sample) {
 		return
 	}
 	r := float64(hCPU) / float64(ngCPU)
-	reach := "within reach of the gateway's own code"
-	if r > 1.5 {
-		reach = "out of reach of the gateway's own code: the floor is grpc-go's"
-	}
 	fmt.Fprintf(w, "    gRPC floor at %d req/s: a health check (no backend, no gateway code) costs the gateway %s, %.2fx nginx's proxied request (%s); the 1.5x goal on the gRPC front is %s\n",
-		rate, us(hCPU), r, us(ngCPU), reach)
+		rate, us(hCPU), r, us(ngCPU), reach(r, "grpc-go's"))
+}
+
+// reach says whether a floor r times nginx's cost leaves the 1.5x goal to
+// the gateway's own code; owner names whose the floor is.
+func reach(r float64, owner string) string {
+	if r > 1.5 {
+		return "out of reach of the gateway's own code: the floor is " + owner
+	}
+	return "within reach of the gateway's own code"
 }
 
 // httpFloor says the same of the HTTP front: what the bare proxy (Go and
@@ -444,12 +449,8 @@ func httpFloor(w io.Writer, rate int, ng, httpFront, bare sample) {
 		return
 	}
 	r := float64(bCPU) / float64(ngCPU)
-	reach := "within reach of the gateway's own code"
-	if r > 1.5 {
-		reach = "out of reach of the gateway's own code: the floor is Go's and fasthttp's"
-	}
 	fmt.Fprintf(w, "    HTTP floor at %d req/s: a bare fasthttp proxy (no gateway code) costs %s, %.2fx nginx's request (%s); the gateway's own code adds %s (%s in all); the 1.5x goal on the HTTP front is %s\n",
-		rate, us(bCPU), r, us(ngCPU), us(hCPU-bCPU), us(hCPU), reach)
+		rate, us(bCPU), r, us(ngCPU), us(hCPU-bCPU), us(hCPU), reach(r, "Go's and fasthttp's"))
 }
 
 func verdict(ok bool) string {
