@@ -67,8 +67,10 @@ func pdfTextAs(ctx context.Context, path, pymupdf string) (string, error) {
 var pdfTextScript []byte
 
 // mutoolText is PyMuPDF's text of all pages, unstripped: pdftext.js's
-// output, decoded as PyMuPDF decodes its own (pyDecodeUTF8), with the
-// NUL the script writes as C0 80 put back.
+// output, with the NUL the script writes as C0 80 put back, decoded as
+// that PyMuPDF version decodes its own: 1.21 the UTF-8 as Python does
+// (pyDecodeUTF8: a lone surrogate's three bytes are three U+FFFD), later
+// versions a lone surrogate as one U+FFFD (oneFFFDPerSurrogate).
 func mutoolText(ctx context.Context, path, pymupdf string) (string, error) {
 	script, err := writeScript("pdftext-*.js", pdfTextScript)
 	if err != nil {
@@ -79,7 +81,33 @@ func mutoolText(ctx context.Context, path, pymupdf string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return pyDecodeUTF8(bytes.ReplaceAll(out, []byte{0xc0, 0x80}, []byte{0})), nil
+	out = bytes.ReplaceAll(out, []byte{0xc0, 0x80}, []byte{0})
+	if pymupdf != "1.21" {
+		out = oneFFFDPerSurrogate(out)
+	}
+	return pyDecodeUTF8(out), nil
+}
+
+// oneFFFDPerSurrogate replaces each surrogate code point in b, encoded as
+// UTF-8 would encode it (ED A0..BF 80..BF, which UTF-8 forbids), with
+// U+FFFD, as PyMuPDF 1.26's JM_append_rune writes it. Done here rather
+// than in pdftext.js: a check on every character there took a fifth of
+// the script's time.
+func oneFFFDPerSurrogate(b []byte) []byte {
+	if bytes.IndexByte(b, 0xed) < 0 {
+		return b
+	}
+	out := make([]byte, 0, len(b))
+	for i := 0; i < len(b); {
+		if b[i] == 0xed && i+2 < len(b) && b[i+1] >= 0xa0 && b[i+1] <= 0xbf && b[i+2] >= 0x80 && b[i+2] <= 0xbf {
+			out = append(out, "\uFFFD"...)
+			i += 3
+			continue
+		}
+		out = append(out, b[i])
+		i++
+	}
+	return out
 }
 
 // pyDecodeUTF8 is Python's bytes.decode("utf-8", "replace"): each maximal

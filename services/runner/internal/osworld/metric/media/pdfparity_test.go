@@ -190,3 +190,24 @@ func mustRead(t *testing.T, path string) []byte {
 	}
 	return b
 }
+
+// TestOneFFFDPerSurrogate: PyMuPDF 1.26 writes each lone surrogate as one
+// U+FFFD; anything else passes unchanged for pyDecodeUTF8.
+func TestOneFFFDPerSurrogate(t *testing.T) {
+	tests := []struct {
+		name    string
+		in, out string
+	}{
+		{"none", "plain \xe2\x82\xac", "plain \xe2\x82\xac"},
+		{"high surrogate", "x\xed\xa0\x80x", "x\ufffdx"},
+		{"two in a row", "\xed\xa0\xbd\xed\xb8\x80", "\ufffd\ufffd"},
+		{"ED of a Hangul syllable", "\xed\x95\x9c", "\xed\x95\x9c"},
+		{"cut short", "x\xed\xa0", "x\xed\xa0"},
+		{"astral", "\xf0\x9f\x98\x80", "\xf0\x9f\x98\x80"},
+	}
+	for _, tt := range tests {
+		if got := string(oneFFFDPerSurrogate([]byte(tt.in))); got != tt.out {
+			t.Errorf("%s: oneFFFDPerSurrogate(%q) = %q, want %q", tt.name, tt.in, got, tt.out)
+		}
+	}
+}

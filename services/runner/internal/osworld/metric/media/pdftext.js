@@ -29,7 +29,8 @@
 // a character whose box overlaps the page at all (JM_rects_overlap), 1.21
 // only one whose box the page contains; and 1.26 writes a lone surrogate
 // as one U+FFFD (an escape Python decodes), 1.21 as the three bytes of
-// its UTF-8 form, which Python decodes as three.
+// its UTF-8 form, which Python decodes as three. The script writes those
+// three bytes either way; mutoolText decodes them by the version's rule.
 var doc = new Document(scriptArgs[0]);
 var rules126 = scriptArgs.length < 2 || scriptArgs[1] != "1.21";
 if (doc.needsPassword()) throw new Error("document needs a password");
@@ -120,7 +121,7 @@ var charQuad = function (q, origin, size, font, c, dx, dy) {
 // array reads are slow. A character whose font needs no correction lies
 // within its line's box, so a line inside the page keeps all of those.
 // PyMuPDF's last_char is the last character kept ("" is NUL).
-var page, rect, valid, parts, lastC, wmode, dx, dy, lineInside;
+var page, rect, valid, parts, lastC, wmode, dx, dy, lineInside, fast;
 var NUL = String.fromCharCode(0);
 
 // inPage is fz_contains_rect(page, fz_rect_from_quad(quad)), with
@@ -143,12 +144,6 @@ var inPage = function (q, size) {
   return rect[0] <= x0 && rect[1] <= y0 && rect[2] >= x1 && rect[3] >= y1;
 };
 
-// lone is whether c is a surrogate without its pair.
-var lone = function (c) {
-  if (c.length != 1) return false;
-  var u = c.charCodeAt(0);
-  return u >= 0xd800 && u < 0xe000;
-};
 
 // add appends a character when PyMuPDF keeps it, (dx, dy) being its
 // line's direction.
@@ -168,7 +163,7 @@ var add = function (c, origin, font, size, quad, dx, dy) {
     }
   }
   lastC = c;
-  parts.push(c === "" ? NUL : rules126 && lone(c) ? "\ufffd" : c);
+  parts.push(c === "" ? NUL : c);
 };
 
 // A line's direction is its first character's (MuPDF's line->dir), read
@@ -184,7 +179,7 @@ var flush = function (dx, dy) {
 };
 var walker = {
   beginLine: function (bbox, wm) {
-    parts = []; pending = []; lastC = ""; wmode = wm; dx = null;
+    parts = []; pending = []; lastC = ""; wmode = wm; dx = null; fast = false;
     // Under 1.26's rule a box of no area on the page's edge does not
     // overlap it, so there the line must lie strictly inside.
     if (rules126)
@@ -193,6 +188,17 @@ var walker = {
       lineInside = valid && !wm && rect[0] <= bbox[0] && rect[1] <= bbox[1] && rect[2] >= bbox[2] && rect[3] >= bbox[3];
   },
   onChar: function (c, origin, font, size, quad) {
+    if (fast) {
+      // add's common case inline: an upright line inside the page, a
+      // font that needs no correction.
+      var k = quad[5] - quad[1];
+      if (k < 0) k = -k;
+      if (!(size > 0) || k / size + FLT_EPSILON >= 1 - 1e-4) {
+        lastC = c;
+        parts.push(c === "" ? NUL : c);
+        return;
+      }
+    }
     if (dx === null) {
       var ux = quad[6] - quad[4], uy = quad[7] - quad[5], un = Math.sqrt(ux * ux + uy * uy);
       if (!(un > 0) && !wmode) {
@@ -200,6 +206,7 @@ var walker = {
         return;
       }
       dx = un > 0 ? ux / un : 1; dy = un > 0 ? uy / un : 0;
+      fast = lineInside && dx === 1 && dy === 0;
       if (pending.length > 0) flush(dx, dy);
     }
     add(c, origin, font, size, quad, dx, dy);
