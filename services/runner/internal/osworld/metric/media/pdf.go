@@ -277,21 +277,15 @@ func metricComparePDFs(ctx context.Context, result, expected any, _ bool, _ map[
 			continue
 		}
 		t1, err := pdfText(ctx, p1)
-		if oc := metric.OverCap(err); oc != nil {
-			return 0, fmt.Errorf("compare_pdfs: %w", oc)
-		}
-		if errors.Is(err, errScript) {
-			return 0, fmt.Errorf("compare_pdfs: %w", err)
+		if fail := pdfFailure(err); fail != nil {
+			return 0, fmt.Errorf("compare_pdfs: %w", fail)
 		}
 		if err != nil {
 			continue
 		}
 		t2, err := pdfText(ctx, p2)
-		if oc := metric.OverCap(err); oc != nil {
-			return 0, fmt.Errorf("compare_pdfs: %w", oc)
-		}
-		if errors.Is(err, errScript) {
-			return 0, fmt.Errorf("compare_pdfs: %w", err)
+		if fail := pdfFailure(err); fail != nil {
+			return 0, fmt.Errorf("compare_pdfs: %w", fail)
 		}
 		if err != nil {
 			continue
@@ -318,6 +312,17 @@ func writePagesScript() (string, error) { return writeScript("pdfpages-*.js", pd
 // failure, not the file's, which fails the evaluation instead of scoring
 // 0.
 var errScript = errors.New("write a mutool script")
+
+// pdfFailure is err when it fails the evaluation rather than scoring 0:
+// an input over a size cap, or a mutool script the runner could not
+// write (its own failure, not the file's). Any other error is a PDF the
+// tools cannot read, which OSWorld scores 0 too, and gives nil.
+func pdfFailure(err error) error {
+	if errors.Is(err, errScript) {
+		return err
+	}
+	return metric.OverCap(err)
+}
 
 // writeScript writes a mutool script to a temporary file named by
 // pattern, which the caller removes: mutool reads its script from a file
@@ -503,18 +508,12 @@ func metricComparePDFImages(ctx context.Context, result, expected any, _ bool, _
 		return 0, err
 	}
 	im1, err := pdfImages(ctx, p1)
-	if errors.Is(err, errScript) {
-		return 0, fmt.Errorf("compare_pdf_images: %w", err)
-	}
 	if err != nil {
-		return 0, metric.OverCap(err)
+		return 0, pdfFailure(err)
 	}
 	im2, err := pdfImages(ctx, p2)
-	if errors.Is(err, errScript) {
-		return 0, fmt.Errorf("compare_pdf_images: %w", err)
-	}
 	if err != nil {
-		return 0, metric.OverCap(err)
+		return 0, pdfFailure(err)
 	}
 	if len(im1) != len(im2) {
 		return 0, nil

@@ -401,12 +401,14 @@ endcmap CMapName currentdict /CMap defineresource pop end end`), true)
 			append([]byte("q /Fm Do Q\n"+inline), draw("M", "M2")...))
 		write("img-form-inline.pdf", w)
 	}
+	// The dictionary of ccittMH's 16x8 CCITT image.
+	const faxDict = "/Type /XObject /Subtype /Image /Width 16 /Height 8 /ColorSpace /DeviceGray /BitsPerComponent 1 /Filter /CCITTFaxDecode /DecodeParms << /K 0 /Columns 16 /Rows 8 >>"
 	// A CCITT fax image, a JBIG2 image, a CMYK image, an indexed image,
 	// a stencil mask, an inverted image (/Decode [1 0]), a colour-key
 	// masked image, a JPEG behind a Flate filter, a 16-bit image.
 	{
 		w := newPDF()
-		fax := w.stream("/Type /XObject /Subtype /Image /Width 16 /Height 8 /ColorSpace /DeviceGray /BitsPerComponent 1 /Filter /CCITTFaxDecode /DecodeParms << /K 0 /Columns 16 /Rows 8 >>", ccittMH(), false)
+		fax := w.stream(faxDict, ccittMH(), false)
 		cmyk := make([]byte, 0, iw*ih*4)
 		for i := 0; i < len(rgb); i += 3 {
 			k := 255 - max(rgb[i], rgb[i+1], rgb[i+2])
@@ -440,7 +442,7 @@ endcmap CMapName currentdict /CMap defineresource pop end end`), true)
 		w.page(300, 300, fmt.Sprintf("/XObject << /Jb %d 0 R >>", w.stream("/Type /XObject /Subtype /Image /Width 16 /Height 8 /ColorSpace /DeviceGray /BitsPerComponent 1 /Filter /JBIG2Decode", jbig2White(), false)), draw("Jb"))
 		write("img-jbig2.pdf", w)
 		w = newPDF()
-		fax2 := w.stream("/Type /XObject /Subtype /Image /Width 16 /Height 8 /ColorSpace /DeviceGray /BitsPerComponent 1 /Filter /CCITTFaxDecode /DecodeParms << /K 0 /Columns 16 /Rows 8 >>", ccittMH(), false)
+		fax2 := w.stream(faxDict, ccittMH(), false)
 		j := jpegImage(w)
 		w.page(300, 300, fmt.Sprintf("/XObject << /Fax %d 0 R /J %d 0 R >>", fax2, j), draw("Fax", "J"))
 		write("img-ccitt.pdf", w)
