@@ -113,7 +113,10 @@ func (ctxTransport) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Request, re
 			}
 		}
 	}
-	if a.ctx.Done() != nil {
+	if in, ok := a.ctx.(interrupter); ok {
+		in.InterruptConn(conn)
+		a.in, a.conn = in, conn
+	} else if a.ctx.Done() != nil {
 		a.stop = context.AfterFunc(a.ctx, func() { conn.SetDeadline(aLongTimeAgo) })
 	}
 	bw := hc.AcquireWriter(conn)
@@ -136,6 +139,18 @@ func (ctxTransport) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Request, re
 	return false, nil
 }
 
+// An interrupter is a context that interrupts a connection itself when it
+// ends, as context.AfterFunc does here for any context, but without its
+// allocations (the HTTP front's requests are interrupters).
+type interrupter interface {
+	// InterruptConn moves conn's deadline to the past when the context
+	// ends, or now if it has.
+	InterruptConn(conn net.Conn)
+	// ReleaseConn undoes InterruptConn, and reports whether conn was left
+	// alone.
+	ReleaseConn(conn net.Conn) bool
+}
+
 // Answer is a backend's answer: status and headers are read, Read streams
 // the body. The caller must Close it exactly once; until then it holds a
 // connection.
@@ -151,6 +166,8 @@ type Answer struct {
 	resp     *fasthttp.Response
 	body     io.Reader
 	stop     func() bool
+	in       interrupter // with conn, instead of stop
+	conn     net.Conn
 	release  func(reuse bool)
 	hc       *fasthttp.HostClient
 	br       *bufio.Reader
@@ -208,7 +225,10 @@ func (a *Answer) finishConn(reuse bool) {
 	if a.stop != nil && !a.stop() {
 		reuse = false
 	}
-	a.stop = nil
+	if a.in != nil && !a.in.ReleaseConn(a.conn) {
+		reuse = false
+	}
+	a.stop, a.in, a.conn = nil, nil, nil
 	if a.br != nil {
 		a.hc.ReleaseReader(a.br)
 		a.br, a.hc = nil, nil

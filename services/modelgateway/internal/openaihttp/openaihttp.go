@@ -22,9 +22,9 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
-	"github.com/tidwall/gjson"
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fastjson"
 	"go.uber.org/zap"
@@ -68,11 +68,17 @@ type Handler struct {
 	// watches watches the client connections of the requests in flight,
 	// and Close ends them through it (at their backends too).
 	watches watchList
+	// served maps each served model name to itself, so that a request
+	// naming one costs no string of its own.
+	served map[string]string
 }
 
 // New builds the handler.
 func New(g *gateway.Gateway, met *metrics.Metrics, log *zap.Logger, opts Options) *Handler {
-	h := &Handler{g: g, front: met.Front("http"), log: log, opts: opts}
+	h := &Handler{g: g, front: met.Front("http"), log: log, opts: opts, served: map[string]string{}}
+	for _, m := range g.Models() {
+		h.served[m] = m
+	}
 	return h
 }
 
@@ -251,7 +257,11 @@ func (h *Handler) readRequest(body []byte) (peek, *fieldError) {
 	switch m := v.Get("model"); {
 	case m == nil || m.Type() == fastjson.TypeNull:
 	case m.Type() == fastjson.TypeString:
-		pk.Model = string(m.GetStringBytes())
+		name := m.GetStringBytes()
+		var ok bool
+		if pk.Model, ok = h.served[string(name)]; !ok {
+			pk.Model = string(name)
+		}
 	default:
 		return peek{}, &fieldError{"model", "must be a string"}
 	}
@@ -362,7 +372,6 @@ func routingKeyOfUser(user string) string {
 }
 
 func (h *Handler) chat(rc *fasthttp.RequestCtx) {
-	start := time.Now()
 	body := rc.PostBody() // valid until Serve returns; Do is done with it by then
 	p, fe := h.readRequest(body)
 	if fe != nil {
@@ -390,29 +399,19 @@ func (h *Handler) chat(rc *fasthttp.RequestCtx) {
 	if key == "" {
 		key = routingKeyOfUser(p.User)
 	}
-	var (
-		ctx    context.Context
-		cancel context.CancelFunc
-	)
-	// Not derived from a context of the handler's: that one would keep
-	// every request's in a map, under a lock all requests take. The
-	// watch list ends them on Close.
-	if h.opts.Timeout > 0 {
-		ctx, cancel = context.WithTimeout(context.Background(), h.opts.Timeout)
-	} else {
-		ctx, cancel = context.WithCancel(context.Background())
-	}
-	// fasthttp does not tell a handler that its client went away; the
-	// watch list does, so that the backend stops generating for nobody.
-	w := h.watches.watch(rc.Conn(), cancel)
+	// The request's context is its entry in the watch list, not one
+	// derived from a context of the handler's: that one would keep every
+	// request's in a map, under a lock all requests take. fasthttp does
+	// not tell a handler that its client went away; the watch list does,
+	// so that the backend stops generating for nobody.
+	c := h.watches.begin(rc.Conn(), h.opts.Timeout)
 	streaming := false
 	defer func() {
 		if !streaming {
-			w.stop()
-			cancel()
+			c.leave()
 		}
 	}()
-	resp, err := h.g.Do(ctx, &gateway.Request{Model: model, RoutingKey: key, Body: body})
+	resp, err := h.g.Do(c, &gateway.Request{Model: model, RoutingKey: key, Body: body})
 	if err != nil {
 		h.fail(rc, err)
 		return
@@ -421,19 +420,20 @@ func (h *Handler) chat(rc *fasthttp.RequestCtx) {
 	if ct := resp.ContentType(); len(ct) > 0 {
 		hdr.SetContentTypeBytes(ct)
 	}
-	hdr.Set("X-Backend", resp.Backend.ID())
-	hdr.Set("X-Gateway-Attempts", strconv.Itoa(resp.Attempts))
+	var num [20]byte
+	hdr.SetCanonical(headerBackend, []byte(resp.Backend.ID()))
+	hdr.SetCanonical(headerAttempts, strconv.AppendInt(num[:0], int64(resp.Attempts), 10))
 	rc.SetStatusCode(resp.StatusCode)
 	ok2xx := resp.StatusCode/100 == 2
 	if p.Stream && ok2xx {
 		streaming = true
-		h.stream(rc, &sseStream{h: h, resp: resp, ctx: ctx, cancel: cancel, w: w, hdr: hdr, start: start})
+		h.stream(rc, &sseStream{h: h, resp: resp, call: c, hdr: hdr})
 		return
 	}
 	out, err := gateway.ReadAnswer(resp, h.opts.MaxResponseBytes)
-	if err != nil && ctx.Err() != nil {
+	if err != nil && c.Err() != nil {
 		resp.FinishCanceled()
-		h.fail(rc, ctx.Err())
+		h.fail(rc, c.Err())
 		return
 	}
 	if err != nil {
@@ -448,14 +448,25 @@ func (h *Handler) chat(rc *fasthttp.RequestCtx) {
 		h.countTokens(resp.Backend, out)
 	}
 	changed := resp.Finish(ok2xx, "")
-	hdr.Set("X-Model-Version", strconv.FormatInt(resp.Backend.Version(), 10))
-	hdr.Set("X-Version-Changed", strconv.FormatBool(changed))
+	hdr.SetCanonical(headerModelVersion, strconv.AppendInt(num[:0], resp.Backend.Version(), 10))
+	hdr.SetCanonical(headerVersionChanged, strconv.AppendBool(num[:0], changed))
 	if ok2xx {
-		elapsed := time.Since(start).Seconds()
+		elapsed := time.Since(c.start).Seconds()
 		h.front.Latency.Observe(elapsed)
 		h.front.TTFT.Observe(elapsed)
 	}
 }
+
+// Response headers of every answer read whole, named as fasthttp
+// normalizes names: SetCanonical takes them as they are, where Set would
+// normalize each name again on every request (both strip line breaks from
+// values).
+var (
+	headerBackend        = []byte("X-Backend")
+	headerAttempts       = []byte("X-Gateway-Attempts")
+	headerModelVersion   = []byte("X-Model-Version")
+	headerVersionChanged = []byte("X-Version-Changed")
+)
 
 // stream relays server-sent events as they come: fasthttp writes each
 // read as one chunk and flushes it, so the client sees every token when
@@ -474,15 +485,12 @@ func (h *Handler) stream(rc *fasthttp.RequestCtx, s *sseStream) {
 // Serve returned, in the connection's goroutine, and closes it when done
 // or when writing to the client failed.
 type sseStream struct {
-	h      *Handler
-	resp   *gateway.Response
-	ctx    context.Context
-	cancel context.CancelFunc
-	w      *watcher
-	hdr    *fasthttp.ResponseHeader
-	start  time.Time
-	got    bool
-	done   bool
+	h    *Handler
+	resp *gateway.Response
+	call *call
+	hdr  *fasthttp.ResponseHeader
+	got  bool
+	done bool
 	// n counts the bytes relayed, which MaxResponseBytes bounds as it
 	// bounds an answer read whole.
 	n int64
@@ -507,7 +515,7 @@ func (s *sseStream) Read(p []byte) (int, error) {
 	if n > 0 {
 		if !s.got {
 			s.got = true
-			s.h.front.TTFT.Observe(time.Since(s.start).Seconds())
+			s.h.front.TTFT.Observe(time.Since(s.call.start).Seconds())
 		}
 		s.tail = append(s.tail, p[:n]...)
 		if len(s.tail) > 8<<10 {
@@ -520,7 +528,7 @@ func (s *sseStream) Read(p []byte) (int, error) {
 	case errors.Is(err, io.EOF):
 		s.end(nil)
 		return n, io.EOF
-	case s.ctx.Err() != nil:
+	case s.call.Err() != nil:
 		// The client went away or the request timed out: the error
 		// aborts the answer, and CloseWithError records it.
 		return n, err
@@ -536,17 +544,16 @@ func (s *sseStream) Read(p []byte) (int, error) {
 // fasthttp writes after the last chunk.
 func (s *sseStream) end(readErr error) {
 	s.done = true
-	s.w.stop()
+	s.call.leave()
 	errText := ""
 	if readErr != nil {
 		errText = readErr.Error()
 	}
 	changed := s.resp.Finish(readErr == nil, errText)
-	s.cancel()
 	s.hdr.Set("X-Model-Version-End", strconv.FormatInt(s.resp.Backend.Version(), 10))
 	s.hdr.Set("X-Version-Changed", strconv.FormatBool(changed))
 	if readErr == nil {
-		s.h.front.Latency.Observe(time.Since(s.start).Seconds())
+		s.h.front.Latency.Observe(time.Since(s.call.start).Seconds())
 		s.h.countTokens(s.resp.Backend, s.tail)
 	}
 }
@@ -559,8 +566,8 @@ func (s *sseStream) CloseWithError(error) error {
 		return nil
 	}
 	s.done = true
-	s.w.stop()
-	s.cancel()
+	s.call.leave()
+	s.call.cancel(context.Canceled)
 	s.resp.FinishCanceled()
 	return nil
 }
@@ -575,34 +582,55 @@ func (h *Handler) countTokens(b *backend.Backend, body []byte) {
 	if i < 0 {
 		return
 	}
-	u := gjson.GetManyBytes(body[i+len(usageKey):], "prompt_tokens", "completion_tokens")
-	prompt, completion := u[0].Int(), u[1].Int()
+	prompt, completion := usageCounts(body[i+len(usageKey):])
 	if prompt <= 0 && completion <= 0 {
 		return
 	}
 	h.g.CountTokens(b, prompt, completion)
 }
 
+// usageScanners parse usage objects. A scanner parses the first JSON value
+// of its input and leaves the rest (the end of the answer) alone, in one
+// pass: gjson, used before, went over the object once per member looked
+// up, and cost more than the rest of the answer's handling.
+var usageScanners = sync.Pool{New: func() any { return new(fastjson.Scanner) }}
+
+// usageCounts reads the token counts of the usage object that b starts
+// with; 0 for what is missing or not an integer.
+func usageCounts(b []byte) (prompt, completion int64) {
+	sc := usageScanners.Get().(*fastjson.Scanner)
+	defer usageScanners.Put(sc)
+	sc.InitBytes(b)
+	if !sc.Next() {
+		return 0, 0
+	}
+	v := sc.Value()
+	return v.GetInt64("prompt_tokens"), v.GetInt64("completion_tokens")
+}
+
 // usageTail is how far from the end of an answer lastUsage looks first:
 // servers write usage last, in well under this.
 const usageTail = 512
 
-// lastUsage is bytes.LastIndex(body, usageKey) at a fraction of its cost:
-// LastIndex hashes every byte it passes (Rabin-Karp), 2.3k instructions
-// for a text answer of 400 bytes, about 3 % of the HTTP front's per
-// request. bytes.Index, which looks for the key's first byte with vector
-// instructions, finds every occurrence in the tail; the rest of the body
-// is searched only when the tail has none.
+// lastUsage is bytes.LastIndex(body, usageKey) at a fraction of its cost.
+// LastIndex hashes every byte it passes (Rabin-Karp); bytes.Index, used
+// before, stops at every quote of the answer's JSON to compare the key
+// there. lastUsage looks for the key's u, rarer in an answer, with vector
+// instructions (bytes.IndexByte), in the tail first; the rest of the body
+// is searched only when the tail has no key.
 func lastUsage(body []byte) int {
 	from := max(0, len(body)-usageTail)
 	last := -1
 	for i := from; ; {
-		j := bytes.Index(body[i:], usageKey)
+		j := bytes.IndexByte(body[i:], 'u')
 		if j < 0 {
 			break
 		}
-		last = i + j
-		i = last + 1
+		// The key's quote is before its u, maybe just before the tail.
+		if k := i + j - 1; k >= 0 && bytes.HasPrefix(body[k:], usageKey) {
+			last = k
+		}
+		i += j + 1
 	}
 	if last >= 0 || from == 0 {
 		return last

@@ -126,3 +126,28 @@ func FuzzReadRequest(f *testing.F) {
 		}
 	})
 }
+
+func TestUsageCounts(t *testing.T) {
+	tests := []struct {
+		name, after           string
+		wantPrompt, wantCompl int64
+	}{
+		{"answer's end", `{"prompt_tokens":12,"completion_tokens":5,"total_tokens":17}}`, 12, 5},
+		{"nested details first", `{"prompt_tokens_details":{"cached_tokens":8,"prompt_tokens":99},"completion_tokens":5,"prompt_tokens":12}}`, 12, 5},
+		{"stream's tail", "{\"prompt_tokens\":3,\"completion_tokens\":7}}\n\ndata: [DONE]\n\n", 3, 7},
+		{"spaces", ` { "prompt_tokens" : 3 , "completion_tokens" : 7 } }`, 3, 7},
+		{"missing one", `{"completion_tokens":7}}`, 0, 7},
+		{"null usage", `null}`, 0, 0},
+		{"not integers", `{"prompt_tokens":"3","completion_tokens":7.5}}`, 0, 0},
+		{"cut short", `{"prompt_tokens":3,"completion_tok`, 0, 0},
+		{"not JSON", `}{`, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, c := usageCounts([]byte(tt.after))
+			if p != tt.wantPrompt || c != tt.wantCompl {
+				t.Errorf("usageCounts(%q) = %d, %d; want %d, %d", tt.after, p, c, tt.wantPrompt, tt.wantCompl)
+			}
+		})
+	}
+}

@@ -19,82 +19,180 @@ const (
 	watchMax   = 400 * time.Millisecond
 )
 
-// watchList cancels the requests whose client closed its connection, and
-// every request once the handler closes. One goroutine does the checks,
-// ticking every watchAfter while requests are in flight and gone when
-// none are: a timer per request, as before, cost each request a timer set
-// and stopped, and a timer due sooner than the runtime's next one wakes
-// a sleeping thread to re-arm its poll.
+// watchList ends the requests whose client closed its connection or whose
+// deadline passed, and every request once the handler closes. One
+// goroutine does the checks, ticking every watchAfter while requests are
+// in flight and gone when none are: a timer per request, as before, cost
+// each request a timer set and stopped, and a timer due sooner than the
+// runtime's next one wakes a sleeping thread to re-arm its poll.
 type watchList struct {
 	mu      sync.Mutex
-	head    *watcher // requests in flight, newest first
-	running bool     // the checking goroutine runs
+	head    *call // requests in flight, newest first
+	running bool  // the checking goroutine runs
 	closed  bool
-	// due is the checking goroutine's scratch list.
-	due []*watcher
+	// due and expired are the checking goroutine's scratch lists.
+	due, expired []*call
 }
 
-// watcher is one request in the list.
-type watcher struct {
-	l          *watchList
-	conn       net.Conn
-	cancel     context.CancelFunc
-	start      time.Time
-	next       time.Duration // check when this long after start
-	prev, succ *watcher
-	in         bool // in the list
+// call is one request in flight: the context the gateway routes it under,
+// and its entry in the watch list, which ends it when its client hangs
+// up, when its deadline passes (to within watchAfter) or when the handler
+// closes. context.WithTimeout and context.AfterFunc (for the backend
+// connection) cost each request eight allocations, a runtime timer set and
+// stopped and an entry in a map of the parent's children; the list visits
+// every request anyway, and the backend client has a call interrupt its
+// connection itself (InterruptConn).
+type call struct {
+	l        *watchList
+	conn     net.Conn // the client's
+	start    time.Time
+	deadline time.Time     // zero: none
+	next     time.Duration // check the client when this long after start
+	// prev, succ and in are guarded by l.mu.
+	prev, succ *call
+	in         bool
+
+	mu   sync.Mutex
+	err  error
+	done chan struct{} // made when first asked for, or at the end
+	// backend is the connection to interrupt when the call ends.
+	backend net.Conn
 }
 
-// watch adds a request on conn; cancel ends it.
-func (l *watchList) watch(conn net.Conn, cancel context.CancelFunc) *watcher {
-	w := &watcher{l: l, conn: conn, cancel: cancel, start: time.Now(), next: watchAfter}
+var _ context.Context = (*call)(nil)
+
+// closedDone is Done of a call that ended before anyone asked for it.
+var closedDone = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
+// aLongTimeAgo is a deadline in the past: setting it interrupts any read or
+// write in progress on a connection.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// Deadline is the request's deadline, if it has one.
+func (c *call) Deadline() (time.Time, bool) { return c.deadline, !c.deadline.IsZero() }
+
+// Done is closed when the call ends.
+func (c *call) Done() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done == nil {
+		c.done = make(chan struct{})
+	}
+	return c.done
+}
+
+// Err is nil until the call ends, then why.
+func (c *call) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Value is nil: a request carries no values.
+func (c *call) Value(any) any { return nil }
+
+// InterruptConn has conn's deadline moved to the past when the call ends,
+// or now if it has: the backend sees the request go away.
+func (c *call) InterruptConn(conn net.Conn) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		conn.SetDeadline(aLongTimeAgo)
+		return
+	}
+	c.backend = conn
+}
+
+// ReleaseConn undoes InterruptConn, and reports whether conn was left
+// alone, so that it can be reused.
+func (c *call) ReleaseConn(conn net.Conn) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.backend != conn {
+		return false
+	}
+	c.backend = nil
+	return true
+}
+
+// cancel ends the call with err (context.Canceled or
+// context.DeadlineExceeded), unless it has ended.
+func (c *call) cancel(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return
+	}
+	c.err = err
+	if c.done == nil {
+		c.done = closedDone
+	} else {
+		close(c.done)
+	}
+	if c.backend != nil {
+		c.backend.SetDeadline(aLongTimeAgo)
+		c.backend = nil
+	}
+}
+
+// begin adds a request on conn, with a deadline timeout from now (none
+// when timeout is 0).
+func (l *watchList) begin(conn net.Conn, timeout time.Duration) *call {
+	c := &call{l: l, conn: conn, start: time.Now(), next: watchAfter}
+	if timeout > 0 {
+		c.deadline = c.start.Add(timeout)
+	}
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
-		cancel()
-		return w
+		c.cancel(context.Canceled)
+		return c
 	}
-	w.in, w.succ = true, l.head
+	c.in, c.succ = true, l.head
 	if l.head != nil {
-		l.head.prev = w
+		l.head.prev = c
 	}
-	l.head = w
+	l.head = c
 	start := !l.running
 	l.running = true
 	l.mu.Unlock()
 	if start {
 		go l.run()
 	}
-	return w
+	return c
 }
 
-// stop takes the request out of the list: it is over or no longer needs
-// watching.
-func (w *watcher) stop() {
-	l := w.l
+// leave takes the request out of the list: it is over, and nothing needs
+// to end it any more.
+func (c *call) leave() {
+	l := c.l
 	l.mu.Lock()
-	l.remove(w)
+	l.remove(c)
 	l.mu.Unlock()
 }
 
-func (l *watchList) remove(w *watcher) {
-	if !w.in {
+func (l *watchList) remove(c *call) {
+	if !c.in {
 		return
 	}
-	w.in = false
-	if w.prev != nil {
-		w.prev.succ = w.succ
+	c.in = false
+	if c.prev != nil {
+		c.prev.succ = c.succ
 	} else {
-		l.head = w.succ
+		l.head = c.succ
 	}
-	if w.succ != nil {
-		w.succ.prev = w.prev
+	if c.succ != nil {
+		c.succ.prev = c.prev
 	}
-	w.prev, w.succ = nil, nil
+	c.prev, c.succ = nil, nil
 }
 
-// run checks the requests that are due, every watchAfter, until none is
-// in flight.
+// run ends the requests past their deadline and checks the clients that
+// are due, every watchAfter, until none is in flight.
 func (l *watchList) run() {
 	t := time.NewTicker(watchAfter)
 	defer t.Stop()
@@ -106,23 +204,33 @@ func (l *watchList) run() {
 			l.mu.Unlock()
 			return
 		}
-		due := l.due[:0]
-		for w := l.head; w != nil; w = w.succ {
-			if now.Sub(w.start) >= w.next {
-				due = append(due, w)
+		due, expired := l.due[:0], l.expired[:0]
+		for c := l.head; c != nil; {
+			succ := c.succ
+			switch {
+			case !c.deadline.IsZero() && !now.Before(c.deadline):
+				l.remove(c)
+				expired = append(expired, c)
+			case now.Sub(c.start) >= c.next:
+				due = append(due, c)
 				// Next time twice as late, or watchMax later.
-				w.next = min(2*w.next, w.next+watchMax)
+				c.next = min(2*c.next, c.next+watchMax)
 			}
+			c = succ
 		}
-		l.due = due
+		l.due, l.expired = due, expired
 		l.mu.Unlock()
 		// The checks are syscalls: done outside the lock, which every
 		// request takes at its start and end. A request that ended
 		// meanwhile is cancelled for nothing, which is harmless.
-		for i, w := range due {
-			if peerclosed.Closed(w.conn) {
-				w.stop()
-				w.cancel()
+		for i, c := range expired {
+			c.cancel(context.DeadlineExceeded)
+			expired[i] = nil
+		}
+		for i, c := range due {
+			if peerclosed.Closed(c.conn) {
+				c.leave()
+				c.cancel(context.Canceled)
 			}
 			due[i] = nil
 		}
@@ -133,15 +241,15 @@ func (l *watchList) run() {
 func (l *watchList) close() {
 	l.mu.Lock()
 	l.closed = true
-	var all []*watcher
-	for w := l.head; w != nil; w = w.succ {
-		all = append(all, w)
+	var all []*call
+	for c := l.head; c != nil; c = c.succ {
+		all = append(all, c)
 	}
-	for _, w := range all {
-		l.remove(w)
+	for _, c := range all {
+		l.remove(c)
 	}
 	l.mu.Unlock()
-	for _, w := range all {
-		w.cancel()
+	for _, c := range all {
+		c.cancel(context.Canceled)
 	}
 }

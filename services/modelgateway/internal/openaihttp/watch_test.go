@@ -2,7 +2,9 @@ package openaihttp
 
 import (
 	"context"
+	"errors"
 	"net"
+	"os"
 	"testing"
 	"time"
 )
@@ -41,27 +43,27 @@ func ended(ctx context.Context, within time.Duration) bool {
 func TestWatchCancelsWhenClientHangsUp(t *testing.T) {
 	var l watchList
 	client, server := tcpPair(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	w := l.watch(server, cancel)
-	defer w.stop()
-	if ended(ctx, 3*watchAfter) {
+	c := l.begin(server, 0)
+	defer c.leave()
+	if ended(c, 3*watchAfter) {
 		t.Fatal("request cancelled while its client is connected")
 	}
 	client.Close()
-	if !ended(ctx, 2*time.Second) {
+	if !ended(c, 2*time.Second) {
 		t.Fatal("request not cancelled within 2s of its client hanging up")
+	}
+	if got := c.Err(); got != context.Canceled {
+		t.Errorf("Err() = %v, want %v", got, context.Canceled)
 	}
 }
 
 func TestWatchStoppedRequestLeftAlone(t *testing.T) {
 	var l watchList
 	client, server := tcpPair(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	l.watch(server, cancel).stop()
+	c := l.begin(server, time.Millisecond)
+	c.leave()
 	client.Close()
-	if ended(ctx, 4*watchAfter) {
+	if ended(c, 4*watchAfter) {
 		t.Error("a request that left the list was cancelled")
 	}
 	// With nothing in flight the checking goroutine ends.
@@ -83,23 +85,108 @@ func TestWatchStoppedRequestLeftAlone(t *testing.T) {
 func TestWatchCloseCancelsInFlightAndLater(t *testing.T) {
 	var l watchList
 	_, server := tcpPair(t)
-	var ctxs []context.Context
+	var calls []*call
 	for range 3 {
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		l.watch(server, cancel)
-		ctxs = append(ctxs, ctx)
+		calls = append(calls, l.begin(server, 0))
 	}
 	l.close()
-	for i, ctx := range ctxs {
-		if ctx.Err() == nil {
+	for i, c := range calls {
+		if c.Err() == nil {
 			t.Errorf("request %d in flight not cancelled by close", i)
 		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	l.watch(server, cancel)
-	if ctx.Err() == nil {
+	if c := l.begin(server, 0); c.Err() == nil {
 		t.Error("request after close not cancelled")
 	}
+}
+
+// TestWatchDeadline: a call ends with DeadlineExceeded once its deadline
+// has passed (to within the list's tick), reports the deadline, and one
+// without a timeout has none.
+func TestWatchDeadline(t *testing.T) {
+	var l watchList
+	_, server := tcpPair(t)
+	timeout := 2 * watchAfter
+	c := l.begin(server, timeout)
+	defer c.leave()
+	dl, ok := c.Deadline()
+	if !ok || dl.Sub(c.start) != timeout {
+		t.Errorf("Deadline() = %v, %v; want start+%v, true", dl, ok, timeout)
+	}
+	if ended(c, timeout-watchAfter/2) {
+		t.Fatal("request ended before its deadline")
+	}
+	if !ended(c, 2*time.Second) {
+		t.Fatal("request not ended within 2s of its deadline")
+	}
+	if got := c.Err(); got != context.DeadlineExceeded {
+		t.Errorf("Err() = %v, want %v", got, context.DeadlineExceeded)
+	}
+	if got := context.Cause(c); got != context.DeadlineExceeded {
+		t.Errorf("context.Cause = %v, want %v", got, context.DeadlineExceeded)
+	}
+	none := l.begin(server, 0)
+	defer none.leave()
+	if _, ok := none.Deadline(); ok {
+		t.Error("a call without a timeout has a deadline")
+	}
+}
+
+// TestCallInterruptsBackendConn: a backend connection handed to a call is
+// interrupted when the call ends (a blocked read returns), or at once if it
+// has; one released before the end is left alone and reported reusable.
+func TestCallInterruptsBackendConn(t *testing.T) {
+	var l watchList
+	_, server := tcpPair(t)
+
+	t.Run("interrupted at the end", func(t *testing.T) {
+		c := l.begin(server, 0)
+		_, conn := tcpPair(t)
+		c.InterruptConn(conn)
+		read := make(chan error, 1)
+		go func() {
+			_, err := conn.Read(make([]byte, 1))
+			read <- err
+		}()
+		c.leave()
+		c.cancel(context.Canceled)
+		select {
+		case err := <-read:
+			if !errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Errorf("read on the interrupted connection: %v, want a deadline error", err)
+			}
+		case <-time.After(2 * time.Second):
+			t.Fatal("read still blocked 2s after the call ended")
+		}
+		if c.ReleaseConn(conn) {
+			t.Error("ReleaseConn of an interrupted connection = true, want false")
+		}
+	})
+	t.Run("released before the end", func(t *testing.T) {
+		c := l.begin(server, 0)
+		_, conn := tcpPair(t)
+		c.InterruptConn(conn)
+		if !c.ReleaseConn(conn) {
+			t.Fatal("ReleaseConn before the end = false, want true")
+		}
+		c.leave()
+		c.cancel(context.Canceled)
+		// A deadline moved to the past would fail the write at once.
+		if n, err := conn.Write([]byte("x")); n != 1 || err != nil {
+			t.Errorf("write on the released connection: %d, %v", n, err)
+		}
+	})
+	t.Run("handed over after the end", func(t *testing.T) {
+		c := l.begin(server, 0)
+		c.leave()
+		c.cancel(context.Canceled)
+		_, conn := tcpPair(t)
+		c.InterruptConn(conn)
+		if _, err := conn.Write([]byte("x")); !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Errorf("write on a connection handed to an ended call: %v, want a deadline error", err)
+		}
+		if c.ReleaseConn(conn) {
+			t.Error("ReleaseConn after the end = true, want false")
+		}
+	})
 }
