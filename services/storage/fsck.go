@@ -31,6 +31,9 @@ type FsckReport struct {
 	BytesChecked int64 `json:"bytes_checked"`
 	// IndexProblems is damage to the index itself.
 	IndexProblems []string `json:"index_problems"`
+	// Repaired lists the rollouts whose summary row --repair-summary
+	// recounted from their episodes (no longer damage).
+	Repaired []string `json:"repaired,omitempty"`
 	// PackProblems is damage to pack files (missing, truncated, not
 	// regular) or to the index's view of them.
 	PackProblems []blobstore.PackProblem `json:"pack_problems"`
@@ -64,10 +67,13 @@ func Fsck(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.S3Endpoint, "s3-endpoint", "", "S3-compatible endpoint URL for s3:// blobs")
 	fs.StringVar(&cfg.S3Region, "s3-region", "us-east-1", "S3 region")
 	asJSON := fs.Bool("json", false, "write the report as JSON")
+	repair := fs.Bool("repair-summary", false, "recount from their episodes the rollouts whose summary row differs from them, before the check")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: storage fsck [flags]\n\n"+
 			"Checks the index and reads every stored blob back, with the storage service stopped.\n"+
-			"Exits 0 when nothing is damaged, 1 when something is or the check cannot run.\n\n")
+			"Exits 0 when nothing is damaged, 1 when something is or the check cannot run.\n"+
+			"With --repair-summary it first recounts the rollouts summary where it differs from the\n"+
+			"episodes (it is derived from them); nothing else is repaired.\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -79,7 +85,7 @@ func Fsck(ctx context.Context, args []string) error {
 	if err := envflag.Apply(fs, daemon.EnvPrefix, os.LookupEnv); err != nil {
 		return err
 	}
-	rep, err := RunFsck(ctx, cfg, *dataDir)
+	rep, err := RunFsck(ctx, cfg, *dataDir, FsckOptions{RepairSummary: *repair})
 	if err != nil {
 		return err
 	}
@@ -99,12 +105,20 @@ func Fsck(ctx context.Context, args []string) error {
 	return nil
 }
 
+// FsckOptions are what `storage fsck` may change.
+type FsckOptions struct {
+	// RepairSummary recounts, before the check, the rollouts whose row
+	// in the rollouts summary differs from their episodes.
+	RepairSummary bool
+}
+
 // RunFsck checks the store cfg and dataDir name, as the service would
-// open it. It opens nothing that does not exist, and the only write it can
-// make is applying the schema migrations a newer release brings, as the
-// service's own start would. An error means the check could not run; the
-// damage it finds is in the report.
-func RunFsck(ctx context.Context, cfg Config, dataDir string) (FsckReport, error) {
+// open it. It opens nothing that does not exist, and the only writes it
+// can make are applying the schema migrations a newer release brings, as
+// the service's own start would, and the summary recount opts asks for.
+// An error means the check could not run; the damage it finds is in the
+// report.
+func RunFsck(ctx context.Context, cfg Config, dataDir string, opts FsckOptions) (FsckReport, error) {
 	var rep FsckReport
 	indexDSN, blobsLoc := cfg.Index, cfg.Blobs
 	if indexDSN == "" {
@@ -137,6 +151,11 @@ func RunFsck(ctx context.Context, cfg Config, dataDir string) (FsckReport, error
 		return rep, nil
 	}
 	defer idx.Close()
+	if opts.RepairSummary {
+		if rep.Repaired, err = idx.RepairSummary(ctx); err != nil {
+			return rep, fmt.Errorf("fsck: %w", err)
+		}
+	}
 	if rep.IndexProblems, err = idx.Check(ctx); err != nil {
 		rep.IndexProblems = append(rep.IndexProblems, err.Error())
 		return rep, nil
@@ -211,6 +230,16 @@ const textLimit = 50
 func (r FsckReport) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "storage fsck: index %s, blobs %s\n", r.Index, r.Blobs)
 	fmt.Fprintf(w, "checked %d blobs, %d bytes\n", r.BlobsChecked, r.BytesChecked)
+	if len(r.Repaired) > 0 {
+		fmt.Fprintf(w, "rollouts summary: %d rollouts recounted from their episodes\n", len(r.Repaired))
+		for i, id := range r.Repaired {
+			if i == textLimit {
+				fmt.Fprintf(w, "  ... %d more (--json lists all)\n", len(r.Repaired)-textLimit)
+				break
+			}
+			fmt.Fprintf(w, "  %s\n", id)
+		}
+	}
 	fmt.Fprintf(w, "index: %d problems\n", len(r.IndexProblems))
 	for i, p := range r.IndexProblems {
 		if i == textLimit {
@@ -242,6 +271,12 @@ func (r FsckReport) WriteText(w io.Writer) {
 			where = fmt.Sprintf("pack %s offset %d", p.Pack, p.Offset)
 		}
 		fmt.Fprintf(w, "  %s (%s, %d bytes): %s\n", p.Hash, where, p.Size, p.Problem)
+	}
+	for _, p := range r.IndexProblems {
+		if strings.HasPrefix(p, index.SummaryMismatch) {
+			fmt.Fprintln(w, "the rollouts summary is derived from the episodes: --repair-summary recounts it")
+			break
+		}
 	}
 	if r.OK {
 		fmt.Fprintln(w, "OK: no damage found")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -459,4 +460,63 @@ func sum(xs []int) int {
 		n += x
 	}
 	return n
+}
+
+// TestFsckRepairsSummary: fsck names the rollouts whose summary row
+// differs from their episodes and says how to repair it; with
+// --repair-summary it recounts them (and only them), after which the
+// check finds the summary intact.
+func TestFsckRepairsSummary(t *testing.T) {
+	d := newDamagedStore(t)
+	db, err := sql.Open("sqlite", d.cfg.Index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`UPDATE rollouts SET episodes = 5 WHERE rollout_id = '` + damagedRollout(1) + `'`,
+		`DELETE FROM rollouts WHERE rollout_id = '` + damagedRollout(2) + `'`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	summaryProblems := func(rep storage.FsckReport) []string {
+		var ids []string
+		for _, p := range rep.IndexProblems {
+			if id, ok := strings.CutPrefix(p, index.SummaryMismatch+": "); ok {
+				ids = append(ids, id)
+			}
+		}
+		return ids
+	}
+	report := func(extra ...string) storage.FsckReport {
+		out, _ := d.fsck(t, append([]string{"--json"}, extra...)...)
+		var rep storage.FsckReport
+		if err := json.NewDecoder(strings.NewReader(out)).Decode(&rep); err != nil {
+			t.Fatalf("fsck --json %q output does not decode: %v\n%s", extra, err, out)
+		}
+		return rep
+	}
+	damaged := []string{damagedRollout(1), damagedRollout(2)}
+
+	if got := summaryProblems(report()); !slices.Equal(got, damaged) {
+		t.Errorf("summary problems found = %q, want %q", got, damaged)
+	}
+	if out, _ := d.fsck(t); !strings.Contains(out, "--repair-summary") {
+		t.Errorf("text report does not point to --repair-summary:\n%s", out)
+	}
+	rep := report("--repair-summary")
+	if !slices.Equal(rep.Repaired, damaged) || len(summaryProblems(rep)) != 0 {
+		t.Errorf("fsck --repair-summary: repaired %q, summary problems %q; want %q repaired and none left", rep.Repaired, summaryProblems(rep), damaged)
+	}
+	// The blob damage is still reported: only the summary is repaired.
+	if rep.OK || len(rep.BlobProblems) != 2 {
+		t.Errorf("fsck --repair-summary: ok %v, %d blob problems; want the 2 damaged blobs still reported", rep.OK, len(rep.BlobProblems))
+	}
+	if rep := report(); len(rep.Repaired) != 0 || len(summaryProblems(rep)) != 0 {
+		t.Errorf("fsck after the repair: repaired %q, summary problems %q; want neither", rep.Repaired, summaryProblems(rep))
+	}
 }

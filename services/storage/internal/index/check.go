@@ -48,7 +48,7 @@ func (db *DB) Check(ctx context.Context) ([]string, error) {
 	}{
 		{query: `SELECT r.episode_id || ' ' || r.sha256, NULL FROM blob_refs r LEFT JOIN blobs b ON b.sha256 = r.sha256 WHERE b.sha256 IS NULL`,
 			what: "blob reference without a blob record (episode, blob)"},
-		{query: summaryMismatches, what: "rollout summary differs from its episodes (rollout)"},
+		{query: summaryMismatches, what: SummaryMismatch},
 		{query: `SELECT episode_id, body FROM episodes`, what: "episode body does not decode", body: &pb.Episode{}},
 		{query: `SELECT episode_id || ' ' || idx, body FROM steps`, what: "step body does not decode (episode, index)", body: &pb.Step{}},
 	} {
@@ -67,6 +67,11 @@ func (db *DB) Check(ctx context.Context) ([]string, error) {
 	return problems, nil
 }
 
+// SummaryMismatch begins the problem Check reports for each rollout whose
+// row in the rollouts summary differs from its episodes (RepairSummary
+// recounts them).
+const SummaryMismatch = "rollout summary differs from its episodes (rollout)"
+
 // summaryMismatches lists the rollouts whose row in the rollouts summary
 // is missing, extra or not the aggregate of their episodes.
 const summaryMismatches = `SELECT COALESCE(s.rollout_id, a.rollout_id), NULL FROM rollouts s
@@ -74,6 +79,48 @@ FULL JOIN (SELECT rollout_id, COUNT(*) AS n, MIN(start_ns) AS f, MAX(end_ns) AS 
   ON a.rollout_id = s.rollout_id
 WHERE s.rollout_id IS NULL OR a.rollout_id IS NULL OR s.episodes <> a.n OR s.first_ns <> a.f OR s.last_ns <> a.l
 ORDER BY 1`
+
+// RepairSummary recounts, from their episodes, the rollouts whose row in
+// the rollouts summary Check would name (missing, extra or not the
+// aggregate of their episodes), in one transaction, and returns them in
+// order. The summary is derived from the episodes, so nothing stored is
+// lost. Each recount locks its row as the writers' own do, so on
+// PostgreSQL a replica committing meanwhile is counted once.
+func (db *DB) RepairSummary(ctx context.Context) ([]string, error) {
+	tx, err := db.w.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("repair summary: begin: %w", err)
+	}
+	defer tx.Rollback()
+	rows, err := tx.QueryContext(ctx, summaryMismatches)
+	if err != nil {
+		return nil, fmt.Errorf("repair summary: %w", err)
+	}
+	var ids []string
+	for rows.Next() {
+		var id string
+		var unused []byte
+		if err := rows.Scan(&id, &unused); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("repair summary: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	err = rows.Err()
+	rows.Close()
+	if err != nil {
+		return nil, fmt.Errorf("repair summary: %w", err)
+	}
+	for _, id := range ids {
+		if err := db.recountRollout(ctx, tx, id); err != nil {
+			return nil, fmt.Errorf("repair summary of rollout %s: %w", id, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("repair summary: commit: %w", err)
+	}
+	return ids, nil
+}
 
 // checkRows runs a query of (name, body) rows and returns the names of the
 // rows it finds bad: every row when body is nil, else those whose body does

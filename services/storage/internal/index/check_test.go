@@ -2,9 +2,14 @@ package index
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	pb "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
 )
@@ -56,6 +61,55 @@ func TestCheck(t *testing.T) {
 		}
 		if err != nil || !slices.Equal(got, want) {
 			t.Errorf("Check of a damaged index = %q, %v; want %q", got, err, want)
+		}
+	})
+}
+
+// TestRepairSummary: the rollouts summary rows that differ from their
+// episodes (a wrong count, a rollout without a row, a row without
+// episodes) are recounted and named, the intact one left alone; then
+// Check finds nothing and Rollouts lists the episodes' aggregates, and a
+// second repair has nothing to do.
+func TestRepairSummary(t *testing.T) {
+	ctx := context.Background()
+	eachIndex(t, func(t *testing.T, db *DB) {
+		ep := func(id, rollout string, start, end int64) EpisodeRecord {
+			return EpisodeRecord{Episode: &pb.Episode{EpisodeId: id, RolloutId: rollout,
+				StartTime: timestamppb.New(time.Unix(0, start)), EndTime: timestamppb.New(time.Unix(0, end))}}
+		}
+		if _, err := db.Commit(ctx, []*Batch{{Episodes: []EpisodeRecord{
+			ep("e1", "r1", 100, 200), ep("e2", "r1", 50, 400), ep("e3", "r2", 10, 20), ep("e4", "intact", 5, 6),
+		}}}); err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range []string{`UPDATE rollouts SET episodes = 7, first_ns = 1 WHERE rollout_id = 'r1'`,
+			`DELETE FROM rollouts WHERE rollout_id = 'r2'`,
+			`INSERT INTO rollouts (rollout_id, episodes, first_ns, last_ns) VALUES ('ghost', 1, 0, 0)`} {
+			if _, err := db.w.ExecContext(ctx, q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := db.RepairSummary(ctx)
+		if want := []string{"ghost", "r1", "r2"}; err != nil || !slices.Equal(got, want) {
+			t.Fatalf("RepairSummary = %q, %v; want %q", got, err, want)
+		}
+		if problems, err := db.Check(ctx); err != nil || len(problems) != 0 {
+			t.Errorf("Check after the repair = %q, %v; want no problems", problems, err)
+		}
+		rs, _, err := db.Rollouts(ctx, nil, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gotRows := map[string]string{}
+		for _, r := range rs {
+			gotRows[r.ID] = fmt.Sprintf("%d %d %d", r.Episodes, r.FirstNS, r.LastNS)
+		}
+		wantRows := map[string]string{"r1": "2 50 400", "r2": "1 10 20", "intact": "1 5 6"}
+		if !maps.Equal(gotRows, wantRows) {
+			t.Errorf("Rollouts after the repair = %v, want %v", gotRows, wantRows)
+		}
+		if again, err := db.RepairSummary(ctx); err != nil || len(again) != 0 {
+			t.Errorf("second RepairSummary = %q, %v; want nothing to repair", again, err)
 		}
 	})
 }
