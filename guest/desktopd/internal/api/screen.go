@@ -98,14 +98,15 @@ func (s *Server) accessibility(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	timeout := s.cfg.A11yTimeout
+	if timeout <= 0 {
+		timeout = DefaultA11yTimeout
+	}
+	deadline := time.Now().Add(timeout)
 	if s.at != nil {
-		timeout := s.cfg.A11yTimeout
-		if timeout <= 0 {
-			timeout = DefaultA11yTimeout
-		}
 		// The whole walk has one deadline, not each D-Bus call: a desktop
 		// of slow applications answers late but does answer.
-		ctx, cancel := context.WithTimeout(r.Context(), timeout)
+		ctx, cancel := context.WithDeadline(r.Context(), deadline)
 		start := time.Now()
 		apps, complete, err := s.at.Tree(ctx)
 		cancel()
@@ -124,7 +125,7 @@ func (s *Server) accessibility(w http.ResponseWriter, r *http.Request) error {
 			s.log.Debug("AT-SPI tree failed, using the X window tree", zap.Error(err))
 		}
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(r.Context(), x11Budget(deadline, time.Now()))
 	defer cancel()
 	wins, err := d.d.Windows(ctx)
 	if err != nil {
@@ -132,6 +133,18 @@ func (s *Server) accessibility(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"AT": a11y.Render("x11", false, a11y.FromWindows(ctx, wins))})
 	return nil
+}
+
+// minX11Tree is the least time the X window tree gets after a failed
+// AT-SPI walk: one X round trip per window, which a desktop answers in
+// well under this.
+const minX11Tree = 2 * time.Second
+
+// x11Budget is how long the X window tree may take at now: what is left
+// of the request's bound, so that an AT-SPI walk that failed late does
+// not double it, but at least minX11Tree.
+func x11Budget(deadline, now time.Time) time.Duration {
+	return max(deadline.Sub(now), minX11Tree)
 }
 
 // terminal returns the text of a terminal widget found through AT-SPI

@@ -41,7 +41,8 @@ type Config struct {
 	Headless bool
 	// A11yTimeout bounds one /accessibility request: a walk still running
 	// then answers with what it gathered (the root says truncated="true").
-	// Default DefaultA11yTimeout.
+	// When the AT-SPI walk fails, the X window tree gets what is left of
+	// it, but at least minX11Tree. Default DefaultA11yTimeout.
 	A11yTimeout time.Duration
 }
 
