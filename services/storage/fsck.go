@@ -226,52 +226,44 @@ func checkBlob(ctx context.Context, blobs blobStore, rec index.BlobRecord) (int6
 // JSON report lists all of them.
 const textLimit = 50
 
+// writeItems writes the first textLimit items, one indented line each,
+// and how many more there are.
+func writeItems[T any](w io.Writer, items []T, line func(T) string) {
+	for i, it := range items {
+		if i == textLimit {
+			fmt.Fprintf(w, "  ... %d more (--json lists all)\n", len(items)-textLimit)
+			return
+		}
+		fmt.Fprintf(w, "  %s\n", line(it))
+	}
+}
+
 // WriteText writes the report for a person.
 func (r FsckReport) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "storage fsck: index %s, blobs %s\n", r.Index, r.Blobs)
 	fmt.Fprintf(w, "checked %d blobs, %d bytes\n", r.BlobsChecked, r.BytesChecked)
 	if len(r.Repaired) > 0 {
 		fmt.Fprintf(w, "rollouts summary: %d rollouts recounted from their episodes\n", len(r.Repaired))
-		for i, id := range r.Repaired {
-			if i == textLimit {
-				fmt.Fprintf(w, "  ... %d more (--json lists all)\n", len(r.Repaired)-textLimit)
-				break
-			}
-			fmt.Fprintf(w, "  %s\n", id)
-		}
+		writeItems(w, r.Repaired, func(id string) string { return id })
 	}
 	fmt.Fprintf(w, "index: %d problems\n", len(r.IndexProblems))
-	for i, p := range r.IndexProblems {
-		if i == textLimit {
-			fmt.Fprintf(w, "  ... %d more (--json lists all)\n", len(r.IndexProblems)-textLimit)
-			break
-		}
-		fmt.Fprintf(w, "  %s\n", p)
-	}
+	writeItems(w, r.IndexProblems, func(p string) string { return p })
 	fmt.Fprintf(w, "packs: %d damaged\n", len(r.PackProblems))
-	for i, p := range r.PackProblems {
-		if i == textLimit {
-			fmt.Fprintf(w, "  ... %d more (--json lists all)\n", len(r.PackProblems)-textLimit)
-			break
-		}
+	writeItems(w, r.PackProblems, func(p blobstore.PackProblem) string {
 		name := p.Path
 		if name == "" {
 			name = p.Pack
 		}
-		fmt.Fprintf(w, "  %s: %s (%d blobs)\n", name, p.Problem, p.Blobs)
-	}
+		return fmt.Sprintf("%s: %s (%d blobs)", name, p.Problem, p.Blobs)
+	})
 	fmt.Fprintf(w, "blobs: %d damaged\n", len(r.BlobProblems))
-	for i, p := range r.BlobProblems {
-		if i == textLimit {
-			fmt.Fprintf(w, "  ... %d more (--json lists all)\n", len(r.BlobProblems)-textLimit)
-			break
-		}
+	writeItems(w, r.BlobProblems, func(p FsckBlobProblem) string {
 		where := "own file"
 		if p.Pack != "" {
 			where = fmt.Sprintf("pack %s offset %d", p.Pack, p.Offset)
 		}
-		fmt.Fprintf(w, "  %s (%s, %d bytes): %s\n", p.Hash, where, p.Size, p.Problem)
-	}
+		return fmt.Sprintf("%s (%s, %d bytes): %s", p.Hash, where, p.Size, p.Problem)
+	})
 	for _, p := range r.IndexProblems {
 		if strings.HasPrefix(p, index.SummaryMismatch) {
 			fmt.Fprintln(w, "the rollouts summary is derived from the episodes: --repair-summary recounts it")
