@@ -372,6 +372,7 @@ func routingKeyOfUser(user string) string {
 }
 
 func (h *Handler) chat(rc *fasthttp.RequestCtx) {
+	start := time.Now()   // the latency metrics count the body's check too
 	body := rc.PostBody() // valid until Serve returns; Do is done with it by then
 	p, fe := h.readRequest(body)
 	if fe != nil {
@@ -427,7 +428,7 @@ func (h *Handler) chat(rc *fasthttp.RequestCtx) {
 	ok2xx := resp.StatusCode/100 == 2
 	if p.Stream && ok2xx {
 		streaming = true
-		h.stream(rc, &sseStream{h: h, resp: resp, call: c, hdr: hdr})
+		h.stream(rc, &sseStream{h: h, resp: resp, call: c, hdr: hdr, start: start})
 		return
 	}
 	out, err := gateway.ReadAnswer(resp, h.opts.MaxResponseBytes)
@@ -451,7 +452,7 @@ func (h *Handler) chat(rc *fasthttp.RequestCtx) {
 	hdr.SetCanonical(headerModelVersion, strconv.AppendInt(num[:0], resp.Backend.Version(), 10))
 	hdr.SetCanonical(headerVersionChanged, strconv.AppendBool(num[:0], changed))
 	if ok2xx {
-		elapsed := time.Since(c.start).Seconds()
+		elapsed := time.Since(start).Seconds()
 		h.front.Latency.Observe(elapsed)
 		h.front.TTFT.Observe(elapsed)
 	}
@@ -485,12 +486,13 @@ func (h *Handler) stream(rc *fasthttp.RequestCtx, s *sseStream) {
 // Serve returned, in the connection's goroutine, and closes it when done
 // or when writing to the client failed.
 type sseStream struct {
-	h    *Handler
-	resp *gateway.Response
-	call *call
-	hdr  *fasthttp.ResponseHeader
-	got  bool
-	done bool
+	h     *Handler
+	resp  *gateway.Response
+	call  *call
+	hdr   *fasthttp.ResponseHeader
+	start time.Time
+	got   bool
+	done  bool
 	// n counts the bytes relayed, which MaxResponseBytes bounds as it
 	// bounds an answer read whole.
 	n int64
@@ -515,7 +517,7 @@ func (s *sseStream) Read(p []byte) (int, error) {
 	if n > 0 {
 		if !s.got {
 			s.got = true
-			s.h.front.TTFT.Observe(time.Since(s.call.start).Seconds())
+			s.h.front.TTFT.Observe(time.Since(s.start).Seconds())
 		}
 		s.tail = append(s.tail, p[:n]...)
 		if len(s.tail) > 8<<10 {
@@ -553,7 +555,7 @@ func (s *sseStream) end(readErr error) {
 	s.hdr.Set("X-Model-Version-End", strconv.FormatInt(s.resp.Backend.Version(), 10))
 	s.hdr.Set("X-Version-Changed", strconv.FormatBool(changed))
 	if readErr == nil {
-		s.h.front.Latency.Observe(time.Since(s.call.start).Seconds())
+		s.h.front.Latency.Observe(time.Since(s.start).Seconds())
 		s.h.countTokens(s.resp.Backend, s.tail)
 	}
 }
