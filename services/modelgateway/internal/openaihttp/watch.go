@@ -38,10 +38,10 @@ type watchList struct {
 // and its entry in the watch list, which ends it when its client hangs
 // up, when its deadline passes (to within watchAfter) or when the handler
 // closes. context.WithTimeout and context.AfterFunc (for the backend
-// connection) cost each request eight allocations, a runtime timer set and
-// stopped and an entry in a map of the parent's children; the list visits
-// every request anyway, and the backend client has a call interrupt its
-// connection itself (InterruptConn).
+// connection) cost each request about ten allocations, a runtime timer
+// set and stopped and an entry in a map of the parent's children; the
+// list visits every request anyway, and the backend client has a call
+// interrupt its connection itself (InterruptConn).
 type call struct {
 	l        *watchList
 	conn     net.Conn // the client's
