@@ -372,7 +372,7 @@ func routingKeyOfUser(user string) string {
 }
 
 func (h *Handler) chat(rc *fasthttp.RequestCtx) {
-	start := time.Now()   // the latency metrics count the body's check too
+	start := time.Now()   // the latency metrics and the deadline count the body's check too
 	body := rc.PostBody() // valid until Serve returns; Do is done with it by then
 	p, fe := h.readRequest(body)
 	if fe != nil {
@@ -405,7 +405,7 @@ func (h *Handler) chat(rc *fasthttp.RequestCtx) {
 	// request's in a map, under a lock all requests take. fasthttp does
 	// not tell a handler that its client went away; the watch list does,
 	// so that the backend stops generating for nobody.
-	c := h.watches.begin(rc.Conn(), h.opts.Timeout)
+	c := h.watches.begin(rc.Conn(), start, h.opts.Timeout)
 	streaming := false
 	defer func() {
 		if !streaming {

@@ -139,12 +139,12 @@ func (c *call) cancel(err error) {
 	}
 }
 
-// begin adds a request on conn, with a deadline timeout from now (none
-// when timeout is 0).
-func (l *watchList) begin(conn net.Conn, timeout time.Duration) *call {
-	c := &call{l: l, conn: conn, start: time.Now(), next: watchAfter}
+// begin adds a request on conn that started at start, with a deadline
+// timeout after it (none when timeout is 0).
+func (l *watchList) begin(conn net.Conn, start time.Time, timeout time.Duration) *call {
+	c := &call{l: l, conn: conn, start: start, next: watchAfter}
 	if timeout > 0 {
-		c.deadline = c.start.Add(timeout)
+		c.deadline = start.Add(timeout)
 	}
 	l.mu.Lock()
 	if l.closed {
@@ -157,10 +157,10 @@ func (l *watchList) begin(conn net.Conn, timeout time.Duration) *call {
 		l.head.prev = c
 	}
 	l.head = c
-	start := !l.running
+	idle := !l.running
 	l.running = true
 	l.mu.Unlock()
-	if start {
+	if idle {
 		go l.run()
 	}
 	return c

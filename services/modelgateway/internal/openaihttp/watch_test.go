@@ -43,7 +43,7 @@ func ended(ctx context.Context, within time.Duration) bool {
 func TestWatchCancelsWhenClientHangsUp(t *testing.T) {
 	var l watchList
 	client, server := tcpPair(t)
-	c := l.begin(server, 0)
+	c := l.begin(server, time.Now(), 0)
 	defer c.leave()
 	if ended(c, 3*watchAfter) {
 		t.Fatal("request cancelled while its client is connected")
@@ -60,7 +60,7 @@ func TestWatchCancelsWhenClientHangsUp(t *testing.T) {
 func TestWatchStoppedRequestLeftAlone(t *testing.T) {
 	var l watchList
 	client, server := tcpPair(t)
-	c := l.begin(server, time.Millisecond)
+	c := l.begin(server, time.Now(), time.Millisecond)
 	c.leave()
 	client.Close()
 	if ended(c, 4*watchAfter) {
@@ -87,7 +87,7 @@ func TestWatchCloseCancelsInFlightAndLater(t *testing.T) {
 	_, server := tcpPair(t)
 	var calls []*call
 	for range 3 {
-		calls = append(calls, l.begin(server, 0))
+		calls = append(calls, l.begin(server, time.Now(), 0))
 	}
 	l.close()
 	for i, c := range calls {
@@ -95,7 +95,7 @@ func TestWatchCloseCancelsInFlightAndLater(t *testing.T) {
 			t.Errorf("request %d in flight not cancelled by close", i)
 		}
 	}
-	if c := l.begin(server, 0); c.Err() == nil {
+	if c := l.begin(server, time.Now(), 0); c.Err() == nil {
 		t.Error("request after close not cancelled")
 	}
 }
@@ -107,7 +107,7 @@ func TestWatchDeadline(t *testing.T) {
 	var l watchList
 	_, server := tcpPair(t)
 	timeout := 2 * watchAfter
-	c := l.begin(server, timeout)
+	c := l.begin(server, time.Now(), timeout)
 	defer c.leave()
 	dl, ok := c.Deadline()
 	if !ok || dl.Sub(c.start) != timeout {
@@ -125,7 +125,7 @@ func TestWatchDeadline(t *testing.T) {
 	if got := context.Cause(c); got != context.DeadlineExceeded {
 		t.Errorf("context.Cause = %v, want %v", got, context.DeadlineExceeded)
 	}
-	none := l.begin(server, 0)
+	none := l.begin(server, time.Now(), 0)
 	defer none.leave()
 	if _, ok := none.Deadline(); ok {
 		t.Error("a call without a timeout has a deadline")
@@ -140,7 +140,7 @@ func TestCallInterruptsBackendConn(t *testing.T) {
 	_, server := tcpPair(t)
 
 	t.Run("interrupted at the end", func(t *testing.T) {
-		c := l.begin(server, 0)
+		c := l.begin(server, time.Now(), 0)
 		_, conn := tcpPair(t)
 		c.InterruptConn(conn)
 		read := make(chan error, 1)
@@ -163,7 +163,7 @@ func TestCallInterruptsBackendConn(t *testing.T) {
 		}
 	})
 	t.Run("released before the end", func(t *testing.T) {
-		c := l.begin(server, 0)
+		c := l.begin(server, time.Now(), 0)
 		_, conn := tcpPair(t)
 		c.InterruptConn(conn)
 		if !c.ReleaseConn(conn) {
@@ -177,7 +177,7 @@ func TestCallInterruptsBackendConn(t *testing.T) {
 		}
 	})
 	t.Run("handed over after the end", func(t *testing.T) {
-		c := l.begin(server, 0)
+		c := l.begin(server, time.Now(), 0)
 		c.leave()
 		c.cancel(context.Canceled)
 		_, conn := tcpPair(t)
