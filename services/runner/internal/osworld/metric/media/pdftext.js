@@ -144,7 +144,6 @@ var inPage = function (q, size) {
   return rect[0] <= x0 && rect[1] <= y0 && rect[2] >= x1 && rect[3] >= y1;
 };
 
-
 // add appends a character when PyMuPDF keeps it, (dx, dy) being its
 // line's direction.
 var add = function (c, origin, font, size, quad, dx, dy) {
