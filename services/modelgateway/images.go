@@ -100,15 +100,6 @@ func (s *Service) resolveImages(req *rmv1.ChatRequest) (digests []string, releas
 		pins     []func()
 		resolved []*rmv1.Image
 	)
-	release = func() {
-		for _, p := range pins {
-			p()
-		}
-		// Their bytes are the cache's again: nothing may read them now.
-		for _, img := range resolved {
-			img.Data = nil
-		}
-	}
 	for i, m := range req.GetMessages() {
 		for j, p := range m.GetContent() {
 			img := p.GetImage()
@@ -123,7 +114,7 @@ func (s *Service) resolveImages(req *rmv1.ChatRequest) (digests []string, releas
 			case img.GetBlob() != nil:
 				sha := img.GetBlob().GetSha256()
 				refErr := func(reason string) error {
-					release()
+					unpinImages(pins, resolved)
 					return &imageRefError{field: fmt.Sprintf("messages[%d].content[%d].image.blob", i, j), sha256: sha, reason: reason}
 				}
 				if s.images == nil {
@@ -150,7 +141,21 @@ func (s *Service) resolveImages(req *rmv1.ChatRequest) (digests []string, releas
 		}
 	}
 	if len(pins) == 0 {
+		// No closure for a request that names no cached image: one that
+		// captured pins and resolved would put both on the heap for
+		// every request.
 		return digests, nil, nil
 	}
-	return digests, release, nil
+	return digests, func() { unpinImages(pins, resolved) }, nil
+}
+
+// unpinImages lets the cache have the images resolveImages pinned again.
+func unpinImages(pins []func(), resolved []*rmv1.Image) {
+	for _, p := range pins {
+		p()
+	}
+	// Their bytes are the cache's again: nothing may read them now.
+	for _, img := range resolved {
+		img.Data = nil
+	}
 }
