@@ -110,38 +110,8 @@ func New(opts Options) (*Server, error) {
 	if opts.Creds != nil {
 		credOpts = append(credOpts, grpc.Creds(opts.Creds))
 	}
-	srv := grpc.NewServer(append(credOpts,
-		experimental.BufferPool(bufferPool),
+	srv := grpc.NewServer(append(append(credOpts, TransportOptions(opts.MaxMsgBytes)...),
 		grpc.ForceServerCodecV2(newServerCodec()),
-		// Steps carry 0.2-3 MB screenshots. With the 64 KB window HTTP/2
-		// starts with, a sender waits for several window updates per such
-		// message; measured on storage's ingest, a 1 MB stream window cut
-		// the median wait for the next message from milliseconds to 0.1 ms
-		// and raised steps/s by 10-15 %. It also bounds what one stream
-		// (1 MB) and one connection (4 MB) can make the server buffer,
-		// where gRPC's adaptive window may grow to 16 MB.
-		grpc.InitialWindowSize(windowBytes),
-		grpc.InitialConnWindowSize(4*windowBytes),
-		// Without workers grpc-go starts a goroutine per call, whose stack
-		// then grows (allocated anew and copied, frame by frame) through
-		// the interceptors, the handler and its I/O: a fifth of the
-		// instructions of a model gateway Chat call under callgrind.
-		// A worker keeps its grown stack from call to call. Calls that find
-		// every worker busy (long generations, streams) get their own
-		// goroutine as before.
-		grpc.NumStreamWorkers(uint32(4*runtime.GOMAXPROCS(0))),
-		grpc.MaxRecvMsgSize(opts.MaxMsgBytes),
-		grpc.MaxSendMsgSize(opts.MaxMsgBytes),
-		grpc.KeepaliveParams(keepalive.ServerParameters{
-			Time:    30 * time.Second,
-			Timeout: 10 * time.Second,
-		}),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
-			// Runners keep Work streams open for hours and ping to notice a
-			// dead coordinator; allow that without GOAWAY.
-			MinTime:             5 * time.Second,
-			PermitWithoutStream: true,
-		}),
 		grpc.ChainUnaryInterceptor(
 			recovery.UnaryServerInterceptor(recoverOpt),
 			obs.unary,
@@ -161,6 +131,46 @@ func New(opts Options) (*Server, error) {
 	// Until Ready, the overall status says the server is not serving yet.
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	return &Server{GRPC: srv, Health: hs, metrics: metrics}, nil
+}
+
+// TransportOptions are the transport settings of every server New builds
+// (buffer pool, flow-control windows, stream workers, message size bounds
+// of maxMsgBytes, keepalive), without its codec, interceptors or
+// services: what a benchmark measuring grpc-go's own floor runs with, so
+// that the floor differs from the mesh's servers only by the mesh's code.
+func TransportOptions(maxMsgBytes int) []grpc.ServerOption {
+	return []grpc.ServerOption{
+		experimental.BufferPool(bufferPool),
+		// Steps carry 0.2-3 MB screenshots. With the 64 KB window HTTP/2
+		// starts with, a sender waits for several window updates per such
+		// message; measured on storage's ingest, a 1 MB stream window cut
+		// the median wait for the next message from milliseconds to 0.1 ms
+		// and raised steps/s by 10-15 %. It also bounds what one stream
+		// (1 MB) and one connection (4 MB) can make the server buffer,
+		// where gRPC's adaptive window may grow to 16 MB.
+		grpc.InitialWindowSize(windowBytes),
+		grpc.InitialConnWindowSize(4 * windowBytes),
+		// Without workers grpc-go starts a goroutine per call, whose stack
+		// then grows (allocated anew and copied, frame by frame) through
+		// the interceptors, the handler and its I/O: a fifth of the
+		// instructions of a model gateway Chat call under callgrind.
+		// A worker keeps its grown stack from call to call. Calls that find
+		// every worker busy (long generations, streams) get their own
+		// goroutine as before.
+		grpc.NumStreamWorkers(uint32(4 * runtime.GOMAXPROCS(0))),
+		grpc.MaxRecvMsgSize(maxMsgBytes),
+		grpc.MaxSendMsgSize(maxMsgBytes),
+		grpc.KeepaliveParams(keepalive.ServerParameters{
+			Time:    30 * time.Second,
+			Timeout: 10 * time.Second,
+		}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
+			// Runners keep Work streams open for hours and ping to notice a
+			// dead coordinator; allow that without GOAWAY.
+			MinTime:             5 * time.Second,
+			PermitWithoutStream: true,
+		}),
+	}
 }
 
 // Ready initialises per-method metrics and marks the server and every

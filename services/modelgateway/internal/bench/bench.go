@@ -188,6 +188,11 @@ func runOverhead(ctx context.Context, o Options, w io.Writer) error {
 		return err
 	}
 	defer bare.stop()
+	bareGRPC, err := startChild(ctx, lay.proxyCommand, "baregrpc", fakeURL)
+	if err != nil {
+		return err
+	}
+	defer bareGRPC.stop()
 	if lay.pinned() {
 		unpin, err := pinSelf(lay.driver)
 		if err != nil {
@@ -201,6 +206,11 @@ func runOverhead(ctx context.Context, o Options, w io.Writer) error {
 		return err
 	}
 	defer conn.Close()
+	bareConn, err := runnerConn(bareGRPC.addrs[0])
+	if err != nil {
+		return err
+	}
+	defer bareConn.Close()
 	gc := rmv1.NewModelGatewayClient(conn)
 	image := screenshot(o.ImageBytes)
 	body, grpcReq := chatBody(image), chatRequest(image)
@@ -267,7 +277,8 @@ func runOverhead(ctx context.Context, o Options, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	targets = append(targets, target{name: "bare Go proxy (fasthttp) -> fakellm", do: bareDo, pid: bare.cmd.Process.Pid})
+	targets = append(targets, target{name: "bare Go proxy (fasthttp) -> fakellm", do: bareDo, pid: bare.cmd.Process.Pid},
+		target{name: "bare grpc-go proxy -> fakellm", do: bareGRPCDoer(bareConn, body), pid: bareGRPC.cmd.Process.Pid})
 	// Targets take turns in short slices, in rotating order, so that
 	// background load on a shared machine falls on all of them alike
 	// instead of on whichever ran while a compiler was busy.
@@ -307,7 +318,7 @@ func runOverhead(ctx context.Context, o Options, w io.Writer) error {
 	}
 	fmt.Fprintf(w, "(a) added latency: open loop at each rate for %v per target, then max req/s with %d closed-loop\n", o.Duration, o.Conns)
 	fmt.Fprintf(w, "    connections for %v per target; targets interleaved in %d rounds; zero-latency fakellm,\n", o.Duration, o.Rounds)
-	fmt.Fprintf(w, "    %d-byte chat request; fakellm, gateway and nginx (%d workers) each in its own process;\n    the generator drives the HTTP targets with one fasthttp client (the same for each) and the\n    gRPC ones with grpc-go; the health check reaches no backend and shows what a grpc-go round\n    trip (client and server) takes here; the bare Go proxy is nginx's job in Go with fasthttp\n    (the gateway's HTTP libraries) and none of the gateway's code; CPU %s.\n", len(body), len(lay.proxy), lay)
+	fmt.Fprintf(w, "    %d-byte chat request; fakellm, gateway and nginx (%d workers) each in its own process;\n    the generator drives the HTTP targets with one fasthttp client (the same for each) and the\n    gRPC ones with grpc-go; the health check reaches no backend and shows what a grpc-go round\n    trip (client and server) takes here; the bare Go proxy is nginx's job in Go with fasthttp\n    (the gateway's HTTP libraries) and none of the gateway's code, the bare grpc-go proxy the\n    same job over gRPC (the request's JSON as raw bytes, the mesh's transport settings); CPU %s.\n", len(body), len(lay.proxy), lay)
 	fmt.Fprintf(w, "    CPU/req is the CPU time of the process a path enters first (fakellm, nginx with its workers,\n    the gateway) per request it served; all CPU/req adds the load generator's and fakellm's, and\n    CPUs busy is that time over the run's wall time and %d CPUs: near 100%%, requests queue for a CPU.\n    The open loop is paced by a timerfd; sent late is how long after its slot in the schedule each\n    request went out (large figures: the generator itself waited for a CPU).\n\n", runtime.NumCPU())
 	for _, rate := range o.Rates {
 		lats, err := interleave(func(do doer) (sample, error) { return openLoop(ctx, do, rate, slice, 1024) })
@@ -340,7 +351,7 @@ func runOverhead(ctx context.Context, o Options, w io.Writer) error {
 			verdicts(w, rate, targets[1].name, targets[2].name, lats)
 		}
 		costVerdicts(w, rate, lats[1], lats[2], lats[3], direct, o.Rates[0])
-		grpcFloor(w, rate, lats[1], lats[4])
+		grpcFloor(w, rate, lats[1], lats[3], lats[4], lats[6])
 		httpFloor(w, rate, lats[1], lats[2], lats[5])
 		fmt.Fprintln(w)
 	}
@@ -416,19 +427,20 @@ func costVerdicts(w io.Writer, rate int, ng, httpFront, grpcFront, direct sample
 		us(grpcFront.pct(.99)-direct.pct(.99)), us(httpFront.pct(.99)-direct.pct(.99)))
 }
 
-// grpcFloor says what a grpc-go round trip that reaches no backend and
-// runs no gateway code (the health check) costs the gateway, against
-// nginx's whole proxied request: when that alone is over 1.5x, no change
-// to the gateway's own code can meet the gRPC front's cost goal, and the
-// summary says so rather than leave it to be inferred.
-func grpcFloor(w io.Writer, rate int, ng, health sample) {
-	ngCPU, hCPU := ng.cpuPerRequest(), health.cpuPerRequest()
-	if ngCPU <= 0 || hCPU <= 0 {
+// grpcFloor says what grpc-go costs the gateway with none of its code,
+// against nginx's whole proxied request: a health check (no backend) and
+// the bare gRPC proxy (nginx's job over gRPC, the backend leg included).
+// When the bare proxy alone is over 1.5x, no change to the gateway's own
+// code can meet the gRPC front's cost goal, and the summary says so rather
+// than leave it to be inferred.
+func grpcFloor(w io.Writer, rate int, ng, grpcFront, health, bare sample) {
+	ngCPU, fCPU, hCPU, bCPU := ng.cpuPerRequest(), grpcFront.cpuPerRequest(), health.cpuPerRequest(), bare.cpuPerRequest()
+	if ngCPU <= 0 || hCPU <= 0 || bCPU <= 0 {
 		return
 	}
-	r := float64(hCPU) / float64(ngCPU)
-	fmt.Fprintf(w, "    gRPC floor at %d req/s: a health check (no backend, no gateway code) costs the gateway %s, %.2fx nginx's proxied request (%s); the 1.5x goal on the gRPC front is %s\n",
-		rate, us(hCPU), r, us(ngCPU), reach(r, "grpc-go's"))
+	r := float64(bCPU) / float64(ngCPU)
+	fmt.Fprintf(w, "    gRPC floor at %d req/s: a bare grpc-go proxy (no gateway code) costs %s, %.2fx nginx's request (%s), and a health check (no backend) %s, %.2fx; the gateway's own code adds %s (%s in all); the 1.5x goal on the gRPC front is %s\n",
+		rate, us(bCPU), r, us(ngCPU), us(hCPU), float64(hCPU)/float64(ngCPU), us(fCPU-bCPU), us(fCPU), reach(r, "grpc-go's"))
 }
 
 // reach says whether a floor r times nginx's cost leaves the 1.5x goal to

@@ -165,8 +165,8 @@ func median(vs []float64) float64 {
 }
 
 // runInstructions measures instructions per request of nginx, of the
-// gateway's two fronts and of the bare Go proxy (the HTTP front's floor),
-// each in front of a fakellm that runs natively.
+// gateway's two fronts and of the bare Go and grpc-go proxies (the
+// fronts' floors), each in front of a fakellm that runs natively.
 func runInstructions(ctx context.Context, o Options, w io.Writer) error {
 	valgrind, err := exec.LookPath("valgrind")
 	if err != nil {
@@ -243,6 +243,18 @@ func runInstructions(ctx context.Context, o Options, w io.Writer) error {
 			}
 			return httpSend(bare.addrs[0]), func() { hc.CloseIdleConnections(); bare.stop() }, nil
 		}},
+		{name: "bare grpc-go proxy -> fakellm", start: func(ctx context.Context, wrap func(string, ...string) (string, []string)) (func(context.Context) error, func(), error) {
+			bare, err := startChild(ctx, wrap, "baregrpc", fakeURL)
+			if err != nil {
+				return nil, nil, err
+			}
+			conn, err := runnerConn(bare.addrs[0])
+			if err != nil {
+				bare.stop()
+				return nil, nil, err
+			}
+			return bareGRPCDoer(conn, body), func() { conn.Close(); bare.stop() }, nil
+		}},
 	}
 	warm, n := 200, o.InstrRequests
 	fmt.Fprintf(w, "(c) instructions per request under valgrind --tool=callgrind (all threads and processes of\n")
@@ -282,8 +294,10 @@ func runInstructions(ctx context.Context, o Options, w io.Writer) error {
 	}
 	fmt.Fprintf(w, "    goal <= 1.5x nginx's instructions/req: HTTP front %s (%.2fx), gRPC front %s (%.2fx)\n",
 		verdict(per[1] <= 1.5*per[0]), per[1]/per[0], verdict(per[2] <= 1.5*per[0]), per[2]/per[0])
-	fmt.Fprintf(w, "    HTTP floor: a bare fasthttp proxy (no gateway code) runs %.2fx nginx's instructions; the gateway's own code adds %.0f per request\n\n",
+	fmt.Fprintf(w, "    HTTP floor: a bare fasthttp proxy (no gateway code) runs %.2fx nginx's instructions; the gateway's own code adds %.0f per request\n",
 		per[3]/per[0], per[1]-per[3])
+	fmt.Fprintf(w, "    gRPC floor: a bare grpc-go proxy (no gateway code) runs %.2fx nginx's instructions; the gateway's own code adds %.0f per request\n\n",
+		per[4]/per[0], per[2]-per[4])
 	benchreport.Goal(w, "gateway-instructions", "gateway instructions per request ≤ 1.5× nginx's, both fronts (callgrind)",
 		fmt.Sprintf("HTTP %.2f×, gRPC %.2f× (nginx %.0f)", per[1]/per[0], per[2]/per[0], per[0]), benchreport.Judge(per[1] <= 1.5*per[0] && per[2] <= 1.5*per[0]))
 	return nil

@@ -25,8 +25,8 @@ import (
 // scheduler and garbage collector), as nginx has and as deployments have.
 const ChildFlag = "bench-child"
 
-// Child runs the server named by what ("fakellm", or "gateway" or
-// "bareproxy" with the backend URL as arg), prints "ADDR <addr>..." on out and serves until its
+// Child runs the server named by what ("fakellm", or "gateway",
+// "bareproxy" or "baregrpc" with the backend URL as arg), prints "ADDR <addr>..." on out and serves until its
 // standard input closes, which happens when the parent exits.
 func Child(ctx context.Context, what, arg string, in io.Reader, out io.Writer) error {
 	ctx, cancel := context.WithCancel(ctx)
@@ -46,6 +46,8 @@ func Child(ctx context.Context, what, arg string, in io.Reader, out io.Writer) e
 		return f.Close()
 	case "bareproxy":
 		return serveBareProxy(ctx, arg, out)
+	case "baregrpc":
+		return serveBareGRPCProxy(ctx, arg, out)
 	case "gateway":
 		// As the gateway binary runs.
 		modelgateway.SetGCDefaults()

@@ -48,28 +48,38 @@ func TestGRPCFloor(t *testing.T) {
 	per := func(cpu time.Duration) sample {
 		return sample{lats: make([]time.Duration, 10), cpu: 10 * cpu}
 	}
+	us := time.Microsecond
 	tests := []struct {
-		name        string
-		ng, health  sample
-		want, wantN string
+		name                    string
+		ng, front, health, bare sample
+		want                    []string
 	}{
-		{"over 1.5x", per(100 * time.Microsecond), per(180 * time.Microsecond), "1.80x nginx's", "out of reach of the gateway's own code"},
-		{"under 1.5x", per(100 * time.Microsecond), per(120 * time.Microsecond), "1.20x nginx's", "within reach of the gateway's own code"},
-		{"no nginx CPU", sample{}, per(120 * time.Microsecond), "", ""},
+		{"bare proxy over 1.5x", per(100 * us), per(230 * us), per(140 * us), per(180 * us),
+			[]string{"costs 180us, 1.80x nginx's request (100us)", "health check (no backend) 140us, 1.40x", "own code adds 50us (230us in all)", "out of reach of the gateway's own code"}},
+		{"bare proxy under 1.5x", per(100 * us), per(160 * us), per(110 * us), per(120 * us),
+			[]string{"1.20x nginx's request", "own code adds 40us", "within reach of the gateway's own code"}},
+		// The health check under 1.5x does not make the goal reachable:
+		// the bare proxy, which also calls the backend, is the floor.
+		{"health under, bare over", per(100 * us), per(200 * us), per(120 * us), per(160 * us),
+			[]string{"1.60x nginx's request", "out of reach"}},
+		{"no nginx CPU", sample{}, per(120 * us), per(120 * us), per(120 * us), nil},
+		{"no bare proxy CPU", per(100 * us), per(120 * us), per(120 * us), sample{}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var b strings.Builder
-			grpcFloor(&b, 1000, tt.ng, tt.health)
+			grpcFloor(&b, 1000, tt.ng, tt.front, tt.health, tt.bare)
 			got := b.String()
-			if tt.want == "" {
+			if tt.want == nil {
 				if got != "" {
 					t.Fatalf("got %q, want nothing", got)
 				}
 				return
 			}
-			if !strings.Contains(got, tt.want) || !strings.Contains(got, tt.wantN) {
-				t.Errorf("got %q, want %q and %q in it", got, tt.want, tt.wantN)
+			for _, w := range tt.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("got %q, want %q in it", got, w)
+				}
 			}
 		})
 	}
