@@ -3,10 +3,8 @@ package metric
 import (
 	"context"
 	"database/sql"
-	"encoding/csv"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"net/url"
 	"os"
@@ -505,38 +503,6 @@ func expectRecords(result, expected any, parse func(text string) ([]map[string]a
 		}
 	}
 	return Bool(!slices.Contains(seen, false)), nil
-}
-
-// dictRows is csv.DictReader over text: rows keyed by the header's field
-// names, missing fields None, empty rows skipped.
-func dictRows(text string) ([]map[string]any, error) {
-	cr := csv.NewReader(strings.NewReader(text))
-	cr.FieldsPerRecord = -1
-	cr.LazyQuotes = true
-	var header []string
-	var out []map[string]any
-	for {
-		rec, err := cr.Read()
-		if err == io.EOF {
-			return out, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		if header == nil {
-			header = rec
-			continue
-		}
-		row := map[string]any{}
-		for i, name := range header {
-			if i < len(rec) {
-				row[name] = rec[i]
-			} else {
-				row[name] = nil
-			}
-		}
-		out = append(out, row)
-	}
 }
 
 // metricCheckJSON reads a JSON file (a YAML one with option is_yaml) and

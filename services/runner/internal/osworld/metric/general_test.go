@@ -220,6 +220,9 @@ func TestGeneralMetrics(t *testing.T) {
 	diffDirty := write(t, dir, "diff2.out", "< changed\n")
 	notUTF8 := write(t, dir, "latin1.txt", "caf\xe9\n")
 	csvPath := write(t, dir, "accounts.csv", "url,user\nimap://outlook.office365.com,anonym-x2024@outlook.com\n\"imap://a,b\",x\n")
+	// Python reads "imap://c"x as imap://cx and the record goes on; Go's
+	// encoding/csv read the rest of the file into one field.
+	csvQuotePath := write(t, dir, "quote.csv", "url,user\n\"imap://c\"x,y\nimap://d,z\n")
 	manifest := write(t, dir, "manifest.json", `{"name": "happy-extension", "version": "0.0.1", "background": {"scripts": ["background_script.js"]}, "browser_action": {"default_icon": {"64": "icons/icon.png"}}}`)
 	yml := write(t, dir, "_config.yml", "name: Test Account\nauthor:\n  name: Test Account\n  email: Test@gmail.com\n  links: [1, 2]\n")
 	xul := write(t, dir, "xulstore.json", `{"chrome://messenger/content/messenger.xhtml": {"folderTree": {"mode": "smart,tags"}}}`)
@@ -267,6 +270,7 @@ func TestGeneralMetrics(t *testing.T) {
 		{"csv unexpect hit", "check_csv", csvPath, rules("unexpect", []any{map[string]any{"url": "imap://outlook.office365.com", "user": "anonym-x2024@outlook.com"}}), nil, 0, false},
 		{"csv unexpect clear", "check_csv", csvPath, rules("unexpect", []any{map[string]any{"url": "imap://outlook.office365.com", "user": "other"}}), nil, 1, false},
 		{"csv expect quoted", "check_csv", csvPath, rules("expect", []any{map[string]any{"url": "imap://a,b"}}), nil, 1, false},
+		{"csv text after a closing quote", "check_csv", csvQuotePath, rules("expect", []any{map[string]any{"url": "imap://cx", "user": "y"}, map[string]any{"url": "imap://d"}}), nil, 1, false},
 		{"csv missing", "check_csv", missing, rules("expect", []any{}), nil, 0, false},
 		{"json", "check_json", manifest, rules("expect", []any{
 			rules("key", []any{"name"}, "method", "eq", "ref", "happy-extension"),
