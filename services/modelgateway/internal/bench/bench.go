@@ -350,7 +350,7 @@ func runOverhead(ctx context.Context, o Options, w io.Writer) error {
 		if rate == o.GoalRate {
 			verdicts(w, rate, targets[1].name, targets[2].name, lats)
 		}
-		costVerdicts(w, rate, lats[1], lats[2], lats[3], direct, o.Rates[0])
+		costVerdicts(w, rate, lats[1], lats[2], lats[3], lats[6], direct, o.Rates[0])
 		grpcFloor(w, rate, lats[1], lats[3], lats[4], lats[6])
 		httpFloor(w, rate, lats[1], lats[2], lats[5])
 		fmt.Fprintln(w)
@@ -399,8 +399,9 @@ func addedRoundP99(s, direct sample) time.Duration {
 
 // costVerdicts checks the cost goal at every rate: the gateway's CPU per
 // request on each front at most 1.5x nginx's; and, at the lowest rate,
-// the gRPC front's added p99 (median round) no more than the HTTP front's.
-func costVerdicts(w io.Writer, rate int, ng, httpFront, grpcFront, direct sample, lowest int) {
+// the gRPC front's added p99 (median round) no more than the HTTP front's,
+// beside the bare grpc-go proxy's, that goal's floor.
+func costVerdicts(w io.Writer, rate int, ng, httpFront, grpcFront, bareGRPC, direct sample, lowest int) {
 	ngCPU := ng.cpuPerRequest()
 	if ngCPU <= 0 {
 		fmt.Fprintf(w, "    cost goal at %d req/s not measurable: no CPU time read for nginx\n", rate)
@@ -421,10 +422,20 @@ func costVerdicts(w io.Writer, rate int, ng, httpFront, grpcFront, direct sample
 			fmt.Sprintf("not measurable: fakellm direct p99 %s; gRPC %s, HTTP %s", us(d), us(g), us(h)), benchreport.NotJudged)
 		return
 	}
+	b := addedRoundP99(bareGRPC, direct)
 	benchreport.Goal(w, "gateway-grpc-p99", fmt.Sprintf("gateway gRPC front's added p99 ≤ the HTTP front's, %d req/s", rate),
-		fmt.Sprintf("gRPC %s, HTTP %s (median round)", us(g), us(h)), benchreport.Judge(g <= h))
+		fmt.Sprintf("gRPC %s, HTTP %s, bare grpc-go proxy %s (median round)", us(g), us(h), us(b)), benchreport.Judge(g <= h))
 	fmt.Fprintf(w, "    goal gRPC added p99 <= HTTP's at %d req/s: %s (gRPC %s, HTTP %s, median round; pooled %s vs %s)\n", rate, verdict(g <= h), us(g), us(h),
 		us(grpcFront.pct(.99)-direct.pct(.99)), us(httpFront.pct(.99)-direct.pct(.99)))
+	// The bare grpc-go proxy runs none of the gateway's code: when it alone
+	// adds more than the HTTP front, so does any gRPC front built on
+	// grpc-go, whatever the gateway's code does.
+	reachP99 := "within reach of the gateway's own code"
+	if b > h {
+		reachP99 = "out of reach of the gateway's own code: the floor alone adds more than the HTTP front"
+	}
+	fmt.Fprintf(w, "    gRPC p99 floor at %d req/s: a bare grpc-go proxy (no gateway code) adds %s at p99 (median round), the HTTP front %s; the goal is %s\n",
+		rate, us(b), us(h), reachP99)
 }
 
 // grpcFloor says what grpc-go costs the gateway with none of its code,

@@ -84,3 +84,33 @@ func TestGRPCFloor(t *testing.T) {
 		})
 	}
 }
+
+func TestGRPCP99Floor(t *testing.T) {
+	us := time.Microsecond
+	rounds := func(d time.Duration) sample {
+		return sample{lats: make([]time.Duration, 10), cpu: 10 * 100 * us, roundP99: []time.Duration{d, d, d}}
+	}
+	tests := []struct {
+		name                     string
+		httpFront, grpc, bareRPC time.Duration // p99 of each path; fakellm direct's is 500us
+		want                     []string
+	}{
+		{"floor over the HTTP front", 900 * us, 1300 * us, 1400 * us,
+			[]string{"FAIL (gRPC 800us, HTTP 400us", "bare grpc-go proxy (no gateway code) adds 900us at p99 (median round), the HTTP front 400us; the goal is out of reach"}},
+		{"floor under the HTTP front", 900 * us, 1300 * us, 800 * us,
+			[]string{"FAIL (gRPC 800us", "adds 300us at p99 (median round), the HTTP front 400us; the goal is within reach of the gateway's own code"}},
+		{"met", 900 * us, 800 * us, 700 * us, []string{"PASS (gRPC 300us, HTTP 400us", "within reach"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var b strings.Builder
+			costVerdicts(&b, 1000, rounds(0), rounds(tt.httpFront), rounds(tt.grpc), rounds(tt.bareRPC), rounds(500*us), 1000)
+			got := b.String()
+			for _, w := range tt.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("got %q, want %q in it", got, w)
+				}
+			}
+		})
+	}
+}
