@@ -15,6 +15,9 @@ import (
 	"time"
 
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/fakellm"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // TestTurnWithScreenshot wants both fronts' requests to carry the same
@@ -117,6 +120,61 @@ func TestBareProxyForwards(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("serveBareProxy: %v", err)
+	}
+}
+
+func TestBareGRPCProxyForwards(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f, err := fakellm.Start(ctx, "127.0.0.1:0", fakellm.Config{Script: []fakellm.Rule{{Match: "", Reply: "ls -la ~"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, w := io.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- serveBareGRPCProxy(ctx, f.URL, w) }()
+	line, err := bufio.NewReader(r).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	go io.Copy(io.Discard, r)
+	conn, err := runnerConn(strings.TrimSpace(strings.TrimPrefix(line, "ADDR ")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+
+	body := chatBody(nil)
+	resp, err := http.Post(f.URL+"/v1/chat/completions", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []byte
+	if err := conn.Invoke(ctx, bareGRPCMethod, &body, &got, grpc.ForceCodecV2(rawCodec{})); err != nil {
+		t.Fatalf("Chat through the bare gRPC proxy: %v", err)
+	}
+	// fakellm's answers carry an id and a timestamp of their own.
+	strip := regexp.MustCompile(`"(id|created)":("[^"]*"|\d+)`)
+	if g, w := strip.ReplaceAllString(string(got), ""), strip.ReplaceAllString(string(direct), ""); g != w {
+		t.Errorf("through the bare gRPC proxy: %s\nwant (direct) %s", g, w)
+	}
+	// A body fakellm refuses is an error, not an answer.
+	bad := []byte(`{"messages":`)
+	if err := conn.Invoke(ctx, bareGRPCMethod, &bad, &got, grpc.ForceCodecV2(rawCodec{})); status.Code(err) != codes.Unknown {
+		t.Errorf("refused body: err = %v, want code Unknown", err)
+	}
+	if err := bareGRPCDoer(conn, body)(ctx); err != nil {
+		t.Errorf("bareGRPCDoer: %v", err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("serveBareGRPCProxy: %v", err)
 	}
 }
 
