@@ -106,10 +106,7 @@ func serveBareGRPCProxy(ctx context.Context, backend string, out io.Writer) erro
 		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 		defer fasthttp.ReleaseRequest(req)
 		defer fasthttp.ReleaseResponse(resp)
-		req.SetRequestURI(url)
-		req.Header.SetMethod(fasthttp.MethodPost)
-		req.Header.SetContentType("application/json")
-		req.SetBodyRaw(body)
+		setPostJSON(req, url, body)
 		if err := hc.Do(req, resp); err != nil {
 			return nil, status.Error(codes.Unavailable, err.Error())
 		}

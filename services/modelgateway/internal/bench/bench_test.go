@@ -78,23 +78,31 @@ func TestMedian(t *testing.T) {
 
 // TestBareProxyForwards wants the HTTP floor to do nginx's job: the
 // backend's status, type and body back to the caller, over real sockets.
-func TestBareProxyForwards(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+// startBare starts a fakellm and serve (a bare proxy) in front of it, and
+// returns fakellm's URL, the address serve printed, and serve's result
+// once ctx ends.
+func startBare(t *testing.T, ctx context.Context, serve func(context.Context, string, io.Writer) error) (fakeURL, addr string, done <-chan error) {
+	t.Helper()
 	f, err := fakellm.Start(ctx, "127.0.0.1:0", fakellm.Config{Script: []fakellm.Rule{{Match: "", Reply: "ls -la ~"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	t.Cleanup(func() { f.Close() })
 	r, w := io.Pipe()
-	done := make(chan error, 1)
-	go func() { done <- serveBareProxy(ctx, f.URL, w) }()
+	served := make(chan error, 1)
+	go func() { served <- serve(ctx, f.URL, w) }()
 	line, err := bufio.NewReader(r).ReadString('\n')
 	if err != nil {
 		t.Fatal(err)
 	}
 	go io.Copy(io.Discard, r)
-	proxy := strings.TrimSpace(strings.TrimPrefix(line, "ADDR "))
+	return f.URL, strings.TrimSpace(strings.TrimPrefix(line, "ADDR ")), served
+}
+
+func TestBareProxyForwards(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fakeURL, proxy, done := startBare(t, ctx, serveBareProxy)
 	post := func(base string, body []byte) (int, string, string) {
 		t.Helper()
 		resp, err := http.Post(base+"/v1/chat/completions", "application/json", bytes.NewReader(body))
@@ -109,7 +117,7 @@ func TestBareProxyForwards(t *testing.T) {
 		return resp.StatusCode, resp.Header.Get("Content-Type"), string(b)
 	}
 	for _, body := range [][]byte{chatBody(nil), []byte(`{"messages":`)} {
-		wantCode, wantType, wantBody := post(f.URL, body)
+		wantCode, wantType, wantBody := post(fakeURL, body)
 		gotCode, gotType, gotBody := post(proxy, body)
 		// fakellm's answers carry an id and a timestamp of their own.
 		strip := regexp.MustCompile(`"(id|created)":("[^"]*"|\d+)`)
@@ -126,27 +134,15 @@ func TestBareProxyForwards(t *testing.T) {
 func TestBareGRPCProxyForwards(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	f, err := fakellm.Start(ctx, "127.0.0.1:0", fakellm.Config{Script: []fakellm.Rule{{Match: "", Reply: "ls -la ~"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r, w := io.Pipe()
-	done := make(chan error, 1)
-	go func() { done <- serveBareGRPCProxy(ctx, f.URL, w) }()
-	line, err := bufio.NewReader(r).ReadString('\n')
-	if err != nil {
-		t.Fatal(err)
-	}
-	go io.Copy(io.Discard, r)
-	conn, err := runnerConn(strings.TrimSpace(strings.TrimPrefix(line, "ADDR ")))
+	fakeURL, addr, done := startBare(t, ctx, serveBareGRPCProxy)
+	conn, err := runnerConn(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
 
 	body := chatBody(nil)
-	resp, err := http.Post(f.URL+"/v1/chat/completions", "application/json", bytes.NewReader(body))
+	resp, err := http.Post(fakeURL+"/v1/chat/completions", "application/json", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -148,10 +148,7 @@ func fastDoer(url string, body []byte, conns int) (doer, error) {
 		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 		defer fasthttp.ReleaseRequest(req)
 		defer fasthttp.ReleaseResponse(resp)
-		req.SetRequestURI(url)
-		req.Header.SetMethod(fasthttp.MethodPost)
-		req.Header.SetContentType("application/json")
-		req.SetBodyRaw(body)
+		setPostJSON(req, url, body)
 		if err := hc.DoTimeout(req, resp, 10*time.Second); err != nil {
 			return err
 		}
@@ -263,4 +260,12 @@ func closedLoop(ctx context.Context, do doer, workers int, d time.Duration) samp
 	wg.Wait()
 	fe, _ := firstErr.Load().(string)
 	return sample{lats: make([]time.Duration, n.Load()), errors: errs.Load(), firstErr: fe, elapsed: time.Since(start)}
+}
+
+// setPostJSON makes req a POST of the JSON body to url.
+func setPostJSON(req *fasthttp.Request, url string, body []byte) {
+	req.SetRequestURI(url)
+	req.Header.SetMethod(fasthttp.MethodPost)
+	req.Header.SetContentType("application/json")
+	req.SetBodyRaw(body)
 }
