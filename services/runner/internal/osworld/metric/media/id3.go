@@ -34,6 +34,7 @@ var (
 		"TYE": "TYER", "TRK": "TRCK", "TPA": "TPOS", "TXT": "TEXT", "TP3": "TPE3", "TT3": "TIT3",
 		"TPB": "TPUB", "TCR": "TCOP", "TEN": "TENC", "TLA": "TLAN", "TBP": "TBPM", "TLE": "TLEN",
 		"TMT": "TMED", "TRC": "TSRC", "TT1": "TIT1", "TOA": "TOPE", "WAR": "WOAR",
+		"TDA": "TDAT", "TIM": "TIME", "TOR": "TORY",
 	}
 )
 
@@ -65,6 +66,10 @@ func readID3(r io.ReaderAt, size int64) (map[string][]string, error) {
 	head := make([]byte, 10)
 	frames := map[string][]string{}
 	hasV2 := false
+	// The ID3v2 version ID3v1's year is read as (mutagen's v1v2_ver):
+	// TDRC under a v2.4 tag, TYER otherwise, which upgradeFrames turns
+	// into TDRC only if the tag has none.
+	v1Year := "TYER"
 	if _, err := r.ReadAt(head, 0); err == nil && string(head[:3]) == "ID3" && head[3] >= 2 && head[3] <= 4 {
 		n := syncsafe(head[6:10])
 		if n > maxTagBytes {
@@ -74,22 +79,86 @@ func readID3(r io.ReaderAt, size int64) (map[string][]string, error) {
 		got, _ := r.ReadAt(body, 10)
 		parseID3v2(head[3], head[5], body[:got], frames)
 		hasV2 = true
+		if head[3] == 4 {
+			v1Year = "TDRC"
+		}
 	}
 	if size >= 128 {
 		tail := make([]byte, 128)
 		if _, err := r.ReadAt(tail, size-128); err == nil && string(tail[:3]) == "TAG" {
 			for id, v := range parseID3v1(tail) {
+				if id == "TDRC" {
+					id = v1Year
+				}
 				if _, ok := frames[id]; !ok {
 					frames[id] = []string{v}
 				}
 			}
+			upgradeFrames(frames)
 			return frames, nil
 		}
 	}
 	if !hasV2 {
 		return nil, errNoID3
 	}
+	upgradeFrames(frames)
 	return frames, nil
+}
+
+// upgradeFrames does what mutagen's update_to_v24 does on load to the
+// frames EasyID3 reads: TYER, TDAT and TIME become TDRC timestamps
+// ("1990" with "0305" and "1230" is 1990-05-03T12:30:00) unless the tag
+// has a TDRC, and TORY becomes TDOR unless the tag has one.
+func upgradeFrames(frames map[string][]string) {
+	years, dates, times := frames["TYER"], frames["TDAT"], frames["TIME"]
+	delete(frames, "TYER")
+	delete(frames, "TDAT")
+	delete(frames, "TIME")
+	at := func(vs []string, i int) string {
+		if i < len(vs) {
+			return vs[i]
+		}
+		return ""
+	}
+	var stamps []string
+	for i := range max(len(years), len(dates), len(times)) {
+		y, d, t := at(years, i), at(dates, i), at(times, i)
+		if !allASCIIDigits(y, 1) {
+			continue
+		}
+		stamp := y
+		if len(d) == 4 && allASCIIDigits(d, 4) {
+			stamp += "-" + d[2:] + "-" + d[:2]
+			if len(t) == 4 && allASCIIDigits(t, 4) {
+				stamp += "T" + t[:2] + ":" + t[2:] + ":00"
+			}
+		}
+		stamps = append(stamps, stamp)
+	}
+	if _, ok := frames["TDRC"]; !ok && len(stamps) > 0 {
+		frames["TDRC"] = stamps
+	}
+	if tory, ok := frames["TORY"]; ok {
+		delete(frames, "TORY")
+		if _, ok := frames["TDOR"]; !ok {
+			// The frame's text as str() gives it, values joined by NUL.
+			frames["TDOR"] = []string{strings.Join(tory, "\x00")}
+		}
+	}
+}
+
+// allASCIIDigits reports whether s is at least min ASCII digits and
+// nothing else.
+func allASCIIDigits(s string, min int) bool {
+	if len(s) < min {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 func syncsafe(b []byte) int {
@@ -181,19 +250,32 @@ func parseID3v2(version, flags byte, body []byte, frames map[string][]string) {
 			continue
 		}
 		if vals, ok := decodeText(data); ok {
-			if id == "TYER" {
-				id = "TDRC"
-			}
-			// A second frame of a kind adds its values to the first's,
-			// each once, as mutagen merges text frames on load
-			// (TextFrame._merge_frame): two titles read "A,B".
-			for _, v := range vals {
-				if !slices.Contains(frames[id], v) {
-					frames[id] = append(frames[id], v)
-				}
-			}
+			mergeTextFrame(frames, id, vals)
 		}
 	}
+}
+
+// mergeTextFrame adds a text frame's values. A first frame of its kind
+// keeps them all; a later one adds each value its kind does not hold yet,
+// as mutagen merges text frames on load (TextFrame._merge_frame): two
+// title frames "A" and "B" read "A,B". Timestamps compare as mutagen's
+// ID3TimeStamp does, by their normalized text.
+func mergeTextFrame(frames map[string][]string, id string, vals []string) {
+	have, ok := frames[id]
+	if !ok {
+		frames[id] = append([]string{}, vals...)
+		return
+	}
+	same := func(a, b string) bool { return a == b }
+	if timestampFrames[id] {
+		same = func(a, b string) bool { return id3Timestamp(a) == id3Timestamp(b) }
+	}
+	for _, v := range vals {
+		if !slices.ContainsFunc(have, func(h string) bool { return same(h, v) }) {
+			have = append(have, v)
+		}
+	}
+	frames[id] = have
 }
 
 // decodeText decodes a text frame: its encoding byte, then values
@@ -301,9 +383,16 @@ func easyValue(frames map[string][]string, key string) string {
 		return ""
 	}
 	vals := frames[id]
-	if key == "genre" {
+	switch {
+	case key == "genre":
 		// EasyID3 gives TCON's genres, not its text.
 		vals = tconGenres(vals)
+	case timestampFrames[id]:
+		stamps := make([]string, len(vals))
+		for i, v := range vals {
+			stamps[i] = id3Timestamp(v)
+		}
+		vals = stamps
 	}
 	return strings.Join(vals, ",")
 }

@@ -35,11 +35,12 @@ func id3Tag(version byte, frames ...[2]string) []byte {
 	return append(head, body...)
 }
 
-// id3v1Tag is a 128-byte ID3v1 tag; comment is 29 bytes, then the track
-// and genre bytes.
+// id3v1Tag is a 128-byte ID3v1 tag of the year 1990; comment is 29 bytes,
+// then the track and genre bytes.
 func id3v1Tag(title, comment string, track, genre byte) []byte {
 	tag := append([]byte("TAG"), pad(title, 30)...)
-	tag = append(tag, pad("", 64)...)
+	tag = append(tag, pad("", 60)...)
+	tag = append(tag, "1990"...)
 	tag = append(tag, pad(comment, 29)...)
 	return append(tag, track, genre)
 }
@@ -82,6 +83,19 @@ func TestMP3MetaMatchesMutagen(t *testing.T) {
 		{"v1 track 32 after a NUL", nil, id3v1Tag("Song", "short", ' ', 80)},
 		// ID3v1.0: the comment's last byte where v1.1 keeps the track.
 		{"v1.0 comment over the track byte", nil, id3v1Tag("Song", strings.Repeat("c", 29), 'x', 255)},
+		{"v2.3 year, date and time", id3Tag(3, [2]string{"TYER", "\x001990"}, [2]string{"TDAT", "\x000305"}, [2]string{"TIME", "\x001230"}), nil},
+		{"v2.3 year alone", id3Tag(3, [2]string{"TYER", "\x001990"}), nil},
+		{"v2.4 timestamps", id3Tag(4, [2]string{"TDRC", utf8Text("2004-05-06 12:30", "abc", "1990-13", "2001-02-03T04:05:06", "19", " 1999")}), nil},
+		{"v2.4 odd timestamps", id3Tag(4, [2]string{"TDRC", utf8Text("1_990-5", "+1990", "1990\u00a005", "1990--05", "2000/1/2", "1990.07", "00000001990")}), nil},
+		{"equal timestamps merged", id3Tag(4, [2]string{"TDRC", utf8Text("2001-02-03T04:05")}, [2]string{"TDRC", utf8Text("2001-02-03 04:05", "2002")}), nil},
+		{"TDRC wins over TYER", id3Tag(4, [2]string{"TYER", utf8Text("1980")}, [2]string{"TDRC", utf8Text("1990")}), nil},
+		{"years, dates and times paired", id3Tag(3, [2]string{"TYER", "\x001990\x001991\x00x"}, [2]string{"TDAT", "\x000305\x00305"}, [2]string{"TIME", "\x001230"}), nil},
+		{"original year", id3Tag(3, [2]string{"TORY", "\x001970"}), nil},
+		{"original date wins", id3Tag(4, [2]string{"TORY", utf8Text("1970")}, [2]string{"TDOR", utf8Text("1971-01")}), nil},
+		{"v2.2 year and date", id3Tag(2, [2]string{"TYE", "\x001995"}, [2]string{"TDA", "\x001112"}, [2]string{"TOR", "\x001960"}), nil},
+		{"repeated value in one frame", id3Tag(4, [2]string{"TIT2", utf8Text("A", "A", "B")}, [2]string{"TIT2", utf8Text("B", "C", "C")}), nil},
+		{"v1 year under a bad v2.3 year", id3Tag(3, [2]string{"TYER", "\x00abc"}), id3v1Tag("Song", "", 0, 255)},
+		{"v1 year under v2.4", id3Tag(4, [2]string{"TIT2", utf8Text("V2")}), id3v1Tag("Song", "", 0, 255)},
 		{"v1 under v2", id3Tag(4, [2]string{"TIT2", utf8Text("V2")}), id3v1Tag("V1", "", 3, 13)},
 	}
 	dir := t.TempDir()
@@ -94,7 +108,7 @@ func TestMP3MetaMatchesMutagen(t *testing.T) {
 		}
 		paths = append(paths, p)
 	}
-	keys := []string{"genre", "website", "title", "tracknumber"}
+	keys := []string{"genre", "website", "title", "tracknumber", "date", "originaldate"}
 	const script = `
 import json, sys
 from mutagen.easyid3 import EasyID3
