@@ -27,7 +27,7 @@ var (
 		"bpm": "TBPM", "mood": "TMOO", "length": "TLEN", "media": "TMED", "isrc": "TSRC",
 		"albumsort": "TSOA", "artistsort": "TSOP", "titlesort": "TSOT", "composersort": "TSOC",
 		"albumartistsort": "TSO2", "originaldate": "TDOR", "discsubtitle": "TSST",
-		"arranger": "TPE4", "author": "TOLY", "compilation": "TCMP", "website": "WOAR",
+		"arranger": "TPE4", "author": "TOLY", "compilation": "TCMP", "website": "WOAR", "grouping": "TIT1",
 	}
 	v22IDs = map[string]string{
 		"TT2": "TIT2", "TP1": "TPE1", "TAL": "TALB", "TP2": "TPE2", "TCM": "TCOM", "TCO": "TCON",

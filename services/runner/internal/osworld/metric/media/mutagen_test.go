@@ -94,6 +94,7 @@ func TestMP3MetaMatchesMutagen(t *testing.T) {
 		{"original date wins", id3Tag(4, [2]string{"TORY", utf8Text("1970")}, [2]string{"TDOR", utf8Text("1971-01")}), nil},
 		{"v2.2 year and date", id3Tag(2, [2]string{"TYE", "\x001995"}, [2]string{"TDA", "\x001112"}, [2]string{"TOR", "\x001960"}), nil},
 		{"repeated value in one frame", id3Tag(4, [2]string{"TIT2", utf8Text("A", "A", "B")}, [2]string{"TIT2", utf8Text("B", "C", "C")}), nil},
+		{"grouping", id3Tag(4, [2]string{"TIT1", utf8Text("Group")}), nil},
 		{"v1 year under a bad v2.3 year", id3Tag(3, [2]string{"TYER", "\x00abc"}), id3v1Tag("Song", "", 0, 255)},
 		{"v1 year under v2.4", id3Tag(4, [2]string{"TIT2", utf8Text("V2")}), id3v1Tag("Song", "", 0, 255)},
 		{"v1 under v2", id3Tag(4, [2]string{"TIT2", utf8Text("V2")}), id3v1Tag("V1", "", 3, 13)},
@@ -108,7 +109,7 @@ func TestMP3MetaMatchesMutagen(t *testing.T) {
 		}
 		paths = append(paths, p)
 	}
-	keys := []string{"genre", "website", "title", "tracknumber", "date", "originaldate"}
+	keys := []string{"genre", "website", "title", "tracknumber", "date", "originaldate", "grouping"}
 	const script = `
 import json, sys
 from mutagen.easyid3 import EasyID3
