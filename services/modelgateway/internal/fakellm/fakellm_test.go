@@ -220,7 +220,12 @@ func TestWeightEndpointsAndPause(t *testing.T) {
 	if got := post(t, url+"/v1/chat/completions", map[string]any{"messages": msgs("x")}, nil).StatusCode; got != 200 {
 		t.Errorf("chat after resume: %d", got)
 	}
+	// The server counts the held chat as canceled once it sees the client
+	// gone, which may come after the client's own timeout returns.
 	st := s.Stats()
+	for deadline := time.Now().Add(5 * time.Second); st.Canceled == 0 && time.Now().Before(deadline); st = s.Stats() {
+		time.Sleep(10 * time.Millisecond)
+	}
 	if st.WeightVersion != "7" || st.WeightSource != "/ckpt/7" || st.Paused || st.Canceled != 1 {
 		t.Errorf("stats = %+v, want version 7 from /ckpt/7, resumed, 1 canceled", st)
 	}
