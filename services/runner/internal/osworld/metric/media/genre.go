@@ -1,6 +1,7 @@
 package media
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -64,29 +65,25 @@ func tconGenres(values []string) []string {
 func parseGenreValue(v string) []string {
 	var out []string
 	rest := v
+refs:
 	for strings.HasPrefix(rest, "(") {
 		end := strings.IndexByte(rest, ')')
 		if end < 0 {
 			break
 		}
 		id := rest[1:end]
-		n, isNum := asciiNumber(id)
-		switch {
-		case isNum && n < len(id3Genres):
-			out = append(out, id3Genres[n])
-		case isNum:
-			out = append(out, "Unknown")
-		case id == "CR":
+		if n, isNum := asciiNumber(id); isNum {
+			out = append(out, genreName(n))
+		} else if id == "CR" {
 			out = append(out, "Cover")
-		case id == "RX":
+		} else if id == "RX" {
 			out = append(out, "Remix")
-		default:
+		} else {
 			// Not a reference: the name starts at this parenthesis.
-			goto name
+			break refs
 		}
 		rest = rest[end+1:]
 	}
-name:
 	if i := strings.IndexByte(rest, '\n'); i >= 0 {
 		rest = rest[:i]
 	}
@@ -94,12 +91,9 @@ name:
 		if strings.HasPrefix(rest, "((") {
 			rest = rest[1:]
 		}
-		for _, g := range out {
-			if g == rest {
-				return out
-			}
+		if !slices.Contains(out, rest) {
+			out = append(out, rest)
 		}
-		out = append(out, rest)
 	}
 	return out
 }
@@ -115,13 +109,8 @@ func genreName(n int) string {
 // asciiNumber reads s as a decimal number of ASCII digits only; big
 // numbers saturate, which keeps them over every bound compared here.
 func asciiNumber(s string) (int, bool) {
-	if s == "" {
+	if !allASCIIDigits(s, 1) {
 		return 0, false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return 0, false
-		}
 	}
 	n, err := strconv.Atoi(s)
 	if err != nil {

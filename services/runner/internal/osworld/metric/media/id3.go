@@ -65,7 +65,7 @@ func id3Frames(path string) (map[string][]string, error) {
 func readID3(r io.ReaderAt, size int64) (map[string][]string, error) {
 	head := make([]byte, 10)
 	frames := map[string][]string{}
-	hasV2 := false
+	hasV2, hasV1 := false, false
 	// The ID3v2 version ID3v1's year is read as (mutagen's v1v2_ver):
 	// TDRC under a v2.4 tag, TYER otherwise, which upgradeFrames turns
 	// into TDRC only if the tag has none.
@@ -94,11 +94,10 @@ func readID3(r io.ReaderAt, size int64) (map[string][]string, error) {
 					frames[id] = []string{v}
 				}
 			}
-			upgradeFrames(frames)
-			return frames, nil
+			hasV1 = true
 		}
 	}
-	if !hasV2 {
+	if !hasV2 && !hasV1 {
 		return nil, errNoID3
 	}
 	upgradeFrames(frames)
