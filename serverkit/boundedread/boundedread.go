@@ -102,6 +102,12 @@ func checkRegular(f *os.File, name string) error {
 }
 
 func readOpened(f *os.File, name string, max int64) ([]byte, error) {
+	// The file is known to be regular here, so its size is worth checking
+	// first: an over-cap file is refused without reading max bytes of it.
+	// The read stays capped, as the file may grow after the Stat.
+	if st, err := f.Stat(); err == nil && st.Size() > max {
+		return nil, fmt.Errorf("read %s: over %d bytes: %w", name, max, ErrTooLarge)
+	}
 	b, err := ReadAll(f, max)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", name, err)

@@ -39,8 +39,8 @@ func TestLoadConfigFileRefusesNonRegular(t *testing.T) {
 			if !errors.Is(err, boundedread.ErrNotRegular) {
 				t.Errorf("LoadConfigFile(%s) = %v, want ErrNotRegular", path, err)
 			}
-		case <-time.After(5 * time.Second):
-			t.Fatalf("LoadConfigFile(%s) still reading after 5s", path)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("LoadConfigFile(%s) still reading after 30s", path)
 		}
 	}
 }

@@ -155,8 +155,8 @@ func TestCallInterruptsBackendConn(t *testing.T) {
 			if !errors.Is(err, os.ErrDeadlineExceeded) {
 				t.Errorf("read on the interrupted connection: %v, want a deadline error", err)
 			}
-		case <-time.After(2 * time.Second):
-			t.Fatal("read still blocked 2s after the call ended")
+		case <-time.After(30 * time.Second):
+			t.Fatal("read still blocked 30s after the call ended")
 		}
 		if c.ReleaseConn(conn) {
 			t.Error("ReleaseConn of an interrupted connection = true, want false")

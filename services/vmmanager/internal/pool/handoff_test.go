@@ -106,7 +106,7 @@ func TestReleaseHandsOffInOneCommit(t *testing.T) {
 			var g2 Grant
 			select {
 			case g2 = <-got:
-			case <-time.After(2 * time.Second):
+			case <-time.After(30 * time.Second):
 				t.Fatal("waiter not served")
 			}
 			if same := g2.Lease.VMID == g.Lease.VMID; same != tt.sameVM {
@@ -125,7 +125,7 @@ func TestReleaseHandsOffInOneCommit(t *testing.T) {
 					if e.Reason == "lease released" || e.Reason == "lease acquired" {
 						events = append(events, e.Reason+":"+e.VM.State.String())
 					}
-				case <-time.After(2 * time.Second):
+				case <-time.After(30 * time.Second):
 					t.Fatalf("events = %v, want %v", events, tt.wantEvents)
 				}
 			}

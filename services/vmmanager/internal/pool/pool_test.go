@@ -211,7 +211,7 @@ func (f *fixture) restart() {
 // waitFor polls cond for up to 5s: background resets run on real goroutines.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
@@ -506,7 +506,7 @@ func TestWarmSpareServesDuringReset(t *testing.T) {
 		if g2.Lease.VMID == g.Lease.VMID {
 			t.Errorf("got the resetting vm %s", g.Lease.VMID)
 		}
-	case <-time.After(2 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("waiter not served by the warm spare while the other VM resets")
 	}
 	close(f.prov.resetGate)
@@ -641,7 +641,7 @@ func TestDrainSendsWaitersAway(t *testing.T) {
 		if !errors.Is(err, ErrClosed) {
 			t.Errorf("waiter got %v, want ErrClosed", err)
 		}
-	case <-time.After(2 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("waiter still waiting after Drain")
 	}
 	if _, err := f.acquire(0); !errors.Is(err, ErrClosed) {

@@ -241,7 +241,7 @@ func TestRetryBackoff(t *testing.T) {
 	for _, d := range []time.Duration{200 * time.Millisecond, 3 * time.Second, 800 * time.Millisecond} {
 		select {
 		case <-clk.armed:
-		case <-time.After(5 * time.Second):
+		case <-time.After(30 * time.Second):
 			t.Fatalf("retry did not sleep before %v", d)
 		}
 		clk.Advance(d - time.Nanosecond)
@@ -257,7 +257,7 @@ func TestRetryBackoff(t *testing.T) {
 		if err != nil || calls != 4 {
 			t.Errorf("retry = %v after %d calls, want nil after 4", err, calls)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("retry did not finish")
 	}
 }

@@ -186,7 +186,7 @@ func TestSweepKillsStrays(t *testing.T) {
 	}
 	select {
 	case <-exited:
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Error("stray still running after Sweep")
 	}
 	if _, err := os.Stat(p.vmDir("vm-stray")); !os.IsNotExist(err) {
