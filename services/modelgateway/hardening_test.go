@@ -217,7 +217,7 @@ func TestHTTPFrontRequiresToken(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer conn.Close()
-		conn.SetDeadline(time.Now().Add(3 * time.Second))
+		conn.SetDeadline(time.Now().Add(20 * time.Second))
 		fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", 32<<20)
 		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 		if err != nil {

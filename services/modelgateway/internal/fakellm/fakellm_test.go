@@ -223,7 +223,7 @@ func TestWeightEndpointsAndPause(t *testing.T) {
 	// The server counts the held chat as canceled once it sees the client
 	// gone, which may come after the client's own timeout returns.
 	st := s.Stats()
-	for deadline := time.Now().Add(5 * time.Second); st.Canceled == 0 && time.Now().Before(deadline); st = s.Stats() {
+	for deadline := time.Now().Add(30 * time.Second); st.Canceled == 0 && time.Now().Before(deadline); st = s.Stats() {
 		time.Sleep(10 * time.Millisecond)
 	}
 	if st.WeightVersion != "7" || st.WeightSource != "/ckpt/7" || st.Paused || st.Canceled != 1 {
