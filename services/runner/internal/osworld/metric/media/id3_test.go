@@ -118,22 +118,32 @@ func pad(s string, n int) []byte {
 	return b
 }
 
-func TestDecodeText(t *testing.T) {
+func TestReadTextFrame(t *testing.T) {
 	tests := []struct {
-		name string
-		data []byte
-		want []string
+		name    string
+		version byte
+		data    []byte
+		want    []string // nil: mutagen drops the frame
 	}{
-		{"latin-1", []byte("\x00caf\xe9"), []string{"café"}},
-		{"utf-8 values", []byte("\x03a\x00b\x00"), []string{"a", "b"}},
-		{"utf-16 BOMs", []byte("\x01\xff\xfea\x00\x00\x00\xfe\xff\x00b"), []string{"a", "b"}},
-		{"utf-16be", []byte("\x02\x00h\x00i"), []string{"hi"}},
-		{"odd utf-16", []byte("\x01\xff\xfea\x00b"), []string{"a"}},
+		{"latin-1", 4, []byte("\x00caf\xe9"), []string{"café"}},
+		{"utf-8 values", 4, []byte("\x03a\x00b\x00"), []string{"a", "b"}},
+		{"v2.4: a NUL after the terminator is one more value", 4, []byte("\x03a\x00\x00"), []string{"a", ""}},
+		{"v2.3: NULs after a value are padding", 3, []byte("\x00a\x00\x00\x00"), []string{"a"}},
+		{"v2.3: an empty value before another is kept", 3, []byte("\x00a\x00\x00b"), []string{"a", "", "b"}},
+		{"utf-16 BOMs", 4, []byte("\x01\xff\xfea\x00\x00\x00\xfe\xff\x00b"), []string{"a", "b"}},
+		{"utf-16 without a BOM is little-endian", 4, []byte("\x01a\x00\x00\x00b\x00"), []string{"a", "b"}},
+		{"utf-16be keeps a BOM as a character", 4, []byte("\x02\xfe\xff\x00h\x00i"), []string{"\ufeffhi"}},
+		{"odd utf-16 gets its missing NUL byte", 4, []byte("\x01\xff\xfea\x00b"), []string{"ab"}},
+		{"surrogate pair", 4, []byte("\x01\xff\xfe\x3d\xd8\x00\xde"), []string{"\U0001f600"}},
+		{"lone surrogate", 4, []byte("\x01\xff\xfea\x00\x00\xd8b\x00"), nil},
+		{"invalid utf-8", 4, []byte("\x03a\xffb"), nil},
+		{"unknown encoding", 4, []byte("\x05a"), nil},
+		{"no text after the encoding", 4, []byte("\x03"), nil},
 	}
 	for _, tt := range tests {
-		got, ok := decodeText(tt.data)
-		if !ok || !slices.Equal(got, tt.want) {
-			t.Errorf("%s: decodeText got %q, %v; want %q", tt.name, got, ok, tt.want)
+		got, ok := readTextFrame(tt.version, tt.data)
+		if ok != (tt.want != nil) || !slices.Equal(got, tt.want) {
+			t.Errorf("%s: got %q, %v; want %q", tt.name, got, ok, tt.want)
 		}
 	}
 }
