@@ -887,7 +887,7 @@ func metricRunSQLite3(ctx context.Context, result, expected any, _ bool, _ map[s
 	if s == "" {
 		return 0, nil
 	}
-	f, err := pyFloat(s)
+	f, err := PyFloat(s)
 	if err != nil {
 		return 0, nil
 	}

@@ -559,7 +559,7 @@ func MatchValueToRule(value any, rule map[string]any) (bool, error) {
 		if len(fields) < 2 {
 			return false, fmt.Errorf("approx method %q without a threshold: %w", method, ErrPyRaises)
 		}
-		threshold, err := pyFloat(fields[1])
+		threshold, err := PyFloat(fields[1])
 		if err != nil {
 			return false, fmt.Errorf("approx method %q without a threshold: %w", method, ErrPyRaises)
 		}
@@ -568,7 +568,7 @@ func MatchValueToRule(value any, rule map[string]any) (bool, error) {
 		var f float64
 		switch x := value.(type) {
 		case string:
-			if f, err = pyFloat(x); err != nil {
+			if f, err = PyFloat(x); err != nil {
 				return false, nil
 			}
 		default:
@@ -647,27 +647,6 @@ var reFlags = map[string]pyre.Flag{
 	"X": pyre.Verbose, "VERBOSE": pyre.Verbose,
 	// Unicode matching is Python 3's default for str patterns.
 	"U": 0, "UNICODE": 0,
-}
-
-// pyFloat is Python's float(str): surrounding whitespace allowed, "inf"
-// and "nan" in any case, underscores between digits.
-func pyFloat(s string) (float64, error) {
-	s = PyStrip(s)
-	if strings.Contains(s, "_") {
-		if strings.HasPrefix(s, "_") || strings.HasSuffix(s, "_") || strings.Contains(s, "__") {
-			return 0, fmt.Errorf("float(%q)", s)
-		}
-		s = strings.ReplaceAll(s, "_", "")
-	}
-	low := strings.ToLower(strings.TrimLeft(s, "+-"))
-	switch low {
-	case "inf", "infinity", "nan":
-	default:
-		if strings.ContainsAny(low, "abcdfghijklmnopqrstuvwxyz") || strings.HasPrefix(low, "0x") {
-			return 0, fmt.Errorf("float(%q)", s)
-		}
-	}
-	return strconv.ParseFloat(s, 64)
 }
 
 // MatchRecord is OSWorld's _match_record: every key of pattern is in item

@@ -195,14 +195,14 @@ func metricCompareResultFiles(_ context.Context, result, expected any, _ bool, _
 		return 0, nil
 	}
 	src, tgt := PyStrip(a), PyStrip(b)
-	tn, err := pyFloat(tgt)
+	tn, err := PyFloat(tgt)
 	if err != nil {
 		return Bool(src == tgt), nil
 	}
 	if strings.Contains(src, tgt) {
 		return 1, nil
 	}
-	sn, err := pyFloat(src)
+	sn, err := PyFloat(src)
 	if err != nil {
 		return Bool(src == tgt), nil
 	}

@@ -151,8 +151,8 @@ func metricQtSliderColours(_ context.Context, result, expected any, _ bool, _ ma
 	case "blackish":
 		var vals []int64
 		for _, f := range strings.Split(v, ";") {
-			n, ok := pyInt(f)
-			if !ok {
+			n, err := metric.PyInt(f, 10)
+			if err != nil {
 				return 0, nil
 			}
 			vals = append(vals, n)
@@ -166,20 +166,6 @@ func metricQtSliderColours(_ context.Context, result, expected any, _ bool, _ ma
 	}
 	// OSWorld returns None for another type.
 	return 0, nil
-}
-
-// pyInt is Python's int(str): surrounding whitespace, a sign, digits with
-// single underscores between them.
-func pyInt(s string) (int64, bool) {
-	s = metric.PyStrip(s)
-	if strings.HasPrefix(s, "_") || strings.HasSuffix(s, "_") || strings.Contains(s, "__") {
-		return 0, false
-	}
-	n, err := strconv.ParseInt(strings.ReplaceAll(s, "_", ""), 10, 64)
-	if err != nil || strings.HasPrefix(strings.TrimLeft(s, "+-"), "_") {
-		return 0, false
-	}
-	return n, true
 }
 
 // metricVLCFullscreen is is_vlc_fullscreen: the window size equals the

@@ -4,8 +4,9 @@ import (
 	"encoding/xml"
 	"fmt"
 	"regexp"
-	"strconv"
 	"strings"
+
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric"
 )
 
 // nonRGB is what openpyxl's Color.rgb gives for a theme, indexed or auto
@@ -221,7 +222,7 @@ func isTimedeltaFormat(code string) bool {
 
 // pyFloatAttr is Python's float() of an XML attribute.
 func pyFloatAttr(s string) (float64, error) {
-	f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	f, err := metric.PyFloat(s)
 	if err != nil {
 		return 0, fmt.Errorf("xlsx: number %q: %w", s, err)
 	}

@@ -15,6 +15,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric"
 )
 
 // MSO_SHAPE_TYPE values python-pptx reports.
@@ -373,19 +375,9 @@ func intAttr(e *Element, name string) (*int64, error) {
 	if !ok {
 		return nil, nil
 	}
-	n, err := pyInt(v)
+	n, err := metric.PyInt(v, 10)
 	if err != nil {
 		return nil, fmt.Errorf("pptx: %s %q: %w", name, v, err)
 	}
 	return &n, nil
-}
-
-// pyInt parses an integer as Python's int(): surrounding whitespace, a
-// sign and digit-separating underscores are allowed.
-func pyInt(s string) (int64, error) {
-	s = strings.TrimSpace(s)
-	if strings.Contains(s, "__") || strings.HasPrefix(strings.TrimLeft(s, "+-"), "_") || strings.HasSuffix(s, "_") {
-		return 0, errors.New("invalid literal for int()")
-	}
-	return strconv.ParseInt(strings.ReplaceAll(s, "_", ""), 10, 64)
 }

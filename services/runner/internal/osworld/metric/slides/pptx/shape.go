@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric"
 )
 
 // Shape is one shape element (p:sp, p:grpSp, p:graphicFrame, p:cxnSp,
@@ -57,7 +59,7 @@ func phIdx(ph *Element) (int64, error) {
 	if !ok {
 		return 0, nil
 	}
-	n, err := pyInt(v)
+	n, err := metric.PyInt(v, 10)
 	if err != nil || n < 0 {
 		return 0, fmt.Errorf("pptx: placeholder idx %q is not an unsigned int", v)
 	}
