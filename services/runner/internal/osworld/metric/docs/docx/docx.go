@@ -14,20 +14,19 @@ package docx
 import (
 	"errors"
 	"fmt"
-	"math"
 	"path"
-	"strconv"
 	"strings"
 )
 
 // Namespaces of the parts read here.
 const (
-	nsW   = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
-	nsR   = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
-	nsPR  = "http://schemas.openxmlformats.org/package/2006/relationships"
-	nsCT  = "http://schemas.openxmlformats.org/package/2006/content-types"
-	relOD = "http://schemas.openxmlformats.org/officeDocument/2006/relationships/officeDocument"
-	ctDoc = "application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"
+	nsW      = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
+	nsR      = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
+	nsPR     = "http://schemas.openxmlformats.org/package/2006/relationships"
+	nsCT     = "http://schemas.openxmlformats.org/package/2006/content-types"
+	relOD    = "http://schemas.openxmlformats.org/officeDocument/2006/relationships/officeDocument"
+	ctDoc    = "application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"
+	ctFooter = "application/vnd.openxmlformats-officedocument.wordprocessingml.footer+xml"
 )
 
 // EMU per unit, as python-docx's Length converts them.
@@ -49,6 +48,36 @@ type Document struct {
 	Images [][]byte
 }
 
+// Prop names a property that python-docx raises on when it reads it: a
+// value its simple type refuses, or a required attribute that is absent.
+// The model's field for such a property is nil (or zero), and the
+// element's Raises has the bit, so that a metric reading it fails as
+// OSWorld's does.
+type Prop uint16
+
+// The properties that can raise.
+const (
+	PropItalic Prop = 1 << iota
+	PropStrike
+	PropSubscript
+	PropSize
+	PropColor
+	PropAlignment
+	PropLineSpacing
+	PropTabAlignment
+	PropTabPosition
+	PropPageWidth
+	PropLeftMargin
+	PropRightMargin
+	PropFooter
+	PropGridSpan
+	PropGridBefore
+	PropColumns
+)
+
+// Has reports whether q is among p.
+func (p Prop) Has(q Prop) bool { return p&q != 0 }
+
 // Paragraph is one w:p.
 type Paragraph struct {
 	// Text is python-docx's paragraph.text.
@@ -63,6 +92,8 @@ type Paragraph struct {
 	LineSpacing *float64
 	// TabStops are w:pPr/w:tabs/w:tab in order.
 	TabStops []TabStop
+	// Raises has PropAlignment and PropLineSpacing.
+	Raises Prop
 }
 
 // Run is one w:r with its direct formatting. Tri-state properties are nil
@@ -80,6 +111,9 @@ type Run struct {
 	Color *RGB
 	// PageBreaks counts descendant w:br elements of type page.
 	PageBreaks int
+	// Raises has PropItalic, PropStrike, PropSubscript, PropSize and
+	// PropColor.
+	Raises Prop
 }
 
 // RGB is a colour's red, green and blue.
@@ -91,6 +125,9 @@ type TabStop struct {
 	Alignment string
 	// Position is w:pos in EMU.
 	Position int64
+	// Raises has PropTabAlignment (w:val absent or not a
+	// WD_TAB_ALIGNMENT) and PropTabPosition.
+	Raises Prop
 }
 
 // Table is one w:tbl.
@@ -98,20 +135,31 @@ type Table struct {
 	// Columns is the w:tblGrid/w:gridCol count (len(table.columns)).
 	Columns int
 	Rows    []Row
+	// Raises has PropColumns: the table has no w:tblGrid.
+	Raises Prop
 }
 
 // Row is one w:tr.
 type Row struct {
 	Cells []Cell
+	// GridBefore is w:trPr/w:gridBefore/@w:val, the grid columns left
+	// empty before the first cell.
+	GridBefore int
+	// Raises has PropGridBefore.
+	Raises Prop
 }
 
 // Cell is one w:tc.
 type Cell struct {
+	// GridSpan is tc.grid_span: 1 without w:gridSpan; zero or negative
+	// spans cover no grid position, as range() makes them in Python.
 	GridSpan int
 	// VMerge is w:tcPr/w:vMerge/@w:val ("continue" when the element has no
 	// value), "" when absent.
 	VMerge     string
 	Paragraphs []Paragraph
+	// Raises has PropGridSpan.
+	Raises Prop
 }
 
 // Text is python-docx's cell.text: its direct paragraphs joined by "\n".
@@ -124,18 +172,24 @@ func (c *Cell) Text() string {
 }
 
 // ErrLayout marks a table whose cells python-docx cannot lay out on its
-// grid (it raises IndexError there).
+// grid (it raises there: IndexError, or a grid or span it cannot read).
 var ErrLayout = errors.New("table cells do not fit the grid")
 
 // Grid returns python-docx's table._cells: one entry per grid position,
 // row by row, a spanned or vertically merged position repeating the cell
 // that holds its content.
 func (t *Table) Grid() ([]*Cell, error) {
+	if t.Raises.Has(PropColumns) {
+		return nil, ErrLayout
+	}
 	var cells []*Cell
 	for r := range t.Rows {
 		for c := range t.Rows[r].Cells {
 			tc := &t.Rows[r].Cells[c]
-			for i := 0; i < max(tc.GridSpan, 1); i++ {
+			if tc.Raises.Has(PropGridSpan) {
+				return nil, ErrLayout
+			}
+			for i := range tc.GridSpan {
 				switch {
 				case tc.VMerge == "continue":
 					// Python's cells[-col_count].
@@ -158,10 +212,83 @@ func (t *Table) Grid() ([]*Cell, error) {
 	return cells, nil
 }
 
+// RowCells is python-docx's row.cells for row r: each cell once for every
+// grid column it spans, and a vertical-merge continuation replaced by the
+// cells of the one above it at the same grid offset (recursively). It
+// fails with ErrLayout where python-docx raises: a continuation in the
+// first row or with no cell starting at its offset above, or a span or
+// gridBefore it cannot read on the way.
+func (t *Table) RowCells(r int) ([]*Cell, error) {
+	var out []*Cell
+	for c := range t.Rows[r].Cells {
+		tc, err := t.rootCell(r, c)
+		if err != nil {
+			return nil, err
+		}
+		if tc.Raises.Has(PropGridSpan) {
+			return nil, ErrLayout
+		}
+		for range tc.GridSpan {
+			out = append(out, tc)
+		}
+	}
+	return out, nil
+}
+
+// rootCell follows row r's cell c up through vertical-merge
+// continuations, as iter_tc_cells does with tc._tc_above.
+func (t *Table) rootCell(r, c int) (*Cell, error) {
+	for t.Rows[r].Cells[c].VMerge == "continue" {
+		if r == 0 {
+			return nil, ErrLayout
+		}
+		// tc.grid_offset, then tc_at_grid_offset in the row above.
+		row := &t.Rows[r]
+		if row.Raises.Has(PropGridBefore) {
+			return nil, ErrLayout
+		}
+		off := row.GridBefore
+		for _, prev := range row.Cells[:c] {
+			if prev.Raises.Has(PropGridSpan) {
+				return nil, ErrLayout
+			}
+			off += prev.GridSpan
+		}
+		above := &t.Rows[r-1]
+		if above.Raises.Has(PropGridBefore) {
+			return nil, ErrLayout
+		}
+		rem, found := off-above.GridBefore, -1
+		for k := range above.Cells {
+			if rem < 0 {
+				break
+			}
+			if rem == 0 {
+				found = k
+				break
+			}
+			if above.Cells[k].Raises.Has(PropGridSpan) {
+				return nil, ErrLayout
+			}
+			rem -= above.Cells[k].GridSpan
+		}
+		if found < 0 {
+			return nil, ErrLayout
+		}
+		r, c = r-1, found
+	}
+	return &t.Rows[r].Cells[c], nil
+}
+
 // Section is one w:sectPr.
 type Section struct {
 	// PageWidth, LeftMargin and RightMargin are in EMU; nil when absent.
 	PageWidth, LeftMargin, RightMargin *int64
+	// Raises has PropPageWidth, PropLeftMargin, PropRightMargin and
+	// PropFooter (footer.paragraphs raises: the footer part is not of the
+	// footer content type, so python-docx loads it as a plain Part, or its
+	// root element holds no paragraphs).
+	Raises Prop
 	// Footer is the paragraphs of the section's primary footer, inherited
 	// from an earlier section when it has none, as python-docx resolves
 	// section.footer. A document with no footer at all reads as one empty
@@ -184,6 +311,7 @@ func Read(data []byte) (*Document, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.lxml = true
 	ct, err := p.xmlPart("[Content_Types].xml")
 	if err != nil {
 		return nil, err
@@ -237,7 +365,7 @@ func Read(data []byte) (*Document, error) {
 			d.Tables = append(d.Tables, readTable(k))
 		}
 	}
-	if err := d.readSections(p, b, byID); err != nil {
+	if err := d.readSections(p, ct, b, byID); err != nil {
 		return nil, err
 	}
 	for _, r := range rels {
@@ -258,7 +386,7 @@ func Read(data []byte) (*Document, error) {
 }
 
 // readSections fills Sections, resolving each section's footer.
-func (d *Document) readSections(p *pkg, body *node, byID map[string]rel) error {
+func (d *Document) readSections(p *pkg, ct, body *node, byID map[string]rel) error {
 	var sects []*node
 	for _, k := range body.Kids {
 		if k.is(nsW, "p") {
@@ -271,14 +399,19 @@ func (d *Document) readSections(p *pkg, body *node, byID map[string]rel) error {
 		}
 	}
 	var prior []Paragraph
+	var priorRaises bool
 	for i, s := range sects {
 		sec := Section{}
 		if sz := s.child(nsW, "pgSz"); sz != nil {
-			sec.PageWidth = lengthAttr(sz, "w")
+			var raises bool
+			sec.PageWidth, raises = twips(sz, "w")
+			sec.Raises |= flag(raises, PropPageWidth)
 		}
 		if mar := s.child(nsW, "pgMar"); mar != nil {
-			sec.LeftMargin = lengthAttr(mar, "left")
-			sec.RightMargin = lengthAttr(mar, "right")
+			var left, right bool
+			sec.LeftMargin, left = twips(mar, "left")
+			sec.RightMargin, right = twips(mar, "right")
+			sec.Raises |= flag(left, PropLeftMargin) | flag(right, PropRightMargin)
 		}
 		var ref *node
 		for _, fr := range s.children(nsW, "footerReference") {
@@ -298,16 +431,21 @@ func (d *Document) readSections(p *pkg, body *node, byID map[string]rel) error {
 			if err != nil {
 				return err
 			}
+			if contentType(ct, r.Target) != ctFooter || !paragraphContainers[ftr.Local] || ftr.Space != nsW {
+				sec.Raises |= PropFooter
+				break
+			}
 			sec.Footer = []Paragraph{}
 			for _, fp := range ftr.children(nsW, "p") {
 				sec.Footer = append(sec.Footer, readParagraph(fp))
 			}
 		case i > 0:
 			sec.Footer = prior
+			sec.Raises |= flag(priorRaises, PropFooter)
 		default:
 			sec.Footer = []Paragraph{{}}
 		}
-		prior = sec.Footer
+		prior, priorRaises = sec.Footer, sec.Raises.Has(PropFooter)
 		d.Sections = append(d.Sections, sec)
 	}
 	return nil
@@ -390,30 +528,77 @@ func readParagraph(n *node) Paragraph {
 		return p
 	}
 	if jc := ppr.child(nsW, "jc"); jc != nil {
-		p.Alignment, _ = jc.attr(nsW, "val")
+		var ok bool
+		p.Alignment, ok = jc.attr(nsW, "val")
+		if !ok || !paragraphAlignments[p.Alignment] {
+			// WD_PARAGRAPH_ALIGNMENT.from_xml raises ValueError.
+			p.Alignment = ""
+			p.Raises |= PropAlignment
+		}
 	}
 	if sp := ppr.child(nsW, "spacing"); sp != nil {
-		if line := lengthAttr(sp, "line"); line != nil {
-			rule, ok := sp.attr(nsW, "lineRule")
-			var v float64
-			if !ok || rule == "auto" {
-				// python-docx: spacing_line / Pt(12), a float of lines.
-				v = float64(*line) / float64(12*emuPerPt)
-			} else {
-				v = float64(*line)
-			}
+		// line_spacing reads w:line, then w:lineRule (a WD_LINE_SPACING,
+		// read even without w:line), and raises on either.
+		line, raises := signedTwips(sp, "line")
+		rule, ok := sp.attr(nsW, "lineRule")
+		switch {
+		case raises || (ok && !lineRules[rule]):
+			p.Raises |= PropLineSpacing
+		case line == nil:
+		case !ok || rule == "auto":
+			// python-docx: spacing_line / Pt(12), a float of lines.
+			v := float64(*line) / float64(12*emuPerPt)
+			p.LineSpacing = &v
+		default:
+			v := float64(*line)
 			p.LineSpacing = &v
 		}
 	}
 	for _, t := range ppr.child(nsW, "tabs").children(nsW, "tab") {
-		val, _ := t.attr(nsW, "val")
+		val, ok := t.attr(nsW, "val")
 		ts := TabStop{Alignment: val}
-		if pos := lengthAttr(t, "pos"); pos != nil {
+		if !ok || !tabAlignments[val] {
+			ts.Alignment = ""
+			ts.Raises |= PropTabAlignment
+		}
+		pos, raises := signedTwips(t, "pos")
+		if pos != nil {
 			ts.Position = *pos
 		}
+		// w:pos is required.
+		ts.Raises |= flag(raises || pos == nil, PropTabPosition)
 		p.TabStops = append(p.TabStops, ts)
 	}
 	return p
+}
+
+// paragraphContainers are the root elements python-docx's parts give a
+// p_lst (the paragraphs that footer.paragraphs reads).
+var paragraphContainers = setOf("ftr", "hdr", "body", "tc", "comment")
+
+// The XML values of python-docx's WD_PARAGRAPH_ALIGNMENT,
+// WD_LINE_SPACING (whose single, 1.5 and double members all read
+// "UNMAPPED") and WD_TAB_ALIGNMENT; any other value raises.
+var (
+	paragraphAlignments = setOf("left", "center", "right", "both", "distribute", "mediumKashida", "highKashida", "lowKashida", "thaiDistribute")
+	lineRules           = setOf("UNMAPPED", "atLeast", "exact", "auto")
+	tabAlignments       = setOf("left", "center", "right", "decimal", "bar", "list", "clear", "end", "num", "start")
+)
+
+func setOf(values ...string) map[string]bool {
+	m := make(map[string]bool, len(values))
+	for _, v := range values {
+		m[v] = true
+	}
+	return m
+}
+
+// flag is p when raises, else nothing.
+func flag(raises bool, p Prop) Prop {
+	if raises {
+		return p
+	}
+	return 0
 }
 
 // runText is python-docx 1.x's run.text: w:t text, w:tab and w:ptab as
@@ -458,17 +643,26 @@ func readRun(n *node) Run {
 	if rpr == nil {
 		return r
 	}
-	r.Italic = onOff(rpr.child(nsW, "i"))
-	r.Strike = onOff(rpr.child(nsW, "strike"))
+	var italic, strike bool
+	r.Italic, italic = onOff(rpr.child(nsW, "i"))
+	r.Strike, strike = onOff(rpr.child(nsW, "strike"))
+	r.Raises |= flag(italic, PropItalic) | flag(strike, PropStrike)
 	if va := rpr.child(nsW, "vertAlign"); va != nil {
-		v, _ := va.attr(nsW, "val")
-		sub := v == "subscript"
-		r.Subscript = &sub
+		// w:val is required; any value but "subscript" is False.
+		if v, ok := va.attr(nsW, "val"); ok {
+			sub := v == "subscript"
+			r.Subscript = &sub
+		} else {
+			r.Raises |= PropSubscript
+		}
 	}
 	if sz := rpr.child(nsW, "sz"); sz != nil {
-		if v, ok := sz.attr(nsW, "val"); ok {
-			r.Size = halfPoints(v)
+		v, ok := sz.attr(nsW, "val")
+		raises := !ok
+		if ok {
+			r.Size, raises = halfPoints(v)
 		}
+		r.Raises |= flag(raises, PropSize)
 	}
 	if f := rpr.child(nsW, "rFonts"); f != nil {
 		if v, ok := f.attr(nsW, "ascii"); ok {
@@ -476,26 +670,38 @@ func readRun(n *node) Run {
 		}
 	}
 	if c := rpr.child(nsW, "color"); c != nil {
-		if v, ok := c.attr(nsW, "val"); ok && v != "auto" {
-			r.Color = parseRGB(v)
+		// w:val is required; "auto" reads as None.
+		v, ok := c.attr(nsW, "val")
+		raises := !ok
+		if ok && v != "auto" {
+			r.Color, raises = parseRGB(v)
 		}
+		r.Raises |= flag(raises, PropColor)
 	}
 	return r
 }
 
 // readTable reads a w:tbl.
 func readTable(n *node) Table {
-	t := Table{Columns: len(n.child(nsW, "tblGrid").children(nsW, "gridCol"))}
+	grid := n.child(nsW, "tblGrid")
+	t := Table{Columns: len(grid.children(nsW, "gridCol"))}
+	if grid == nil {
+		t.Raises |= PropColumns
+	}
 	for _, tr := range n.children(nsW, "tr") {
 		var row Row
+		if gb := tr.child(nsW, "trPr").child(nsW, "gridBefore"); gb != nil {
+			var raises bool
+			row.GridBefore, raises = decimalNumber(gb)
+			row.Raises |= flag(raises, PropGridBefore)
+		}
 		for _, tc := range tr.children(nsW, "tc") {
 			c := Cell{GridSpan: 1}
 			if pr := tc.child(nsW, "tcPr"); pr != nil {
 				if gs := pr.child(nsW, "gridSpan"); gs != nil {
-					v, _ := gs.attr(nsW, "val")
-					if k, err := strconv.Atoi(v); err == nil && k > 0 {
-						c.GridSpan = min(k, 1<<12)
-					}
+					var raises bool
+					c.GridSpan, raises = decimalNumber(gs)
+					c.Raises |= flag(raises, PropGridSpan)
 				}
 				if vm := pr.child(nsW, "vMerge"); vm != nil {
 					c.VMerge = "continue"
@@ -512,75 +718,4 @@ func readTable(n *node) Table {
 		t.Rows = append(t.Rows, row)
 	}
 	return t
-}
-
-// onOff reads an ST_OnOff property element: nil when absent, true when it
-// has no value.
-func onOff(n *node) *bool {
-	if n == nil {
-		return nil
-	}
-	v, ok := n.attr(nsW, "val")
-	b := !ok || v == "1" || v == "true" || v == "on"
-	return &b
-}
-
-// lengthAttr reads a w: twips measure attribute as python-docx's
-// ST_SignedTwipsMeasure does (a number of twips, or a universal measure
-// such as "2.5cm"), in EMU; nil when absent or unreadable.
-func lengthAttr(n *node, name string) *int64 {
-	v, ok := n.attr(nsW, name)
-	if !ok {
-		return nil
-	}
-	if strings.ContainsAny(v, "imp") {
-		return universal(v)
-	}
-	f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || math.Abs(f) > 1e12 {
-		return nil
-	}
-	e := int64(math.RoundToEven(f)) * emuPerTwip
-	return &e
-}
-
-// halfPoints reads ST_HpsMeasure (half points, or a universal measure) in
-// EMU, as Pt(int(v) / 2.0).
-func halfPoints(v string) *int64 {
-	if strings.ContainsAny(v, "mnp") {
-		return universal(v)
-	}
-	k, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-	if err != nil || k < 0 || k > 1e9 {
-		return nil
-	}
-	e := int64(float64(k) / 2.0 * emuPerPt)
-	return &e
-}
-
-// universal reads ST_UniversalMeasure ("12pt", "2.5cm") in EMU.
-func universal(v string) *int64 {
-	if len(v) < 3 {
-		return nil
-	}
-	mult := map[string]float64{"mm": 36000, "cm": 360000, "in": 914400, "pt": 12700, "pc": 152400, "pi": 152400}[v[len(v)-2:]]
-	q, err := strconv.ParseFloat(v[:len(v)-2], 64)
-	if mult == 0 || err != nil || math.IsNaN(q) || math.Abs(q) > 1e9 {
-		return nil
-	}
-	e := int64(math.RoundToEven(q * mult))
-	return &e
-}
-
-// parseRGB reads a hex colour "RRGGBB"; nil when malformed (python-docx
-// raises there).
-func parseRGB(v string) *RGB {
-	if len(v) != 6 {
-		return nil
-	}
-	k, err := strconv.ParseUint(v, 16, 32)
-	if err != nil {
-		return nil
-	}
-	return &RGB{uint8(k >> 16), uint8(k >> 8), uint8(k)}
 }

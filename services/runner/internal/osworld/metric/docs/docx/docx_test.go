@@ -101,7 +101,7 @@ func TestRunProperties(t *testing.T) {
 	if p.Alignment != "center" || p.LineSpacing == nil || *p.LineSpacing != 276*635.0/152400 {
 		t.Errorf("alignment %q, line spacing %v; want center, %v", p.Alignment, p.LineSpacing, 276*635.0/152400)
 	}
-	wantTabs := []TabStop{{"clear", 709 * 635}, {"decimal", 2835 * 635}}
+	wantTabs := []TabStop{{Alignment: "clear", Position: 709 * 635}, {Alignment: "decimal", Position: 2835 * 635}}
 	if !reflect.DeepEqual(p.TabStops, wantTabs) {
 		t.Errorf("tab stops = %v, want %v", p.TabStops, wantTabs)
 	}
@@ -169,6 +169,8 @@ func TestSectionsAndImages(t *testing.T) {
 		`<w:sectPr><w:footerReference w:type="default" r:id="f1"/></w:sectPr>`
 	parts := wordParts(body, rels)
 	parts["word/footer1.xml"] = `<w:ftr ` + wordDocNS + `><w:p><w:r><w:t>Page </w:t></w:r><w:r><w:t>3</w:t></w:r></w:p><w:p/></w:ftr>`
+	parts["[Content_Types].xml"] = strings.Replace(parts["[Content_Types].xml"], "</Types>",
+		`<Override PartName="/word/footer1.xml" ContentType="`+ctFooter+`"/></Types>`, 1)
 	parts["word/media/a.png"] = png + "a"
 	parts["word/media/b.png"] = png + "b"
 	d, err := Read(pkgBytes(t, parts))
@@ -391,7 +393,7 @@ func TestLibreOffice(t *testing.T) {
 		}
 	}
 	// 5 cm is 2835 twips.
-	if want := []TabStop{{"right", 2835 * 635}}; !reflect.DeepEqual(right, want) {
+	if want := []TabStop{{Alignment: "right", Position: 2835 * 635}}; !reflect.DeepEqual(right, want) {
 		t.Errorf("right tab stops = %v, want %v", right, want)
 	}
 	var b, sub *Run

@@ -9,7 +9,7 @@ const nsOOR = "http://openoffice.org/2001/registry"
 // is none or the value is empty (ElementTree's None), and err reports XML
 // that does not parse.
 func RegistryValue(data []byte, itemPath, name string) (value string, ok bool, err error) {
-	root, err := parseXML(data)
+	root, err := parseXML(data, false)
 	if err != nil {
 		return "", false, err
 	}

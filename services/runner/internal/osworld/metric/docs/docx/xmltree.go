@@ -20,21 +20,25 @@ const (
 	maxDepth = 512
 )
 
-// node is one element of a parsed XML part, or a text node (Local "" and
-// Text set). Mixed content keeps its order, since lxml's .text (used by
-// python-docx for w:t) is only the text before the first child element;
-// adjacent text nodes (text around CDATA or entities) are not merged, so
-// readers concatenate them.
+// node is one element of a parsed XML part, a text node (Local "" and
+// Text set), or a comment or processing instruction (Local "" and Opaque).
+// Mixed content keeps its order, since lxml's .text (used by python-docx
+// for w:t) is only the text before the first child, and lxml counts a
+// comment as a child; adjacent text nodes (text around CDATA or entities)
+// are not merged, so readers concatenate them.
 type node struct {
 	Space, Local string
 	Attr         []xml.Attr
 	Kids         []*node
 	Text         string
+	Opaque       bool
 	Parent       *node
 }
 
-// parseXML parses one part into a tree.
-func parseXML(data []byte) (*node, error) {
+// parseXML parses one part into a tree. Comments and processing
+// instructions are kept only with lxml: odfpy's SAX handler and
+// ElementTree drop them, and lxml (python-docx) does not.
+func parseXML(data []byte, lxml bool) (*node, error) {
 	d := xml.NewDecoder(bytes.NewReader(data))
 	d.CharsetReader = func(label string, r io.Reader) (io.Reader, error) {
 		if strings.EqualFold(label, "utf-8") || strings.EqualFold(label, "utf8") {
@@ -74,6 +78,10 @@ func parseXML(data []byte) (*node, error) {
 				continue
 			}
 			cur.Kids = append(cur.Kids, &node{Text: string(t), Parent: cur})
+		case xml.Comment, xml.ProcInst:
+			if lxml && cur != root {
+				cur.Kids = append(cur.Kids, &node{Opaque: true, Parent: cur})
+			}
 		}
 	}
 	for _, k := range root.Kids {
@@ -86,7 +94,7 @@ func parseXML(data []byte) (*node, error) {
 }
 
 // isText reports whether n is a text node.
-func (n *node) isText() bool { return n.Local == "" }
+func (n *node) isText() bool { return n.Local == "" && !n.Opaque }
 
 // is reports whether n is the element ns:local.
 func (n *node) is(ns, local string) bool { return n.Local == local && n.Space == ns }
@@ -131,7 +139,7 @@ func (n *node) children(ns, local string) []*node {
 // walk visits n and its descendant elements in document order (pre-order),
 // descending into an element only when visit returns true.
 func (n *node) walk(visit func(*node) bool) {
-	if n == nil || n.isText() {
+	if n == nil || n.Local == "" {
 		return
 	}
 	if !visit(n) {
@@ -142,7 +150,8 @@ func (n *node) walk(visit func(*node) bool) {
 	}
 }
 
-// leadText is lxml's .text: the text before the first child element.
+// leadText is lxml's .text: the text before the first child element,
+// comment or processing instruction.
 func (n *node) leadText() string {
 	var b strings.Builder
 	for _, k := range n.Kids {

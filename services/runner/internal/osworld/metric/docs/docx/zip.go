@@ -33,6 +33,8 @@ type pkg struct {
 	zr     *zip.Reader
 	byName map[string]*zip.File
 	read   int64
+	// lxml keeps comments in parsed parts, as python-docx's parser does.
+	lxml bool
 }
 
 // openPkg opens a zip package held in memory.
@@ -101,7 +103,7 @@ func (p *pkg) xmlPart(name string) (*node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n, err := parseXML(b)
+	n, err := parseXML(b, p.lxml)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
