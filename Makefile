@@ -158,7 +158,8 @@ FUZZ_PARSERS := services/runner/internal/actionspace/computer13:FuzzParse \
 	services/runner/internal/osworld/metric/media:FuzzEPUB:$(FUZZTIME_FILES) \
 	services/runner/internal/osworld/metric/slides/pptx:FuzzReadPresentation:$(FUZZTIME_FILES) \
 	services/runner/internal/osworld/metric/table:FuzzCompareTable:$(FUZZTIME_FILES) \
-	services/runner/internal/osworld/metric/docs/docx:FuzzReadDocument:$(FUZZTIME_FILES)
+	services/runner/internal/osworld/metric/docs/docx:FuzzReadDocument:$(FUZZTIME_FILES) \
+	services/runner/internal/osworld/metric/docs/docx:FuzzDocumentBody
 # Every service's request handling: requests built from fuzz input, sent
 # over an in-process gRPC connection through the real interceptor chain,
 # the gateway's HTTP front and desktopd's HTTP API. Each links a whole

@@ -460,12 +460,34 @@ func FuzzReadDocument(f *testing.F) {
 	f.Add([]byte("PK\x03\x04"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if d, err := Read(data); err == nil {
-			for i := range d.Tables {
-				d.Tables[i].Grid()
-			}
+			walkTables(d)
 		}
 		ReadODT(data)
 	})
+}
+
+// FuzzDocumentBody fuzzes the XML of w:body, which a zip-level fuzzer
+// rarely reaches intact.
+func FuzzDocumentBody(f *testing.F) {
+	f.Add(`<w:tbl><w:tblGrid><w:gridCol/><w:gridCol/></w:tblGrid><w:tr><w:trPr><w:gridBefore w:val="1"/></w:trPr><w:tc><w:tcPr><w:gridSpan w:val="2"/></w:tcPr></w:tc></w:tr>` +
+		`<w:tr><w:tc><w:tcPr><w:vMerge/></w:tcPr><w:p><w:r><w:t>a<!--c-->b</w:t></w:r></w:p></w:tc></w:tr></w:tbl>`)
+	f.Add(`<w:p><w:pPr><w:jc w:val="start"/><w:spacing w:line="1_0e2" w:lineRule="exact"/><w:tabs><w:tab w:val="left" w:pos="1in"/></w:tabs></w:pPr>` +
+		`<w:r><w:rPr><w:i w:val="on"/><w:sz w:val="٢٨"/><w:color w:val=" FF00000"/><w:vertAlign/></w:rPr><w:t>x</w:t></w:r></w:p><w:sectPr><w:pgSz w:w="8.5in"/><w:pgMar w:left="1e3"/></w:sectPr>`)
+	f.Fuzz(func(t *testing.T, body string) {
+		if d, err := Read(pkgBytes(t, wordParts(body, ""))); err == nil {
+			walkTables(d)
+		}
+	})
+}
+
+// walkTables lays out every table as the metrics do, which must not panic.
+func walkTables(d *Document) {
+	for i := range d.Tables {
+		d.Tables[i].Grid()
+		for r := range d.Tables[i].Rows {
+			d.Tables[i].RowCells(r)
+		}
+	}
 }
 
 func TestReadODTParts(t *testing.T) {
