@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
-	"slices"
 	"strings"
 	"testing"
 
@@ -440,15 +439,7 @@ func TestLibreOffice(t *testing.T) {
 	if want := []string{"Titleright", "a b H2O  marked", "c1", "c1b", "c2", "After", "Page "}; !reflect.DeepEqual(o.Paragraphs, want) {
 		t.Errorf("odt paragraphs = %q, want %q", o.Paragraphs, want)
 	}
-	highlighted := false
-	for _, name := range o.SpanStyles {
-		for _, s := range o.AutoStyles {
-			if s.Name == name && slices.Contains(s.BackgroundColors, "#ffff00") {
-				highlighted = true
-			}
-		}
-	}
-	if !highlighted {
+	if highlighted, err := o.Highlighted("#ffff00"); !highlighted || err != nil {
 		t.Errorf("no span with a yellow background among %v / %+v", o.SpanStyles, o.AutoStyles)
 	}
 }

@@ -1,6 +1,7 @@
 package docx
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -29,12 +30,64 @@ type ODT struct {
 	AutoStyles []AutoStyle
 }
 
-// AutoStyle is one automatic style.
+// AutoStyle is one child node of office:automatic-styles as odfpy holds
+// it: a style element, or the text between two (whitespace, usually).
 type AutoStyle struct {
+	// Text marks a text node; odfpy's getAttribute raises on one.
+	Text bool
+	// Name is the element's name attribute (getAttribute("name")), ""
+	// when absent.
 	Name string
-	// BackgroundColors holds each child element's fo:background-color
-	// ("" when it has none).
-	BackgroundColors []string
+	// NameRaises: the schema gives the element no name attribute, so
+	// getAttribute("name") raises.
+	NameRaises bool
+	// Props are the element's child nodes.
+	Props []StyleProp
+}
+
+// StyleProp is one child node of a style.
+type StyleProp struct {
+	// BackgroundColor is fo:background-color (getAttribute
+	// ("backgroundcolor")), "" when absent.
+	BackgroundColor string
+	// Raises: a text node, or an element the schema gives no
+	// fo:background-color.
+	Raises bool
+}
+
+// ErrODFRaises marks a document on which odfpy raises while a metric
+// reads it.
+var ErrODFRaises = errors.New("odfpy raises reading this document")
+
+// Highlighted is check_highlighted_words' test: whether a text:span with
+// a style name names an automatic style with a child of that background
+// colour. It reads, in odfpy's order, every automatic style's name for
+// every styled span and every child of each style so named, and fails
+// with ErrODFRaises where one of those reads raises in odfpy (a score of
+// 0 either way, so it may stop at the first colour found).
+func (d *ODT) Highlighted(color string) (bool, error) {
+	for _, name := range d.SpanStyles {
+		if name == "" {
+			continue
+		}
+		for _, s := range d.AutoStyles {
+			if s.Text || s.NameRaises {
+				return false, ErrODFRaises
+			}
+			if s.Name != name {
+				continue
+			}
+			for _, p := range s.Props {
+				if p.Raises {
+					return false, ErrODFRaises
+				}
+				if p.BackgroundColor == color {
+					return true, nil
+				}
+			}
+		}
+	}
+	return false, nil
 }
 
 // OpenODT reads the .odt file at path.
@@ -81,23 +134,10 @@ func ReadODT(data []byte) (*ODT, error) {
 		return nil, err
 	}
 	d := &ODT{}
+	names := odfpyNames(content, styles)
 	for _, root := range []*node{content, styles} {
 		for _, as := range root.children(nsOffice, "automatic-styles") {
-			for _, s := range as.Kids {
-				if s.isText() {
-					continue
-				}
-				st := AutoStyle{}
-				st.Name, _ = s.attr(nsStyle, "name")
-				for _, prop := range s.Kids {
-					if prop.isText() {
-						continue
-					}
-					bg, _ := prop.attr(nsFO, "background-color")
-					st.BackgroundColors = append(st.BackgroundColors, bg)
-				}
-				d.AutoStyles = append(d.AutoStyles, st)
-			}
+			d.AutoStyles = append(d.AutoStyles, autoStyles(as, names)...)
 		}
 	}
 	// odfpy indexes elements as its parser adds them, content.xml before
@@ -114,7 +154,10 @@ func ReadODT(data []byte) (*ODT, error) {
 	for _, root := range []*node{content, styles} {
 		root.walk(func(n *node) bool {
 			if n.is(nsText, "span") {
-				name, _ := n.attr(nsText, "style-name")
+				name, ok := names.refs[n]
+				if !ok {
+					name, _ = n.attr(nsText, "style-name")
+				}
 				d.SpanStyles = append(d.SpanStyles, name)
 			}
 			return true
@@ -145,4 +188,83 @@ func odtParagraphText(p *node) string {
 		}
 	}
 	return b.String()
+}
+
+// autoStyles reads one office:automatic-styles element's children as
+// odfpy's loader leaves them in document.automaticstyles. Its text goes
+// there only when the element has a child element: odfpy adds text to
+// the element being built, which for automatic-styles is a copy it drops
+// unless a child's start switched it to the document's own.
+func autoStyles(as *node, names styleNames) []AutoStyle {
+	hasElement := false
+	for _, k := range as.Kids {
+		hasElement = hasElement || !k.isText()
+	}
+	var out []AutoStyle
+	for _, s := range as.Kids {
+		if s.isText() {
+			if hasElement {
+				out = append(out, AutoStyle{Text: true})
+			}
+			continue
+		}
+		st := AutoStyle{}
+		if ns, ok := nameAttrNS[odfPrefix(s.Space)+":"+s.Local]; ok {
+			st.Name, _ = s.attr(odfNamespaces[ns], "name")
+			if renamed, ok := names.styles[s]; ok {
+				st.Name = renamed
+			}
+		} else {
+			st.NameRaises = true
+		}
+		for _, prop := range s.Kids {
+			if prop.isText() || prop.Space != nsStyle || !backgroundElements[prop.Local] {
+				st.Props = append(st.Props, StyleProp{Raises: true})
+				continue
+			}
+			bg, _ := prop.attr(nsFO, "background-color")
+			st.Props = append(st.Props, StyleProp{BackgroundColor: bg})
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// styleNames are the names odfpy's loader rewrites: a style:style
+// directly in office:styles or office:automatic-styles whose style:name
+// an earlier one (content.xml's, then styles.xml's) already took is
+// renamed "M"+name, and from then on every element's text:style-name
+// that names it is rewritten to the new name.
+type styleNames struct {
+	styles map[*node]string // style:style -> its name after renaming
+	refs   map[*node]string // element -> its text:style-name after rewriting
+}
+
+// odfpyNames replays that renaming over the parts in the loader's order.
+func odfpyNames(roots ...*node) styleNames {
+	names := styleNames{styles: map[*node]string{}, refs: map[*node]string{}}
+	taken := map[string]bool{}
+	fix := map[string]string{}
+	for _, root := range roots {
+		root.walk(func(n *node) bool {
+			if n.is(nsStyle, "style") && n.Parent != nil && n.Parent.Space == nsOffice &&
+				(n.Parent.Local == "styles" || n.Parent.Local == "automatic-styles") {
+				if name, ok := n.attr(nsStyle, "name"); ok {
+					if taken[name] {
+						fix[name] = "M" + name
+						name = "M" + name
+						names.styles[n] = name
+					}
+					taken[name] = true
+				}
+			}
+			if ref, ok := n.attr(nsText, "style-name"); ok {
+				if to, ok := fix[ref]; ok {
+					names.refs[n] = to
+				}
+			}
+			return true
+		})
+	}
+	return names
 }
