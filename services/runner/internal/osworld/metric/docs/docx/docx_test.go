@@ -54,6 +54,11 @@ func wordParts(body, rels string) map[string]string {
 
 func ptr[T any](v T) *T { return &v }
 
+// tcXML is a table cell with the given w:tcPr content and one paragraph.
+func tcXML(props, text string) string {
+	return `<w:tc><w:tcPr>` + props + `</w:tcPr><w:p><w:r><w:t>` + text + `</w:t></w:r></w:p></w:tc>`
+}
+
 // TestParagraphText pins python-docx 1.x's text rules on hand-written
 // XML: these are the cases LibreOffice does not write but Word does.
 func TestParagraphText(t *testing.T) {
@@ -122,9 +127,7 @@ func TestRunProperties(t *testing.T) {
 }
 
 func TestTableGrid(t *testing.T) {
-	cell := func(props, text string) string {
-		return `<w:tc><w:tcPr>` + props + `</w:tcPr><w:p><w:r><w:t>` + text + `</w:t></w:r></w:p></w:tc>`
-	}
+	cell := tcXML
 	grid := `<w:tblGrid><w:gridCol/><w:gridCol/><w:gridCol/></w:tblGrid>`
 	tests := []struct {
 		name, rows string

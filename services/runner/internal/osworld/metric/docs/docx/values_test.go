@@ -78,54 +78,44 @@ func TestValuesAsPythonDocx(t *testing.T) {
 	}
 }
 
-func italic(d *Document) (any, Prop) {
-	r := d.Paragraphs[0].Runs[0]
-	return r.Italic, r.Raises & PropItalic
+// Readers of one property of the first run, paragraph, tab stop or
+// section, with its raise bit.
+var (
+	italic      = runProp(func(r Run) any { return r.Italic }, PropItalic)
+	strike      = runProp(func(r Run) any { return r.Strike }, PropStrike)
+	subscript   = runProp(func(r Run) any { return r.Subscript }, PropSubscript)
+	size        = runProp(func(r Run) any { return r.Size }, PropSize)
+	color       = runProp(func(r Run) any { return r.Color }, PropColor)
+	alignment   = paraProp(func(p Paragraph) any { return p.Alignment }, PropAlignment)
+	lineSpacing = paraProp(func(p Paragraph) any { return p.LineSpacing }, PropLineSpacing)
+	pageWidth   = sectionProp(func(s Section) any { return s.PageWidth }, PropPageWidth)
+	leftMargin  = sectionProp(func(s Section) any { return s.LeftMargin }, PropLeftMargin)
+)
+
+func runProp(get func(Run) any, p Prop) func(*Document) (any, Prop) {
+	return func(d *Document) (any, Prop) {
+		r := d.Paragraphs[0].Runs[0]
+		return get(r), r.Raises & p
+	}
 }
 
-func strike(d *Document) (any, Prop) {
-	r := d.Paragraphs[0].Runs[0]
-	return r.Strike, r.Raises & PropStrike
+func paraProp(get func(Paragraph) any, p Prop) func(*Document) (any, Prop) {
+	return func(d *Document) (any, Prop) {
+		para := d.Paragraphs[0]
+		return get(para), para.Raises & p
+	}
 }
 
-func subscript(d *Document) (any, Prop) {
-	r := d.Paragraphs[0].Runs[0]
-	return r.Subscript, r.Raises & PropSubscript
-}
-
-func size(d *Document) (any, Prop) {
-	r := d.Paragraphs[0].Runs[0]
-	return r.Size, r.Raises & PropSize
-}
-
-func color(d *Document) (any, Prop) {
-	r := d.Paragraphs[0].Runs[0]
-	return r.Color, r.Raises & PropColor
-}
-
-func alignment(d *Document) (any, Prop) {
-	p := d.Paragraphs[0]
-	return p.Alignment, p.Raises & PropAlignment
-}
-
-func lineSpacing(d *Document) (any, Prop) {
-	p := d.Paragraphs[0]
-	return p.LineSpacing, p.Raises & PropLineSpacing
+func sectionProp(get func(Section) any, p Prop) func(*Document) (any, Prop) {
+	return func(d *Document) (any, Prop) {
+		s := d.Sections[0]
+		return get(s), s.Raises & p
+	}
 }
 
 func tab(d *Document) (any, Prop) {
 	ts := d.Paragraphs[0].TabStops[0]
 	return ts, ts.Raises
-}
-
-func pageWidth(d *Document) (any, Prop) {
-	s := d.Sections[0]
-	return s.PageWidth, s.Raises & PropPageWidth
-}
-
-func leftMargin(d *Document) (any, Prop) {
-	s := d.Sections[0]
-	return s.LeftMargin, s.Raises & PropLeftMargin
 }
 
 // show dereferences a pointer for a readable failure.
@@ -154,9 +144,7 @@ func TestTextStopsAtComment(t *testing.T) {
 // TestRowCells pins python-docx's row.cells and table._cells on spans and
 // vertical merges, including those it raises on.
 func TestRowCells(t *testing.T) {
-	cell := func(props, text string) string {
-		return `<w:tc><w:tcPr>` + props + `</w:tcPr><w:p><w:r><w:t>` + text + `</w:t></w:r></w:p></w:tc>`
-	}
+	cell := tcXML
 	grid := `<w:tblGrid><w:gridCol/><w:gridCol/><w:gridCol/></w:tblGrid>`
 	tests := []struct {
 		name, table string
