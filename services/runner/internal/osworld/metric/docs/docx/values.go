@@ -13,7 +13,7 @@ import (
 // fails as OSWorld's would. A number Python would hold but int64 cannot
 // (past maxMeasure EMU) counts as raising.
 
-// maxMeasure bounds a length in EMU (about 17,500 km).
+// maxMeasure bounds a length in EMU (about 32 million km).
 const maxMeasure = 1 << 60
 
 // onOff reads an ST_OnOff property element (CT_OnOff.val): nil when
