@@ -221,6 +221,26 @@ func TestTextAndFont(t *testing.T) {
 	}
 }
 
+// TestEmptyEnumerationValues: python-pptx 1.0.2 maps "" to no member of
+// an enumeration (1.0.0 and 1.0.1 read algn="" and u="" as MIXED), so
+// reading either raises.
+func TestEmptyEnumerationValues(t *testing.T) {
+	body := `<p:sp><p:nvSpPr><p:cNvPr id="3" name="t"/><p:cNvSpPr txBox="1"/><p:nvPr/></p:nvSpPr><p:spPr/><p:txBody><a:bodyPr/>` +
+		`<a:p><a:pPr algn=""/><a:r><a:rPr u=""/><a:t>x</a:t></a:r></a:p></p:txBody></p:sp>`
+	p, err := Read(minimal(body, "", "", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shapes, _ := p.Slides[0].Shapes()
+	para := shapes[0].Paragraphs()[0]
+	if a, err := para.Alignment(); err == nil {
+		t.Errorf(`Alignment() of algn="" = %q; want an error`, a)
+	}
+	if u, err := para.Runs()[0].Font().Underline(); err == nil {
+		t.Errorf(`Underline() of u="" = %q; want an error`, u)
+	}
+}
+
 func TestNotesAndBackground(t *testing.T) {
 	notes := decl + `<p:notes ` + nsDecl + `>` + tree(placeholder("body", "1", "", "speaker says")) + `</p:notes>`
 	data := minimal("", "", "", map[string]string{

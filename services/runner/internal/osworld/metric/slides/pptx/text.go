@@ -42,16 +42,15 @@ func (p *Paragraph) Runs() []*Run {
 	return out
 }
 
-var alignments = map[string]bool{"l": true, "ctr": true, "r": true, "just": true, "justLow": true, "dist": true, "thaiDist": true, "": true}
+// alignments are PP_ALIGN's XML values. python-pptx 1.0.2 maps no value
+// to MIXED, whose XML value is "" (1.0.0 and 1.0.1 did): "" raises.
+var alignments = map[string]bool{"l": true, "ctr": true, "r": true, "just": true, "justLow": true, "dist": true, "thaiDist": true}
 
 // Alignment returns a:pPr@algn, "" when absent (python-pptx's None).
 func (p *Paragraph) Alignment() (string, error) {
 	v, ok := p.El.Child(NSA, "pPr").Attr("", "algn")
 	if !ok {
 		return "", nil
-	}
-	if v == "" {
-		return "<mixed>", nil // PP_ALIGN.MIXED's XML value
 	}
 	if !alignments[v] {
 		return "", fmt.Errorf("pptx: bad paragraph alignment %q", v)
@@ -112,7 +111,7 @@ func (f Font) Italic() (*bool, error) { return boolAttr(f.rPr, "i") }
 var underlines = map[string]bool{
 	"none": true, "words": true, "sng": true, "dbl": true, "heavy": true, "dotted": true, "dottedHeavy": true,
 	"dash": true, "dashHeavy": true, "dashLong": true, "dashLongHeavy": true, "dotDash": true, "dotDashHeavy": true,
-	"dotDotDash": true, "dotDotDashHeavy": true, "wavy": true, "wavyHeavy": true, "wavyDbl": true, "": true,
+	"dotDotDash": true, "dotDotDashHeavy": true, "wavy": true, "wavyHeavy": true, "wavyDbl": true,
 }
 
 // Underline values besides the ST_TextUnderlineType names.
