@@ -698,10 +698,10 @@ func metricColoredWordsInTables(ctx context.Context, result, expected any, _ boo
 	}
 	red, blue := docx.RGB{255, 0, 0}, docx.RGB{0, 0, 255}
 	for _, t := range d.Tables {
-		for r := range t.Rows {
+		for row := range t.Rows {
 			// row.cells: a cell once per grid column it spans, a vertical
 			// merge's continuation as the cell above it.
-			cells, err := t.RowCells(r)
+			cells, err := t.RowCells(row)
 			if err != nil {
 				// python-docx raises: docs.py fails.
 				return 0, nil

@@ -72,13 +72,15 @@ refs:
 			break
 		}
 		id := rest[1:end]
-		if n, isNum := asciiNumber(id); isNum {
+		n, isNum := asciiNumber(id)
+		switch {
+		case isNum:
 			out = append(out, genreName(n))
-		} else if id == "CR" {
+		case id == "CR":
 			out = append(out, "Cover")
-		} else if id == "RX" {
+		case id == "RX":
 			out = append(out, "Remix")
-		} else {
+		default:
 			// Not a reference: the name starts at this parenthesis.
 			break refs
 		}

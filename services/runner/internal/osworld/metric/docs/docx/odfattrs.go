@@ -6,8 +6,8 @@ import "strings"
 // allowed-attribute list: the ODF 1.2 schema's attributes for the element,
 // as odfpy 1.4's grammar lists them. An element the schema gives no
 // attribute whose local name reads "name" (any unknown element too)
-// raises. nameAttrNS maps each element that has one, as "prefix:local",
-// to the namespace prefix of that attribute. This is schema fact, listed
+// raises. nameAttrNS maps each element that has one, as "namespace
+// local", to the namespace of that attribute. This is schema fact, listed
 // here because the metrics read only these two attributes.
 var nameAttrNS = func() map[string]string {
 	m := map[string]string{}
@@ -32,7 +32,7 @@ var nameAttrNS = func() map[string]string {
 		{"text", "text", "alphabetical-index bibliography bookmark bookmark-end bookmark-start execute-macro illustration-index index-title object-index reference-mark reference-mark-end reference-mark-start section sequence sequence-decl table-index table-of-content user-defined user-field-decl user-field-get user-field-input user-index variable-decl variable-get variable-input variable-set"},
 	} {
 		for _, l := range strings.Fields(g.locals) {
-			m[g.prefix+":"+l] = g.attrPrefix
+			m[odfNamespaces[g.prefix]+" "+l] = odfNamespaces[g.attrPrefix]
 		}
 	}
 	return m
@@ -59,14 +59,4 @@ var odfNamespaces = map[string]string{
 	"svg":          "urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0",
 	"table":        "urn:oasis:names:tc:opendocument:xmlns:table:1.0",
 	"text":         nsText,
-}
-
-// odfPrefix is the prefix of namespace ns among odfNamespaces, "" if none.
-func odfPrefix(ns string) string {
-	for p, uri := range odfNamespaces {
-		if uri == ns {
-			return p
-		}
-	}
-	return ""
 }

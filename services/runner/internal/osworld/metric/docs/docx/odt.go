@@ -209,8 +209,8 @@ func autoStyles(as *node, names styleNames) []AutoStyle {
 			continue
 		}
 		st := AutoStyle{}
-		if ns, ok := nameAttrNS[odfPrefix(s.Space)+":"+s.Local]; ok {
-			st.Name, _ = s.attr(odfNamespaces[ns], "name")
+		if ns, ok := nameAttrNS[s.Space+" "+s.Local]; ok {
+			st.Name, _ = s.attr(ns, "name")
 			if renamed, ok := names.styles[s]; ok {
 				st.Name = renamed
 			}
