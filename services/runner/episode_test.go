@@ -523,6 +523,59 @@ func TestEpisodeDeadline(t *testing.T) {
 	}
 }
 
+// TestEpisodeNotesWhyZero: an episode whose document does not open scores
+// 0, as in OSWorld, and its stored evaluator details say why, so the
+// viewer tells it apart from a wrong document. A file the agent never
+// wrote is a result of None, said the same way.
+func TestEpisodeNotesWhyZero(t *testing.T) {
+	guest := startDesktopd(t)
+	gw := startGateway(t, fakellm.Config{Script: []fakellm.Rule{{Match: "Step 1 of", Reply: "Nothing to do.\n```DONE```"}}})
+	dir := filepath.Join(t.TempDir(), "guestfiles")
+	vmFile := func(name string) map[string]any {
+		return map[string]any{"type": "vm_file", "path": dir + "/" + name, "dest": name}
+	}
+	task := map[string]any{
+		"id": "notes", "instruction": "save the report",
+		"config": []any{map[string]any{"type": "execute", "parameters": map[string]any{
+			"command": "mkdir -p " + dir + " && printf 'not a zip' > " + dir + "/report.docx && cp " + dir + "/report.docx " + dir + "/gold.docx", "shell": true}}},
+		"evaluator": map[string]any{
+			"func":     []any{"compare_docx_files", "compare_docx_files"},
+			"conj":     "or",
+			"result":   []any{vmFile("report.docx"), vmFile("never-saved.docx")},
+			"expected": []any{vmFile("gold.docx"), vmFile("gold.docx")},
+		},
+	}
+	b, _ := json.Marshal(task)
+	p := filepath.Join(t.TempDir(), "task.json")
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tasks, err := taskfile.Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := episode.Run(ctxT(t, time.Minute), episode.Deps{Chat: gw.Client, Log: zaptest.NewLogger(t)}, episode.Options{CacheDir: t.TempDir()}, episode.Spec{
+		Episode: &rmv1.Episode{EpisodeId: "notes"}, Task: tasks[0], Agent: &rmv1.AgentConfig{MaxTurns: 2}, Guest: guest.URL,
+	})
+	ep := res.Episode
+	if ep.GetStatus() != rmv1.EpisodeStatus_EPISODE_STATUS_DONE || ep.GetScore() != 0 {
+		t.Fatalf("episode %s score %v (%s %s); want DONE 0", ep.GetStatus(), ep.GetScore(), ep.GetFailureReason(), ep.GetError())
+	}
+	var details struct {
+		Notes [][]string `json:"notes"`
+	}
+	if err := json.Unmarshal([]byte(ep.GetEvaluatorDetailsJson()), &details); err != nil {
+		t.Fatalf("evaluator details %q: %v", ep.GetEvaluatorDetailsJson(), err)
+	}
+	want := [][]string{
+		{"report.docx does not open as a .docx: open zip: zip: not a valid zip file"},
+		{`the result getter "vm_file" gave None`},
+	}
+	if !slices.EqualFunc(details.Notes, want, slices.Equal) {
+		t.Errorf("notes = %q; want %q\ndetails: %s", details.Notes, want, ep.GetEvaluatorDetailsJson())
+	}
+}
+
 // TestDesktopTaskFiles runs OSWorld's file machinery against a real
 // desktopd: download (through the host cache) and upload_file config
 // steps, execute with until, and an evaluator comparing a vm_file with a

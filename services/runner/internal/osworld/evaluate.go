@@ -10,6 +10,7 @@ import (
 
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/env"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/guest"
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric"
 )
 
 // getterFunc fetches a value for a metric; nil stands for Python's None
@@ -196,6 +197,11 @@ func (s *Session) evaluate(ctx context.Context, t Task, in env.EvalInput, stage 
 	}
 	var scores []float64
 	var results []any
+	// notes[i] says what metric i noted of its score (an input that does
+	// not open, a point where OSWorld's Python raises): a 0 for a broken
+	// file then reads differently from a 0 for a wrong value.
+	var notes [][]string
+	noted := false
 	for i, name := range ev.Func {
 		m, ok := metrics[name]
 		if !ok {
@@ -215,12 +221,22 @@ func (s *Session) evaluate(ctx context.Context, t Task, in env.EvalInput, stage 
 			}
 		}
 		*stage = "metric " + name
-		score, err := s.runMetric(ctx, name, m.Fn, res, exp, hasExp, ev.Options[i])
+		mctx, mnotes := metric.WithNotes(ctx)
+		if res == nil {
+			metric.Notef(mctx, "the result getter %q gave None", str(ev.Result[i], "type"))
+		}
+		score, err := s.runMetric(mctx, name, m.Fn, res, exp, hasExp, ev.Options[i])
 		if err != nil {
 			return env.Evaluation{}, fmt.Errorf("metric %s: %w", name, err)
 		}
 		scores = append(scores, score)
 		results = append(results, res)
+		n := mnotes.List()
+		if n == nil {
+			n = []string{}
+		}
+		notes = append(notes, n)
+		noted = noted || len(n) > 0
 		if conj == "and" && score == 0 {
 			break
 		}
@@ -230,6 +246,9 @@ func (s *Session) evaluate(ctx context.Context, t Task, in env.EvalInput, stage 
 	}
 	details["scores"] = scores
 	details["results"] = results
+	if noted {
+		details["notes"] = notes
+	}
 	return env.Evaluation{Score: combine(conj, scores), Details: details}, nil
 }
 

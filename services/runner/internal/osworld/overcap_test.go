@@ -78,7 +78,7 @@ func TestEvaluateOverCap(t *testing.T) {
 	}{
 		{"image over 40 megapixels",
 			`{"func":"check_structure_sim","result":` + cache("big.png") + `,"expected":` + cache("small.png") + `}`,
-			"metric check_structure_sim: image of 8000x8000 pixels is over the cap of 41943040 pixels"},
+			"metric check_structure_sim: big.png: image of 8000x8000 pixels is over the cap of 41943040 pixels"},
 		{"archive over 10000 entries",
 			`{"func":"compare_archive","result":` + cache("many.zip") + `,"expected":` + cache("one.zip") + `}`,
 			"metric compare_archive: archive has more than 10000 entries"},

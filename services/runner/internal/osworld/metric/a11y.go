@@ -98,7 +98,7 @@ func metricAccessibilityTree(ctx context.Context, result, expected any, _ bool, 
 	}
 	doc, err := xmlquery.Parse(strings.NewReader(s))
 	if err != nil {
-		return 0, nil
+		return 0, Because(ctx, err)
 	}
 	root := firstElement(doc)
 	if root == nil {

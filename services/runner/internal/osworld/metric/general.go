@@ -1,6 +1,7 @@
 package metric
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -97,28 +98,28 @@ func metricExactMatch(_ context.Context, result, expected any, _ bool, _ map[str
 }
 
 // metricMatchInList is result in rules["expected"].
-func metricMatchInList(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricMatchInList(ctx context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	r, err := Rules(expected)
 	if err != nil {
 		return 0, err
 	}
 	in, err := PyIn(result, r["expected"])
 	if err != nil {
-		return 0, nil
+		return 0, Because(ctx, err)
 	}
 	return Bool(in), nil
 }
 
 // metricIsInList is rules["expected"] in result (the reverse of
 // match_in_list: the result is the list).
-func metricIsInList(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricIsInList(ctx context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	r, err := Rules(expected)
 	if err != nil {
 		return 0, err
 	}
 	in, err := PyIn(r["expected"], result)
 	if err != nil {
-		return 0, nil
+		return 0, Because(ctx, err)
 	}
 	return Bool(in), nil
 }
@@ -159,7 +160,7 @@ func metricLiteralMatch(_ context.Context, result, expected any, _ bool, opts ma
 
 // metricIncludeExclude needs every include entry in the result and no
 // exclude entry (substrings of a string result, members of a list).
-func metricIncludeExclude(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricIncludeExclude(ctx context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	if result == nil {
 		return 0, nil
 	}
@@ -169,20 +170,20 @@ func metricIncludeExclude(_ context.Context, result, expected any, _ bool, _ map
 	}
 	inc, err := pyIter(r["include"])
 	if err != nil {
-		return 0, nil
+		return 0, Because(ctx, err)
 	}
 	exc, err := pyIter(r["exclude"])
 	if err != nil {
-		return 0, nil
+		return 0, Because(ctx, err)
 	}
 	for _, e := range inc {
 		if in, err := PyIn(e, result); err != nil || !in {
-			return 0, nil
+			return 0, Because(ctx, err)
 		}
 	}
 	for _, e := range exc {
 		if in, err := PyIn(e, result); err != nil || in {
-			return 0, nil
+			return 0, Because(ctx, err)
 		}
 	}
 	return 1, nil
@@ -212,7 +213,7 @@ const evaluationFailed = "__EVALUATION_FAILED__"
 // expect_in_result, a list expectation needs one of its values in (or
 // equal to) the result's, and a string expectation must be in the
 // result's value.
-func metricDirectJSON(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricDirectJSON(ctx context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	r, err := Rules(expected)
 	if err != nil {
 		return 0, err
@@ -258,8 +259,8 @@ func metricDirectJSON(_ context.Context, result, expected any, _ bool, _ map[str
 			if sortLists {
 				es, err1 := pySorted(ev)
 				rs, err2 := pySorted(rv)
-				if err1 != nil || err2 != nil {
-					return 0, nil
+				if err := cmp.Or(err1, err2); err != nil {
+					return 0, Because(ctx, err)
 				}
 				ev, rv = es, rs
 			}
@@ -275,7 +276,7 @@ func metricDirectJSON(_ context.Context, result, expected any, _ bool, _ map[str
 		case string:
 			in, err := PyIn(e, rv)
 			if err != nil || !in {
-				return 0, nil
+				return 0, Because(ctx, err)
 			}
 		default:
 			l, ok := pyList(ev)
@@ -347,8 +348,8 @@ func collapseBlanks(s string) string {
 // readTextPair reads the result and expected files as Python text. ok is
 // false when the result is missing or not UTF-8 (scored 0); an expected
 // file that is missing or unreadable is an error, since Python raises.
-func readTextPair(result, expected any) (a, b string, ok bool, err error) {
-	a, ok, err = readPyFile(result)
+func readTextPair(ctx context.Context, result, expected any) (a, b string, ok bool, err error) {
+	a, ok, err = readPyFile(ctx, result)
 	if err != nil || !ok {
 		return "", "", false, err
 	}
@@ -364,8 +365,8 @@ func readTextPair(result, expected any) (a, b string, ok bool, err error) {
 
 // metricCompareTextFile compares two text files (options ignore_blanks,
 // ignore_case).
-func metricCompareTextFile(_ context.Context, result, expected any, _ bool, opts map[string]any) (float64, error) {
-	a, b, ok, err := readTextPair(result, expected)
+func metricCompareTextFile(ctx context.Context, result, expected any, _ bool, opts map[string]any) (float64, error) {
+	a, b, ok, err := readTextPair(ctx, result, expected)
 	if err != nil || !ok {
 		return 0, err
 	}
@@ -414,7 +415,7 @@ func metricCheckList(ctx context.Context, result, expected any, _ bool, _ map[st
 	if err != nil {
 		return 0, err
 	}
-	text, ok, err := readPyFile(result)
+	text, ok, err := readPyFile(ctx, result)
 	if err != nil || !ok {
 		return 0, err
 	}
@@ -456,8 +457,8 @@ func metricCheckList(ctx context.Context, result, expected any, _ bool, _ map[st
 
 // metricCheckCSV reads a CSV file as csv.DictReader does (the first row
 // names the fields) and scores it with expectRecords.
-func metricCheckCSV(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
-	return expectRecords(result, expected, dictRows)
+func metricCheckCSV(ctx context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
+	return expectRecords(ctx, result, expected, dictRows)
 }
 
 // dictList is a rules list of objects (records, key rules); an entry that
@@ -477,19 +478,19 @@ func dictList(v any) []map[string]any {
 // reads it) holds its key/value pairs, and no row holds any
 // rules["unexpect"] record's. A missing, undecodable or unparsable file
 // scores 0.
-func expectRecords(result, expected any, parse func(text string) ([]map[string]any, error)) (float64, error) {
+func expectRecords(ctx context.Context, result, expected any, parse func(text string) ([]map[string]any, error)) (float64, error) {
 	r, err := Rules(expected)
 	if err != nil {
 		return 0, err
 	}
 	exp, unexp := dictList(r["expect"]), dictList(r["unexpect"])
-	text, ok, err := readPyFile(result)
+	text, ok, err := readPyFile(ctx, result)
 	if err != nil || !ok {
 		return 0, err
 	}
 	rows, err := parse(text)
 	if err != nil {
-		return 0, nil
+		return 0, Because(ctx, err)
 	}
 	seen := make([]bool, len(exp))
 	for _, row := range rows {
@@ -509,23 +510,26 @@ func expectRecords(result, expected any, parse func(text string) ([]map[string]a
 // checks the value at each rule's key path with MatchValueToRule:
 // rules["expect"] must all match, rules["unexpect"] none (a missing key
 // is None there).
-func metricCheckJSON(_ context.Context, result, expected any, _ bool, opts map[string]any) (float64, error) {
+func metricCheckJSON(ctx context.Context, result, expected any, _ bool, opts map[string]any) (float64, error) {
 	r, err := Rules(expected)
 	if err != nil {
 		return 0, err
 	}
-	text, ok, err := readPyFile(result)
+	text, ok, err := readPyFile(ctx, result)
 	if err != nil || !ok {
 		return 0, err
 	}
 	var data any
 	if isYAML, _ := opts["is_yaml"].(bool); isYAML {
-		if yaml.Unmarshal([]byte(text), &data) != nil || data == nil {
+		if err := yaml.Unmarshal([]byte(text), &data); err != nil {
+			return 0, Because(ctx, fmt.Errorf("%v is not YAML: %w", result, err))
+		}
+		if data == nil {
 			return 0, nil
 		}
 		data = yamlToJSON(data)
-	} else if json.Unmarshal([]byte(text), &data) != nil {
-		return 0, nil
+	} else if err := json.Unmarshal([]byte(text), &data); err != nil {
+		return 0, Because(ctx, fmt.Errorf("%v is not JSON: %w", result, err))
 	}
 	match := true
 	for _, rule := range dictList(r["expect"]) {
@@ -536,7 +540,7 @@ func metricCheckJSON(_ context.Context, result, expected any, _ bool, opts map[s
 		if match {
 			m, err := MatchValueToRule(v, rule)
 			if err != nil {
-				return 0, RuleErr(err)
+				return 0, RuleErr(ctx, err)
 			}
 			match = m
 		}
@@ -549,7 +553,7 @@ func metricCheckJSON(_ context.Context, result, expected any, _ bool, opts map[s
 		if match {
 			m, err := MatchValueToRule(v, rule)
 			if err != nil {
-				return 0, RuleErr(err)
+				return 0, RuleErr(ctx, err)
 			}
 			match = !m
 		}
@@ -660,14 +664,14 @@ func mustPyre(p string) *pyre.Regexp {
 
 // metricCheckLineNumber counts the lines holding a time of day and
 // compares the count with int(rules["expected"]).
-func metricCheckLineNumber(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricCheckLineNumber(ctx context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	r, err := Rules(expected)
 	if err != nil {
 		return 0, err
 	}
 	text, ok, err := ReadPyText(result)
 	if err != nil || !ok {
-		return 0, OverCap(err)
+		return 0, Because(ctx, err)
 	}
 	count := 0
 	for _, line := range pyLines(text) {
@@ -702,14 +706,14 @@ func pyInt(v any) (int, bool) {
 }
 
 // metricFileContains needs every rules["expected"] string in the file.
-func metricFileContains(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricFileContains(ctx context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	r, err := Rules(expected)
 	if err != nil {
 		return 0, err
 	}
 	text, ok, err := ReadPyText(result)
 	if err != nil || !ok {
-		return 0, OverCap(err)
+		return 0, Because(ctx, err)
 	}
 	e, ok := r["expected"]
 	if !ok {
@@ -718,11 +722,11 @@ func metricFileContains(_ context.Context, result, expected any, _ bool, _ map[s
 	}
 	want, err := pyIter(e)
 	if err != nil {
-		return 0, nil
+		return 0, Because(ctx, err)
 	}
 	for _, w := range want {
 		if in, err := PyIn(w, text); err != nil || !in {
-			return 0, nil
+			return 0, Because(ctx, err)
 		}
 	}
 	return 1, nil
@@ -731,7 +735,7 @@ func metricFileContains(_ context.Context, result, expected any, _ bool, _ map[s
 // metricDiffTextFile is difflib's SequenceMatcher ratio between the two
 // files' lines: a fraction.
 func metricDiffTextFile(ctx context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
-	a, b, ok, err := readTextPair(result, expected)
+	a, b, ok, err := readTextPair(ctx, result, expected)
 	if err != nil || !ok {
 		return 0, err
 	}
@@ -745,14 +749,14 @@ func metricDiffTextFile(ctx context.Context, result, expected any, _ bool, _ map
 // metricComparePythonPureText compares two Python sources after dropping
 // a shebang or coding line among the first three lines and blank lines,
 // expanding tabs to 4 columns and trimming line ends.
-func metricComparePythonPureText(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricComparePythonPureText(ctx context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	a, ok, err := ReadPyText(result)
 	if err != nil || !ok {
-		return 0, OverCap(err)
+		return 0, Because(ctx, err)
 	}
 	b, ok, err := ReadPyText(expected)
 	if err != nil || !ok {
-		return 0, OverCap(err)
+		return 0, Because(ctx, err)
 	}
 	return Bool(normalizePython(a) == normalizePython(b)), nil
 }
@@ -812,7 +816,7 @@ func metricFuzzyPlaceMath(ctx context.Context, result, expected any, _ bool, _ m
 	}
 	paras, err := docxParagraphs(result.(string))
 	if err != nil {
-		return 0, OverCap(err)
+		return 0, Because(ctx, err)
 	}
 	var words []string
 	for _, p := range paras {
@@ -869,7 +873,7 @@ func metricRunSQLite3(ctx context.Context, result, expected any, _ bool, _ map[s
 	if err := db.QueryRowContext(ctx, q).Scan(&v); err != nil {
 		// Python raises on a database it cannot read or a query without a
 		// row: the agent's database did not hold what the task asks.
-		return 0, nil
+		return 0, Because(ctx, err)
 	}
 	switch x := v.(type) {
 	case nil:
@@ -889,7 +893,7 @@ func metricRunSQLite3(ctx context.Context, result, expected any, _ bool, _ map[s
 	}
 	f, err := PyFloat(s)
 	if err != nil {
-		return 0, nil
+		return 0, Because(ctx, err)
 	}
 	return f, nil
 }

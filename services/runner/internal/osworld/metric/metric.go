@@ -15,6 +15,9 @@ import "context"
 // (Python's None, such as a file the agent never saved) scores 0 in every
 // metric, as in OSWorld; an error means the inputs could not be judged,
 // such as an input over a size cap of this implementation (ErrOverCap).
+// Where a 0 comes from an input that does not open or a point where
+// OSWorld's Python raises, the metric says so through its context
+// (Because, Notef), for the evaluator details.
 type Func func(ctx context.Context, result, expected any, hasExpected bool, options map[string]any) (float64, error)
 
 // Spec is one metric function.

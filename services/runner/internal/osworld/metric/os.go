@@ -26,7 +26,7 @@ func metricIsUTC0(_ context.Context, result, _ any, _ bool, _ map[string]any) (f
 // metricGnomeFavoriteApps reads `gsettings get org.gnome.shell
 // favorite-apps` output (a Python-style list of strings, which OSWorld
 // evals) and needs the same apps as rules["expected"], in any order.
-func metricGnomeFavoriteApps(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricGnomeFavoriteApps(ctx context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	r, err := Rules(expected)
 	if err != nil {
 		return 0, err
@@ -37,7 +37,7 @@ func metricGnomeFavoriteApps(_ context.Context, result, expected any, _ bool, _ 
 	}
 	apps, err := parseStringList(s)
 	if err != nil {
-		return 0, nil
+		return 0, Because(ctx, err)
 	}
 	want, _ := pyList(r["expected"])
 	return Bool(sameSet(apps, want)), nil
@@ -173,7 +173,7 @@ func metricMovedJPGs(_ context.Context, result, expected any, _ bool, _ map[stri
 // metricInClipboard is is_in_vm_clickboard, whose arguments OSWorld's
 // task swaps: the rules come as the result and the clipboard (the output
 // of xsel) as the expected value. Every expected string must be in it.
-func metricInClipboard(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricInClipboard(ctx context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	r, err := Rules(result)
 	if err != nil {
 		return 0, err
@@ -188,7 +188,7 @@ func metricInClipboard(_ context.Context, result, expected any, _ bool, _ map[st
 	}
 	for _, w := range want {
 		if in, err := PyIn(w, out); err != nil || !in {
-			return 0, nil
+			return 0, Because(ctx, err)
 		}
 	}
 	return 1, nil

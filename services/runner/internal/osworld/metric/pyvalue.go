@@ -1,6 +1,7 @@
 package metric
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -425,10 +426,15 @@ func ReadPyText(v any) (string, bool, error) {
 }
 
 // readPyFile is ReadPyText for a metric that scores a missing or
-// undecodable file 0 (ok false); any other read failure is an error.
-func readPyFile(v any) (string, bool, error) {
+// undecodable file 0 (ok false, the latter noted); any other read failure
+// is an error.
+func readPyFile(ctx context.Context, v any) (string, bool, error) {
 	text, ok, err := ReadPyText(v)
-	if errors.Is(err, errUndecodable) || !ok {
+	if errors.Is(err, errUndecodable) {
+		Notef(ctx, "%v", err)
+		return "", false, nil
+	}
+	if !ok {
 		return "", false, nil
 	}
 	if err != nil {
@@ -494,9 +500,14 @@ var ErrPyRaises = errors.New("the Python function raises here")
 // for a pattern that could not be compiled or run to its end (a task
 // file's mistake, a construct regexp2 lacks, a match past
 // pyre.MatchTimeout, where Python's re would still be backtracking).
-// Those are no score OSWorld would give, so the evaluation fails.
-func RuleErr(err error) error {
-	if err == nil || errors.Is(err, ErrPyRaises) {
+// Those are no score OSWorld would give, so the evaluation fails. A raise
+// is noted as the reason for the 0.
+func RuleErr(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, ErrPyRaises) {
+		Notef(ctx, "%v", err)
 		return nil
 	}
 	return err

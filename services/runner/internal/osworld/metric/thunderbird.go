@@ -49,20 +49,20 @@ func ParsePrefs(text string) ([]Pref, error) {
 // metricThunderbirdPrefs checks prefs.js against rules {"expect": {key:
 // {method, ref}}, "unexpect": {...}}: every expected pref must be present
 // and match (the last line of a key counts), and no unexpected one may.
-func metricThunderbirdPrefs(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricThunderbirdPrefs(ctx context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	r, err := Rules(expected)
 	if err != nil {
 		return 0, err
 	}
 	expect, _ := pyDict(r["expect"])
 	unexpect, _ := pyDict(r["unexpect"])
-	text, ok, err := readPyFile(result)
+	text, ok, err := readPyFile(ctx, result)
 	if err != nil || !ok {
 		return 0, err
 	}
 	prefs, err := ParsePrefs(text)
 	if err != nil {
-		return 0, nil
+		return 0, Because(ctx, err)
 	}
 	matched := map[string]bool{}
 	unexpectOK := true
@@ -71,14 +71,14 @@ func metricThunderbirdPrefs(_ context.Context, result, expected any, _ bool, _ m
 			rm, _ := pyDict(rule)
 			m, err := MatchValueToRule(p.Value, rm)
 			if err != nil {
-				return 0, RuleErr(err)
+				return 0, RuleErr(ctx, err)
 			}
 			matched[p.Key] = m
 		} else if rule, ok := unexpect[p.Key]; ok && unexpectOK {
 			rm, _ := pyDict(rule)
 			m, err := MatchValueToRule(p.Value, rm)
 			if err != nil {
-				return 0, RuleErr(err)
+				return 0, RuleErr(ctx, err)
 			}
 			unexpectOK = !m
 		}
@@ -165,8 +165,8 @@ func pySlice(s string, start, end int) string {
 // metricThunderbirdFilter scores msgFilterRules.dat with expectRecords:
 // each rules["expect"] record is held by some filter, no
 // rules["unexpect"] record by any.
-func metricThunderbirdFilter(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
-	return expectRecords(result, expected, ParseFilters)
+func metricThunderbirdFilter(ctx context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
+	return expectRecords(ctx, result, expected, ParseFilters)
 }
 
 // metricThunderbirdFolder is check_thunderbird_folder, kept as OSWorld
@@ -178,7 +178,7 @@ func metricThunderbirdFilter(_ context.Context, result, expected any, _ bool, _ 
 // equal to any other such file, and an empty file only to an empty one.
 // Both published tasks score that way, so the metric does too. Result and
 // expected are one path or aligned lists; a missing result scores 0.
-func metricThunderbirdFolder(_ context.Context, result, expected any, _ bool, opts map[string]any) (float64, error) {
+func metricThunderbirdFolder(ctx context.Context, result, expected any, _ bool, opts map[string]any) (float64, error) {
 	removeDup := true
 	if v, ok := opts["remove_duplicate"]; ok {
 		removeDup = Truthy(v)
@@ -196,7 +196,7 @@ func metricThunderbirdFolder(_ context.Context, result, expected any, _ bool, op
 		}
 		a, ok, err := readFolder(preds[i], removeDup)
 		if err != nil || !ok {
-			return 0, OverCap(err)
+			return 0, Because(ctx, err)
 		}
 		b, ok, err := readFolder(golds[i], removeDup)
 		if err != nil {

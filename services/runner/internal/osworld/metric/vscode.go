@@ -23,27 +23,27 @@ import (
 
 // readJSONFile decodes a getter's JSON file; ok is false when the file is
 // missing or not JSON (OSWorld's handlers score both 0). A file over a
-// size cap is an error.
-func readJSONFile(v any) (any, bool, error) {
+// size cap is an error; one that does not read or decode is noted.
+func readJSONFile(ctx context.Context, v any) (any, bool, error) {
 	text, ok, err := ReadPyText(v)
 	if err != nil || !ok {
-		return nil, false, OverCap(err)
+		return nil, false, Because(ctx, err)
 	}
 	var data any
-	if json.Unmarshal([]byte(text), &data) != nil {
-		return nil, false, nil
+	if err := json.Unmarshal([]byte(text), &data); err != nil {
+		return nil, false, Because(ctx, fmt.Errorf("%v is not JSON: %w", v, err))
 	}
 	return data, true, nil
 }
 
 // metricJSONSettings needs every key of rules["expected"] in the JSON file
 // with an equal value.
-func metricJSONSettings(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricJSONSettings(ctx context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	r, err := Rules(expected)
 	if err != nil {
 		return 0, err
 	}
-	data, ok, err := readJSONFile(result)
+	data, ok, err := readJSONFile(ctx, result)
 	if err != nil || !ok {
 		return 0, err
 	}
@@ -70,14 +70,14 @@ func metricJSONSettings(_ context.Context, result, expected any, _ bool, _ map[s
 // metricJSONKeybindings needs rules["expected"] among the entries of a
 // keybindings.json list. VS Code writes a comment on the file's first
 // line, so OSWorld retries without it when the whole file is not JSON.
-func metricJSONKeybindings(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricJSONKeybindings(ctx context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	r, err := Rules(expected)
 	if err != nil {
 		return 0, err
 	}
 	text, ok, err := ReadPyText(result)
 	if err != nil || !ok {
-		return 0, OverCap(err)
+		return 0, Because(ctx, err)
 	}
 	var list []any
 	for _, src := range []string{text, afterFirstLine(text)} {
@@ -110,7 +110,7 @@ func afterFirstLine(s string) string {
 // file's JSON, or, when either is not JSON, the stripped expected text a
 // substring of the file; without it the texts (or their JSON values) must
 // be equal.
-func metricCompareConfig(_ context.Context, result, expected any, _ bool, opts map[string]any) (float64, error) {
+func metricCompareConfig(ctx context.Context, result, expected any, _ bool, opts map[string]any) (float64, error) {
 	r, err := Rules(expected)
 	if err != nil {
 		return 0, err
@@ -124,7 +124,7 @@ func metricCompareConfig(_ context.Context, result, expected any, _ bool, opts m
 	}
 	got, ok, err := ReadPyText(result)
 	if err != nil || !ok {
-		return 0, OverCap(err)
+		return 0, Because(ctx, err)
 	}
 	containment := true
 	if v, ok := opts["containment_ok"]; ok {
@@ -163,7 +163,7 @@ func jsonSubset(want, got any) bool {
 
 // metricExtensionInstalled is is_extension_installed: rules["expected"] in
 // the result (type "contain") or not in it ("not_contain").
-func metricExtensionInstalled(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricExtensionInstalled(ctx context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	r, err := Rules(expected)
 	if err != nil {
 		return 0, err
@@ -174,7 +174,7 @@ func metricExtensionInstalled(_ context.Context, result, expected any, _ bool, _
 	}
 	in, err := PyIn(r["expected"], result)
 	if err != nil {
-		return 0, nil
+		return 0, Because(ctx, err)
 	}
 	return Bool(in == (typ == "contain")), nil
 }
@@ -182,10 +182,10 @@ func metricExtensionInstalled(_ context.Context, result, expected any, _ bool, _
 // metricCompareResultFiles compares two stripped text files: when the
 // expected one is a number, its text inside the result's, or the result's
 // number within 1e-4, passes; otherwise the texts must be equal.
-func metricCompareResultFiles(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricCompareResultFiles(ctx context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	a, ok, err := ReadPyText(result)
 	if err != nil || !ok {
-		return 0, OverCap(err)
+		return 0, Because(ctx, err)
 	}
 	b, ok, err := ReadPyText(expected)
 	if err != nil {
@@ -221,7 +221,7 @@ func metricCompareZipFiles(ctx context.Context, result, expected any, _ bool, _ 
 	}
 	za, err := OpenZip(result.(string))
 	if err != nil {
-		return 0, OverCap(err)
+		return 0, Because(ctx, err)
 	}
 	gp, _ := expected.(string)
 	zb, err := OpenZip(gp)
@@ -247,7 +247,7 @@ func metricCompareZipFiles(ctx context.Context, result, expected any, _ bool, _ 
 	for name, fa := range ea {
 		ca, err := ReadZipEntry(fa, MaxFile)
 		if err != nil {
-			return 0, OverCap(err)
+			return 0, Because(ctx, err)
 		}
 		cb, err := ReadZipEntry(eb[name], MaxFile)
 		if err != nil {
@@ -261,7 +261,7 @@ func metricCompareZipFiles(ctx context.Context, result, expected any, _ bool, _ 
 		}
 		ta, err := pdfText(ctx, ca)
 		if err != nil {
-			return 0, OverCap(err)
+			return 0, Because(ctx, err)
 		}
 		tb, err := pdfText(ctx, cb)
 		if err != nil {
@@ -369,7 +369,7 @@ func metricPythonTestSuite(ctx context.Context, result, expected any, _ bool, op
 	for _, p := range paths {
 		if s, ok := p.(string); ok && fileExists(s) {
 			if err := add(s); err != nil {
-				return 0, OverCap(err)
+				return 0, Because(ctx, err)
 			}
 		}
 	}
@@ -397,6 +397,7 @@ func metricPythonTestSuite(ctx context.Context, result, expected any, _ bool, op
 		// The suite ended the interpreter (sys.exit, a crash, a limit)
 		// before a score: OSWorld's evaluator would not have survived it
 		// either, and the agent's code is at fault.
+		Notef(ctx, "the test suite ended Python before it printed a score")
 		return 0, nil
 	}
 	line, _, _ := strings.Cut(res.Output[i+len(mark):], "\n")

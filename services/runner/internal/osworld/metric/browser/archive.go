@@ -88,14 +88,14 @@ func metricCompareArchive(ctx context.Context, result, expected any, _ bool, opt
 	if err := unpack(pred, pd); err != nil {
 		// OSWorld raises on an archive it cannot unpack; the agent's broken
 		// archive is a failed task. One over the limits is not judged.
-		return 0, metric.OverCap(err)
+		return 0, metric.Because(ctx, err)
 	}
 	if err := unpack(gold, gd); err != nil {
 		return 0, fmt.Errorf("compare_archive: expected archive: %w", err)
 	}
 	pf, err := listNames(filepath.Join(pd, sub))
 	if err != nil {
-		return 0, nil
+		return 0, metric.Because(ctx, err)
 	}
 	gf, err := listNames(filepath.Join(gd, sub))
 	if err != nil {

@@ -17,7 +17,7 @@ import (
 // ends the comparison), must agree: strings by value, elements by name,
 // stripped text and attributes (without sdnum, LibreOffice's number
 // format, under ignore_sdnum).
-func metricCompareHTMLs(_ context.Context, result, expected any, _ bool, opts map[string]any) (float64, error) {
+func metricCompareHTMLs(ctx context.Context, result, expected any, _ bool, opts map[string]any) (float64, error) {
 	a, ok, err := metric.ReadText(result)
 	if err != nil || !ok {
 		return 0, err
@@ -31,7 +31,7 @@ func metricCompareHTMLs(_ context.Context, result, expected any, _ bool, opts ma
 	}
 	da, err := html.Parse(strings.NewReader(a))
 	if err != nil {
-		return 0, nil
+		return 0, metric.Because(ctx, err)
 	}
 	db, err := html.Parse(strings.NewReader(b))
 	if err != nil {

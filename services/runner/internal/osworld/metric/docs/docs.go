@@ -12,9 +12,11 @@
 package docs
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
+	"path/filepath"
 	"slices"
 	"strings"
 	"unicode"
@@ -61,16 +63,16 @@ func path(v any) (string, bool) {
 }
 
 // openDocx opens a .docx as python-docx's Document(); nil when it cannot
-// (docs.py logs the exception and returns 0), with an error only for a
-// document over a size cap, which is not scored.
-func openDocx(v any) (*docx.Document, error) {
+// (docs.py logs the exception and returns 0; noted), with an error only
+// for a document over a size cap, which is not scored.
+func openDocx(ctx context.Context, v any) (*docx.Document, error) {
 	p, ok := path(v)
 	if !ok {
 		return nil, nil
 	}
 	d, err := docx.Open(p)
 	if err != nil {
-		return nil, metric.OverCap(err)
+		return nil, metric.Because(ctx, fmt.Errorf("%s does not open as a .docx: %w", filepath.Base(p), err))
 	}
 	return d, nil
 }
@@ -78,16 +80,23 @@ func openDocx(v any) (*docx.Document, error) {
 // openDocxPair opens the two documents of a metric that compares them;
 // either is nil when it does not open, and the second is not opened when
 // the first does not (docs.py raises there first).
-func openDocxPair(a, b any) (*docx.Document, *docx.Document, error) {
-	d1, err := openDocx(a)
+func openDocxPair(ctx context.Context, a, b any) (*docx.Document, *docx.Document, error) {
+	d1, err := openDocx(ctx, a)
 	if err != nil || d1 == nil {
 		return nil, nil, err
 	}
-	d2, err := openDocx(b)
+	d2, err := openDocx(ctx, b)
 	if err != nil {
 		return nil, nil, err
 	}
 	return d1, d2, nil
+}
+
+// raises scores 0 where python-docx raises reading a property (the Raises
+// of the model), as docs.py fails there, and notes which property.
+func raises(ctx context.Context, format string, args ...any) (float64, error) {
+	metric.Notef(ctx, "python-docx raises reading "+format, args...)
+	return 0, nil
 }
 
 // option is options.get(key, def) read for its truth value.
@@ -128,30 +137,31 @@ func pyIsDigit(r rune) bool {
 // paragraphTexts loads a pair of documents' paragraph texts as
 // compare_docx_files does: both .docx (python-docx's paragraphs) or both
 // .odt (get_paragraph_texts_odt); ok is false for other pairs or an
-// unreadable file, and err is set for a file over a size cap.
-func paragraphTexts(f1, f2 string) (p1, p2 []string, ok bool, err error) {
+// unreadable file (noted), and err is set for a file over a size cap.
+func paragraphTexts(ctx context.Context, f1, f2 string) (p1, p2 []string, ok bool, err error) {
 	switch {
 	case strings.HasSuffix(f1, ".docx") && strings.HasSuffix(f2, ".docx"):
 		d1, err := docx.Open(f1)
 		if err != nil {
-			return nil, nil, false, metric.OverCap(err)
+			return nil, nil, false, metric.Because(ctx, fmt.Errorf("%s does not open as a .docx: %w", filepath.Base(f1), err))
 		}
 		d2, err := docx.Open(f2)
 		if err != nil {
-			return nil, nil, false, metric.OverCap(err)
+			return nil, nil, false, metric.Because(ctx, fmt.Errorf("%s does not open as a .docx: %w", filepath.Base(f2), err))
 		}
 		return texts(d1.Paragraphs), texts(d2.Paragraphs), true, nil
 	case strings.HasSuffix(f1, ".odt") && strings.HasSuffix(f2, ".odt"):
 		d1, err := docx.OpenODT(f1)
 		if err != nil {
-			return nil, nil, false, metric.OverCap(err)
+			return nil, nil, false, metric.Because(ctx, fmt.Errorf("%s does not open as an .odt: %w", filepath.Base(f1), err))
 		}
 		d2, err := docx.OpenODT(f2)
 		if err != nil {
-			return nil, nil, false, metric.OverCap(err)
+			return nil, nil, false, metric.Because(ctx, fmt.Errorf("%s does not open as an .odt: %w", filepath.Base(f2), err))
 		}
 		return d1.Paragraphs, d2.Paragraphs, true, nil
 	}
+	metric.Notef(ctx, "%s and %s are not both .docx or both .odt", filepath.Base(f1), filepath.Base(f2))
 	return nil, nil, false, nil
 }
 
@@ -187,7 +197,7 @@ func compareDocxFiles(ctx context.Context, file1, file2 any, o compareOptions) (
 	if !ok1 || !ok2 {
 		return 0, nil
 	}
-	p1, p2, ok, err := paragraphTexts(f1, f2)
+	p1, p2, ok, err := paragraphTexts(ctx, f1, f2)
 	if err != nil || !ok {
 		return 0, err
 	}
@@ -265,7 +275,7 @@ func sameTextDocx(ctx context.Context, result, expected any) (*docx.Document, er
 	if ok, err := sameText(ctx, result, expected); !ok || err != nil {
 		return nil, err
 	}
-	return openDocx(result)
+	return openDocx(ctx, result)
 }
 
 func metricCompareDocxFiles(ctx context.Context, result, expected any, _ bool, opts map[string]any) (float64, error) {
@@ -274,8 +284,8 @@ func metricCompareDocxFiles(ctx context.Context, result, expected any, _ bool, o
 
 // metricCompareDocxTables compares the body tables' shapes and their
 // cells' stripped text on python-docx's grid.
-func metricCompareDocxTables(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
-	d1, d2, err := openDocxPair(result, expected)
+func metricCompareDocxTables(ctx context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
+	d1, d2, err := openDocxPair(ctx, result, expected)
 	if err != nil || d1 == nil || d2 == nil {
 		return 0, err
 	}
@@ -288,7 +298,10 @@ func metricCompareDocxTables(_ context.Context, result, expected any, _ bool, _ 
 			return 0, nil
 		}
 		// len(table.columns) raises on a table without w:tblGrid.
-		if t1.Raises.Has(docx.PropColumns) || t2.Raises.Has(docx.PropColumns) || t1.Columns != t2.Columns {
+		if t1.Raises.Has(docx.PropColumns) || t2.Raises.Has(docx.PropColumns) {
+			return raises(ctx, "table %d's columns (a table without w:tblGrid)", i+1)
+		}
+		if t1.Columns != t2.Columns {
 			return 0, nil
 		}
 		if len(t1.Rows) == 0 || t1.Columns == 0 {
@@ -297,8 +310,8 @@ func metricCompareDocxTables(_ context.Context, result, expected any, _ bool, _ 
 		}
 		g1, err1 := t1.Grid()
 		g2, err2 := t2.Grid()
-		if err1 != nil || err2 != nil {
-			return 0, nil
+		if err := cmp.Or(err1, err2); err != nil {
+			return raises(ctx, "table %d's cells: %v", i+1, err)
 		}
 		for r := range t1.Rows {
 			for c := 0; c < t1.Columns; c++ {
@@ -323,15 +336,14 @@ func metricCompareLineSpacing(ctx context.Context, result, expected any, _ bool,
 	if ok, err := sameText(ctx, result, expected); !ok || err != nil {
 		return 0, err
 	}
-	d1, d2, err := openDocxPair(result, expected)
+	d1, d2, err := openDocxPair(ctx, result, expected)
 	if err != nil || d1 == nil || d2 == nil || len(d1.Paragraphs) != len(d2.Paragraphs) {
 		return 0, err
 	}
 	for i := range d1.Paragraphs {
 		p1, p2 := &d1.Paragraphs[i], &d2.Paragraphs[i]
 		if p1.Raises.Has(docx.PropLineSpacing) || p2.Raises.Has(docx.PropLineSpacing) {
-			// line_spacing raises: docs.py fails.
-			return 0, nil
+			return raises(ctx, "paragraph %d's line spacing", i+1)
 		}
 		s1, s2 := p1.LineSpacing, p2.LineSpacing
 		if (s1 == nil) != (s2 == nil) || (s1 != nil && *s1 != *s2) {
@@ -343,8 +355,8 @@ func metricCompareLineSpacing(ctx context.Context, result, expected any, _ bool,
 
 // metricCompareDocxImages compares the decoded pixels of the main part's
 // images, in relationship order.
-func metricCompareDocxImages(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
-	d1, d2, err := openDocxPair(result, expected)
+func metricCompareDocxImages(ctx context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
+	d1, d2, err := openDocxPair(ctx, result, expected)
 	if err != nil || d1 == nil || d2 == nil || len(d1.Images) != len(d2.Images) {
 		return 0, err
 	}
@@ -352,11 +364,11 @@ func metricCompareDocxImages(_ context.Context, result, expected any, _ bool, _ 
 		b1, err := imageBytes(d1.Images[i])
 		if err != nil {
 			// PIL raising on an image it cannot decode fails the task.
-			return 0, metric.OverCap(err)
+			return 0, metric.Because(ctx, err)
 		}
 		b2, err := imageBytes(d2.Images[i])
 		if err != nil {
-			return 0, metric.OverCap(err)
+			return 0, metric.Because(ctx, err)
 		}
 		if string(b1) != string(b2) {
 			return 0, nil
@@ -368,13 +380,13 @@ func metricCompareDocxImages(_ context.Context, result, expected any, _ bool, _ 
 // metricCompareIgnoreNewLines is compare_docx_files_and_ignore_new_lines:
 // empty paragraphs dropped, then the joined text (ignore_blanks, the
 // default) or each paragraph compared.
-func metricCompareIgnoreNewLines(_ context.Context, result, expected any, _ bool, opts map[string]any) (float64, error) {
+func metricCompareIgnoreNewLines(ctx context.Context, result, expected any, _ bool, opts map[string]any) (float64, error) {
 	f1, ok1 := path(result)
 	f2, ok2 := path(expected)
 	if !ok1 || !ok2 || !strings.HasSuffix(f1, ".docx") || !strings.HasSuffix(f2, ".docx") {
 		return 0, nil
 	}
-	d1, d2, err := openDocxPair(f1, f2)
+	d1, d2, err := openDocxPair(ctx, f1, f2)
 	if err != nil || d1 == nil || d2 == nil {
 		return 0, err
 	}
@@ -397,11 +409,11 @@ func metricCompareIgnoreNewLines(_ context.Context, result, expected any, _ bool
 // metricCompareFontNames needs every body run's direct ASCII font to be
 // rules["font_name"]: a run without one (inheriting a style's font) fails,
 // as run.font.name is None there.
-func metricCompareFontNames(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricCompareFontNames(ctx context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	if _, ok := path(result); !ok {
 		return 0, nil
 	}
-	d, err := openDocx(result)
+	d, err := openDocx(ctx, result)
 	if err != nil || d == nil {
 		return 0, err
 	}
@@ -440,8 +452,8 @@ func ruleString(expected any, key string) (*string, error) {
 
 // metricCompareSubscriptContains is 1 when some paragraph pair's run pair,
 // zipped in order, are both subscript.
-func metricCompareSubscriptContains(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
-	d1, d2, err := openDocxPair(result, expected)
+func metricCompareSubscriptContains(ctx context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
+	d1, d2, err := openDocxPair(ctx, result, expected)
 	if err != nil || d1 == nil || d2 == nil {
 		return 0, err
 	}
@@ -452,13 +464,13 @@ func metricCompareSubscriptContains(_ context.Context, result, expected any, _ b
 			// read only when the first is true, and a read that raises
 			// fails the task.
 			if r1[j].Raises.Has(docx.PropSubscript) {
-				return 0, nil
+				return raises(ctx, "the result's paragraph %d, run %d: subscript", i+1, j+1)
 			}
 			if !isTrue(r1[j].Subscript) {
 				continue
 			}
 			if r2[j].Raises.Has(docx.PropSubscript) {
-				return 0, nil
+				return raises(ctx, "the expected paragraph %d, run %d: subscript", i+1, j+1)
 			}
 			if isTrue(r2[j].Subscript) {
 				return 1, nil
@@ -497,7 +509,7 @@ func metricCompareReferences(ctx context.Context, result, expected any, _ bool, 
 	if !strings.HasSuffix(f1, ".docx") || !strings.HasSuffix(f2, ".docx") {
 		return 0, nil
 	}
-	d1, d2, err := openDocxPair(f1, f2)
+	d1, d2, err := openDocxPair(ctx, f1, f2)
 	if err != nil || d1 == nil || d2 == nil {
 		return 0, err
 	}
@@ -546,7 +558,7 @@ func metricCompareReferences(ctx context.Context, result, expected any, _ bool, 
 // against expected = [gold, initial]: its lines come from the initial
 // file, its train ids are unique and those of the gold file, and it has
 // the gold file's line count.
-func metricCompareUniqueTrainRecords(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricCompareUniqueTrainRecords(ctx context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	files, ok := expected.([]any)
 	if _, okp := path(result); !okp || !ok || len(files) < 2 {
 		return 0, nil
@@ -558,7 +570,7 @@ func metricCompareUniqueTrainRecords(_ context.Context, result, expected any, _ 
 		return 0, nil
 	}
 	linesAndIDs := func(v any) ([]string, []string, bool, error) {
-		d, err := openDocx(v)
+		d, err := openDocx(ctx, v)
 		if err != nil || d == nil {
 			return nil, nil, false, err
 		}
@@ -619,15 +631,14 @@ func set(l []string) map[string]bool {
 
 // metricHasPageNumbersInFooters needs a digit in the first paragraph of
 // every section's primary footer.
-func metricHasPageNumbersInFooters(_ context.Context, result, _ any, _ bool, _ map[string]any) (float64, error) {
-	d, err := openDocx(result)
+func metricHasPageNumbersInFooters(ctx context.Context, result, _ any, _ bool, _ map[string]any) (float64, error) {
+	d, err := openDocx(ctx, result)
 	if err != nil || d == nil {
 		return 0, err
 	}
-	for _, s := range d.Sections {
+	for i, s := range d.Sections {
 		if s.Raises.Has(docx.PropFooter) {
-			// footer.paragraphs raises: docs.py fails.
-			return 0, nil
+			return raises(ctx, "section %d's footer paragraphs", i+1)
 		}
 		text := ""
 		if len(s.Footer) > 0 {
@@ -650,8 +661,7 @@ func metricCheckItalicFontSize14(ctx context.Context, result, expected any, _ bo
 	for _, p := range d.Paragraphs {
 		for _, r := range p.Runs {
 			if r.Raises.Has(docx.PropItalic) {
-				// run.italic raises: docs.py fails.
-				return 0, nil
+				return raises(ctx, "a run's italic")
 			}
 			if !isTrue(r.Italic) {
 				continue
@@ -704,7 +714,7 @@ func metricColoredWordsInTables(ctx context.Context, result, expected any, _ boo
 			cells, err := t.RowCells(row)
 			if err != nil {
 				// python-docx raises: docs.py fails.
-				return 0, nil
+				return raises(ctx, "row %d's cells: %v", row+1, err)
 			}
 			for _, c := range cells {
 				for _, p := range c.Paragraphs {
@@ -737,8 +747,8 @@ func metricColoredWordsInTables(ctx context.Context, result, expected any, _ boo
 
 // metricIsFirstLineCentered checks the first body paragraph's direct
 // alignment.
-func metricIsFirstLineCentered(_ context.Context, result, _ any, _ bool, _ map[string]any) (float64, error) {
-	d, err := openDocx(result)
+func metricIsFirstLineCentered(ctx context.Context, result, _ any, _ bool, _ map[string]any) (float64, error) {
+	d, err := openDocx(ctx, result)
 	if err != nil || d == nil || len(d.Paragraphs) == 0 {
 		return 0, err
 	}
@@ -747,8 +757,8 @@ func metricIsFirstLineCentered(_ context.Context, result, _ any, _ bool, _ map[s
 
 // metricContainsPageBreak counts page breaks in body runs; with
 // rules["page_break_count"] the count must match.
-func metricContainsPageBreak(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
-	d, err := openDocx(result)
+func metricContainsPageBreak(ctx context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
+	d, err := openDocx(ctx, result)
 	if err != nil || d == nil {
 		return 0, err
 	}
@@ -774,8 +784,8 @@ func metricContainsPageBreak(_ context.Context, result, expected any, _ bool, _ 
 // metricCheckTabstops compares the tab stops of the non-blank paragraphs,
 // scoring 1 minus the mean position difference as a fraction of the
 // expected document's text width; alignments must match.
-func metricCheckTabstops(_ context.Context, result, expected any, _ bool, opts map[string]any) (float64, error) {
-	d1, d2, err := openDocxPair(result, expected)
+func metricCheckTabstops(ctx context.Context, result, expected any, _ bool, opts map[string]any) (float64, error) {
+	d1, d2, err := openDocxPair(ctx, result, expected)
 	if err != nil || d1 == nil || d2 == nil {
 		return 0, err
 	}
@@ -837,7 +847,7 @@ func metricCheckTabstops(_ context.Context, result, expected any, _ bool, opts m
 		for _, ts := range [][]docx.TabStop{para1[i].TabStops, para2[i].TabStops} {
 			for _, t := range ts {
 				if t.Raises.Has(docx.PropTabAlignment) || (t.Alignment != "clear" && t.Raises.Has(docx.PropTabPosition)) {
-					return 0, nil
+					return raises(ctx, "a tab stop of paragraph %d", i+1)
 				}
 			}
 		}
@@ -886,11 +896,14 @@ func metricCheckHighlightedWords(ctx context.Context, result, expected any, _ bo
 	f, _ := path(result)
 	d, err := docx.OpenODT(f)
 	if err != nil {
-		return 0, metric.OverCap(err)
+		return 0, metric.Because(ctx, err)
 	}
 	highlighted, err := d.Highlighted("#ffff00")
-	if err != nil || highlighted {
+	if err != nil {
 		// A read odfpy raises on fails docs.py.
+		return 0, metric.Because(ctx, err)
+	}
+	if highlighted {
 		return 0, nil
 	}
 	return 1, nil

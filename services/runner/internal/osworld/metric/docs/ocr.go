@@ -40,7 +40,7 @@ var errNoOCR = errors.New("tesseract not installed")
 // find_default_font does: Writer's default font (the Standard prop of
 // /org.openoffice.Office.Writer/DefaultFont) from registrymodifications.xcu
 // and compares it with rules["font_name"].
-func metricFindDefaultFont(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricFindDefaultFont(ctx context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	want, err := ruleString(expected, "font_name")
 	if err != nil {
 		return 0, err
@@ -51,19 +51,16 @@ func metricFindDefaultFont(_ context.Context, result, expected any, _ bool, _ ma
 	}
 	var got *string
 	data, err := boundedread.ReadFile(p, metric.MaxFile)
-	if oc := metric.OverCap(err); oc != nil {
-		return 0, oc
-	}
 	if err == nil {
 		// A parse error leaves the font None, as docs.py's except does;
 		// a registry over the parser's caps is not judged.
-		v, ok, err := docx.RegistryValue(data, "/org.openoffice.Office.Writer/DefaultFont", "Standard")
-		if oc := metric.OverCap(err); oc != nil {
-			return 0, oc
-		}
-		if err == nil && ok {
+		var v string
+		if v, ok, err = docx.RegistryValue(data, "/org.openoffice.Office.Writer/DefaultFont", "Standard"); err == nil && ok {
 			got = &v
 		}
+	}
+	if err := metric.Because(ctx, err); err != nil {
+		return 0, err
 	}
 	return metric.Bool((got == nil && want == nil) || (got != nil && want != nil && *got == *want)), nil
 }
@@ -132,6 +129,7 @@ func ocrFinds(ctx context.Context, p, target string) (bool, error) {
 	}
 	img, err := decodeForOCR(data)
 	if errors.Is(err, errUnreadable) {
+		metric.Notef(ctx, "%s: %v", filepath.Base(p), err)
 		return false, nil
 	}
 	if err != nil {

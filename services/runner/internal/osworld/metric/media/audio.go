@@ -407,6 +407,9 @@ func metricCompareAudios(ctx context.Context, result, expected any, _ bool, _ ma
 		return 1, nil
 	}
 	if bad1 || bad2 {
+		if err := cmp.Or(err1, err2); err != nil {
+			metric.Notef(ctx, "%v", err)
+		}
 		return 0, nil
 	}
 	m1, m2 := mfcc(y1), mfcc(y2)

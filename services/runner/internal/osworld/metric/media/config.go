@@ -17,11 +17,16 @@ import (
 // missing file, or bytes that are not UTF-8, raise there and score 0 here.
 
 // readUTF8 reads a getter's file as OSWorld's .read().decode('utf-8');
-// err is set only for a file over the size cap.
-func readUTF8(v any) (string, bool, error) {
+// err is set only for a file over the size cap, and a file that does not
+// read or decode is noted.
+func readUTF8(ctx context.Context, v any) (string, bool, error) {
 	text, ok, err := metric.ReadText(v)
-	if err != nil || !ok || !utf8.ValidString(text) {
-		return "", false, metric.OverCap(err)
+	if err != nil || !ok {
+		return "", false, metric.Because(ctx, err)
+	}
+	if !utf8.ValidString(text) {
+		metric.Notef(ctx, "%v is not UTF-8: Python raises decoding it", v)
+		return "", false, nil
 	}
 	return text, true, nil
 }
@@ -29,12 +34,12 @@ func readUTF8(v any) (string, bool, error) {
 // rulesAndText reads the rules and the config file's text; ok is false
 // when the file is missing, unreadable or not UTF-8, which OSWorld scores
 // 0, and err is set for a file over the size cap, which is not scored.
-func rulesAndText(result, expected any) (rule map[string]any, text string, ok bool, err error) {
+func rulesAndText(ctx context.Context, result, expected any) (rule map[string]any, text string, ok bool, err error) {
 	rule, err = metric.Rules(expected)
 	if err != nil {
 		return nil, "", false, err
 	}
-	text, ok, err = readUTF8(result)
+	text, ok, err = readUTF8(ctx, result)
 	return rule, text, ok, err
 }
 
@@ -75,8 +80,8 @@ func lastValue(text, key, def string) string {
 // vlcValueMetric builds check_qt_bgcone and its siblings: the vlcrc value
 // of key (default def) equals str(rules[ruleKey]).
 func vlcValueMetric(key, ruleKey, def string) metric.Func {
-	return func(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
-		rule, text, ok, err := rulesAndText(result, expected)
+	return func(ctx context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
+		rule, text, ok, err := rulesAndText(ctx, result, expected)
 		if err != nil || !ok {
 			return 0, err
 		}
@@ -91,8 +96,8 @@ func vlcValueMetric(key, ruleKey, def string) metric.Func {
 // metricGlobalKeyPlayPause is check_global_key_play_pause: "1" when the
 // last global-key-play-pause= line has a value, "0" when it is empty or
 // absent, compared with str(rules["expected_global_key_play_pause"]).
-func metricGlobalKeyPlayPause(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
-	rule, text, ok, err := rulesAndText(result, expected)
+func metricGlobalKeyPlayPause(ctx context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
+	rule, text, ok, err := rulesAndText(ctx, result, expected)
 	if err != nil || !ok {
 		return 0, err
 	}
@@ -110,8 +115,8 @@ func metricGlobalKeyPlayPause(_ context.Context, result, expected any, _ bool, _
 // metricVLCRecordingsFolder is is_vlc_recordings_folder: the first
 // uncommented line containing input-record-path decides, by its value
 // after the last '='.
-func metricVLCRecordingsFolder(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
-	rule, text, ok, err := rulesAndText(result, expected)
+func metricVLCRecordingsFolder(ctx context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
+	rule, text, ok, err := rulesAndText(ctx, result, expected)
 	if err != nil || !ok {
 		return 0, err
 	}
@@ -138,8 +143,8 @@ const defaultSliderColours = "153;210;153;20;210;20;255;199;15;245;39;29"
 // metricQtSliderColours is check_qt_slider_colours: type "match" compares
 // the value with rules["expected_qt_slider_colours"]; type "blackish"
 // needs every complete RGB triple below 100 in each component.
-func metricQtSliderColours(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
-	rule, text, ok, err := rulesAndText(result, expected)
+func metricQtSliderColours(ctx context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
+	rule, text, ok, err := rulesAndText(ctx, result, expected)
 	if err != nil || !ok {
 		return 0, err
 	}
@@ -153,7 +158,7 @@ func metricQtSliderColours(_ context.Context, result, expected any, _ bool, _ ma
 		for _, f := range strings.Split(v, ";") {
 			n, err := metric.PyInt(f, 10)
 			if err != nil {
-				return 0, nil
+				return 0, metric.Because(ctx, err)
 			}
 			vals = append(vals, n)
 		}
@@ -191,8 +196,8 @@ func metricVLCFullscreen(_ context.Context, result, expected any, _ bool, _ map[
 // whitespace, starts with rules["key"] (one word, or two) and ends with
 // rules["value"]. A blank line of spaces before a match raises in OSWorld
 // (it indexes an empty list) and scores 0.
-func metricGIMPConfigStatus(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
-	rule, text, ok, err := rulesAndText(result, expected)
+func metricGIMPConfigStatus(ctx context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
+	rule, text, ok, err := rulesAndText(ctx, result, expected)
 	if err != nil || !ok {
 		return 0, err
 	}
@@ -273,14 +278,14 @@ func validScheme(s string) bool {
 // metricVLCPlaying is is_vlc_playing over VLC's HTTP status.xml: state is
 // "playing" and the first non-empty meta entry names the expected file
 // (rules type file_name) or URL (type url).
-func metricVLCPlaying(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
-	rule, text, ok, err := rulesAndText(result, expected)
+func metricVLCPlaying(ctx context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
+	rule, text, ok, err := rulesAndText(ctx, result, expected)
 	if err != nil || !ok {
 		return 0, err
 	}
 	root, err := parseXML(text)
 	if err != nil {
-		return 0, metric.OverCap(err)
+		return 0, metric.Because(ctx, err)
 	}
 	state := root.find("state")
 	if state == nil || state.text == nil || *state.text != "playing" {

@@ -156,12 +156,12 @@ func metricCompareEPUB(ctx context.Context, result, expected any, _ bool, _ map[
 	if err != nil {
 		// Python raises: no reward. An archive over the caps is not
 		// judged.
-		return 0, metric.OverCap(err)
+		return 0, metric.Because(ctx, err)
 	}
 	p2, _ := expected.(string)
 	b, err := epubLines(p2)
 	if err != nil {
-		return 0, metric.OverCap(err)
+		return 0, metric.Because(ctx, err)
 	}
 	sum := 0.0
 	for i := 0; i < min(len(a), len(b)); i++ {

@@ -736,7 +736,7 @@ func isASCII(s string) bool {
 // mutagen raises on, scores 0; so does a rule whose value raises, as
 // check_mp3_meta reads every rule's value before the "and" that would
 // skip a later match.
-func metricMP3Meta(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricMP3Meta(ctx context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	rules, err := metric.Rules(expected)
 	if err != nil {
 		return 0, err
@@ -750,13 +750,13 @@ func metricMP3Meta(_ context.Context, result, expected any, _ bool, _ map[string
 	}
 	frames, err := id3Frames(p)
 	if err != nil {
-		return 0, metric.OverCap(err)
+		return 0, metric.Because(ctx, err)
 	}
 	values := make(map[string]string, len(rules))
 	for key := range rules {
 		v, err := easyValue(frames, key)
 		if err != nil {
-			return 0, nil
+			return 0, metric.Because(ctx, err)
 		}
 		values[key] = v
 	}
@@ -767,7 +767,7 @@ func metricMP3Meta(_ context.Context, result, expected any, _ bool, _ map[string
 		}
 		ok, err := metric.MatchValueToRule(values[key], rule)
 		if err != nil {
-			return 0, metric.RuleErr(err)
+			return 0, metric.RuleErr(ctx, err)
 		}
 		if !ok {
 			return 0, nil

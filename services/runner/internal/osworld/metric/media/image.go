@@ -55,19 +55,19 @@ func structureMSE(a, b *pimg, threshold float64) bool {
 }
 
 // openPair opens the two images of a two-path metric; ok is false when
-// either is missing or unreadable (src is opened first, as OSWorld does,
+// either is missing or unreadable (noted; src is opened first, as OSWorld does,
 // and tgt only when src opens), and err is set for one over a size cap.
-func openPair(src, tgt any) (a, b *pimg, ok bool, err error) {
+func openPair(ctx context.Context, src, tgt any) (a, b *pimg, ok bool, err error) {
 	if src == nil || tgt == nil {
 		return nil, nil, false, nil
 	}
 	a, err = openImage(src)
 	if err != nil {
-		return nil, nil, false, metric.OverCap(err)
+		return nil, nil, false, metric.Because(ctx, err)
 	}
 	b, err = openImage(tgt)
 	if err != nil {
-		return nil, nil, false, metric.OverCap(err)
+		return nil, nil, false, metric.Because(ctx, err)
 	}
 	return a, b, true, nil
 }
@@ -112,8 +112,8 @@ func normalizeBrightness(img *pimg, target float64) (*pimg, bool) {
 // metricBrightnessDecrease is check_brightness_decrease_and_structure_sim:
 // src darker than tgt, and after normalising both to brightness 128 their
 // MSE is under the threshold option (0.03).
-func metricBrightnessDecrease(_ context.Context, src, tgt any, _ bool, opts map[string]any) (float64, error) {
-	a, b, ok, err := openPair(src, tgt)
+func metricBrightnessDecrease(ctx context.Context, src, tgt any, _ bool, opts map[string]any) (float64, error) {
+	a, b, ok, err := openPair(ctx, src, tgt)
 	if err != nil || !ok {
 		return 0, err
 	}
@@ -133,18 +133,18 @@ func metricBrightnessDecrease(_ context.Context, src, tgt any, _ bool, opts map[
 // metricSaturationIncrease is check_saturation_increase_and_structure_sim:
 // src's mean HSV saturation above tgt's, and the H and V bands each
 // structurally similar (SSIM ≥ 0.9).
-func metricSaturationIncrease(_ context.Context, src, tgt any, _ bool, _ map[string]any) (float64, error) {
-	a, b, ok, err := openPair(src, tgt)
+func metricSaturationIncrease(ctx context.Context, src, tgt any, _ bool, _ map[string]any) (float64, error) {
+	a, b, ok, err := openPair(ctx, src, tgt)
 	if err != nil || !ok {
 		return 0, err
 	}
 	ha, err := a.convert("HSV")
 	if err != nil {
-		return 0, nil
+		return 0, metric.Because(ctx, err)
 	}
 	hb, err := b.convert("HSV")
 	if err != nil {
-		return 0, nil
+		return 0, metric.Because(ctx, err)
 	}
 	increased := hb.band(1).mean() < ha.band(1).mean()
 	same := structureSSIM(ha.band(0), hb.band(0), 0.9) && structureSSIM(ha.band(2), hb.band(2), 0.9)
@@ -154,8 +154,8 @@ func metricSaturationIncrease(_ context.Context, src, tgt any, _ bool, _ map[str
 // metricContrastIncrease is check_contrast_increase_and_structure_sim: the
 // population standard deviation over all samples (alpha included) of src
 // above tgt's, and SSIM ≥ 0.65.
-func metricContrastIncrease(_ context.Context, src, tgt any, _ bool, _ map[string]any) (float64, error) {
-	a, b, ok, err := openPair(src, tgt)
+func metricContrastIncrease(ctx context.Context, src, tgt any, _ bool, _ map[string]any) (float64, error) {
+	a, b, ok, err := openPair(ctx, src, tgt)
 	if err != nil || !ok {
 		return 0, err
 	}
@@ -180,12 +180,12 @@ func stddev(p []uint8) float64 {
 
 // metricFileExistsStructure is check_file_exists_and_structure_sim: src is
 // a regular file and structurally similar (SSIM ≥ 0.9) to tgt.
-func metricFileExistsStructure(_ context.Context, src, tgt any, _ bool, _ map[string]any) (float64, error) {
+func metricFileExistsStructure(ctx context.Context, src, tgt any, _ bool, _ map[string]any) (float64, error) {
 	p, _ := src.(string)
 	if fi, err := os.Stat(p); err != nil || !fi.Mode().IsRegular() {
 		return 0, nil
 	}
-	a, b, ok, err := openPair(src, tgt)
+	a, b, ok, err := openPair(ctx, src, tgt)
 	if err != nil || !ok {
 		return 0, err
 	}
@@ -193,8 +193,8 @@ func metricFileExistsStructure(_ context.Context, src, tgt any, _ bool, _ map[st
 }
 
 // metricStructureSim is check_structure_sim: same size and SSIM ≥ 0.9.
-func metricStructureSim(_ context.Context, src, tgt any, _ bool, _ map[string]any) (float64, error) {
-	a, b, ok, err := openPair(src, tgt)
+func metricStructureSim(ctx context.Context, src, tgt any, _ bool, _ map[string]any) (float64, error) {
+	a, b, ok, err := openPair(ctx, src, tgt)
 	if err != nil || !ok || a.w != b.w || a.h != b.h {
 		return 0, err
 	}
@@ -205,8 +205,8 @@ func metricStructureSim(_ context.Context, src, tgt any, _ bool, _ map[string]an
 // resized (LANCZOS) to tgt's size, both in RGB, SSIM with a window of 7
 // (or the largest odd size that fits) at least the ssim_threshold option
 // (0.85).
-func metricStructureSimThreshold(_ context.Context, src, tgt any, _ bool, opts map[string]any) (float64, error) {
-	a, b, ok, err := openPair(src, tgt)
+func metricStructureSimThreshold(ctx context.Context, src, tgt any, _ bool, opts map[string]any) (float64, error) {
+	a, b, ok, err := openPair(ctx, src, tgt)
 	if err != nil || !ok {
 		return 0, err
 	}
@@ -231,7 +231,7 @@ func metricStructureSimThreshold(_ context.Context, src, tgt any, _ bool, opts m
 	}
 	s, err := ssim(a, b, win)
 	if err != nil {
-		return 0, nil
+		return 0, metric.Because(ctx, err)
 	}
 	return metric.Bool(s >= threshold), nil
 }
@@ -239,8 +239,8 @@ func metricStructureSimThreshold(_ context.Context, src, tgt any, _ bool, opts m
 // metricStructureSimResized is check_structure_sim_resized: src (cropped
 // to its opaque pixels when it has transparency) resized with PIL's default
 // BICUBIC to tgt's size, SSIM ≥ 0.9.
-func metricStructureSimResized(_ context.Context, src, tgt any, _ bool, _ map[string]any) (float64, error) {
-	a, b, ok, err := openPair(src, tgt)
+func metricStructureSimResized(ctx context.Context, src, tgt any, _ bool, _ map[string]any) (float64, error) {
+	a, b, ok, err := openPair(ctx, src, tgt)
 	if err != nil || !ok {
 		return 0, err
 	}
@@ -248,7 +248,7 @@ func metricStructureSimResized(_ context.Context, src, tgt any, _ bool, _ map[st
 	if a.mode == "RGBA" || a.mode == "LA" || hasTransparency(a) {
 		rgba, err := a.convert("RGBA")
 		if err != nil {
-			return 0, nil
+			return 0, metric.Because(ctx, err)
 		}
 		x0, y0, x1, y1, ok := rgba.band(3).bbox()
 		if !ok {
@@ -256,7 +256,7 @@ func metricStructureSimResized(_ context.Context, src, tgt any, _ bool, _ map[st
 		}
 		content, err := rgba.crop(x0, y0, x1, y1).convert("RGB")
 		if err != nil {
-			return 0, nil
+			return 0, metric.Because(ctx, err)
 		}
 		resized = content.resize(b.w, b.h, bicubic)
 	} else {
@@ -272,22 +272,22 @@ func hasTransparency(img *pimg) bool {
 
 // metricPaletteStructure is check_palette_and_structure_sim: src is a
 // palette image, and its RGB conversion is similar to tgt (SSIM ≥ 0.9).
-func metricPaletteStructure(_ context.Context, src, tgt any, _ bool, _ map[string]any) (float64, error) {
-	a, b, ok, err := openPair(src, tgt)
+func metricPaletteStructure(ctx context.Context, src, tgt any, _ bool, _ map[string]any) (float64, error) {
+	a, b, ok, err := openPair(ctx, src, tgt)
 	if err != nil || !ok {
 		return 0, err
 	}
 	rgb, err := a.convert("RGB")
 	if err != nil {
-		return 0, nil
+		return 0, metric.Because(ctx, err)
 	}
 	return metric.Bool(a.mode == "P" && structureSSIM(rgb, b, 0.9)), nil
 }
 
 // metricImageMirror is check_image_mirror: src flipped left-right is
 // similar to tgt with SSIM ≥ 0.99.
-func metricImageMirror(_ context.Context, src, tgt any, _ bool, _ map[string]any) (float64, error) {
-	a, b, ok, err := openPair(src, tgt)
+func metricImageMirror(ctx context.Context, src, tgt any, _ bool, _ map[string]any) (float64, error) {
+	a, b, ok, err := openPair(ctx, src, tgt)
 	if err != nil || !ok {
 		return 0, err
 	}
@@ -296,14 +296,14 @@ func metricImageMirror(_ context.Context, src, tgt any, _ bool, _ map[string]any
 
 // metricTextboxLeft is check_textbox_on_leftside: the leftmost dark pixel
 // (L < 128) lies within the left 5% of the width.
-func metricTextboxLeft(_ context.Context, src, _ any, _ bool, _ map[string]any) (float64, error) {
+func metricTextboxLeft(ctx context.Context, src, _ any, _ bool, _ map[string]any) (float64, error) {
 	img, err := openImage(src)
 	if err != nil {
-		return 0, metric.OverCap(err)
+		return 0, metric.Because(ctx, err)
 	}
 	l, err := img.convert("L")
 	if err != nil {
-		return 0, nil
+		return 0, metric.Because(ctx, err)
 	}
 	left := l.w
 	for y := 0; y < l.h; y++ {
@@ -322,8 +322,8 @@ func metricTextboxLeft(_ context.Context, src, _ any, _ bool, _ map[string]any) 
 // must be green (G above R and B) in src at the same transposed index. An
 // index past the array raises in Python, so every non-square image, and
 // a src smaller than tgt, scores 0 unless a non-green pixel came first.
-func metricGreenBackground(_ context.Context, src, tgt any, _ bool, _ map[string]any) (float64, error) {
-	a, b, ok, err := openPair(src, tgt)
+func metricGreenBackground(ctx context.Context, src, tgt any, _ bool, _ map[string]any) (float64, error) {
+	a, b, ok, err := openPair(ctx, src, tgt)
 	if err != nil || !ok {
 		return 0, err
 	}
@@ -357,10 +357,10 @@ func metricGreenBackground(_ context.Context, src, tgt any, _ bool, _ map[string
 // metricTrianglePosition is check_triangle_position: the second least
 // frequent colour (OSWorld's argsort ascending, index 1) has its centroid
 // within 5% of each dimension from the image centre.
-func metricTrianglePosition(_ context.Context, src, _ any, _ bool, _ map[string]any) (float64, error) {
+func metricTrianglePosition(ctx context.Context, src, _ any, _ bool, _ map[string]any) (float64, error) {
 	img, err := openImage(src)
 	if err != nil {
-		return 0, metric.OverCap(err)
+		return 0, metric.Because(ctx, err)
 	}
 	nb := bands(img.mode)
 	if nb < 2 {
@@ -406,21 +406,21 @@ func metricTrianglePosition(_ context.Context, src, _ any, _ bool, _ map[string]
 // optional) equal the image's size, or with ignore_transparent its opaque
 // content's box. As in OSWorld, any image with info["transparency"] is
 // measured by its content too.
-func metricImageSize(_ context.Context, src, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricImageSize(ctx context.Context, src, expected any, _ bool, _ map[string]any) (float64, error) {
 	rule, err := metric.Rules(expected)
 	if err != nil {
 		return 0, err
 	}
 	img, err := openImage(src)
 	if err != nil {
-		return 0, metric.OverCap(err)
+		return 0, metric.Because(ctx, err)
 	}
 	ignore, _ := rule["ignore_transparent"].(bool)
 	w, h := img.w, img.h
 	if ignore && (img.mode == "RGBA" || img.mode == "LA") || hasTransparency(img) {
 		rgba, err := img.convert("RGBA")
 		if err != nil {
-			return 0, nil
+			return 0, metric.Because(ctx, err)
 		}
 		x0, y0, x1, y1, ok := rgba.band(3).bbox()
 		w, h = x1-x0, y1-y0
@@ -441,7 +441,7 @@ func metricImageSize(_ context.Context, src, expected any, _ bool, _ map[string]
 
 // metricImageFileSize is check_image_file_size: the file is smaller than
 // rules["max_size"] bytes.
-func metricImageFileSize(_ context.Context, src, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricImageFileSize(ctx context.Context, src, expected any, _ bool, _ map[string]any) (float64, error) {
 	rule, err := metric.Rules(expected)
 	if err != nil {
 		return 0, err
@@ -452,7 +452,7 @@ func metricImageFileSize(_ context.Context, src, expected any, _ bool, _ map[str
 	}
 	fi, err := os.Stat(p)
 	if err != nil {
-		return 0, nil
+		return 0, metric.Because(ctx, err)
 	}
 	limit, ok := rule["max_size"].(float64)
 	if !ok {
@@ -466,18 +466,18 @@ func metricImageFileSize(_ context.Context, src, expected any, _ bool, _ map[str
 // the two, SSIM with skimage's defaults; with reference_base_result b the
 // score is (s-b)/(1-b) when s ≥ b+0.01, else 0. A negative SSIM, which
 // OSWorld would return as is, scores 0.
-func metricCompareImages(_ context.Context, result, expected any, _ bool, opts map[string]any) (float64, error) {
-	a, b, ok, err := openPair(result, expected)
+func metricCompareImages(ctx context.Context, result, expected any, _ bool, opts map[string]any) (float64, error) {
+	a, b, ok, err := openPair(ctx, result, expected)
 	if err != nil || !ok {
 		return 0, err
 	}
 	la, err := a.convert("L")
 	if err != nil {
-		return 0, nil
+		return 0, metric.Because(ctx, err)
 	}
 	lb, err := b.convert("L")
 	if err != nil {
-		return 0, nil
+		return 0, metric.Because(ctx, err)
 	}
 	w, h := la.w, la.h
 	if lb.w < w || lb.w == w && lb.h < h {
@@ -486,7 +486,7 @@ func metricCompareImages(_ context.Context, result, expected any, _ bool, opts m
 	la, lb = la.resize(w, h, lanczos), lb.resize(w, h, lanczos)
 	s, err := ssim(la, lb, 7)
 	if err != nil {
-		return 0, nil
+		return 0, metric.Because(ctx, err)
 	}
 	if base, ok := opts["reference_base_result"].(float64); ok {
 		if s >= base+0.01 {
@@ -508,7 +508,7 @@ func clamp01(v float64) float64 {
 // image (resized with LANCZOS to the gold size, converted to the gold
 // mode) has no differing pixel (PIL's getbbox of the difference, which for
 // RGBA looks at alpha only).
-func metricCompareImageList(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricCompareImageList(ctx context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	preds, isList := result.([]any)
 	golds, _ := expected.([]any)
 	if !isList {
@@ -521,7 +521,7 @@ func metricCompareImageList(_ context.Context, result, expected any, _ bool, _ m
 		if s, _ := golds[i].(string); s == "" {
 			return 0, nil
 		}
-		p, g, ok, err := openPair(preds[i], golds[i])
+		p, g, ok, err := openPair(ctx, preds[i], golds[i])
 		if err != nil || !ok {
 			return 0, err
 		}
@@ -531,7 +531,7 @@ func metricCompareImageList(_ context.Context, result, expected any, _ bool, _ m
 		if p.mode != g.mode {
 			c, err := p.convert(g.mode)
 			if err != nil {
-				return 0, nil
+				return 0, metric.Because(ctx, err)
 			}
 			p = c
 		}

@@ -277,14 +277,14 @@ func metricComparePDFs(ctx context.Context, result, expected any, _ bool, _ map[
 			continue
 		}
 		t1, err := pdfText(ctx, p1)
-		if fail := pdfFailure(err); fail != nil {
+		if fail := pdfFailure(ctx, err); fail != nil {
 			return 0, fmt.Errorf("compare_pdfs: %w", fail)
 		}
 		if err != nil {
 			continue
 		}
 		t2, err := pdfText(ctx, p2)
-		if fail := pdfFailure(err); fail != nil {
+		if fail := pdfFailure(ctx, err); fail != nil {
 			return 0, fmt.Errorf("compare_pdfs: %w", fail)
 		}
 		if err != nil {
@@ -316,12 +316,13 @@ var errScript = errors.New("write a mutool script")
 // pdfFailure is err when it fails the evaluation rather than scoring 0:
 // an input over a size cap, or a mutool script the runner could not
 // write (its own failure, not the file's). Any other error is a PDF the
-// tools cannot read, which OSWorld scores 0 too, and gives nil.
-func pdfFailure(err error) error {
+// tools cannot read, which OSWorld scores 0 too: it is noted, and gives
+// nil.
+func pdfFailure(ctx context.Context, err error) error {
 	if errors.Is(err, errScript) {
 		return err
 	}
-	return metric.OverCap(err)
+	return metric.Because(ctx, err)
 }
 
 // writeScript writes a mutool script to a temporary file named by
@@ -404,7 +405,7 @@ func metricPDFPages(ctx context.Context, result, expected any, _ bool, _ map[str
 	defer os.Remove(script)
 	n, err := pdfPages(ctx, script, p)
 	if err != nil {
-		return 0, metric.OverCap(err)
+		return 0, metric.Because(ctx, err)
 	}
 	return metric.Bool(cmp(float64(n), ref)), nil
 }
@@ -509,11 +510,11 @@ func metricComparePDFImages(ctx context.Context, result, expected any, _ bool, _
 	}
 	im1, err := pdfImages(ctx, p1)
 	if err != nil {
-		return 0, pdfFailure(err)
+		return 0, pdfFailure(ctx, err)
 	}
 	im2, err := pdfImages(ctx, p2)
 	if err != nil {
-		return 0, pdfFailure(err)
+		return 0, pdfFailure(ctx, err)
 	}
 	if len(im1) != len(im2) {
 		return 0, nil
@@ -526,7 +527,7 @@ func metricComparePDFImages(ctx context.Context, result, expected any, _ bool, _
 		h1, err1 := phash(im1[i])
 		h2, err2 := phash(im2[i])
 		if err1 != nil || err2 != nil {
-			return 0, nil
+			return 0, metric.Because(ctx, fmt.Errorf("image %d: %w", i+1, errors.Join(err1, err2)))
 		}
 		if hashDistance(h1, h2) <= 5 {
 			total++

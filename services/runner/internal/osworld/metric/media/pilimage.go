@@ -15,6 +15,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 
 	"golang.org/x/image/bmp"
@@ -91,7 +92,11 @@ func openImage(v any) (*pimg, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read image %s: %w", p, err)
 	}
-	return decodeImage(data)
+	img, err := decodeImage(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Base(p), err)
+	}
+	return img, nil
 }
 
 // decodeImage decodes PNG, JPEG, GIF, BMP, TIFF and WebP into PIL's mode.

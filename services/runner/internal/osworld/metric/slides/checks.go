@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -14,14 +15,17 @@ import (
 
 // metricPortrait is check_slide_orientation_Portrait: the slide is taller
 // than wide.
-func metricPortrait(_ context.Context, result, _ any, _ bool, _ map[string]any) (float64, error) {
-	p, err := openResult(result)
+func metricPortrait(ctx context.Context, result, _ any, _ bool, _ map[string]any) (float64, error) {
+	p, err := openResult(ctx, result)
 	if err != nil || p == nil {
 		return 0, err
 	}
 	w, h, err := p.SlideSize()
-	if err != nil || w == nil || h == nil {
-		return 0, nil // None < None raises in Python
+	if err != nil {
+		return 0, metric.Because(ctx, err)
+	}
+	if w == nil || h == nil {
+		return 0, metric.Because(ctx, fmt.Errorf("the slide size is None: %w", errPython)) // None < None
 	}
 	return metric.Bool(*w < *h), nil
 }
@@ -33,8 +37,8 @@ const inch = 914400
 // the first picture of the original's first slide, found by its bytes on
 // the result's first slide (the last such picture), fills the slide and
 // is centred within half an inch.
-func metricImageStretch(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
-	mod, err := openResult(result)
+func metricImageStretch(ctx context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
+	mod, err := openResult(ctx, result)
 	if err != nil || mod == nil {
 		return 0, err
 	}
@@ -44,14 +48,14 @@ func metricImageStretch(_ context.Context, result, expected any, _ bool, _ map[s
 	}
 	s, err := imageStretched(orig, mod)
 	if err != nil {
-		return 0, metric.OverCap(err)
+		return 0, metric.Because(ctx, err)
 	}
 	return s, nil
 }
 
 func firstSlidePictures(p *pptx.Presentation) ([]*pptx.Shape, error) {
 	if len(p.Slides) == 0 {
-		return nil, errPython // slides[0] raises IndexError
+		return nil, fmt.Errorf("no slides: slides[0] %w", errPython) // IndexError
 	}
 	shapes, err := p.Slides[0].Shapes()
 	if err != nil {
@@ -100,14 +104,20 @@ func imageStretched(orig, mod *pptx.Presentation) (float64, error) {
 		return 0, nil
 	}
 	sw, sh, err := orig.SlideSize()
-	if err != nil || sw == nil {
-		return 0, errPython
+	if err != nil {
+		return 0, err
+	}
+	if sw == nil {
+		return 0, fmt.Errorf("the original's slide width is None: %w", errPython)
 	}
 	var pos [4]float64
 	for i, w := range all4 {
 		v, err := found.Pos(w)
-		if err != nil || v == nil {
-			return 0, errPython
+		if err != nil {
+			return 0, err
+		}
+		if v == nil {
+			return 0, fmt.Errorf("the picture's position or size is None: %w", errPython)
 		}
 		pos[i] = float64(*v)
 	}
@@ -123,7 +133,7 @@ func imageStretched(orig, mod *pptx.Presentation) (float64, error) {
 // metricTransition is check_transition: slide rules["slide_idx"] (counted
 // from 0, read as ppt/slides/slide<n+1>.xml) has a p:transition holding a
 // p:<transition_type> element.
-func metricTransition(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricTransition(ctx context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	r, err := metric.Rules(expected)
 	if err != nil {
 		return 0, err
@@ -136,7 +146,7 @@ func metricTransition(_ context.Context, result, expected any, _ bool, _ map[str
 	if !ok {
 		return 0, fmt.Errorf("check_transition: transition_type must be a string")
 	}
-	root, err := partXML(result, "ppt/slides/slide"+strconv.FormatInt(int64(idx)+1, 10)+".xml")
+	root, err := partXML(ctx, result, "ppt/slides/slide"+strconv.FormatInt(int64(idx)+1, 10)+".xml")
 	if err != nil || root == nil {
 		return 0, err
 	}
@@ -147,18 +157,18 @@ func metricTransition(_ context.Context, result, expected any, _ bool, _ map[str
 // partXML is one XML part of the presentation a getter gave; nil when the
 // file or the part is missing or unreadable, which slides.py scores 0,
 // and an error when either is over a size cap.
-func partXML(result any, name string) (*pptx.Element, error) {
+func partXML(ctx context.Context, result any, name string) (*pptx.Element, error) {
 	path, ok := result.(string)
 	if !ok || path == "" {
 		return nil, nil
 	}
 	pk, err := pptx.OpenPackage(path)
 	if err != nil {
-		return nil, metric.OverCap(err)
+		return nil, metric.Because(ctx, fmt.Errorf("%s does not open as a .pptx: %w", filepath.Base(path), err))
 	}
 	root, err := pk.XML(name)
 	if err != nil {
-		return nil, metric.OverCap(err)
+		return nil, metric.Because(ctx, err)
 	}
 	return root, nil
 }
@@ -166,7 +176,7 @@ func partXML(result any, name string) (*pptx.Element, error) {
 // metricPageNumberColors is check_page_number_colors: the colour slides.py
 // finds for the slide numbers in ppt/slideMasters/slideMaster1.xml is
 // rules["color"] ("red", "blue", "green" or "black"; other names pass).
-func metricPageNumberColors(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricPageNumberColors(ctx context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	r, err := metric.Rules(expected)
 	if err != nil {
 		return 0, err
@@ -175,7 +185,7 @@ func metricPageNumberColors(_ context.Context, result, expected any, _ bool, _ m
 	if !ok {
 		return 0, fmt.Errorf("check_page_number_colors: color must be a string")
 	}
-	root, err := partXML(result, "ppt/slideMasters/slideMaster1.xml")
+	root, err := partXML(ctx, result, "ppt/slideMasters/slideMaster1.xml")
 	if err != nil || root == nil {
 		return 0, err
 	}
@@ -284,7 +294,7 @@ func colorIs(name string, c [3]int) bool {
 // minus the mean over slides of the background colour's distance to
 // rules["rgb"] (normalised to [0,1]); a slide whose colour is unknown, not
 // solid, or still rules["original_rgb"] counts as distance 1.
-func metricFillDistance(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricFillDistance(ctx context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	r, err := metric.Rules(expected)
 	if err != nil {
 		return 0, err
@@ -301,7 +311,7 @@ func metricFillDistance(_ context.Context, result, expected any, _ bool, _ map[s
 		}
 		orig = &o
 	}
-	p, err := openResult(result)
+	p, err := openResult(ctx, result)
 	if err != nil || p == nil || len(p.Slides) == 0 {
 		return 0, err // no file, or a division by zero slides
 	}
@@ -309,7 +319,7 @@ func metricFillDistance(_ context.Context, result, expected any, _ bool, _ map[s
 	for _, s := range p.Slides {
 		d, err := fillDistance(s, want, orig)
 		if err != nil {
-			return 0, metric.OverCap(err)
+			return 0, metric.Because(ctx, err)
 		}
 		sum += d
 	}

@@ -196,6 +196,9 @@ func TestRegistryChecks(t *testing.T) {
 		{"autosave 10", metricAutoSaveTime, xcu(autosave("10")), minutes, 0},
 		{"autosave last item wins", metricAutoSaveTime, xcu(autosave("3") + autosave("5")), minutes, 0},
 		{"autosave not a number", metricAutoSaveTime, xcu(autosave("x")), minutes, 0},
+		// int() takes spaces, underscores and any script's digits.
+		{"autosave as int() reads it", metricAutoSaveTime, xcu(autosave(" 0_3 ")), minutes, 1},
+		{"autosave in Arabic-Indic digits", metricAutoSaveTime, xcu(autosave("٣")), minutes, 1},
 		{"autosave unset", metricAutoSaveTime, xcu(""), minutes, 0},
 		{"autosave corrupt", metricAutoSaveTime, corrupt, minutes, 0},
 		{"autosave no file", metricAutoSaveTime, nil, minutes, 0},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"path/filepath"
 	"slices"
 
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric"
@@ -88,8 +89,8 @@ func newComparer(opts map[string]any) *comparer {
 }
 
 // metricComparePptx is compare_pptx_files(result, expected, **options).
-func metricComparePptx(_ context.Context, result, expected any, _ bool, opts map[string]any) (float64, error) {
-	p1, err := openResult(result)
+func metricComparePptx(ctx context.Context, result, expected any, _ bool, opts map[string]any) (float64, error) {
+	p1, err := openResult(ctx, result)
 	if err != nil || p1 == nil {
 		return 0, err
 	}
@@ -99,22 +100,22 @@ func metricComparePptx(_ context.Context, result, expected any, _ bool, opts map
 	}
 	same, err := newComparer(opts).presentations(p1, p2)
 	if err != nil {
-		return 0, metric.OverCap(err)
+		return 0, metric.Because(ctx, err)
 	}
 	return metric.Bool(same), nil
 }
 
 // openResult opens the agent's file: nil for anything python-pptx cannot
-// open (no file, a corrupt one), which scores 0, and an error for a file
-// over a size cap, which is not scored.
-func openResult(v any) (*pptx.Presentation, error) {
+// open (no file, a corrupt one, noted), which scores 0, and an error for
+// a file over a size cap, which is not scored.
+func openResult(ctx context.Context, v any) (*pptx.Presentation, error) {
 	p, ok := v.(string)
 	if !ok || p == "" {
 		return nil, nil
 	}
 	prs, err := pptx.Open(p)
 	if err != nil {
-		return nil, metric.OverCap(err)
+		return nil, metric.Because(ctx, fmt.Errorf("%s does not open as a .pptx: %w", filepath.Base(p), err))
 	}
 	return prs, nil
 }
@@ -147,14 +148,14 @@ func (c *comparer) approx(a, b *int64) (bool, error) {
 		if *other == 0 {
 			return false, nil
 		}
-		return false, errPython
+		return false, fmt.Errorf("a length of None against %d: %w", *other, errPython)
 	case *a == *b:
 		return true, nil
 	case *a == 0 || *b == 0:
 		return false, nil
 	}
 	if c.tolErr {
-		return false, errPython
+		return false, fmt.Errorf("approximately_tolerance is not a number: %w", errPython)
 	}
 	d := math.Abs(float64(*a) - float64(*b))
 	return d/math.Max(math.Abs(float64(*a)), math.Abs(float64(*b))) <= c.tol, nil
@@ -185,7 +186,7 @@ var all4 = []int{pptx.Left, pptx.Top, pptx.Width, pptx.Height}
 // less is Python's a < b (orEqual: a <= b) on lengths; None raises.
 func less(a, b *int64, orEqual bool) (bool, error) {
 	if a == nil || b == nil {
-		return false, errPython
+		return false, fmt.Errorf("a length of None in a comparison: %w", errPython)
 	}
 	if orEqual {
 		return *a <= *b, nil
@@ -195,7 +196,7 @@ func less(a, b *int64, orEqual bool) (bool, error) {
 
 func lessConst(a *int64, k int64, greater bool) (bool, error) {
 	if a == nil {
-		return false, errPython
+		return false, fmt.Errorf("a length of None in a comparison: %w", errPython)
 	}
 	if greater {
 		return *a > k, nil

@@ -3,7 +3,7 @@ package slides
 import (
 	"context"
 	"fmt"
-	"strconv"
+	"path/filepath"
 	"strings"
 
 	"github.com/rolloutmesh/rolloutmesh/serverkit/boundedread"
@@ -16,20 +16,21 @@ import (
 const nsOOR = "http://openoffice.org/2001/registry"
 
 // readXML parses a local XML file named by a getter result; ok is false
-// when there is no such file or it does not parse (each caller decides
-// what Python does then), and err is set for a file over a size cap.
-func readXML(v any) (*pptx.Element, bool, error) {
+// when there is no such file or it does not parse (noted; each caller
+// decides what Python does then), and err is set for a file over a size
+// cap.
+func readXML(ctx context.Context, v any) (*pptx.Element, bool, error) {
 	p, ok := v.(string)
 	if !ok || p == "" {
 		return nil, false, nil
 	}
 	b, err := boundedread.ReadFile(p, metric.MaxFile)
 	if err != nil {
-		return nil, false, metric.OverCap(err)
+		return nil, false, metric.Because(ctx, err)
 	}
 	root, err := pptx.ParseXML(b)
 	if err != nil {
-		return nil, false, metric.OverCap(err)
+		return nil, false, metric.Because(ctx, fmt.Errorf("%s does not parse as XML: %w", filepath.Base(p), err))
 	}
 	return root, true, nil
 }
@@ -48,8 +49,8 @@ func registryItems(root *pptx.Element, path string) []*pptx.Element {
 
 // metricPresenterConsoleDisabled is check_presenter_console_disable: the
 // first EnablePresenterScreen setting under Impress/Misc/Start is false.
-func metricPresenterConsoleDisabled(_ context.Context, result, _ any, _ bool, _ map[string]any) (float64, error) {
-	root, ok, err := readXML(result)
+func metricPresenterConsoleDisabled(ctx context.Context, result, _ any, _ bool, _ map[string]any) (float64, error) {
+	root, ok, err := readXML(ctx, result)
 	if err != nil || !ok {
 		return 0, err
 	}
@@ -71,7 +72,7 @@ func metricPresenterConsoleDisabled(_ context.Context, result, _ any, _ bool, _ 
 // metricAutoSaveTime is check_auto_saving_time: AutoSaveTimeIntervall
 // under Common/Save/Document equals rules["minutes"]. As in slides.py, a
 // later matching item overrides an earlier one.
-func metricAutoSaveTime(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricAutoSaveTime(ctx context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	r, err := metric.Rules(expected)
 	if err != nil {
 		return 0, err
@@ -80,7 +81,7 @@ func metricAutoSaveTime(_ context.Context, result, expected any, _ bool, _ map[s
 	if !ok {
 		return 0, fmt.Errorf("check_auto_saving_time: minutes must be a number")
 	}
-	root, ok, err := readXML(result)
+	root, ok, err := readXML(ctx, result)
 	if err != nil || !ok {
 		return 0, err
 	}
@@ -92,7 +93,9 @@ func metricAutoSaveTime(_ context.Context, result, expected any, _ bool, _ map[s
 			}
 			v := prop.Find("", "value")
 			if v == nil || v.Text == nil {
-				return 0, nil // None.text or int(None) raises
+				// None.text or int(None) raises.
+				metric.Notef(ctx, "AutoSaveTimeIntervall has no value: Python raises")
+				return 0, nil
 			}
 			found = v.Text
 			break
@@ -101,10 +104,10 @@ func metricAutoSaveTime(_ context.Context, result, expected any, _ bool, _ map[s
 	if found == nil {
 		return 0, nil
 	}
-	s := strings.TrimSpace(*found)
-	n, err := strconv.ParseInt(strings.TrimPrefix(s, "+"), 10, 64)
+	n, err := metric.PyInt(*found, 10)
 	if err != nil {
-		return 0, nil // int() raises ValueError
+		// int() raises ValueError.
+		return 0, metric.Because(ctx, fmt.Errorf("AutoSaveTimeIntervall: %w", err))
 	}
 	return metric.Bool(float64(n) == minutes), nil
 }
@@ -112,14 +115,14 @@ func metricAutoSaveTime(_ context.Context, result, expected any, _ bool, _ map[s
 // metricLeftPanel is check_left_panel: the accessibility tree (an XML
 // string) has a document-frame named "Slides View", which is the slide
 // pane.
-func metricLeftPanel(_ context.Context, result, _ any, _ bool, _ map[string]any) (float64, error) {
+func metricLeftPanel(ctx context.Context, result, _ any, _ bool, _ map[string]any) (float64, error) {
 	s, ok := result.(string)
 	if !ok {
 		return 0, nil
 	}
 	root, err := pptx.ParseXML([]byte(s))
 	if err != nil {
-		return 0, metric.OverCap(err)
+		return 0, metric.Because(ctx, err)
 	}
 	frames := root.Descendants("", "document-frame")
 	if root.Is("", "document-frame") {

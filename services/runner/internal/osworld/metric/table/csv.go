@@ -56,7 +56,7 @@ func safeReadLines(p string) ([]string, error) {
 // compareCSV is compare_csv: the result's lines equal those of the
 // expected file, or of any of a list of expected files (options strict,
 // default true, and ignore_case).
-func compareCSV(_ context.Context, result, expected any, _ bool, opts map[string]any) (float64, error) {
+func compareCSV(ctx context.Context, result, expected any, _ bool, opts map[string]any) (float64, error) {
 	rp, ok := result.(string)
 	if !ok || rp == "" {
 		if l, isList := result.([]any); isList && len(l) > 0 {
@@ -70,7 +70,7 @@ func compareCSV(_ context.Context, result, expected any, _ bool, opts map[string
 	if err != nil {
 		// Missing or unreadable: OSWorld catches both and scores 0. A
 		// file over the size cap is not judged.
-		return 0, metric.OverCap(err)
+		return 0, metric.Because(ctx, err)
 	}
 	var files []string
 	switch e := expected.(type) {
@@ -209,7 +209,7 @@ func normaliseCity(s string) string {
 // compareConferenceCityInOrder checks C2:C22 of the active sheet against
 // rules["expected"] in order: each expected name (or one of a list of
 // names) must be contained in the normalised cell text.
-func compareConferenceCityInOrder(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
+func compareConferenceCityInOrder(ctx context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	r, err := metric.Rules(expected)
 	if err != nil {
 		return 0, err
@@ -220,11 +220,11 @@ func compareConferenceCityInOrder(_ context.Context, result, expected any, _ boo
 	}
 	wb, err := openWorkbook(p)
 	if err != nil {
-		return 0, metric.OverCap(err)
+		return 0, metric.Because(ctx, err)
 	}
 	sh, err := wb.activeSheet()
 	if err != nil || sh == nil {
-		return 0, metric.OverCap(err)
+		return 0, metric.Because(ctx, err)
 	}
 	want, _ := r["expected"].([]any)
 	for i := 0; i < 21; i++ {

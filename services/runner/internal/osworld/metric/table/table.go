@@ -39,6 +39,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -102,7 +103,7 @@ func compareTable(ctx context.Context, result, expected any, hasExpected bool, o
 	if err != nil {
 		// openpyxl raises on a workbook it cannot read; one over a size
 		// cap here is not judged.
-		return 0, metric.OverCap(err)
+		return 0, metric.Because(ctx, fmt.Errorf("%s: %w", filepath.Base(rp), err))
 	}
 	tc := &tableCtx{ctx: ctx, result: rwb, resultPath: rp, resultNames: rwb.sheetNames()}
 	if ep, ok := firstPath(expected); hasExpected && expected != nil && ok {
@@ -127,12 +128,13 @@ func compareTable(ctx context.Context, result, expected any, hasExpected bool, o
 		pass, err := tc.check(rule)
 		if errors.Is(err, errPython) && !errors.Is(err, metric.ErrOverCap) {
 			// OSWorld's metric raises here; its run gets no score.
-			return 0, nil
+			return 0, metric.Because(ctx, fmt.Errorf("rule %d (%v): %w", i, rule["type"], err))
 		}
 		if err != nil {
 			return 0, fmt.Errorf("compare_table rule %d (%v): %w", i, rule["type"], err)
 		}
 		if !pass {
+			metric.Notef(ctx, "rule %d (%v) does not hold", i, rule["type"])
 			return 0, nil
 		}
 	}
@@ -257,7 +259,7 @@ func (c *tableCtx) sheetData(r map[string]any) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	f1, err := loadFrame(s1)
+	f1, err := loadFrame(c.ctx, s1)
 	if err != nil || f1 == nil {
 		return false, err
 	}
@@ -265,7 +267,7 @@ func (c *tableCtx) sheetData(r map[string]any) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	f2, err := loadFrame(s2)
+	f2, err := loadFrame(c.ctx, s2)
 	if err != nil {
 		return false, err
 	}
@@ -280,13 +282,13 @@ func (c *tableCtx) sheetData(r map[string]any) (bool, error) {
 
 // loadFrame is _load_sheet over pd.ExcelFile: nil where pandas fails,
 // an error for a sheet over a size cap.
-func loadFrame(s side) (*frame, error) {
+func loadFrame(ctx context.Context, s side) (*frame, error) {
 	if s.wb == nil {
 		return nil, nil
 	}
 	f, err := s.wb.readFrame(s.name)
 	if err != nil {
-		return nil, metric.OverCap(err)
+		return nil, metric.Because(ctx, fmt.Errorf("sheet %q: %w", s.name, err))
 	}
 	return f, nil
 }
@@ -557,7 +559,7 @@ func (c *tableCtx) sheetOrNil(idx any) (*sheet, error) {
 	}
 	sh, err := openpyxlSheet(s)
 	if err != nil {
-		return nil, metric.OverCap(err)
+		return nil, metric.Because(c.ctx, fmt.Errorf("sheet %q: %w", s.name, err))
 	}
 	return sh, nil
 }
