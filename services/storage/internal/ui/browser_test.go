@@ -171,7 +171,7 @@ func (v *viewer) write(t *testing.T, specs ...epSpec) {
 		if s.status != pb.EpisodeStatus_EPISODE_STATUS_RUNNING {
 			ep.Status, ep.Score, ep.FailureReason = s.status, s.score, s.reason
 			ep.EndTime = timestamppb.New(start.Add(2 * time.Minute))
-			ep.EvaluatorDetailsJson = fmt.Sprintf(`{"metric":"exact_match","result":%v,"getter":"vm_file"}`, s.score)
+			ep.EvaluatorDetailsJson = fmt.Sprintf(`{"func":["exact_match"],"scores":[%v],"getter":"vm_file","notes":[["a <note> on the score"]]}`, s.score)
 			send(&pb.AppendStepsRequest{Item: &pb.AppendStepsRequest_Episode{Episode: ep}})
 		}
 		if _, err := stream.CloseAndRecv(); err != nil {
@@ -395,6 +395,9 @@ func TestViewerInBrowser(t *testing.T) {
 		}
 		if got := text(t, ctx, "#evaluator"); !strings.Contains(got, `"getter": "vm_file"`) {
 			t.Errorf("evaluator = %q, want the getter", got)
+		}
+		if got := text(t, ctx, "#evaluator-notes"); got != "exact_match: a <note> on the score" {
+			t.Errorf("evaluator notes = %q, want the metric's note after its name", got)
 		}
 		if got := text(t, ctx, "#instruction"); got != "Open the settings of t-click & save <them>" {
 			t.Errorf("instruction = %q", got)

@@ -498,6 +498,9 @@ type episodePage struct {
 	Pager      pager
 	FirstIndex int
 	Evaluator  string
+	// Notes are the evaluator's notes on its scores, each after its
+	// metric's name: why a score is 0 when the file did not open.
+	Notes      []string
 	Labels     [][2]string
 	Recording  string
 	RolloutURL string
@@ -542,6 +545,7 @@ func (h *Handler) episode(w http.ResponseWriter, r *http.Request) {
 	}
 	if d := ep.GetEvaluatorDetailsJson(); d != "" {
 		page.Evaluator = prettyJSON(d)
+		page.Notes = evaluatorNotes(d)
 	}
 	for k, v := range ep.GetLabels() {
 		page.Labels = append(page.Labels, [2]string{k, v})
@@ -551,6 +555,30 @@ func (h *Handler) episode(w http.ResponseWriter, r *http.Request) {
 		page.Recording = rec.GetSha256()
 	}
 	h.render(w, r, http.StatusOK, "episode", page)
+}
+
+// evaluatorNotes reads the notes an OSWorld evaluation keeps beside its
+// scores (details "notes", one list per metric run, in the order of
+// "func"), each after its metric's name; none for details of another
+// shape.
+func evaluatorNotes(details string) []string {
+	var d struct {
+		Func  []string   `json:"func"`
+		Notes [][]string `json:"notes"`
+	}
+	if json.Unmarshal([]byte(details), &d) != nil {
+		return nil
+	}
+	var out []string
+	for i, notes := range d.Notes {
+		for _, n := range notes {
+			if i < len(d.Func) {
+				n = d.Func[i] + ": " + n
+			}
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 func prettyJSON(s string) string {
