@@ -644,7 +644,8 @@ type Episode struct {
 	FinalAnswer string `protobuf:"bytes,11,opt,name=final_answer,json=finalAnswer,proto3" json:"final_answer,omitempty"`
 	// Reward in [0, 1] from the evaluator or metric; meaningful when DONE.
 	Score float64 `protobuf:"fixed64,12,opt,name=score,proto3" json:"score,omitempty"`
-	// Evaluator details as JSON (metric names, getter results, options).
+	// Evaluator details as JSON (metric names, scores, getter results,
+	// options, and each metric's notes on why it scored 0).
 	EvaluatorDetailsJson string `protobuf:"bytes,13,opt,name=evaluator_details_json,json=evaluatorDetailsJson,proto3" json:"evaluator_details_json,omitempty"`
 	// Distinct model versions that produced this episode's completions.
 	ModelVersions []int64 `protobuf:"varint,14,rep,packed,name=model_versions,json=modelVersions,proto3" json:"model_versions,omitempty"`
