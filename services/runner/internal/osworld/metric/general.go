@@ -131,7 +131,7 @@ func metricLiteralMatch(_ context.Context, result, expected any, _ bool, opts ma
 	ic, _ := opts["ignore_case"].(bool)
 	norm := func(v any) string {
 		if ic {
-			return strings.ToLower(PyStr(v))
+			return PyLower(PyStr(v))
 		}
 		return PyStr(v)
 	}
@@ -374,7 +374,7 @@ func metricCompareTextFile(ctx context.Context, result, expected any, _ bool, op
 		a, b = collapseBlanks(a), collapseBlanks(b)
 	}
 	if ic, _ := opts["ignore_case"].(bool); ic {
-		a, b = strings.ToLower(a), strings.ToLower(b)
+		a, b = PyLower(a), PyLower(b)
 	}
 	return Bool(a == b), nil
 }

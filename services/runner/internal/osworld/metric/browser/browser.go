@@ -604,7 +604,7 @@ func metricShortcutOnDesktop(_ context.Context, result, expected any, _ bool, _ 
 			a, b := got, want
 			if fold {
 				// Name lines compare case-insensitively, Exec lines do not.
-				a, b = strings.ToLower(a), strings.ToLower(b)
+				a, b = metric.PyLower(a), metric.PyLower(b)
 			}
 			if got == want || strings.Contains(a, b) || strings.Contains(b, a) {
 				return 1, nil

@@ -213,7 +213,7 @@ func compareDocxFiles(ctx context.Context, file1, file2 any, o compareOptions) (
 		t1 := collapseBlanks(strings.Join(p1, "\n"))
 		t2 := collapseBlanks(strings.Join(p2, "\n"))
 		if o.ignoreCase {
-			t1, t2 = strings.ToLower(t1), strings.ToLower(t2)
+			t1, t2 = metric.PyLower(t1), metric.PyLower(t2)
 		}
 		return t1, t2
 	}
@@ -239,7 +239,7 @@ func compareDocxFiles(ctx context.Context, file1, file2 any, o compareOptions) (
 		for i := range p1 {
 			a, b := p1[i], p2[i]
 			if o.ignoreCase {
-				a, b = strings.ToLower(a), strings.ToLower(b)
+				a, b = metric.PyLower(a), metric.PyLower(b)
 			}
 			r, err := fuzzRatio(ctx, a, b)
 			if err != nil {
@@ -252,7 +252,7 @@ func compareDocxFiles(ctx context.Context, file1, file2 any, o compareOptions) (
 	for i := range p1 {
 		a, b := p1[i], p2[i]
 		if o.ignoreCase {
-			a, b = strings.ToLower(a), strings.ToLower(b)
+			a, b = metric.PyLower(a), metric.PyLower(b)
 		}
 		if a != b {
 			return 0, nil

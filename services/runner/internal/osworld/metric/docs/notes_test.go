@@ -63,3 +63,25 @@ func TestZerosSayWhy(t *testing.T) {
 		})
 	}
 }
+
+// TestIgnoreCaseLowersAsPython: compare_docx_files' ignore_case lowers
+// with Python's str.lower(), whose final sigma and İ differ from
+// strings.ToLower (found by TestMetricsMatchDocsPy).
+func TestIgnoreCaseLowersAsPython(t *testing.T) {
+	dir := t.TempDir()
+	p := func(text string) string { return `<w:p><w:r><w:t>` + text + `</w:t></w:r></w:p>` }
+	// Σ at a word's end lowers to ς (U+03C2), elsewhere to σ (U+03C3).
+	writeWordXML(t, dir, "upper.docx", p("ΟΔΟΣ İzmir"))
+	writeWordXML(t, dir, "final.docx", p("οδο\u03c2 i\u0307zmir"))
+	writeWordXML(t, dir, "lower.docx", p("οδο\u03c3 izmir"))
+	for _, tt := range []struct {
+		expected string
+		want     float64
+	}{{"final.docx", 1}, {"lower.docx", 0}} {
+		got, err := Metrics()["compare_docx_files"].Fn(context.Background(), filepath.Join(dir, "upper.docx"),
+			filepath.Join(dir, tt.expected), true, map[string]any{"ignore_case": true})
+		if err != nil || got != tt.want {
+			t.Errorf("compare_docx_files(upper.docx, %s, ignore_case) = %v, %v; want %v", tt.expected, got, err, tt.want)
+		}
+	}
+}

@@ -670,7 +670,7 @@ func parseID3v1(tag []byte) map[string]string {
 // getters read the role or description from the key as given. The error
 // is for a getter that raises otherwise.
 func easyValue(frames map[string][]string, key string) (string, error) {
-	lower := strings.ToLower(strings.ReplaceAll(key, "\u0130", "i\u0307")) // str.lower's one full mapping
+	lower := metric.PyLower(key)
 	var vals []string
 	switch id, known := easyKeys[lower]; {
 	case known && lower == "genre":

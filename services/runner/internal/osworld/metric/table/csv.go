@@ -95,7 +95,7 @@ func compareCSV(ctx context.Context, result, expected any, _ bool, opts map[stri
 				l = metric.PyStrip(l)
 			}
 			if ignoreCase {
-				l = strings.ToLower(l)
+				l = metric.PyLower(l)
 			}
 			out[i] = l
 		}
@@ -174,10 +174,10 @@ func (c *tableCtx) sheetPrint(r map[string]any) (bool, error) {
 			return false, fmt.Errorf("lower() of a missing sheet: %w", errPython)
 		}
 		for i := range a {
-			a[i] = strings.ToLower(a[i])
+			a[i] = metric.PyLower(a[i])
 		}
 		for i := range b {
-			b[i] = strings.ToLower(b[i])
+			b[i] = metric.PyLower(b[i])
 		}
 	}
 	if b == nil || len(a) != len(b) {
@@ -203,7 +203,7 @@ func normaliseCity(s string) string {
 		}
 		b.WriteRune(r)
 	}
-	return metric.PyStrip(nonAlnum.ReplaceAllString(strings.ToLower(b.String()), " "))
+	return metric.PyStrip(nonAlnum.ReplaceAllString(metric.PyLower(b.String()), " "))
 }
 
 // compareConferenceCityInOrder checks C2:C22 of the active sheet against

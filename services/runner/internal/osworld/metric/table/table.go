@@ -449,7 +449,7 @@ func normaliseFuzzy(a, b string, rl map[string]any) (string, string, error) {
 		a, b = strings.Map(drop, a), strings.Map(drop, b)
 	}
 	if ic, _ := rl["ignore_case"].(bool); ic {
-		a, b = strings.ToLower(a), strings.ToLower(b)
+		a, b = metric.PyLower(a), metric.PyLower(b)
 	}
 	return a, b, nil
 }

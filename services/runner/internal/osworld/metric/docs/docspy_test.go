@@ -1,0 +1,280 @@
+package docs
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// docsPyDriver runs OSWorld's docs.py on the jobs in the JSON file named
+// by argv[2] and prints one JSON line of scores, a raise as {"raise":
+// name}. docs.py's imports that the text metrics never call (easyocr, the
+// colour conversions of skimage) are stubbed; rapidfuzz's fuzz.ratio is
+// its definition: 100 × 2·LCS / (len1 + len2), on code points.
+const docsPyDriver = `
+import sys, types, json, importlib.util
+stub = lambda name: sys.modules.setdefault(name, types.ModuleType(name))
+stub("easyocr")
+sk = stub("skimage"); skc = stub("skimage.color"); sk.color = skc
+skc.deltaE_ciede2000 = skc.rgb2lab = None
+
+def ratio(a, b):
+    if not a and not b:
+        return 100.0
+    prev = [0] * (len(b) + 1)
+    for x in a:
+        cur = [0]
+        for j, y in enumerate(b):
+            cur.append(prev[j] + 1 if x == y else max(prev[j + 1], cur[j]))
+        prev = cur
+    return 100.0 * 2 * prev[-1] / (len(a) + len(b))
+
+rf = stub("rapidfuzz"); fz = stub("rapidfuzz.fuzz"); rf.fuzz = fz; fz.ratio = ratio
+spec = importlib.util.spec_from_file_location("docs", sys.argv[1])
+docs = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(docs)
+import io, contextlib
+out = []
+for job in json.load(open(sys.argv[2])):
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            out.append(float(getattr(docs, job["metric"])(*job["args"], **(job["kwargs"] or {}))))
+    except Exception as e:
+        out.append({"raise": type(e).__name__})
+print(json.dumps(out))
+`
+
+// docsPyJob is one call of a docs.py metric: Args as docs.py takes them
+// (result, then expected), Kwargs its options.
+type docsPyJob struct {
+	Metric string         `json:"metric"`
+	Args   []any          `json:"args"`
+	Kwargs map[string]any `json:"kwargs"`
+}
+
+// TestMetricsMatchDocsPy scores random document pairs with the metrics
+// here and with OSWorld's own docs.py on python-docx 1.x, and wants the
+// same scores (a raise in docs.py is a 0). The documents are made of what
+// those metrics read: paragraph and run texts with Unicode whitespace,
+// case and separators, italics, strikes, subscripts, sizes, fonts, page
+// breaks, alignment and line spacing, train records and a references
+// section. Neither docs.py's imports nor python-docx 1.x are in Debian, so
+// it runs only when OSWORLD_DOCS_PY names OSWorld's
+// desktop_env/evaluators/metrics/docs.py and PYTHON_DOCX a python-docx
+// 1.x src directory (python3 or PYTHON_DOCX_PYTHON with lxml,
+// typing_extensions, numpy, PIL and odfpy).
+func TestMetricsMatchDocsPy(t *testing.T) {
+	docsPy, src := os.Getenv("OSWORLD_DOCS_PY"), os.Getenv("PYTHON_DOCX")
+	if docsPy == "" || src == "" {
+		t.Skip("OSWORLD_DOCS_PY and PYTHON_DOCX do not name OSWorld's docs.py and a python-docx 1.x source tree")
+	}
+	dir := t.TempDir()
+	rng := rand.New(rand.NewPCG(5, 8))
+	const pairs = 600
+	var jobs []docsPyJob
+	bodies := map[string]string{}
+	for i := range pairs {
+		a := randomDocBody(rng)
+		b := a
+		if rng.IntN(3) == 0 {
+			b = randomDocBody(rng)
+		} else if rng.IntN(2) == 0 {
+			b = mutateBody(rng, a)
+		}
+		pa, pb := filepath.Join(dir, fmt.Sprintf("a%03d.docx", i)), filepath.Join(dir, fmt.Sprintf("b%03d.docx", i))
+		writeWordXML(t, dir, filepath.Base(pa), a)
+		writeWordXML(t, dir, filepath.Base(pb), b)
+		bodies[pa], bodies[pb] = a, b
+		pc := filepath.Join(dir, fmt.Sprintf("a%03d.docx", rng.IntN(i+1)))
+		opts := map[string]any{}
+		for _, k := range []string{"ignore_blanks", "ignore_case", "ignore_order", "content_only", "fuzzy_match", "delete_empty_lines"} {
+			if rng.IntN(3) == 0 {
+				opts[k] = rng.IntN(2) == 0
+			}
+		}
+		fonts := map[string]any{"font_name": []string{"Arial", "Times New Roman", "DejaVu Sans"}[rng.IntN(3)]}
+		breaks := map[string]any{}
+		if rng.IntN(2) == 0 {
+			breaks["page_break_count"] = float64(rng.IntN(3))
+		}
+		refs := map[string]any{}
+		if rng.IntN(2) == 0 {
+			refs["reference_base_result"] = []float64{0, 0.3, 0.5, 0.9}[rng.IntN(4)]
+		}
+		if rng.IntN(3) == 0 {
+			refs["reference_indicator"] = "Sources"
+		}
+		jobs = append(jobs,
+			docsPyJob{"compare_docx_files", []any{pa, pb}, opts},
+			docsPyJob{"compare_docx_files_and_ignore_new_lines", []any{pa, pb}, map[string]any{"ignore_blanks": rng.IntN(2) == 0}},
+			docsPyJob{"compare_font_names", []any{pa, fonts}, nil},
+			docsPyJob{"compare_subscript_contains", []any{pa, pb}, nil},
+			docsPyJob{"check_italic_font_size_14", []any{pa, pb}, nil},
+			docsPyJob{"evaluate_strike_through_last_paragraph", []any{pa, pb}, nil},
+			docsPyJob{"is_first_line_centered", []any{pa}, nil},
+			docsPyJob{"contains_page_break", []any{pa, breaks}, nil},
+			docsPyJob{"compare_line_spacing", []any{pa, pb}, nil},
+			docsPyJob{"compare_references", []any{pa, pb}, refs},
+			docsPyJob{"compare_unique_train_records", []any{pa, []any{pb, pc}}, nil},
+		)
+	}
+	jobFile := filepath.Join(dir, "jobs.json")
+	data, err := json.Marshal(jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(jobFile, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	python := os.Getenv("PYTHON_DOCX_PYTHON")
+	if python == "" {
+		python = "python3"
+	}
+	cmd := exec.Command(python, "-c", docsPyDriver, docsPy, jobFile)
+	cmd.Env = append(os.Environ(), "PYTHONPATH="+src)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("docs.py: %v: %s", err, stderr.String())
+	}
+	var want []any
+	if err := json.Unmarshal(out, &want); err != nil || len(want) != len(jobs) {
+		t.Fatalf("docs.py answered %d scores for %d jobs (%v): %.300s", len(want), len(jobs), err, out)
+	}
+	table := Metrics()
+	bad := map[string]int{}
+	for i, j := range jobs {
+		var result, expected any = j.Args[0], nil
+		if len(j.Args) > 1 {
+			expected = j.Args[1]
+		}
+		got, err := table[j.Metric].Fn(context.Background(), result, expected, expected != nil, j.Kwargs)
+		wantScore, raised := want[i].(float64)
+		if !raised {
+			wantScore = 0 // docs.py raised: OSWorld's run has no reward
+		}
+		if err != nil || math.Abs(got-wantScore) > 1e-9 {
+			bad[j.Metric]++
+			if bad[j.Metric] <= 3 {
+				t.Errorf("%s(%v, %v) = %v, %v; docs.py: %v\nresult body: %s", j.Metric, j.Args, j.Kwargs, got, err, want[i], bodies[result.(string)])
+			}
+		}
+	}
+	for m, n := range bad {
+		t.Errorf("%s: %d of %d scores differ from docs.py", m, n, pairs)
+	}
+}
+
+// Words the metrics treat apart: Python's whitespace (\s, strip and
+// split know NBSP, U+2003 and U+0085; not U+200B), case that lower() and
+// isupper() see beyond ASCII, the separators of train records, a
+// references heading.
+var docWords = []string{
+	"The", "cat", "SAT", "on", "mat.", "x.y", " ", "  ", "\u00a0", "\u2003", "\u0085", "\u200b", "\t",
+	"İstanbul", "ǅ", "ß", "ΣΑΣ", "é", "e\u0301", ",", "08:00:00, T1, S1, 2", "08:05:00, T2, S2, 1",
+	"References", "Sources", "Smith 2020.", "Smyth 2021.",
+}
+
+func randomText(rng *rand.Rand) string {
+	var b strings.Builder
+	for range rng.IntN(4) {
+		b.WriteString(docWords[rng.IntN(len(docWords))])
+	}
+	return b.String()
+}
+
+// randomRun is a w:r with a random subset of the properties the metrics
+// read and a text, a tab, a break or an embedded object.
+func randomRun(rng *rand.Rand) string {
+	var pr strings.Builder
+	props := []string{`<w:rFonts w:ascii="Arial" w:hAnsi="Arial"/>`, `<w:rFonts w:ascii="Times New Roman"/>`,
+		`<w:i/>`, `<w:i w:val="0"/>`, `<w:strike/>`, `<w:strike w:val="false"/>`,
+		`<w:sz w:val="28"/>`, `<w:sz w:val="24"/>`, `<w:vertAlign w:val="subscript"/>`, `<w:vertAlign w:val="superscript"/>`}
+	// At most one of each pair, in schema order.
+	for k := 0; k < len(props); k += 2 {
+		if c := rng.IntN(4); c < 2 {
+			pr.WriteString(props[k+c])
+		}
+	}
+	var c strings.Builder
+	for range 1 + rng.IntN(2) {
+		switch rng.IntN(8) {
+		case 0:
+			c.WriteString(`<w:tab/>`)
+		case 1:
+			c.WriteString(`<w:br w:type="page"/>`)
+		case 2:
+			c.WriteString(`<w:br/>`)
+		default:
+			fmt.Fprintf(&c, `<w:t xml:space="preserve">%s</w:t>`, xmlEscape(randomText(rng)))
+		}
+	}
+	return `<w:r><w:rPr>` + pr.String() + `</w:rPr>` + c.String() + `</w:r>`
+}
+
+func randomPara(rng *rand.Rand) string {
+	var pr string
+	if rng.IntN(3) == 0 {
+		pr += []string{`<w:spacing w:line="240" w:lineRule="auto"/>`, `<w:spacing w:line="480"/>`, `<w:spacing w:line="360" w:lineRule="exact"/>`}[rng.IntN(3)]
+	}
+	if rng.IntN(3) == 0 {
+		pr += `<w:jc w:val="` + []string{"center", "left", "both", "right"}[rng.IntN(4)] + `"/>`
+	}
+	var b strings.Builder
+	b.WriteString(`<w:p><w:pPr>` + pr + `</w:pPr>`)
+	for range rng.IntN(4) {
+		b.WriteString(randomRun(rng))
+	}
+	b.WriteString(`</w:p>`)
+	return b.String()
+}
+
+// randomDocBody is a w:body's paragraphs, kept apart by "\n" so that
+// mutateBody can change one.
+func randomDocBody(rng *rand.Rand) string {
+	var ps []string
+	for range rng.IntN(6) {
+		ps = append(ps, randomPara(rng))
+	}
+	return strings.Join(ps, "\n")
+}
+
+// mutateBody changes, drops or adds one paragraph, or changes one run's
+// properties, so that most pairs differ a little.
+func mutateBody(rng *rand.Rand, body string) string {
+	ps := strings.Split(body, "\n")
+	if body == "" {
+		ps = nil
+	}
+	switch k := rng.IntN(4); {
+	case k == 0 || len(ps) == 0:
+		i := rng.IntN(len(ps) + 1)
+		ps = append(ps[:i], append([]string{randomPara(rng)}, ps[i:]...)...)
+	case k == 1:
+		i := rng.IntN(len(ps))
+		ps = append(ps[:i], ps[i+1:]...)
+	case k == 2:
+		ps[rng.IntN(len(ps))] = randomPara(rng)
+	default:
+		i := rng.IntN(len(ps))
+		for _, swap := range [][2]string{{`<w:i/>`, `<w:strike/>`}, {`<w:sz w:val="28"/>`, `<w:sz w:val="24"/>`}, {`subscript`, `superscript`}, {"  ", " "}} {
+			if strings.Contains(ps[i], swap[0]) {
+				ps[i] = strings.Replace(ps[i], swap[0], swap[1], 1)
+				break
+			}
+		}
+	}
+	return strings.Join(ps, "\n")
+}
+
+func xmlEscape(s string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}
