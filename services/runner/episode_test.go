@@ -545,19 +545,7 @@ func TestEpisodeNotesWhyZero(t *testing.T) {
 			"expected": []any{vmFile("gold.docx"), vmFile("gold.docx")},
 		},
 	}
-	b, _ := json.Marshal(task)
-	p := filepath.Join(t.TempDir(), "task.json")
-	if err := os.WriteFile(p, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	tasks, err := taskfile.Load(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res := episode.Run(ctxT(t, time.Minute), episode.Deps{Chat: gw.Client, Log: zaptest.NewLogger(t)}, episode.Options{CacheDir: t.TempDir()}, episode.Spec{
-		Episode: &rmv1.Episode{EpisodeId: "notes"}, Task: tasks[0], Agent: &rmv1.AgentConfig{MaxTurns: 2}, Guest: guest.URL,
-	})
-	ep := res.Episode
+	ep := runTaskOnGuest(t, gw, guest.URL, "notes", task)
 	if ep.GetStatus() != rmv1.EpisodeStatus_EPISODE_STATUS_DONE || ep.GetScore() != 0 {
 		t.Fatalf("episode %s score %v (%s %s); want DONE 0", ep.GetStatus(), ep.GetScore(), ep.GetFailureReason(), ep.GetError())
 	}
@@ -574,6 +562,28 @@ func TestEpisodeNotesWhyZero(t *testing.T) {
 	if !slices.EqualFunc(details.Notes, want, slices.Equal) {
 		t.Errorf("notes = %q; want %q\ndetails: %s", details.Notes, want, ep.GetEvaluatorDetailsJson())
 	}
+}
+
+// runTaskOnGuest runs an episode of task (an OSWorld task file's JSON) on
+// the guest at guestURL with the model behind gw, at most 2 turns.
+func runTaskOnGuest(t *testing.T, gw *gateway, guestURL, id string, task map[string]any) *rmv1.Episode {
+	t.Helper()
+	b, err := json.Marshal(task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "task.json")
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tasks, err := taskfile.Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := episode.Run(ctxT(t, time.Minute), episode.Deps{Chat: gw.Client, Log: zaptest.NewLogger(t)}, episode.Options{CacheDir: t.TempDir()}, episode.Spec{
+		Episode: &rmv1.Episode{EpisodeId: id}, Task: tasks[0], Agent: &rmv1.AgentConfig{MaxTurns: 2}, Guest: guestURL,
+	})
+	return res.Episode
 }
 
 // TestDesktopTaskFiles runs OSWorld's file machinery against a real
@@ -618,19 +628,7 @@ func TestDesktopTaskFiles(t *testing.T) {
 					},
 				},
 			}
-			b, _ := json.Marshal(task)
-			p := filepath.Join(t.TempDir(), "task.json")
-			if err := os.WriteFile(p, b, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			tasks, err := taskfile.Load(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			res := episode.Run(ctxT(t, time.Minute), episode.Deps{Chat: gw.Client, Log: zaptest.NewLogger(t)}, episode.Options{CacheDir: t.TempDir()}, episode.Spec{
-				Episode: &rmv1.Episode{EpisodeId: "files-" + tt.name}, Task: tasks[0], Agent: &rmv1.AgentConfig{MaxTurns: 2}, Guest: guest.URL,
-			})
-			if ep := res.Episode; ep.GetStatus() != rmv1.EpisodeStatus_EPISODE_STATUS_DONE || ep.GetScore() != tt.want {
+			if ep := runTaskOnGuest(t, gw, guest.URL, "files-"+tt.name, task); ep.GetStatus() != rmv1.EpisodeStatus_EPISODE_STATUS_DONE || ep.GetScore() != tt.want {
 				t.Errorf("episode %s score %v (%s %s; %s), want DONE %v", ep.GetStatus(), ep.GetScore(), ep.GetFailureReason(), ep.GetError(), ep.GetEvaluatorDetailsJson(), tt.want)
 			}
 		})

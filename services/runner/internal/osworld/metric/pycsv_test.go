@@ -1,11 +1,7 @@
 package metric
 
 import (
-	"bytes"
-	"encoding/json"
 	"math/rand/v2"
-	"os"
-	"os/exec"
 	"reflect"
 	"strings"
 	"testing"
@@ -76,40 +72,14 @@ json.dump(out, sys.stdout)
 // reference (it reads NUL as a character; 3.10 refused it). Without
 // python3 the test fails in CI and is skipped elsewhere.
 func TestDictRowsMatchPython(t *testing.T) {
-	python, err := exec.LookPath("python3")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("no python3")
-		}
-		t.Skip("no python3")
-	}
 	rng := rand.New(rand.NewPCG(7, 11))
 	alphabet := []string{"a", "b", ",", ",", "\"", "\"", "\n", "\n", " ", "é", "\x00", "\r"}
-	var texts []string
-	for range 3000 {
-		var b strings.Builder
-		for range rng.IntN(24) {
-			b.WriteString(alphabet[rng.IntN(len(alphabet))])
-		}
-		texts = append(texts, b.String())
-	}
-	in, err := json.Marshal(texts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(python, "-c", pythonDictRows)
-	cmd.Stdin = bytes.NewReader(in)
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("python3: %v", err)
-	}
+	texts := randomTexts(rng, alphabet, 3000, 24)
 	var want []struct {
 		Rows []map[string]any `json:"rows"`
 		Err  string           `json:"err"`
 	}
-	if err := json.Unmarshal(out, &want); err != nil {
-		t.Fatal(err)
-	}
+	askPython(t, pythonDictRows, texts, &want)
 	if len(want) != len(texts) {
 		t.Fatalf("python3 answered %d texts of %d", len(want), len(texts))
 	}

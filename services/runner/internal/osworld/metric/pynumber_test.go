@@ -1,13 +1,8 @@
 package metric
 
 import (
-	"bytes"
-	"encoding/json"
 	"math"
 	"math/rand/v2"
-	"os"
-	"os/exec"
-	"strings"
 	"testing"
 )
 
@@ -94,37 +89,11 @@ json.dump(out, sys.stdout)
 // and float() on random texts of the characters their grammar treats
 // apart. Without python3 the test fails in CI and is skipped elsewhere.
 func TestPyNumbersMatchPython(t *testing.T) {
-	python, err := exec.LookPath("python3")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("no python3")
-		}
-		t.Skip("no python3")
-	}
 	rng := rand.New(rand.NewPCG(3, 9))
 	alphabet := []string{"0", "1", "9", "_", "_", ".", "e", "E", "+", "-", " ", "x", "f", "i", "n", "a", "\u0663", "\u00a0", "\t"}
-	var texts []string
-	for range 5000 {
-		var b strings.Builder
-		for range rng.IntN(7) {
-			b.WriteString(alphabet[rng.IntN(len(alphabet))])
-		}
-		texts = append(texts, b.String())
-	}
-	in, err := json.Marshal(texts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(python, "-c", pythonNumbers)
-	cmd.Stdin = bytes.NewReader(in)
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("python3: %v", err)
-	}
+	texts := randomTexts(rng, alphabet, 5000, 7)
 	var want [][3]any
-	if err := json.Unmarshal(out, &want); err != nil {
-		t.Fatal(err)
-	}
+	askPython(t, pythonNumbers, texts, &want)
 	if len(want) != len(texts) {
 		t.Fatalf("python3 answered %d texts of %d", len(want), len(texts))
 	}
