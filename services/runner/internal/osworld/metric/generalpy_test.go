@@ -1,0 +1,170 @@
+package metric
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// generalPyDriver draws random getter results and rules, scores them with
+// the value metrics of OSWorld's general.py and prints them as JSON:
+// {"metric", "result", "rules", "options", "score"}, with {"raise": name}
+// for a raise. argv: general.py, seed, number of cases. Its imports that
+// these metrics never call are stubbed.
+const generalPyDriver = `
+import sys, types, json, random, importlib.util, io, contextlib
+def stub(name, **attrs):
+    m = sys.modules.setdefault(name, types.ModuleType(name))
+    m.__dict__.update(attrs)
+    return m
+stub("pdfplumber"); stub("docx", Document=None); stub("lxml.cssselect", CSSSelector=None)
+stub("rapidfuzz", fuzz=stub("rapidfuzz.fuzz", ratio=None))
+for p in ["desktop_env", "desktop_env.evaluators", "desktop_env.evaluators.metrics"]:
+    stub(p)
+stub("desktop_env.evaluators.metrics.utils", _match_record=None, _match_value_to_rule=None)
+spec = importlib.util.spec_from_file_location("general", sys.argv[1])
+general = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(general)
+rng = random.Random(int(sys.argv[2]))
+
+KEYS = ["a", "b", "ignore_list_order"]
+def scalar():
+    return rng.choice([None, True, False, 0, 1, 2, 1.0, 2.5, "", "a", "b", "ab", "1", "True", "a b", "'a'"])
+def value(depth=0):
+    k = rng.randrange(6 if depth < 2 else 3)
+    if k < 3:
+        return scalar()
+    if k < 5:
+        return [value(depth + 1) for _ in range(rng.randrange(3))]
+    return {rng.choice(KEYS): value(depth + 1) for _ in range(rng.randrange(3))}
+def jsontext(v):
+    # check_direct_json_object reads a string result as JSON after
+    # swapping ' for ": give it JSON with single quotes now and then.
+    s = json.dumps(v)
+    return s.replace('"', "'") if rng.random() < 0.5 else " " + s + " "
+
+cases = []
+for _ in range(int(sys.argv[3])):
+    m = rng.choice(["check_direct_json_object", "check_include_exclude", "exact_match", "match_in_list",
+                    "is_in_list", "literal_match"])
+    result, rules, options = value(), None, {}
+    if m == "check_direct_json_object":
+        exp = {rng.choice(KEYS): value(1) for _ in range(1 + rng.randrange(2))}
+        if rng.random() < 0.5:
+            result = dict((k, rng.choice([exp[k], value(1)])) for k in exp)
+        if rng.random() < 0.3:
+            result = jsontext(result)
+        rules = {"expected": exp}
+        if rng.random() < 0.4:
+            rules["expect_in_result"] = rng.choice([True, False])
+    elif m == "check_include_exclude":
+        result = rng.choice([value(), "a b c", "ab", "", None])
+        rules = {k: [rng.choice(["a", "b", "c", "ab", "x", 1])
+                     for _ in range(rng.randrange(3))] for k in ["include", "exclude"] if rng.random() < 0.8}
+    elif m == "literal_match":
+        rules = value()
+        options = {k: v for k, v in [("type", rng.choice(["str", "list"])), ("ignore_case", rng.choice([True, False]))] if rng.random() < 0.7}
+    else:
+        rules = {"expected": rng.choice([value(), result])}
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            if m == "literal_match":
+                score = float(general.literal_match(result, rules, **options))
+            else:
+                score = float(getattr(general, m)(result, rules))
+    except Exception as e:
+        score = {"raise": type(e).__name__}
+    cases.append({"metric": m, "result": result, "rules": rules, "options": options, "score": score})
+print(json.dumps(cases))
+`
+
+// TestValueMetricsMatchGeneralPy scores random getter results and rules
+// with check_direct_json_object (22 published tasks), check_include_exclude
+// (21), exact_match (18), match_in_list, is_in_list and literal_match here
+// and with OSWorld's own general.py, and wants the same scores (a raise
+// is a 0). The values mix None, booleans, numbers, strings, lists and
+// dicts, so Python's == and in across types decide. It runs only when
+// OSWORLD_GENERAL_PY names OSWorld's desktop_env/evaluators/metrics/general.py
+// (run by python3 or OSWORLD_PYTHON, with PyYAML and lxml), as OSWorld's
+// code is not ours to commit.
+//
+// JSON carries Python's 1 and 1.0 alike, so a case whose score depends
+// on str() of a whole number (literal_match) is passed over.
+func TestValueMetricsMatchGeneralPy(t *testing.T) {
+	generalPy := os.Getenv("OSWORLD_GENERAL_PY")
+	if generalPy == "" {
+		t.Skip("OSWORLD_GENERAL_PY does not name OSWorld's general.py")
+	}
+	cmd := exec.Command(cmp.Or(os.Getenv("OSWORLD_PYTHON"), "python3"), "-c", generalPyDriver, generalPy, "3", "20000")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("general.py: %v: %s", err, stderr.String())
+	}
+	var cases []struct {
+		Metric                 string
+		Result, Rules, Options any
+		Score                  any
+	}
+	if err := json.Unmarshal(out, &cases); err != nil {
+		t.Fatalf("general.py's answer: %v", err)
+	}
+	table := General()
+	bad, skipped := 0, 0
+	ones, raised := map[string]int{}, map[string]int{}
+	for _, c := range cases {
+		want, ok := c.Score.(float64)
+		if !ok {
+			want = 0 // general.py raised: OSWorld's run has no reward
+			raised[c.Metric]++
+		}
+		if want == 1 {
+			ones[c.Metric]++
+		}
+		opts, _ := c.Options.(map[string]any)
+		if c.Metric == "literal_match" && (hasWholeFloat(c.Result) || hasWholeFloat(c.Rules)) {
+			skipped++
+			continue
+		}
+		got, err := table[c.Metric].Fn(context.Background(), c.Result, c.Rules, true, opts)
+		if err != nil || math.Abs(got-want) > 1e-9 {
+			if bad++; bad <= 10 {
+				r, _ := json.Marshal(c.Result)
+				e, _ := json.Marshal(c.Rules)
+				t.Errorf("%s(%s, %s, %v) = %v, %v; general.py: %v", c.Metric, r, e, opts, got, err, c.Score)
+			}
+		}
+	}
+	t.Logf("%d cases, %d passed over for str() of whole numbers; scored 1: %v; raised: %v", len(cases), skipped, ones, raised)
+	if bad > 0 {
+		t.Errorf("%d of %d scores differ from general.py", bad, len(cases)-skipped)
+	}
+}
+
+// hasWholeFloat reports whether v holds a number without a fraction,
+// which JSON cannot tell apart from Python's int.
+func hasWholeFloat(v any) bool {
+	switch x := v.(type) {
+	case float64:
+		return x == math.Trunc(x)
+	case []any:
+		for _, e := range x {
+			if hasWholeFloat(e) {
+				return true
+			}
+		}
+	case map[string]any:
+		for _, e := range x {
+			if hasWholeFloat(e) {
+				return true
+			}
+		}
+	}
+	return false
+}
