@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -88,18 +89,18 @@ print(json.dumps(cases))
 // (21), exact_match (18), match_in_list, is_in_list and literal_match here
 // and with OSWorld's own general.py, and wants the same scores (a raise
 // is a 0). The values mix None, booleans, numbers, strings, lists and
-// dicts, so Python's == and in across types decide. It runs only when
-// OSWORLD_GENERAL_PY names OSWorld's desktop_env/evaluators/metrics/general.py
-// (run by python3 or OSWORLD_PYTHON, with PyYAML and lxml), as OSWorld's
-// code is not ours to commit.
+// dicts, so Python's == and in across types decide. OSWorld's code is not
+// ours to commit, so it runs only when OSWORLD_REF names an OSWorld
+// checkout (run by python3 or OSWORLD_PYTHON, with PyYAML and lxml).
 //
 // JSON carries Python's 1 and 1.0 alike, so a case whose score depends
 // on str() of a whole number (literal_match) is passed over.
 func TestValueMetricsMatchGeneralPy(t *testing.T) {
-	generalPy := os.Getenv("OSWORLD_GENERAL_PY")
-	if generalPy == "" {
-		t.Skip("OSWORLD_GENERAL_PY does not name OSWorld's general.py")
+	ref := os.Getenv("OSWORLD_REF")
+	if ref == "" {
+		t.Skip("OSWORLD_REF does not name an OSWorld checkout")
 	}
+	generalPy := filepath.Join(ref, "desktop_env", "evaluators", "metrics", "general.py")
 	cmd := exec.Command(cmp.Or(os.Getenv("OSWORLD_PYTHON"), "python3"), "-c", generalPyDriver, generalPy, "3", "20000")
 	var stderr strings.Builder
 	cmd.Stderr = &stderr

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -75,15 +76,16 @@ print(json.dumps(cases))
 // (5 published tasks), is_expected_active_tab_approximate and
 // is_expected_tabs (4) here and in OSWorld's chrome.py, whose compare_urls
 // normalises with urlparse and tldextract, and wants the same scores (a
-// raise is a 0). It runs only when OSWORLD_METRICS names OSWorld's
-// desktop_env/evaluators/metrics directory (utils.py and chrome.py), with
-// OSWORLD_PYTHON a Python with lxml, openpyxl and tldextract (Debian's
-// python3-tldextract); OSWorld's code is not ours to commit.
+// raise is a 0). OSWorld's code is not ours to commit, so it runs only when
+// OSWORLD_REF names an OSWorld checkout, with OSWORLD_PYTHON (or python3)
+// a Python with lxml, openpyxl and tldextract (Debian's
+// python3-tldextract).
 func TestURLMetricsMatchChromePy(t *testing.T) {
-	dir := os.Getenv("OSWORLD_METRICS")
-	if dir == "" {
-		t.Skip("OSWORLD_METRICS does not name OSWorld's desktop_env/evaluators/metrics")
+	ref := os.Getenv("OSWORLD_REF")
+	if ref == "" {
+		t.Skip("OSWORLD_REF does not name an OSWorld checkout")
 	}
+	dir := filepath.Join(ref, "desktop_env", "evaluators", "metrics")
 	cmd := exec.Command(cmp.Or(os.Getenv("OSWORLD_PYTHON"), "python3"), "-c", chromePyDriver,
 		dir+"/utils.py", dir+"/chrome.py", "1", "20000")
 	var stderr strings.Builder

@@ -1,6 +1,7 @@
 package docs
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -65,16 +66,16 @@ type docsPyJob struct {
 // those metrics read: paragraph and run texts with Unicode whitespace,
 // case and separators, italics, strikes, subscripts, sizes, fonts, page
 // breaks, alignment and line spacing, train records and a references
-// section. Neither docs.py's imports nor python-docx 1.x are in Debian, so
-// it runs only when OSWORLD_DOCS_PY names OSWorld's
-// desktop_env/evaluators/metrics/docs.py and PYTHON_DOCX a python-docx
-// 1.x src directory (python3 or PYTHON_DOCX_PYTHON with lxml,
-// typing_extensions, numpy, PIL and odfpy).
+// section. OSWorld's code is not ours to commit and python-docx 1.x is not
+// in Debian, so it runs only when OSWORLD_REF names an OSWorld checkout and
+// PYTHON_DOCX a python-docx 1.x src directory (python3 or OSWORLD_PYTHON
+// with lxml, typing_extensions, numpy, PIL and odfpy).
 func TestMetricsMatchDocsPy(t *testing.T) {
-	docsPy, src := os.Getenv("OSWORLD_DOCS_PY"), os.Getenv("PYTHON_DOCX")
-	if docsPy == "" || src == "" {
-		t.Skip("OSWORLD_DOCS_PY and PYTHON_DOCX do not name OSWorld's docs.py and a python-docx 1.x source tree")
+	ref, src := os.Getenv("OSWORLD_REF"), os.Getenv("PYTHON_DOCX")
+	if ref == "" || src == "" {
+		t.Skip("OSWORLD_REF and PYTHON_DOCX do not name an OSWorld checkout and a python-docx 1.x source tree")
 	}
+	docsPy := filepath.Join(ref, "desktop_env", "evaluators", "metrics", "docs.py")
 	dir := t.TempDir()
 	rng := rand.New(rand.NewPCG(5, 8))
 	const pairs = 600
@@ -133,11 +134,7 @@ func TestMetricsMatchDocsPy(t *testing.T) {
 	if err := os.WriteFile(jobFile, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	python := os.Getenv("PYTHON_DOCX_PYTHON")
-	if python == "" {
-		python = "python3"
-	}
-	cmd := exec.Command(python, "-c", docsPyDriver, docsPy, jobFile)
+	cmd := exec.Command(cmp.Or(os.Getenv("OSWORLD_PYTHON"), "python3"), "-c", docsPyDriver, docsPy, jobFile)
 	cmd.Env = append(os.Environ(), "PYTHONPATH="+src)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr

@@ -186,19 +186,17 @@ print(json.dumps(jobs))
 // TestComparePptxMatchesSlidesPy scores random presentation pairs, which
 // python-pptx writes, with compare_pptx_files here and with OSWorld's own
 // slides.py, and wants the same scores (a raise in slides.py is a 0).
-// python-pptx is not in Debian, so it runs only when OSWORLD_SLIDES_PY
-// names OSWorld's desktop_env/evaluators/metrics/slides.py and
+// OSWorld's code is not ours to commit and python-pptx is not in Debian,
+// so it runs only when OSWORLD_REF names an OSWorld checkout and
 // PYTHON_PPTX a python-pptx 1.0.2 src directory (python3, or
-// PYTHON_PPTX_PYTHON, with lxml, PIL, XlsxWriter and typing_extensions).
+// OSWORLD_PYTHON, with lxml, PIL, XlsxWriter and typing_extensions).
 func TestComparePptxMatchesSlidesPy(t *testing.T) {
-	slidesPy, src := os.Getenv("OSWORLD_SLIDES_PY"), os.Getenv("PYTHON_PPTX")
-	if slidesPy == "" || src == "" {
-		t.Skip("OSWORLD_SLIDES_PY and PYTHON_PPTX do not name OSWorld's slides.py and a python-pptx source tree")
+	ref, src := os.Getenv("OSWORLD_REF"), os.Getenv("PYTHON_PPTX")
+	if ref == "" || src == "" {
+		t.Skip("OSWORLD_REF and PYTHON_PPTX do not name an OSWorld checkout and a python-pptx source tree")
 	}
-	python := os.Getenv("PYTHON_PPTX_PYTHON")
-	if python == "" {
-		python = "python3"
-	}
+	slidesPy := filepath.Join(ref, "desktop_env", "evaluators", "metrics", "slides.py")
+	python := cmp.Or(os.Getenv("OSWORLD_PYTHON"), "python3")
 	// LibreOffice saves a share of the pairs when it is here, as it is in
 	// CI's image of this machine.
 	lo := "0"

@@ -1,6 +1,7 @@
 package docx
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -75,7 +76,7 @@ for path in sys.argv[1:]:
 // inside text, spans and vertical merges. python-docx 1.x is not in
 // Debian (it has 0.8), so the test runs only when PYTHON_DOCX names a
 // python-docx 1.x source tree (its src directory, with lxml and
-// typing_extensions installed, for python3 or PYTHON_DOCX_PYTHON):
+// typing_extensions installed, for python3 or OSWORLD_PYTHON):
 // PYTHON_DOCX=.../python-docx/src go test -run ReadMatchesPythonDocx.
 // It found the differences that
 // TestValuesAsPythonDocx and TestRowCells pin.
@@ -111,11 +112,7 @@ func TestReadMatchesPythonDocx(t *testing.T) {
 		}
 		paths = append(paths, p)
 	}
-	python := os.Getenv("PYTHON_DOCX_PYTHON")
-	if python == "" {
-		python = "python3"
-	}
-	cmd := exec.Command(python, append([]string{"-c", pythonDocxDump}, paths...)...)
+	cmd := exec.Command(cmp.Or(os.Getenv("OSWORLD_PYTHON"), "python3"), append([]string{"-c", pythonDocxDump}, paths...)...)
 	cmd.Env = append(os.Environ(), "PYTHONPATH="+src)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
