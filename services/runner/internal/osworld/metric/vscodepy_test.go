@@ -1,0 +1,133 @@
+package metric
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// vscodePyDriver writes random files and scores them with the file
+// metrics of OSWorld's vscode.py, printing {"metric", "result",
+// "expected", "options", "score"} as JSON ({"raise": name} for a raise).
+// argv: vscode.py, output directory, seed, number of cases. The files are
+// made of JSON, a comment line, Python's whitespace and newlines, case,
+// numbers float() reads or refuses, and now and then in the result a byte
+// that is not UTF-8.
+const vscodePyDriver = `
+import sys, types, json, random, importlib.util, os, io, contextlib
+sys.modules.setdefault("PyPDF2", types.ModuleType("PyPDF2"))
+spec = importlib.util.spec_from_file_location("vscode", sys.argv[1])
+vscode = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(vscode)
+out, rng, n = sys.argv[2], random.Random(int(sys.argv[3])), int(sys.argv[4])
+
+PIECES = [b'{"a": 1}', b'{"a": 1, "b": [1, 2]}', b'[{"key": "ctrl+k", "command": "x"}]', b'{"b": {"c": true}}',
+          b"// comment\n", b"\n", b"\r\n", b"\r", b" ", b"\t", b"\xc2\xa0", b"\x1c", b"Hello", b"hello", b"HELLO",
+          b"3.14", b" 3.14159 ", b"1e3", b"nan", b"inf", b"1_000", b"-0", b"answer: 3.14", b'"a"', b"\xff",
+          b"\xce\xa3", b"\xc4\xb0", b"{", b"}", b","]
+def content():
+    return b"".join(rng.choice(PIECES) for _ in range(rng.randrange(5)))
+def value():
+    return rng.choice([1, "x", True, None, [1, 2], {"c": True}, {"key": "ctrl+k", "command": "x"}, "ctrl+k"])
+
+cases = []
+for i in range(n):
+    a, b = os.path.join(out, "a%05d.txt" % i), os.path.join(out, "b%05d.txt" % i)
+    # The expected file is the task's: always UTF-8 (one that is not
+    # fails the evaluation here, as a task's own fault).
+    m = rng.choice(["check_json_settings", "check_json_keybindings", "compare_text_file", "compare_config",
+                    "compare_result_files"])
+    ca = content()
+    if m in ("check_json_settings", "check_json_keybindings") and rng.random() < 0.7:
+        # Settings and keybindings as VS Code writes them: JSON, the
+        # keybindings after a comment line.
+        obj = {k: value() for k in ["a", "b"] if rng.random() < 0.7}
+        if m == "check_json_keybindings":
+            obj = [value() for _ in range(rng.randrange(3))]
+        ca = rng.choice([b"", b"// comment\n", b" "]) + json.dumps(obj).encode() + rng.choice([b"", b"\n", b","])
+    cb = ca.replace(b"\xff", b"") if rng.random() < 0.3 else content().replace(b"\xff", b"")
+    for p, c in [(a, ca), (b, cb)]:
+        with open(p, "wb") as f:
+            f.write(c)
+    result, expected, options = rng.choice([a, a, a, None]), b, {}
+    if m == "check_json_settings":
+        expected = {"expected": {rng.choice(["a", "b"]): value() for _ in range(rng.randrange(3))}}
+    elif m == "check_json_keybindings":
+        expected = {"expected": value()}
+    elif m == "compare_text_file":
+        options = {k: rng.choice([True, False]) for k in ["ignore_blanks", "ignore_case"] if rng.random() < 0.6}
+    elif m == "compare_config":
+        expected = {"expected": rng.choice([cb.decode("utf-8", "replace"), '{"a": 1}', '{"b": {}}', "", "Hello"])}
+        options = {k: rng.choice([True, False]) for k in ["containment_ok"] if rng.random() < 0.5}
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            score = float(getattr(vscode, m)(result, expected, **options))
+    except Exception as e:
+        score = {"raise": type(e).__name__}
+    cases.append({"metric": m, "result": result, "expected": expected, "options": options, "score": score})
+print(json.dumps(cases))
+`
+
+// TestFileMetricsMatchVSCodePy scores random files with check_json_settings
+// (7 published tasks), check_json_keybindings, compare_text_file (6),
+// compare_config and compare_result_files here and in OSWorld's vscode.py,
+// and wants the same scores (a raise is a 0). It runs only when
+// OSWORLD_REF names an OSWorld checkout (python3 or OSWORLD_PYTHON runs
+// it), as OSWorld's code is not ours to commit.
+func TestFileMetricsMatchVSCodePy(t *testing.T) {
+	ref := os.Getenv("OSWORLD_REF")
+	if ref == "" {
+		t.Skip("OSWORLD_REF does not name an OSWorld checkout")
+	}
+	dir := t.TempDir()
+	cmd := exec.Command(cmp.Or(os.Getenv("OSWORLD_PYTHON"), "python3"), "-c", vscodePyDriver,
+		filepath.Join(ref, "desktop_env", "evaluators", "metrics", "vscode.py"), dir, "1", "5000")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("vscode.py: %v: %s", err, stderr.String())
+	}
+	var cases []struct {
+		Metric                  string
+		Result, Expected, Score any
+		Options                 map[string]any
+	}
+	if err := json.Unmarshal(out, &cases); err != nil {
+		t.Fatalf("vscode.py's answer: %v", err)
+	}
+	table := General()
+	bad, ones := 0, map[string]int{}
+	for _, c := range cases {
+		want, ok := c.Score.(float64)
+		if !ok {
+			want = 0 // vscode.py raised: OSWorld's run has no reward
+		}
+		if want == 1 {
+			ones[c.Metric]++
+		}
+		got, err := table[c.Metric].Fn(context.Background(), c.Result, c.Expected, true, c.Options)
+		if err != nil || math.Abs(got-want) > 1e-9 {
+			if bad++; bad <= 10 {
+				var a, b []byte
+				if p, ok := c.Result.(string); ok {
+					a, _ = os.ReadFile(p)
+				}
+				if p, ok := c.Expected.(string); ok {
+					b, _ = os.ReadFile(p)
+				}
+				t.Errorf("%s(%q, %v, %v) = %v, %v; vscode.py: %v\nresult file %q, expected file %q", c.Metric, c.Result, c.Expected, c.Options, got, err, c.Score, a, b)
+			}
+		}
+	}
+	t.Logf("%d cases; scored 1 by vscode.py: %v", len(cases), ones)
+	if bad > 0 {
+		t.Errorf("%d of %d scores differ from vscode.py", bad, len(cases))
+	}
+}
