@@ -435,12 +435,26 @@ func TestMatchValueToRuleRaises(t *testing.T) {
 		{rules("ref", 1.0), true},
 		// An unbalanced pattern is the regex engine's error, not a score.
 		{rules("method", "re", "ref", "("), false},
+		// rule["ref"] is read by every method: a KeyError (found by
+		// TestMatchValueToRuleMatchesUtilsPy; it compared with None).
+		{rules("method", "eq"), true},
+		{rules("method", "approx:0.1"), true},
 	}
 	for _, tt := range tests {
 		_, err := MatchValueToRule("1", tt.rule)
 		if err == nil || errors.Is(err, ErrPyRaises) != tt.raises {
 			t.Errorf("MatchValueToRule(\"1\", %v) error = %v; want one that raises: %v", tt.rule, err, tt.raises)
 		}
+	}
+	// ref[1] is read only when the left side holds: a one-item ref is an
+	// IndexError then, and False otherwise, as in Python (it always raised
+	// here).
+	oneItem := rules("method", "range.ee", "ref", []any{0.0})
+	if got, err := MatchValueToRule(-1.0, oneItem); got || err != nil {
+		t.Errorf("MatchValueToRule(-1, range.ee [0]) = %v, %v; want false, nil", got, err)
+	}
+	if _, err := MatchValueToRule(1.0, oneItem); !errors.Is(err, ErrPyRaises) {
+		t.Errorf("MatchValueToRule(1, range.ee [0]) error = %v; want one that raises", err)
 	}
 }
 

@@ -532,7 +532,11 @@ func MatchValueToRule(value any, rule map[string]any) (bool, error) {
 	if !ok {
 		return false, fmt.Errorf("rule without a method: %w", ErrPyRaises)
 	}
-	ref := rule["ref"]
+	ref, hasRef := rule["ref"]
+	if !hasRef {
+		// Every method reads rule["ref"] (a KeyError), or raises before.
+		return false, fmt.Errorf("rule without a ref: %w", ErrPyRaises)
+	}
 	switch {
 	case strings.HasPrefix(method, "re"):
 		var flags []pyre.Flag
@@ -605,14 +609,32 @@ func MatchValueToRule(value any, rule map[string]any) (bool, error) {
 			}
 			return c < 0 || (op == 'e' && c == 0), nil
 		}
-		lims, ok := pyList(ref)
-		if !ok || len(lims) < 2 {
-			return false, fmt.Errorf("range ref must be a pair: %w", ErrPyRaises)
+		// ref[0], then ref[1] only when the left side holds: an IndexError
+		// or a ref that is no list raises where Python reads it.
+		lim := func(i int) (any, error) {
+			if lims, ok := pyList(ref); ok && i < len(lims) {
+				return lims[i], nil
+			}
+			return nil, fmt.Errorf("range ref %v has no item %d: %w", PyStr(ref), i, ErrPyRaises)
 		}
-		if l, err := side(method[6], lims[0], value); err != nil || !l {
+		if method[6] != 'e' && method[6] != 't' {
+			return false, fmt.Errorf("range method %q: %w", method, ErrPyRaises)
+		}
+		lo, err := lim(0)
+		if err != nil {
 			return false, err
 		}
-		return side(method[7], value, lims[1])
+		if l, err := side(method[6], lo, value); err != nil || !l {
+			return false, err
+		}
+		if method[7] != 'e' && method[7] != 't' {
+			return false, fmt.Errorf("range method %q: %w", method, ErrPyRaises)
+		}
+		hi, err := lim(1)
+		if err != nil {
+			return false, err
+		}
+		return side(method[7], value, hi)
 	case method == "str_list_eq", method == "str_set_eq":
 		s, ok := value.(string)
 		if !ok {
