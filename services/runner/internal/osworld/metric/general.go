@@ -14,7 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"go.yaml.in/yaml/v3"
 	// The pure-Go SQLite driver, for run_sqlite3.
 	_ "modernc.org/sqlite"
 
@@ -521,13 +520,12 @@ func metricCheckJSON(ctx context.Context, result, expected any, _ bool, opts map
 	}
 	var data any
 	if isYAML, _ := opts["is_yaml"].(bool); isYAML {
-		if err := yaml.Unmarshal([]byte(text), &data); err != nil {
-			return 0, Because(ctx, fmt.Errorf("%v is not YAML: %w", result, err))
+		if data, err = loadPyYAML(text); err != nil {
+			return 0, Because(ctx, fmt.Errorf("%v is not YAML as PyYAML's safe_load reads it: %w", result, err))
 		}
 		if data == nil {
 			return 0, nil
 		}
-		data = yamlToJSON(data)
 	} else if err := json.Unmarshal([]byte(text), &data); err != nil {
 		return 0, Because(ctx, fmt.Errorf("%v is not JSON: %w", result, err))
 	}
@@ -623,31 +621,6 @@ func lookupKeys(v any, keys any) (any, keyLookup) {
 		}
 	}
 	return v, keyFound
-}
-
-// yamlToJSON turns a decoded YAML value into the JSON shapes metrics
-// compare (string-keyed maps, []any, float64 numbers where YAML gave an
-// int is fine: PyEqual compares numbers by value).
-func yamlToJSON(v any) any {
-	switch x := v.(type) {
-	case map[string]any:
-		for k, e := range x {
-			x[k] = yamlToJSON(e)
-		}
-		return x
-	case map[any]any:
-		m := make(map[string]any, len(x))
-		for k, e := range x {
-			m[PyStr(k)] = yamlToJSON(e)
-		}
-		return m
-	case []any:
-		for i, e := range x {
-			x[i] = yamlToJSON(e)
-		}
-		return x
-	}
-	return v
 }
 
 // timeOfDay is check_line_number's pattern for an HH:MM:SS time (Python's
