@@ -1,15 +1,12 @@
 package metric
 
 import (
-	"cmp"
 	"context"
-	"encoding/json"
-	"math"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric/osworldpy"
 )
 
 // generalFilesPyDriver writes random files and scores them with the file
@@ -18,27 +15,11 @@ import (
 // "score"} as JSON ({"raise": name} for a raise). argv: metrics
 // directory, output directory, seed, number of cases.
 const generalFilesPyDriver = `
-import sys, types, json, random, importlib.util, os, io, contextlib, logging
-logging.disable(logging.CRITICAL)
-def stub(name, **attrs):
-    m = sys.modules.setdefault(name, types.ModuleType(name))
-    m.__dict__.update(attrs)
-    return m
-stub("formulas"); stub("xmltodict"); stub("pdfplumber"); stub("docx", Document=None)
+import json, random, os, io, contextlib
+stub("pdfplumber"); stub("docx", Document=None)
 stub("rapidfuzz", fuzz=stub("rapidfuzz.fuzz", ratio=None))
-import lxml
-lxml.cssselect = stub("lxml.cssselect", CSSSelector=lambda *a, **k: None)
-for p in ["desktop_env", "desktop_env.evaluators", "desktop_env.evaluators.metrics"]:
-    stub(p)
-def load(name, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    m = importlib.util.module_from_spec(spec)
-    sys.modules[name] = m
-    spec.loader.exec_module(m)
-    return m
-metrics = sys.argv[1]
-load("desktop_env.evaluators.metrics.utils", os.path.join(metrics, "utils.py"))
-general = load("general", os.path.join(metrics, "general.py"))
+load(PKG + ".utils", os.path.join(sys.argv[1], "utils.py"))
+general = load("general", os.path.join(sys.argv[1], "general.py"))
 out, rng, n = sys.argv[2], random.Random(int(sys.argv[3])), int(sys.argv[4])
 
 LINES = [b"12:34:56 done", b"24:00:00 late", b"23:59:60", b"#!/usr/bin/env python3", b"# -*- coding: utf-8 -*-",
@@ -104,37 +85,10 @@ print(json.dumps(cases))
 // runs only when OSWORLD_REF names an OSWorld checkout (python3 or
 // OSWORLD_PYTHON, with PyYAML, lxml and openpyxl, runs it).
 func TestFileMetricsMatchGeneralPy(t *testing.T) {
-	ref := os.Getenv("OSWORLD_REF")
-	if ref == "" {
-		t.Skip("OSWORLD_REF does not name an OSWorld checkout")
-	}
-	dir := t.TempDir()
-	cmd := exec.Command(cmp.Or(os.Getenv("OSWORLD_PYTHON"), "python3"), "-c", generalFilesPyDriver,
-		filepath.Join(ref, "desktop_env", "evaluators", "metrics"), dir, "1", "5000")
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("general.py: %v: %s", err, stderr.String())
-	}
-	var cases []struct {
-		Metric                  string
-		Result, Expected, Score any
-		Options                 map[string]any
-	}
-	if err := json.Unmarshal(out, &cases); err != nil {
-		t.Fatalf("general.py's answer: %v", err)
-	}
-	table := General()
-	bad, ones, tabs := 0, map[string]int{}, 0
-	for _, c := range cases {
-		want, ok := c.Score.(float64)
-		if !ok {
-			want = 0 // general.py raised: OSWorld's run has no reward
-		}
-		if want == 1 {
-			ones[c.Metric]++
-		}
+	out := osworldpy.Run(t, generalFilesPyDriver, nil, osworldpy.MetricsDir(t), t.TempDir(), "1", "5000")
+	var cases []osworldpy.Case
+	tabs := 0
+	for _, c := range osworldpy.Cases(t, out) {
 		if p, ok := c.Result.(string); ok && c.Options["is_yaml"] == true {
 			// PyYAML's scanner takes a tab only inside quotes, comments
 			// and block scalars; yaml.v3 takes more. A known difference
@@ -144,22 +98,14 @@ func TestFileMetricsMatchGeneralPy(t *testing.T) {
 				continue
 			}
 		}
-		got, err := table[c.Metric].Fn(context.Background(), c.Result, c.Expected, true, c.Options)
-		if err != nil && !ok && c.Metric == "check_list" {
-			continue // re.error: the pattern is the task's, and the evaluation fails
-		}
-		if err != nil || math.Abs(got-want) > 1e-9 {
-			if bad++; bad <= 10 {
-				var a []byte
-				if p, ok := c.Result.(string); ok {
-					a, _ = os.ReadFile(p)
-				}
-				t.Errorf("%s(%v, %v, %v) = %v, %v; general.py: %v\nresult file %q", c.Metric, c.Result, c.Expected, c.Options, got, err, c.Score, a)
-			}
-		}
+		cases = append(cases, c)
 	}
-	t.Logf("%d cases (%d YAML files with tabs passed over); scored 1 by general.py: %v", len(cases), tabs, ones)
-	if bad > 0 {
-		t.Errorf("%d of %d scores differ from general.py", bad, len(cases))
-	}
+	t.Logf("%d YAML files with tabs passed over", tabs)
+	osworldpy.Compare(t, cases, func(c osworldpy.Case) (float64, error) {
+		got, err := General()[c.Metric].Fn(context.Background(), c.Result, c.Expected, true, c.Options)
+		if _, raised := c.Want(); err != nil && raised && c.Metric == "check_list" {
+			return 0, nil // re.error: the pattern is the task's, and the evaluation fails
+		}
+		return got, err
+	})
 }

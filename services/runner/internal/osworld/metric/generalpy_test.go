@@ -1,36 +1,24 @@
 package metric
 
 import (
-	"cmp"
 	"context"
-	"encoding/json"
 	"math"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
+
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric/osworldpy"
 )
 
 // generalPyDriver draws random getter results and rules, scores them with
 // the value metrics of OSWorld's general.py and prints them as JSON:
-// {"metric", "result", "rules", "options", "score"}, with {"raise": name}
+// {"metric", "result", "expected", "options", "score"}, with {"raise": name}
 // for a raise. argv: general.py, seed, number of cases. Its imports that
 // these metrics never call are stubbed.
 const generalPyDriver = `
-import sys, types, json, random, importlib.util, io, contextlib
-def stub(name, **attrs):
-    m = sys.modules.setdefault(name, types.ModuleType(name))
-    m.__dict__.update(attrs)
-    return m
-stub("pdfplumber"); stub("docx", Document=None); stub("lxml.cssselect", CSSSelector=None)
+import json, random, io, contextlib, os
+stub("pdfplumber"); stub("docx", Document=None)
 stub("rapidfuzz", fuzz=stub("rapidfuzz.fuzz", ratio=None))
-for p in ["desktop_env", "desktop_env.evaluators", "desktop_env.evaluators.metrics"]:
-    stub(p)
-stub("desktop_env.evaluators.metrics.utils", _match_record=None, _match_value_to_rule=None)
-spec = importlib.util.spec_from_file_location("general", sys.argv[1])
-general = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(general)
+load(PKG + ".utils", os.path.join(sys.argv[1], "utils.py"))
+general = load("general", os.path.join(sys.argv[1], "general.py"))
 rng = random.Random(int(sys.argv[2]))
 
 KEYS = ["a", "b", "ignore_list_order"]
@@ -80,7 +68,7 @@ for _ in range(int(sys.argv[3])):
                 score = float(getattr(general, m)(result, rules))
     except Exception as e:
         score = {"raise": type(e).__name__}
-    cases.append({"metric": m, "result": result, "rules": rules, "options": options, "score": score})
+    cases.append({"metric": m, "result": result, "expected": rules, "options": options, "score": score})
 print(json.dumps(cases))
 `
 
@@ -96,56 +84,17 @@ print(json.dumps(cases))
 // JSON carries Python's 1 and 1.0 alike, so a case whose score depends
 // on str() of a whole number (literal_match) is passed over.
 func TestValueMetricsMatchGeneralPy(t *testing.T) {
-	ref := os.Getenv("OSWORLD_REF")
-	if ref == "" {
-		t.Skip("OSWORLD_REF does not name an OSWorld checkout")
-	}
-	generalPy := filepath.Join(ref, "desktop_env", "evaluators", "metrics", "general.py")
-	cmd := exec.Command(cmp.Or(os.Getenv("OSWORLD_PYTHON"), "python3"), "-c", generalPyDriver, generalPy, "3", "20000")
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("general.py: %v: %s", err, stderr.String())
-	}
-	var cases []struct {
-		Metric                 string
-		Result, Rules, Options any
-		Score                  any
-	}
-	if err := json.Unmarshal(out, &cases); err != nil {
-		t.Fatalf("general.py's answer: %v", err)
-	}
-	table := General()
-	bad, skipped := 0, 0
-	ones, raised := map[string]int{}, map[string]int{}
-	for _, c := range cases {
-		want, ok := c.Score.(float64)
-		if !ok {
-			want = 0 // general.py raised: OSWorld's run has no reward
-			raised[c.Metric]++
-		}
-		if want == 1 {
-			ones[c.Metric]++
-		}
-		opts, _ := c.Options.(map[string]any)
-		if c.Metric == "literal_match" && (hasWholeFloat(c.Result) || hasWholeFloat(c.Rules)) {
-			skipped++
+	out := osworldpy.Run(t, generalPyDriver, nil, osworldpy.MetricsDir(t), "3", "20000")
+	var cases []osworldpy.Case
+	for _, c := range osworldpy.Cases(t, out) {
+		if c.Metric == "literal_match" && (hasWholeFloat(c.Result) || hasWholeFloat(c.Expected)) {
 			continue
 		}
-		got, err := table[c.Metric].Fn(context.Background(), c.Result, c.Rules, true, opts)
-		if err != nil || math.Abs(got-want) > 1e-9 {
-			if bad++; bad <= 10 {
-				r, _ := json.Marshal(c.Result)
-				e, _ := json.Marshal(c.Rules)
-				t.Errorf("%s(%s, %s, %v) = %v, %v; general.py: %v", c.Metric, r, e, opts, got, err, c.Score)
-			}
-		}
+		cases = append(cases, c)
 	}
-	t.Logf("%d cases, %d passed over for str() of whole numbers; scored 1: %v; raised: %v", len(cases), skipped, ones, raised)
-	if bad > 0 {
-		t.Errorf("%d of %d scores differ from general.py", bad, len(cases)-skipped)
-	}
+	osworldpy.Compare(t, cases, func(c osworldpy.Case) (float64, error) {
+		return General()[c.Metric].Fn(context.Background(), c.Result, c.Expected, true, c.Options)
+	})
 }
 
 // hasWholeFloat reports whether v holds a number without a fraction,

@@ -1,15 +1,12 @@
 package metric
 
 import (
-	"cmp"
 	"encoding/json"
 	"errors"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"reflect"
-	"strings"
 	"testing"
+
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric/osworldpy"
 )
 
 // rulePyDriver draws random values and rules and answers each with
@@ -17,18 +14,8 @@ import (
 // "match" true, false or {"raise": name}. argv: utils.py, seed, number of
 // cases. The imports _match_value_to_rule never calls are stubbed.
 const rulePyDriver = `
-import sys, types, json, random, importlib.util, logging
-logging.disable(logging.CRITICAL)
-def stub(name, **attrs):
-    m = sys.modules.setdefault(name, types.ModuleType(name))
-    m.__dict__.update(attrs)
-    return m
-stub("formulas"); stub("xmltodict")
-import lxml
-lxml.cssselect = stub("lxml.cssselect", CSSSelector=lambda *a, **k: None)
-spec = importlib.util.spec_from_file_location("utils", sys.argv[1])
-utils = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(utils)
+import json, random, os
+utils = load(PKG + ".utils", os.path.join(sys.argv[1], "utils.py"))
 rng = random.Random(int(sys.argv[2]))
 
 def value():
@@ -72,18 +59,8 @@ print(json.dumps(cases))
 // when OSWORLD_REF names an OSWorld checkout (python3 or OSWORLD_PYTHON,
 // with lxml and openpyxl, runs it).
 func TestMatchValueToRuleMatchesUtilsPy(t *testing.T) {
-	ref := os.Getenv("OSWORLD_REF")
-	if ref == "" {
-		t.Skip("OSWORLD_REF does not name an OSWorld checkout")
-	}
-	cmd := exec.Command(cmp.Or(os.Getenv("OSWORLD_PYTHON"), "python3"), "-c", rulePyDriver,
-		filepath.Join(ref, "desktop_env", "evaluators", "metrics", "utils.py"), "1", "20000")
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("utils.py: %v: %s", err, stderr.String())
-	}
+	metrics := osworldpy.MetricsDir(t)
+	out := osworldpy.Run(t, rulePyDriver, nil, metrics, "1", "20000")
 	var cases []struct {
 		Value any
 		Rule  map[string]any

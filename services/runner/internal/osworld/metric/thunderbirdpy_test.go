@@ -1,15 +1,10 @@
 package metric
 
 import (
-	"cmp"
 	"context"
-	"encoding/json"
-	"math"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
+
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric/osworldpy"
 )
 
 // thunderbirdPyDriver writes random prefs.js, msgFilterRules.dat and mail
@@ -18,27 +13,9 @@ import (
 // ({"raise": name} for a raise). argv: metrics directory, output
 // directory, seed, number of cases.
 const thunderbirdPyDriver = `
-import sys, types, json, random, importlib.util, os, io, contextlib, logging
-logging.disable(logging.CRITICAL)
-def stub(name, **attrs):
-    m = sys.modules.setdefault(name, types.ModuleType(name))
-    m.__dict__.update(attrs)
-    return m
-stub("formulas"); stub("xmltodict")
-import lxml
-lxml.cssselect = stub("lxml.cssselect", CSSSelector=lambda *a, **k: None)
-pkg = "desktop_env.evaluators.metrics"
-for p in ["desktop_env", "desktop_env.evaluators", pkg]:
-    stub(p)
-sys.modules[pkg].__path__ = [sys.argv[1]]
-def load(name, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    m = importlib.util.module_from_spec(spec)
-    sys.modules[name] = m
-    spec.loader.exec_module(m)
-    return m
-load(pkg + ".utils", os.path.join(sys.argv[1], "utils.py"))
-tb = load(pkg + ".thunderbird", os.path.join(sys.argv[1], "thunderbird.py"))
+import json, random, os, io, contextlib
+load(PKG + ".utils", os.path.join(sys.argv[1], "utils.py"))
+tb = load(PKG + ".thunderbird", os.path.join(sys.argv[1], "thunderbird.py"))
 out, rng, n = sys.argv[2], random.Random(int(sys.argv[3])), int(sys.argv[4])
 
 KEYS = ["mail.a", "mail.b", "mail.q\\\"x"]
@@ -105,50 +82,8 @@ print(json.dumps(cases))
 // raise is a 0). It runs only when OSWORLD_REF names an OSWorld checkout
 // (python3 or OSWORLD_PYTHON, with lxml and openpyxl, runs it).
 func TestThunderbirdMetricsMatchPy(t *testing.T) {
-	ref := os.Getenv("OSWORLD_REF")
-	if ref == "" {
-		t.Skip("OSWORLD_REF does not name an OSWorld checkout")
-	}
-	dir := t.TempDir()
-	cmd := exec.Command(cmp.Or(os.Getenv("OSWORLD_PYTHON"), "python3"), "-c", thunderbirdPyDriver,
-		filepath.Join(ref, "desktop_env", "evaluators", "metrics"), dir, "1", "5000")
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("thunderbird.py: %v: %s", err, stderr.String())
-	}
-	var cases []struct {
-		Metric                  string
-		Result, Expected, Score any
-		Options                 map[string]any
-	}
-	if err := json.Unmarshal(out, &cases); err != nil {
-		t.Fatalf("thunderbird.py's answer: %v", err)
-	}
-	table := General()
-	bad, ones := 0, map[string]int{}
-	for _, c := range cases {
-		want, ok := c.Score.(float64)
-		if !ok {
-			want = 0 // thunderbird.py raised: OSWorld's run has no reward
-		}
-		if want == 1 {
-			ones[c.Metric]++
-		}
-		got, err := table[c.Metric].Fn(context.Background(), c.Result, c.Expected, true, c.Options)
-		if err != nil || math.Abs(got-want) > 1e-9 {
-			if bad++; bad <= 10 {
-				var a []byte
-				if p, ok := c.Result.(string); ok {
-					a, _ = os.ReadFile(p)
-				}
-				t.Errorf("%s(%v, %v, %v) = %v, %v; thunderbird.py: %v\nresult file %q", c.Metric, c.Result, c.Expected, c.Options, got, err, c.Score, a)
-			}
-		}
-	}
-	t.Logf("%d cases; scored 1 by thunderbird.py: %v", len(cases), ones)
-	if bad > 0 {
-		t.Errorf("%d of %d scores differ from thunderbird.py", bad, len(cases))
-	}
+	out := osworldpy.Run(t, thunderbirdPyDriver, nil, osworldpy.MetricsDir(t), t.TempDir(), "1", "5000")
+	osworldpy.Compare(t, osworldpy.Cases(t, out), func(c osworldpy.Case) (float64, error) {
+		return General()[c.Metric].Fn(context.Background(), c.Result, c.Expected, true, c.Options)
+	})
 }

@@ -1,15 +1,10 @@
 package metric
 
 import (
-	"cmp"
 	"context"
-	"encoding/json"
-	"math"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
+
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric/osworldpy"
 )
 
 // vscodePyDriver writes random files and scores them with the file
@@ -20,11 +15,9 @@ import (
 // numbers float() reads or refuses, and now and then in the result a byte
 // that is not UTF-8.
 const vscodePyDriver = `
-import sys, types, json, random, importlib.util, os, io, contextlib
-sys.modules.setdefault("PyPDF2", types.ModuleType("PyPDF2"))
-spec = importlib.util.spec_from_file_location("vscode", sys.argv[1])
-vscode = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(vscode)
+import json, random, os, io, contextlib
+stub("PyPDF2")
+vscode = load("vscode", os.path.join(sys.argv[1], "vscode.py"))
 out, rng, n = sys.argv[2], random.Random(int(sys.argv[3])), int(sys.argv[4])
 
 PIECES = [b'{"a": 1}', b'{"a": 1, "b": [1, 2]}', b'[{"key": "ctrl+k", "command": "x"}]', b'{"b": {"c": true}}',
@@ -81,53 +74,8 @@ print(json.dumps(cases))
 // OSWORLD_REF names an OSWorld checkout (python3 or OSWORLD_PYTHON runs
 // it), as OSWorld's code is not ours to commit.
 func TestFileMetricsMatchVSCodePy(t *testing.T) {
-	ref := os.Getenv("OSWORLD_REF")
-	if ref == "" {
-		t.Skip("OSWORLD_REF does not name an OSWorld checkout")
-	}
-	dir := t.TempDir()
-	cmd := exec.Command(cmp.Or(os.Getenv("OSWORLD_PYTHON"), "python3"), "-c", vscodePyDriver,
-		filepath.Join(ref, "desktop_env", "evaluators", "metrics", "vscode.py"), dir, "1", "5000")
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("vscode.py: %v: %s", err, stderr.String())
-	}
-	var cases []struct {
-		Metric                  string
-		Result, Expected, Score any
-		Options                 map[string]any
-	}
-	if err := json.Unmarshal(out, &cases); err != nil {
-		t.Fatalf("vscode.py's answer: %v", err)
-	}
-	table := General()
-	bad, ones := 0, map[string]int{}
-	for _, c := range cases {
-		want, ok := c.Score.(float64)
-		if !ok {
-			want = 0 // vscode.py raised: OSWorld's run has no reward
-		}
-		if want == 1 {
-			ones[c.Metric]++
-		}
-		got, err := table[c.Metric].Fn(context.Background(), c.Result, c.Expected, true, c.Options)
-		if err != nil || math.Abs(got-want) > 1e-9 {
-			if bad++; bad <= 10 {
-				var a, b []byte
-				if p, ok := c.Result.(string); ok {
-					a, _ = os.ReadFile(p)
-				}
-				if p, ok := c.Expected.(string); ok {
-					b, _ = os.ReadFile(p)
-				}
-				t.Errorf("%s(%q, %v, %v) = %v, %v; vscode.py: %v\nresult file %q, expected file %q", c.Metric, c.Result, c.Expected, c.Options, got, err, c.Score, a, b)
-			}
-		}
-	}
-	t.Logf("%d cases; scored 1 by vscode.py: %v", len(cases), ones)
-	if bad > 0 {
-		t.Errorf("%d of %d scores differ from vscode.py", bad, len(cases))
-	}
+	out := osworldpy.Run(t, vscodePyDriver, nil, osworldpy.MetricsDir(t), t.TempDir(), "1", "5000")
+	osworldpy.Compare(t, osworldpy.Cases(t, out), func(c osworldpy.Case) (float64, error) {
+		return General()[c.Metric].Fn(context.Background(), c.Result, c.Expected, true, c.Options)
+	})
 }

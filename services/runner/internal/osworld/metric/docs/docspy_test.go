@@ -1,30 +1,28 @@
 package docs
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric/osworldpy"
 )
 
-// docsPyDriver runs OSWorld's docs.py on the jobs in the JSON file named
-// by argv[2] and prints one JSON line of scores, a raise as {"raise":
+// docsPyDriver runs OSWorld's docs.py (in the metrics directory argv[1])
+// on the jobs in the JSON file named by argv[2] and prints one JSON line of scores, a raise as {"raise":
 // name}. docs.py's imports that the text metrics never call (easyocr, the
 // colour conversions of skimage) are stubbed; rapidfuzz's fuzz.ratio is
 // its definition: 100 × 2·LCS / (len1 + len2), on code points.
 const docsPyDriver = `
-import sys, types, json, importlib.util
-stub = lambda name: sys.modules.setdefault(name, types.ModuleType(name))
+import json, os
 stub("easyocr")
-sk = stub("skimage"); skc = stub("skimage.color"); sk.color = skc
-skc.deltaE_ciede2000 = skc.rgb2lab = None
+stub("skimage", color=stub("skimage.color", deltaE_ciede2000=None, rgb2lab=None))
 
 def ratio(a, b):
     if not a and not b:
@@ -37,10 +35,8 @@ def ratio(a, b):
         prev = cur
     return 100.0 * 2 * prev[-1] / (len(a) + len(b))
 
-rf = stub("rapidfuzz"); fz = stub("rapidfuzz.fuzz"); rf.fuzz = fz; fz.ratio = ratio
-spec = importlib.util.spec_from_file_location("docs", sys.argv[1])
-docs = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(docs)
+stub("rapidfuzz", fuzz=stub("rapidfuzz.fuzz", ratio=ratio))
+docs = load("docs", os.path.join(sys.argv[1], "docs.py"))
 import io, contextlib
 out = []
 for job in json.load(open(sys.argv[2])):
@@ -71,11 +67,11 @@ type docsPyJob struct {
 // PYTHON_DOCX a python-docx 1.x src directory (python3 or OSWORLD_PYTHON
 // with lxml, typing_extensions, numpy, PIL and odfpy).
 func TestMetricsMatchDocsPy(t *testing.T) {
-	ref, src := os.Getenv("OSWORLD_REF"), os.Getenv("PYTHON_DOCX")
-	if ref == "" || src == "" {
-		t.Skip("OSWORLD_REF and PYTHON_DOCX do not name an OSWorld checkout and a python-docx 1.x source tree")
+	metrics := osworldpy.MetricsDir(t)
+	src := os.Getenv("PYTHON_DOCX")
+	if src == "" {
+		t.Skip("PYTHON_DOCX does not name a python-docx 1.x source tree")
 	}
-	docsPy := filepath.Join(ref, "desktop_env", "evaluators", "metrics", "docs.py")
 	dir := t.TempDir()
 	rng := rand.New(rand.NewPCG(5, 8))
 	const pairs = 600
@@ -134,14 +130,7 @@ func TestMetricsMatchDocsPy(t *testing.T) {
 	if err := os.WriteFile(jobFile, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(cmp.Or(os.Getenv("OSWORLD_PYTHON"), "python3"), "-c", docsPyDriver, docsPy, jobFile)
-	cmd.Env = append(os.Environ(), "PYTHONPATH="+src)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("docs.py: %v: %s", err, stderr.String())
-	}
+	out := osworldpy.Run(t, docsPyDriver, []string{src}, metrics, jobFile)
 	var want []any
 	if err := json.Unmarshal(out, &want); err != nil || len(want) != len(jobs) {
 		t.Fatalf("docs.py answered %d scores for %d jobs (%v): %.300s", len(want), len(jobs), err, out)

@@ -1,40 +1,22 @@
 package media
 
 import (
-	"cmp"
 	"context"
-	"encoding/json"
-	"math"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
+
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric/osworldpy"
 )
 
 // configPyDriver writes random gimprc and vlcrc files and scores them with
 // the configuration checks of OSWorld's gimp.py and vlc.py, printing
-// {"metric", "result", "rule", "score"} as JSON ({"raise": name} for a
+// {"metric", "result", "expected", "score"} as JSON ({"raise": name} for a
 // raise). argv: metrics directory, output directory, seed, number of
 // cases. The imports these checks never call are stubbed.
 const configPyDriver = `
-import sys, types, json, random, importlib.util, os, io, contextlib, logging
-logging.disable(logging.CRITICAL)
-def stub(name, **attrs):
-    m = sys.modules.setdefault(name, types.ModuleType(name))
-    m.__dict__.update(attrs)
-    return m
-for name in ["acoustid", "cv2", "imagehash", "librosa", "numpy", "fastdtw", "scipy", "scipy.spatial",
-             "scipy.spatial.distance", "skimage", "skimage.metrics"]:
+import json, random, os, io, contextlib
+for name in ["acoustid", "cv2", "imagehash", "librosa", "numpy", "scipy", "scipy.spatial", "skimage"]:
     stub(name)
-sys.modules["fastdtw"].fastdtw = None
-sys.modules["scipy.spatial.distance"].cosine = None
-sys.modules["skimage.metrics"].structural_similarity = None
-def load(name, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    m = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(m)
-    return m
+stub("fastdtw", fastdtw=None); stub("scipy.spatial.distance", cosine=None); stub("skimage.metrics", structural_similarity=None)
 gimp = load("gimp", os.path.join(sys.argv[1], "gimp.py"))
 vlc = load("vlc", os.path.join(sys.argv[1], "vlc.py"))
 out, rng, n = sys.argv[2], random.Random(int(sys.argv[3])), int(sys.argv[4])
@@ -79,7 +61,7 @@ for i in range(n):
             score = None if score is None else float(score)
     except Exception as e:
         score = {"raise": type(e).__name__}
-    cases.append({"metric": m, "result": result, "rule": rule, "score": score})
+    cases.append({"metric": m, "result": result, "expected": rule, "score": score})
 print(json.dumps(cases))
 `
 
@@ -90,50 +72,8 @@ print(json.dumps(cases))
 // OSWORLD_REF names an OSWorld checkout (python3 or OSWORLD_PYTHON runs
 // it).
 func TestConfigChecksMatchPy(t *testing.T) {
-	ref := os.Getenv("OSWORLD_REF")
-	if ref == "" {
-		t.Skip("OSWORLD_REF does not name an OSWorld checkout")
-	}
-	dir := t.TempDir()
-	cmd := exec.Command(cmp.Or(os.Getenv("OSWORLD_PYTHON"), "python3"), "-c", configPyDriver,
-		filepath.Join(ref, "desktop_env", "evaluators", "metrics"), dir, "1", "5000")
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("gimp.py and vlc.py: %v: %s", err, stderr.String())
-	}
-	var cases []struct {
-		Metric       string
-		Result, Rule any
-		Score        any
-	}
-	if err := json.Unmarshal(out, &cases); err != nil {
-		t.Fatalf("the answer: %v", err)
-	}
-	table := Metrics()
-	bad, ones := 0, map[string]int{}
-	for _, c := range cases {
-		want, ok := c.Score.(float64)
-		if !ok {
-			want = 0 // a raise or None: OSWorld's run has no reward
-		}
-		if want == 1 {
-			ones[c.Metric]++
-		}
-		got, err := table[c.Metric].Fn(context.Background(), c.Result, c.Rule, true, nil)
-		if err != nil || math.Abs(got-want) > 1e-9 {
-			if bad++; bad <= 10 {
-				var a []byte
-				if p, ok := c.Result.(string); ok {
-					a, _ = os.ReadFile(p)
-				}
-				t.Errorf("%s(%v, %v) = %v, %v; OSWorld: %v\nfile %q", c.Metric, c.Result, c.Rule, got, err, c.Score, a)
-			}
-		}
-	}
-	t.Logf("%d cases; scored 1 by OSWorld: %v", len(cases), ones)
-	if bad > 0 {
-		t.Errorf("%d of %d scores differ from gimp.py and vlc.py", bad, len(cases))
-	}
+	out := osworldpy.Run(t, configPyDriver, nil, osworldpy.MetricsDir(t), t.TempDir(), "1", "5000")
+	osworldpy.Compare(t, osworldpy.Cases(t, out), func(c osworldpy.Case) (float64, error) {
+		return Metrics()[c.Metric].Fn(context.Background(), c.Result, c.Expected, true, nil)
+	})
 }

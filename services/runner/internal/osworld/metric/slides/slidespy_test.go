@@ -9,21 +9,22 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
+
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric/osworldpy"
 )
 
 // slidesPyDriver writes random presentations with python-pptx and scores
 // pairs of them with OSWorld's compare_pptx_files under random options.
-// argv: slides.py, output directory, seed, number of pairs, how many of
-// them LibreOffice also saves. Each pair is a
-// presentation and the same one rebuilt or changed in one place (a run's
-// text or format, a paragraph's alignment, level or bullet, a shape's
-// position, size or presence, a slide's background or notes). It prints
+// argv: the metrics directory, output directory, seed, number of pairs,
+// how many of them LibreOffice also saves. Each pair is a presentation
+// and the same one rebuilt or changed in one place (a run's text or
+// format, a paragraph's alignment, level or bullet, a shape's position,
+// size or presence, a slide's background or notes). It prints
 // one JSON list of {"a", "b", "opts", "score"} with {"raise": name} for a
 // compare_pptx_files that raises.
 const slidesPyDriver = `
-import copy, importlib.util, io, json, os, random, sys, contextlib
+import copy, io, json, os, random, contextlib
 from pptx import Presentation
 from pptx.util import Emu, Pt
 from pptx.dml.color import RGBColor
@@ -31,9 +32,7 @@ from pptx.enum.text import PP_ALIGN
 from pptx.enum.shapes import MSO_SHAPE
 from PIL import Image
 
-spec = importlib.util.spec_from_file_location("slides", sys.argv[1])
-slides = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(slides)
+slides = load("slides", os.path.join(sys.argv[1], "slides.py"))
 out, rng, n = sys.argv[2], random.Random(int(sys.argv[3])), int(sys.argv[4])
 png = os.path.join(out, "pic.png")
 Image.new("RGB", (8, 6), (200, 30, 30)).save(png)
@@ -191,12 +190,11 @@ print(json.dumps(jobs))
 // PYTHON_PPTX a python-pptx 1.0.2 src directory (python3, or
 // OSWORLD_PYTHON, with lxml, PIL, XlsxWriter and typing_extensions).
 func TestComparePptxMatchesSlidesPy(t *testing.T) {
-	ref, src := os.Getenv("OSWORLD_REF"), os.Getenv("PYTHON_PPTX")
-	if ref == "" || src == "" {
-		t.Skip("OSWORLD_REF and PYTHON_PPTX do not name an OSWorld checkout and a python-pptx source tree")
+	metrics := osworldpy.MetricsDir(t)
+	src := os.Getenv("PYTHON_PPTX")
+	if src == "" {
+		t.Skip("PYTHON_PPTX does not name a python-pptx source tree")
 	}
-	slidesPy := filepath.Join(ref, "desktop_env", "evaluators", "metrics", "slides.py")
-	python := cmp.Or(os.Getenv("OSWORLD_PYTHON"), "python3")
 	// LibreOffice saves a share of the pairs when it is here, as it is in
 	// CI's image of this machine.
 	lo := "0"
@@ -204,14 +202,7 @@ func TestComparePptxMatchesSlidesPy(t *testing.T) {
 		lo = "40"
 	}
 	dir := t.TempDir()
-	cmd := exec.Command(python, "-c", slidesPyDriver, slidesPy, dir, cmp.Or(os.Getenv("SLIDES_SEED"), "7"), "600", lo)
-	cmd.Env = append(os.Environ(), "PYTHONPATH="+src)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("slides.py: %v: %s", err, stderr.String())
-	}
+	out := osworldpy.Run(t, slidesPyDriver, []string{src}, metrics, dir, cmp.Or(os.Getenv("SLIDES_SEED"), "7"), "600", lo)
 	var jobs []struct {
 		A, B  string
 		Opts  map[string]any
