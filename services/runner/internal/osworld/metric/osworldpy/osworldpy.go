@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // Prelude starts every script Run runs. It defines stub(name, **attrs),
@@ -104,7 +105,7 @@ func Cases(t testing.TB, out []byte) []Case {
 
 // Compare scores each case with ours and fails the test where the score
 // differs from OSWorld's (the first ten reported, with the result file's
-// text when the result is a path), then logs how many each metric
+// text when the result is a short text file), then logs how many each metric
 // scored 1 in OSWorld, so that a test of only zeros shows.
 func Compare(t testing.TB, cases []Case, ours func(Case) (float64, error)) {
 	t.Helper()
@@ -123,7 +124,7 @@ func Compare(t testing.TB, cases []Case, ours func(Case) (float64, error)) {
 			e, _ := json.Marshal(c.Expected)
 			msg := fmt.Sprintf("%s(%s, %s, %v) = %v, %v; OSWorld: %v", c.Metric, r, e, c.Options, got, err, c.Score)
 			if p, ok := c.Result.(string); ok {
-				if b, err := os.ReadFile(p); err == nil {
+				if b, err := os.ReadFile(p); err == nil && len(b) < 2000 && utf8.Valid(b) {
 					msg += fmt.Sprintf("\nresult file %q", b)
 				}
 			}
