@@ -1,6 +1,7 @@
 package metric
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -40,17 +41,10 @@ func loadPyYAML(text string) (any, error) {
 	}
 	var next yaml.Node
 	if err := dec.Decode(&next); !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("expected a single document in the stream: %w", cmpErr(err, errPyYAML))
+		return nil, fmt.Errorf("expected a single document in the stream: %w", cmp.Or(err, errPyYAML))
 	}
 	c := yamlConstructor{done: map[*yaml.Node]any{}}
 	return c.value(&doc, 0)
-}
-
-func cmpErr(err, def error) error {
-	if err != nil {
-		return err
-	}
-	return def
 }
 
 // errPyYAML marks a document PyYAML's safe_load raises on.
