@@ -10,9 +10,9 @@ import (
 
 // generalPyDriver draws random getter results and rules, scores them with
 // the value metrics of OSWorld's general.py and prints them as JSON:
-// {"metric", "result", "expected", "options", "score"}, with {"raise": name}
-// for a raise. argv: general.py, seed, number of cases. Its imports that
-// these metrics never call are stubbed.
+// {"metric", "result", "expected", "options", "score"}, with {"raise":
+// name} for a raise. argv: metrics directory, seed, number of cases. Its
+// imports that these metrics never call are stubbed.
 const generalPyDriver = `
 import json, random, io, contextlib, os
 stub("pdfplumber"); stub("docx", Document=None)

@@ -11,8 +11,9 @@ import (
 
 // rulePyDriver draws random values and rules and answers each with
 // OSWorld's utils._match_value_to_rule: {"value", "rule", "match"}, with
-// "match" true, false or {"raise": name}. argv: utils.py, seed, number of
-// cases. The imports _match_value_to_rule never calls are stubbed.
+// "match" true, false or {"raise": name}. argv: metrics directory, seed,
+// number of cases. The imports _match_value_to_rule never calls are
+// stubbed.
 const rulePyDriver = `
 import json, random, os
 utils = load(PKG + ".utils", os.path.join(sys.argv[1], "utils.py"))

@@ -7,13 +7,13 @@ import (
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric/osworldpy"
 )
 
-// vscodePyDriver writes random files and scores them with the file
-// metrics of OSWorld's vscode.py, printing {"metric", "result",
-// "expected", "options", "score"} as JSON ({"raise": name} for a raise).
-// argv: vscode.py, output directory, seed, number of cases. The files are
-// made of JSON, a comment line, Python's whitespace and newlines, case,
-// numbers float() reads or refuses, and now and then in the result a byte
-// that is not UTF-8.
+// vscodePyDriver writes random files and scores them with the file metrics
+// of OSWorld's vscode.py, printing {"metric", "result", "expected",
+// "options", "score"} as JSON ({"raise": name} for a raise). argv: metrics
+// directory, output directory, seed, number of cases. The files are made
+// of JSON, a comment line, Python's whitespace and newlines, case, numbers
+// float() reads or refuses, and now and then in the result a byte that is
+// not UTF-8.
 const vscodePyDriver = `
 import json, random, os, io, contextlib
 stub("PyPDF2")

@@ -7,11 +7,11 @@ import (
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric/osworldpy"
 )
 
-// chromePyDriver draws random URLs and scores them with the URL metrics
-// of OSWorld's chrome.py (through utils.py's compare_urls, urlparse and
-// tldextract) and prints {"metric", "result", "expected", "score"} as JSON,
-// {"raise": name} for a raise. argv: utils.py, chrome.py, seed, number of
-// cases. The imports these metrics never call are stubbed.
+// chromePyDriver draws random URLs and scores them with the URL metrics of
+// OSWorld's chrome.py (through utils.py's compare_urls, urlparse and
+// tldextract) and prints {"metric", "result", "expected", "score"} as
+// JSON, {"raise": name} for a raise. argv: metrics directory, seed, number
+// of cases. The imports these metrics never call are stubbed.
 const chromePyDriver = `
 import json, random, os
 stub("bs4", BeautifulSoup=None, Tag=None); stub("rapidfuzz", fuzz=stub("rapidfuzz.fuzz"))

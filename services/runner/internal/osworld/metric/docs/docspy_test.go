@@ -15,10 +15,11 @@ import (
 )
 
 // docsPyDriver runs OSWorld's docs.py (in the metrics directory argv[1])
-// on the jobs in the JSON file named by argv[2] and prints one JSON line of scores, a raise as {"raise":
-// name}. docs.py's imports that the text metrics never call (easyocr, the
-// colour conversions of skimage) are stubbed; rapidfuzz's fuzz.ratio is
-// its definition: 100 × 2·LCS / (len1 + len2), on code points.
+// on the jobs in the JSON file named by argv[2] and prints one JSON line
+// of scores, a raise as {"raise": name}. docs.py's imports that the text
+// metrics never call (easyocr, the colour conversions of skimage) are
+// stubbed; rapidfuzz's fuzz.ratio is its definition: 100 × 2·LCS / (len1 +
+// len2), on code points.
 const docsPyDriver = `
 import json, os
 stub("easyocr")
