@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net/url"
@@ -520,7 +521,9 @@ func metricCheckJSON(ctx context.Context, result, expected any, _ bool, opts map
 	}
 	var data any
 	if isYAML, _ := opts["is_yaml"].(bool); isYAML {
-		if data, err = loadPyYAML(text); err != nil {
+		if data, err = loadPyYAML(text); errors.Is(err, ErrYAMLUnsupported) {
+			return 0, fmt.Errorf("check_json: %v: %w", result, err)
+		} else if err != nil {
 			return 0, Because(ctx, fmt.Errorf("%v is not YAML as PyYAML's safe_load reads it: %w", result, err))
 		}
 		if data == nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/big"
 	"regexp"
 	"strconv"
 	"strings"
@@ -27,7 +28,9 @@ import (
 //   - a key that is not a string is kept apart from string keys (PyYAML
 //     keeps 1 and "1" apart), under "\x00" and its number (yamlKey).
 //
-// An empty stream is nil, as safe_load's None. The parsers still differ
+// An empty stream is nil, as safe_load's None. A document using a type
+// safe_load makes and this loader does not is ErrYAMLUnsupported. The
+// parsers still differ
 // on tabs: PyYAML's scanner refuses one anywhere but in quotes, comments
 // and block scalars ("a:\tb"), where yaml.v3 reads on.
 func loadPyYAML(text string) (any, error) {
@@ -49,6 +52,11 @@ func loadPyYAML(text string) (any, error) {
 
 // errPyYAML marks a document PyYAML's safe_load raises on.
 var errPyYAML = errors.New("PyYAML raises on this document")
+
+// ErrYAMLUnsupported marks a document safe_load reads but this loader does
+// not make (the types !!binary, !!set, !!omap and !!pairs): no score here
+// would be OSWorld's, so the metric fails the evaluation instead.
+var ErrYAMLUnsupported = errors.New("a YAML type this loader does not make")
 
 // maxYAMLDepth bounds nesting (and alias chains): PyYAML recurses too, and
 // Python's recursion limit ends it.
@@ -227,12 +235,16 @@ func mergePairs(v *yaml.Node, depth int) ([][2]*yaml.Node, error) {
 	return nil, fmt.Errorf("a merge of no mapping: %w", errPyYAML)
 }
 
-// checkTag refuses an explicit tag SafeLoader has no constructor for.
+// checkTag refuses an explicit tag on a collection other than want: one
+// SafeLoader makes and this loader does not, or one it raises on.
 func checkTag(n *yaml.Node, want string) error {
-	if n.Style&yaml.TaggedStyle != 0 && n.Tag != want {
-		return fmt.Errorf("YAML tag %s: %w", n.Tag, errPyYAML)
+	switch {
+	case n.Style&yaml.TaggedStyle == 0 || n.Tag == want:
+		return nil
+	case n.Tag == "!!set" || n.Tag == "!!omap" || n.Tag == "!!pairs":
+		return fmt.Errorf("YAML tag %s: %w", n.Tag, ErrYAMLUnsupported)
 	}
-	return nil
+	return fmt.Errorf("YAML tag %s: %w", n.Tag, errPyYAML)
 }
 
 // PyYAML's implicit resolvers (yaml/resolver.py), YAML 1.1.
@@ -303,12 +315,14 @@ func scalarValue(n *yaml.Node) (any, error) {
 		}
 	case "!!timestamp":
 		return YAMLTimestamp(s), nil
+	case "!!binary":
+		return nil, fmt.Errorf("YAML tag %s: %w", tag, ErrYAMLUnsupported)
 	}
 	return nil, fmt.Errorf("YAML %s %q: %w", tag, s, errPyYAML)
 }
 
 // yamlIntValue is SafeConstructor.construct_yaml_int, as a float64 (the
-// metrics' number; Python's int equals it).
+// metrics' number; Python's int equals it, at any size).
 func yamlIntValue(s string) (float64, bool) {
 	s = strings.ReplaceAll(s, "_", "")
 	sign := 1.0
@@ -319,8 +333,12 @@ func yamlIntValue(s string) (float64, bool) {
 		s = s[1:]
 	}
 	parse := func(digits string, base int) (float64, bool) {
-		n, err := strconv.ParseUint(digits, base, 64)
-		return sign * float64(n), err == nil
+		n, ok := new(big.Int).SetString(digits, base)
+		if !ok {
+			return 0, false
+		}
+		f, _ := new(big.Float).SetInt(n).Float64()
+		return sign * f, true
 	}
 	switch {
 	case s == "0":

@@ -43,6 +43,8 @@ func TestLoadPyYAML(t *testing.T) {
 		{"an explicit str", "a: !!str 1\n", m("a", "1"), false},
 		{"an unknown tag raises", "a: !foo x\n", nil, true},
 		{"nested flow", "a: [1, {b: 2}]\n", m("a", []any{1.0, m("b", 2.0)}), false},
+		{"an int past 64 bits", "n: 123456789012345678901234\nh: 0x1_0000_0000_0000_0000\n",
+			m("n", 123456789012345678901234.0, "h", 18446744073709551616.0), false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -57,6 +59,28 @@ func TestLoadPyYAML(t *testing.T) {
 				t.Errorf("loadPyYAML(%q) = %#v, %v; want %#v", tt.text, got, err, tt.want)
 			}
 		})
+	}
+}
+
+// TestLoadPyYAMLUnsupported: a type safe_load makes and this loader does
+// not is ErrYAMLUnsupported, which check_json returns (the evaluation
+// fails) instead of scoring 0; a tag PyYAML refuses is a score of 0.
+func TestLoadPyYAMLUnsupported(t *testing.T) {
+	for _, text := range []string{"a: !!set {x: null}\n", "a: !!omap [{x: 1}]\n", "a: !!pairs [{x: 1}]\n", "a: !!binary aGk=\n"} {
+		if _, err := loadPyYAML(text); !errors.Is(err, ErrYAMLUnsupported) {
+			t.Errorf("loadPyYAML(%q) error = %v; want ErrYAMLUnsupported", text, err)
+		}
+		p := filepath.Join(t.TempDir(), "x.yaml")
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		rules := map[string]any{"expect": []any{map[string]any{"key": []any{"a"}, "method": "eq", "ref": "x"}}}
+		if got, err := General()["check_json"].Fn(context.Background(), p, rules, true, map[string]any{"is_yaml": true}); !errors.Is(err, ErrYAMLUnsupported) {
+			t.Errorf("check_json(%q) = %v, %v; want an evaluation failure", text, got, err)
+		}
+	}
+	if _, err := loadPyYAML("a: !!str [1]\n"); !errors.Is(err, errPyYAML) {
+		t.Errorf("a !!str sequence: %v; want errPyYAML", err)
 	}
 }
 
