@@ -30,9 +30,8 @@ import (
 //
 // An empty stream is nil, as safe_load's None. A document using a type
 // safe_load makes and this loader does not is ErrYAMLUnsupported. The
-// parsers still differ
-// on tabs: PyYAML's scanner refuses one anywhere but in quotes, comments
-// and block scalars ("a:\tb"), where yaml.v3 reads on.
+// parsers still differ on tabs: PyYAML's scanner refuses one anywhere but
+// in quotes, comments and block scalars ("a:\tb"), where yaml.v3 reads on.
 func loadPyYAML(text string) (any, error) {
 	dec := yaml.NewDecoder(strings.NewReader(text))
 	var doc yaml.Node
@@ -63,8 +62,8 @@ var ErrYAMLUnsupported = errors.New("a YAML type this loader does not make")
 const maxYAMLDepth = 1000
 
 type yamlConstructor struct {
-	// done holds each anchored node's value, made once and shared by its
-	// aliases as PyYAML shares it (a chain of aliases is no bomb).
+	// done holds each node's value once made, so that an anchored node's
+	// aliases share it as PyYAML's do (a chain of aliases is no bomb).
 	done map[*yaml.Node]any
 }
 
