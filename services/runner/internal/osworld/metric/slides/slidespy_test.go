@@ -1,7 +1,6 @@
 package slides
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -202,7 +201,7 @@ func TestComparePptxMatchesSlidesPy(t *testing.T) {
 		lo = "40"
 	}
 	dir := t.TempDir()
-	out := osworldpy.Run(t, slidesPyDriver, []string{src}, metrics, dir, cmp.Or(os.Getenv("SLIDES_SEED"), "7"), "600", lo)
+	out := osworldpy.Run(t, slidesPyDriver, []string{src}, metrics, dir, "7", "600", lo)
 	var jobs []struct {
 		A, B  string
 		Opts  map[string]any
