@@ -193,11 +193,6 @@ func runOverhead(ctx context.Context, o Options, w io.Writer) error {
 		return err
 	}
 	defer bareGRPC.stop()
-	bareStream, err := startChild(ctx, lay.proxyCommand, "barestream", fakeURL)
-	if err != nil {
-		return err
-	}
-	defer bareStream.stop()
 	if lay.pinned() {
 		unpin, err := pinSelf(lay.driver)
 		if err != nil {
@@ -284,16 +279,6 @@ func runOverhead(ctx context.Context, o Options, w io.Writer) error {
 	}
 	targets = append(targets, target{name: "bare Go proxy (fasthttp) -> fakellm", do: bareDo, pid: bare.cmd.Process.Pid},
 		target{name: "bare grpc-go proxy -> fakellm", do: bareGRPCDoer(bareConn, body), pid: bareGRPC.cmd.Process.Pid})
-	streamConn, err := runnerConn(bareStream.addrs[0])
-	if err != nil {
-		return err
-	}
-	defer streamConn.Close()
-	sdo, err := bareStreamDoer(ctx, streamConn, body, 4)
-	if err != nil {
-		return err
-	}
-	targets = append(targets, target{name: "bare grpc-go stream proxy -> fakellm", do: sdo, pid: bareStream.cmd.Process.Pid})
 	// Targets take turns in short slices, in rotating order, so that
 	// background load on a shared machine falls on all of them alike
 	// instead of on whichever ran while a compiler was busy.
