@@ -30,8 +30,8 @@ pkgs=(
 	# decodes them (djpeg, libjpeg-turbo): the metrics use them when present;
 	# PyMuPDF and PIL themselves are the tests' oracle for the PDF metrics,
 	# mutagen for the MP3 tags, odfpy for .odt, Python's csv module for
-	# check_csv
-	mupdf-tools libjpeg-turbo-progs python3-fitz python3-pil python3-mutagen python3-odf
+	# check_csv, PyYAML for check_json's YAML
+	mupdf-tools libjpeg-turbo-progs python3-fitz python3-pil python3-mutagen python3-odf python3-yaml
 	# the desktop guest image, and its QEMU disk image (mkfs.ext4 -d,
 	# qemu-img) booted by the qemu provider under software emulation
 	debootstrap e2fsprogs qemu-system-x86 qemu-utils

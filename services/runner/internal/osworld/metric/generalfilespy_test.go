@@ -2,8 +2,6 @@ package metric
 
 import (
 	"context"
-	"os"
-	"strings"
 	"testing"
 
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric/osworldpy"
@@ -80,27 +78,12 @@ print(json.dumps(cases))
 // published tasks), check_list (8), file_contains, check_line_number,
 // compare_python_pure_text, check_json (JSON and YAML) and check_csv here
 // and in OSWorld's general.py, and wants the same scores (a raise is a
-// 0, and a pattern Python cannot compile fails the evaluation here; YAML
-// with tabs is passed over, a known difference of the parsers). It
+// 0, and a pattern Python cannot compile fails the evaluation here). It
 // runs only when OSWORLD_REF names an OSWorld checkout (python3 or
 // OSWORLD_PYTHON, with PyYAML, lxml and openpyxl, runs it).
 func TestFileMetricsMatchGeneralPy(t *testing.T) {
 	out := osworldpy.Run(t, generalFilesPyDriver, nil, osworldpy.MetricsDir(t), t.TempDir(), "1", "5000")
-	var cases []osworldpy.Case
-	tabs := 0
-	for _, c := range osworldpy.Cases(t, out) {
-		if p, ok := c.Result.(string); ok && c.Options["is_yaml"] == true {
-			// PyYAML's scanner takes a tab only inside quotes, comments
-			// and block scalars; yaml.v3 takes more. A known difference
-			// of the parsers, left alone (see loadPyYAML).
-			if b, _ := os.ReadFile(p); strings.ContainsRune(string(b), '\t') {
-				tabs++
-				continue
-			}
-		}
-		cases = append(cases, c)
-	}
-	t.Logf("%d YAML files with tabs passed over", tabs)
+	cases := osworldpy.Cases(t, out)
 	osworldpy.Compare(t, cases, func(c osworldpy.Case) (float64, error) {
 		got, err := General()[c.Metric].Fn(context.Background(), c.Result, c.Expected, true, c.Options)
 		if _, raised := c.Want(); err != nil && raised && c.Metric == "check_list" {

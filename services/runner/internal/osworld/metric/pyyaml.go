@@ -28,11 +28,32 @@ import (
 //   - a key that is not a string is kept apart from string keys (PyYAML
 //     keeps 1 and "1" apart), under "\x00" and its number (yamlKey).
 //
-// An empty stream is nil, as safe_load's None. A document using a type
-// safe_load makes and this loader does not is ErrYAMLUnsupported. The
-// parsers still differ on tabs: PyYAML's scanner refuses one anywhere but
-// in quotes, comments and block scalars ("a:\tb"), where yaml.v3 reads on.
+// An empty stream is nil, as safe_load's None. An anchor given twice is an
+// error, as in PyYAML's composer, and so is a tab PyYAML's scanner refuses
+// (anywhere but in quotes, comments and block scalars: "a:\tb"), though
+// yaml.v3 reads on (tabbedYAML). A document using a type safe_load makes
+// and this loader does not is ErrYAMLUnsupported.
 func loadPyYAML(text string) (any, error) {
+	doc, err := decodeOneYAML(text)
+	if strings.Contains(text, "\t") {
+		// PyYAML's scanner raises on a tab out of place before anything is
+		// made, and takes some that yaml.v3 refuses.
+		doc, err = tabbedYAML(text, doc, err)
+	}
+	if err != nil || doc == nil {
+		return nil, err
+	}
+	if err := uniqueAnchors(doc); err != nil {
+		return nil, err
+	}
+	c := yamlConstructor{done: map[*yaml.Node]any{}}
+	return c.value(doc, 0)
+}
+
+// decodeOneYAML parses text's one document with yaml.v3: nil for an empty
+// stream, an error for a second document (safe_load wants one; yaml.v3
+// reads the first).
+func decodeOneYAML(text string) (*yaml.Node, error) {
 	dec := yaml.NewDecoder(strings.NewReader(text))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
@@ -45,8 +66,27 @@ func loadPyYAML(text string) (any, error) {
 	if err := dec.Decode(&next); !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("expected a single document in the stream: %w", cmp.Or(err, errPyYAML))
 	}
-	c := yamlConstructor{done: map[*yaml.Node]any{}}
-	return c.value(&doc, 0)
+	return &doc, nil
+}
+
+// uniqueAnchors refuses an anchor given twice in the document, as
+// PyYAML's composer does ("found duplicate anchor"); yaml.v3 lets the
+// second replace the first.
+func uniqueAnchors(doc *yaml.Node) error {
+	seen := map[string]bool{}
+	stack := []*yaml.Node{doc}
+	for len(stack) > 0 {
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if n.Kind != yaml.AliasNode && n.Anchor != "" {
+			if seen[n.Anchor] {
+				return fmt.Errorf("found duplicate anchor %q: %w", n.Anchor, errPyYAML)
+			}
+			seen[n.Anchor] = true
+		}
+		stack = append(stack, n.Content...)
+	}
+	return nil
 }
 
 // errPyYAML marks a document PyYAML's safe_load raises on.

@@ -7,11 +7,13 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
+	"time"
 )
 
-// TestLoadPyYAML: values as PyYAML 6's safe_load gives them (each checked
-// with Debian's python3-yaml).
+// TestLoadPyYAML: values as PyYAML 6's safe_load gives them, and where it
+// raises (each checked with Debian's python3-yaml).
 func TestLoadPyYAML(t *testing.T) {
 	m := func(kv ...any) map[string]any {
 		out := map[string]any{}
@@ -43,6 +45,19 @@ func TestLoadPyYAML(t *testing.T) {
 		{"an explicit str", "a: !!str 1\n", m("a", "1"), false},
 		{"an unknown tag raises", "a: !foo x\n", nil, true},
 		{"nested flow", "a: [1, {b: 2}]\n", m("a", []any{1.0, m("b", 2.0)}), false},
+		{"a tab between key and value raises", "a:\tb\n", nil, true},
+		{"a tab after a value raises", "a: b\t\n", nil, true},
+		{"a tab before a comment raises", "\t# c\na: b\n", nil, true},
+		{"a tab that indents a block scalar raises", "a: |\n\tx\n", nil, true},
+		{"an anchor given twice raises", "a: &x 1\nb: &x 2\n", nil, true},
+		{"a tab in a comment", "a: b # c\td\n", m("a", "b"), false},
+		{"a tab in a quoted scalar", "a: 'x\ty'\n", m("a", "x\ty"), false},
+		{"a tab escaped in a double-quoted scalar", "a: \"x\\\ty\"\n", m("a", "x\ty"), false},
+		{"a tab before a quoted scalar's line break is folded away", "a: 'p\t\n  q'\n", m("a", "p q"), false},
+		{"a tab that starts a block scalar's text (yaml.v3 refuses it)", "a: |\n  \tx\n  y\n", m("a", "\tx\ny\n"), false},
+		{"a folded line that starts with a tab is kept", "a: >\n  x\n  \ty\n  z\n", m("a", "x\n\ty\nz\n"), false},
+		{"a comment after a flow indicator", "a: [b,#c\td\n  e]\n", m("a", []any{"b", "e"}), false},
+		{"a comment right after a quoted scalar", "a: 'x'#c\td\n", m("a", "x"), false},
 		{"an int past 64 bits", "n: 123456789012345678901234\nh: 0x1_0000_0000_0000_0000\n",
 			m("n", 123456789012345678901234.0, "h", 18446744073709551616.0), false},
 	}
@@ -99,6 +114,15 @@ func TestLoadPyYAMLBounds(t *testing.T) {
 	if _, err := loadPyYAML("a: &a [*a]\n"); !errors.Is(err, errPyYAML) {
 		t.Errorf("a list holding itself: %v; want errPyYAML", err)
 	}
+	// Tabs in 100,000 quoted scalars on one line, after characters of two
+	// bytes: placing the scalars stays linear in the line's length.
+	wide := "a: [" + strings.Repeat("'é\tx', ", 100_000) + "]\n"
+	start := time.Now()
+	got, err := loadPyYAML(wide)
+	if l, _ := got.(map[string]any)["a"].([]any); err != nil || len(l) != 100_000 || l[0] != "é\tx" {
+		t.Errorf("100,000 quoted scalars with tabs: %v, %d items", err, len(l))
+	}
+	t.Logf("100,000 quoted scalars with tabs on one line loaded in %v", time.Since(start))
 }
 
 // TestCheckJSONReadsYAMLAsPyYAML: the published is_yaml task reads a
