@@ -226,7 +226,18 @@ func compareConferenceCityInOrder(ctx context.Context, result, expected any, _ b
 	if err != nil || sh == nil {
 		return 0, metric.Because(ctx, err)
 	}
-	want, _ := r["expected"].([]any)
+	raw, ok := r["expected"]
+	if !ok {
+		// A KeyError before the metric's try: the evaluation fails.
+		return 0, errors.New(`compare_conference_city_in_order: the rules have no "expected"`)
+	}
+	want, _ := raw.([]any)
+	if s, ok := raw.(string); ok {
+		// Python indexes a string by character.
+		for _, c := range s {
+			want = append(want, string(c))
+		}
+	}
 	for i := 0; i < 21; i++ {
 		if i >= len(want) {
 			// IndexError, caught by the metric.
@@ -244,11 +255,11 @@ func compareConferenceCityInOrder(ctx context.Context, result, expected any, _ b
 		}
 		matched := false
 		for _, c := range cands {
-			cs, ok := c.(string)
-			if !ok {
-				continue
+			// A name that is not a string is str()'d, None is "".
+			n := ""
+			if c != nil {
+				n = normaliseCity(metric.PyStr(c))
 			}
-			n := normaliseCity(cs)
 			if n != "" && strings.Contains(actual, n) {
 				matched = true
 				break

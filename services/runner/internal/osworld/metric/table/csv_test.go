@@ -2,9 +2,12 @@ package table
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/xuri/excelize/v2"
 )
 
 func TestCompareCSV(t *testing.T) {
@@ -79,23 +82,51 @@ func TestCompareConferenceCityInOrder(t *testing.T) {
 	swapped[0], swapped[1] = swapped[1], swapped[0]
 	short := cities[:20]
 	files := convert(t, "xlsx", map[string]string{"right.fods": sheet(cities), "swapped.fods": sheet(swapped), "short.fods": sheet(short)})
+	// A boolean cell (LibreOffice writes TRUE as the number 1, so excelize
+	// makes this one) in C2, then the cities from C3 on.
+	files["boolean"] = book(t, "boolean", func(f *excelize.File) {
+		for i, c := range cities {
+			v := any(c)
+			if i == 0 {
+				v = true
+			}
+			must(t, f.SetCellValue("Sheet1", fmt.Sprintf("C%d", 2+i), v))
+		}
+	})
 	expected := map[string]any{"expected": []any{"Scottsdale", "Atlanta", []any{"Lake Tahoe", "Stateline"},
 		[]any{"Banff", "Alberta's Rockies"}, "Beijing", []any{"Montreal", "Montréal"}, "San Diego", "Lille",
 		[]any{"Montreal", "Montréal"}, "San Juan", []any{"New York", "NYC"}, "Barcelona", "Toulon", "Sydney",
 		[]any{"Los Angeles", "Long Beach", "LA"}, "Vancouver", "Stockholm", []any{"Montreal", "Montréal"},
 		"New Orleans", []any{"Los Angeles", "Long Beach", "LA"}, "Vancouver"}}
+	initials := ""
+	for _, c := range cities {
+		initials += c[:1]
+	}
+	// A name that is not a string is str()'d: True matches a TRUE cell,
+	// which openpyxl reads as True; None matches nothing.
+	withFirst := func(e any) map[string]any {
+		l := append([]any{e}, expected["expected"].([]any)[1:]...)
+		return map[string]any{"expected": l}
+	}
 	tests := []struct {
-		name   string
-		result any
-		want   float64
+		name     string
+		result   any
+		expected map[string]any
+		want     float64
 	}{
-		{"in order", files["right"], 1},
-		{"swapped", files["swapped"], 0},
-		{"one city short", files["short"], 0},
-		{"missing file", filepath.Join(t.TempDir(), "absent.xlsx"), 0},
+		{"in order", files["right"], expected, 1},
+		{"swapped", files["swapped"], expected, 0},
+		{"one city short", files["short"], expected, 0},
+		{"missing file", filepath.Join(t.TempDir(), "absent.xlsx"), expected, 0},
+		{"True names a TRUE cell", files["boolean"], withFirst([]any{"Nowhere", true}), 1},
+		{"None names nothing", files["boolean"], withFirst([]any{nil}), 0},
+		// Python indexes a string by character: each city holds its own
+		// first letter.
+		{"a string of the cities' first letters", files["right"], map[string]any{"expected": initials}, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			expected := tt.expected
 			got, err := compareConferenceCityInOrder(context.Background(), tt.result, expected, true, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -107,5 +138,9 @@ func TestCompareConferenceCityInOrder(t *testing.T) {
 				oracle(t, "compare_conference_city_in_order", tt.result, expected, nil, got)
 			}
 		})
+	}
+	// A KeyError outside the metric's try: the evaluation fails.
+	if got, err := compareConferenceCityInOrder(context.Background(), files["right"], map[string]any{"cities": []any{}}, true, nil); err == nil {
+		t.Errorf("rules without \"expected\" = %v, nil; want an error", got)
 	}
 }
