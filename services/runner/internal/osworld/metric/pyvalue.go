@@ -190,9 +190,9 @@ func pyIter(v any) ([]any, error) {
 	return nil, fmt.Errorf("%T is not iterable: %w", v, errPyType)
 }
 
-// pyCompare is Python's ordering of two values: -1, 0 or 1; an error for
+// PyCompare is Python's ordering of two values: -1, 0 or 1; an error for
 // types Python cannot order (a str and an int, a dict).
-func pyCompare(a, b any) (int, error) {
+func PyCompare(a, b any) (int, error) {
 	if x, ok := pyNumber(a); ok {
 		if y, ok := pyNumber(b); ok {
 			switch {
@@ -218,7 +218,7 @@ func pyCompare(a, b any) (int, error) {
 			if PyEqual(x[i], y[i]) {
 				continue
 			}
-			return pyCompare(x[i], y[i])
+			return PyCompare(x[i], y[i])
 		}
 		return cmpInt(len(x), len(y)), nil
 	}
@@ -257,7 +257,7 @@ func pySorted(v any) ([]any, error) {
 	}
 	var err error
 	slices.SortStableFunc(out, func(a, b any) int {
-		c, e := pyCompare(a, b)
+		c, e := PyCompare(a, b)
 		if e != nil && err == nil {
 			err = e
 		}
@@ -563,7 +563,7 @@ func MatchValueToRule(value any, rule map[string]any) (bool, error) {
 	case method == "ne":
 		return !PyEqual(value, ref), nil
 	case method == "le", method == "lt", method == "ge", method == "gt":
-		c, err := pyCompare(value, ref)
+		c, err := PyCompare(value, ref)
 		if err != nil {
 			return false, fmt.Errorf("%s: %w: %w", method, ErrPyRaises, err)
 		}
@@ -603,7 +603,7 @@ func MatchValueToRule(value any, rule map[string]any) (bool, error) {
 			if op != 'e' && op != 't' {
 				return false, fmt.Errorf("range method %q: %w", method, ErrPyRaises)
 			}
-			c, err := pyCompare(a, b)
+			c, err := PyCompare(a, b)
 			if err != nil {
 				return false, fmt.Errorf("%s: %w: %w", method, ErrPyRaises, err)
 			}

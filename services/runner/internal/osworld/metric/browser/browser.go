@@ -12,6 +12,7 @@ package browser
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -640,21 +641,19 @@ func metricSteamCart(_ context.Context, result, expected any, _ bool, _ map[stri
 // metricFontSize is check_font_size on Preferences' webkit.webprefs: the
 // default_font_size equals rule.value (type value) or lies strictly
 // between rule.min and rule.max (type range).
-func metricFontSize(_ context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
+func metricFontSize(ctx context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
 	r, err := metric.Rules(expected)
 	if err != nil {
 		return 0, err
 	}
-	if result == nil {
-		return 0, nil
-	}
 	prefs, ok := result.(map[string]any)
 	if !ok {
-		return 0, fmt.Errorf("font sizes must be an object")
+		// font_size['default_font_size'] raises on None or a list.
+		return 0, metric.Because(ctx, fmt.Errorf("the font sizes are %T, not an object", result))
 	}
-	size, ok := prefs["default_font_size"].(float64)
+	size, ok := prefs["default_font_size"]
 	if !ok {
-		return 0, fmt.Errorf("font sizes have no default_font_size")
+		return 0, metric.Because(ctx, errors.New("the font sizes have no default_font_size"))
 	}
 	t, err := ruleType(r)
 	if err != nil {
@@ -662,15 +661,28 @@ func metricFontSize(_ context.Context, result, expected any, _ bool, _ map[strin
 	}
 	switch t {
 	case "value":
-		v, ok := r["value"].(float64)
-		return metric.Bool(ok && v == size), nil
-	case "range":
-		lo, ok1 := r["min"].(float64)
-		hi, ok2 := r["max"].(float64)
-		if !ok1 || !ok2 {
-			return 0, fmt.Errorf("font size range needs numeric min and max")
+		v, ok := r["value"]
+		if !ok {
+			return 0, errors.New(`font size rule of type "value" has no value`)
 		}
-		return metric.Bool(lo < size && size < hi), nil
+		return metric.Bool(metric.PyEqual(size, v)), nil
+	case "range":
+		lo, ok1 := r["min"]
+		hi, ok2 := r["max"]
+		if !ok1 || !ok2 {
+			return 0, errors.New(`font size rule of type "range" needs min and max`)
+		}
+		// rule['min'] < size < rule['max'], which stops at the first false.
+		for _, pair := range [][2]any{{lo, size}, {size, hi}} {
+			c, err := metric.PyCompare(pair[0], pair[1])
+			if err != nil {
+				return 0, metric.Because(ctx, err)
+			}
+			if c >= 0 {
+				return 0, nil
+			}
+		}
+		return 1, nil
 	}
 	return 0, fmt.Errorf("font size rule type %q is not supported", t)
 }

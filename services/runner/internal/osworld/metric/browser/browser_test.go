@@ -157,8 +157,19 @@ func TestProfileMetrics(t *testing.T) {
 			rules: `{"type": "range", "min": 16, "max": 99999}`, want: 0},
 		{name: "value", fn: "check_font_size", result: decode(t, `{"default_font_size": 16}`),
 			rules: `{"type": "value", "value": 16}`, want: 1},
+		// A KeyError on the getter's result: a 0, noted.
 		{name: "no size", fn: "check_font_size", result: decode(t, `{}`),
-			rules: `{"type": "value", "value": 16}`, wantErr: true},
+			rules: `{"type": "value", "value": 16}`, want: 0},
+		// Python's == and <, as chrome.py applies them (checked with
+		// OSWorld's chrome.py).
+		{name: "a string size equals a string value", fn: "check_font_size", result: decode(t, `{"default_font_size": "16"}`),
+			rules: `{"type": "value", "value": "16"}`, want: 1},
+		{name: "16.0 equals 16", fn: "check_font_size", result: decode(t, `{"default_font_size": 16.0}`),
+			rules: `{"type": "value", "value": 16}`, want: 1},
+		{name: "a string size is out of a range", fn: "check_font_size", result: decode(t, `{"default_font_size": "20"}`),
+			rules: `{"type": "range", "min": 16, "max": 99999}`, want: 0},
+		{name: "a rule without min fails", fn: "check_font_size", result: decode(t, `{"default_font_size": 20}`),
+			rules: `{"type": "range", "max": 99999}`, wantErr: true},
 
 		{name: "in cart", fn: "is_added_to_steam_cart", result: map[string]any{"content": "<div>The Dota 2 Official Soundtrack</div>"},
 			rules: `{"items": ["The Dota 2 Official Soundtrack"]}`, want: 1},
