@@ -208,6 +208,11 @@ func TestCompareHTMLs(t *testing.T) {
 	same := write("same.html", `<!DOCTYPE html><html><body><table><tr><td class="a b" sdnum="1033;0;0.00">1.00</td></tr></table></body></html>`)
 	sdnum := write("sdnum.html", `<!DOCTYPE html><html><body><table><tr><td sdnum="1033;0;0" class="a b">1.00</td></tr></table></body></html>`)
 	text := write("text.html", `<!DOCTYPE html><html><body><table><tr><td sdnum="1033;0;0.00" class="a b">2.00</td></tr></table></body></html>`)
+	indented1 := write("indented1.html", "<html><body><table>\n\t<tr>\n\t\t<td>1</td>\n\t</tr>\n</table></body></html>")
+	indented2 := write("indented2.html", "<html><body><table>\r\n    <tr>\n\n<td>1</td>  \n</tr>\n</table></body></html>")
+	spaced := write("spaced.html", "<html><body><table> <tr>\n\t\t<td>1</td>\n\t</tr>\n</table></body></html>")
+	pre1 := write("pre1.html", "<html><body><pre>\n  </pre></body></html>")
+	pre2 := write("pre2.html", "<html><body><pre>\n\t</pre></body></html>")
 	runCases(t, []metricCase{
 		{name: "same", fn: "compare_htmls", result: same, expected: gold, want: 1},
 		{name: "sdnum differs", fn: "compare_htmls", result: sdnum, expected: gold, want: 0},
@@ -215,5 +220,10 @@ func TestCompareHTMLs(t *testing.T) {
 		{name: "text differs", fn: "compare_htmls", result: text, expected: gold, opts: map[string]any{"ignore_sdnum": true}, want: 0},
 		{name: "missing result", fn: "compare_htmls", result: nil, expected: gold, want: 0},
 		{name: "missing gold", fn: "compare_htmls", result: same, expected: filepath.Join(dir, "none.html"), wantErr: true},
+		// BeautifulSoup makes a string of only whitespace "\n" or " ", but
+		// not in pre (each checked with python3-bs4 on lxml).
+		{name: "indentation differs", fn: "compare_htmls", result: indented2, expected: indented1, want: 1},
+		{name: "a line break against a space", fn: "compare_htmls", result: spaced, expected: indented1, want: 0},
+		{name: "whitespace in pre differs", fn: "compare_htmls", result: pre2, expected: pre1, want: 0},
 	})
 }
