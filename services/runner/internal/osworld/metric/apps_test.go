@@ -61,6 +61,18 @@ func TestAccessibilityTree(t *testing.T) {
 		{"none", "check_accessibility_tree", nil, []any{xp("//*")}, nil, 0, false},
 		{"bad selector", "check_accessibility_tree", a11yTree, []any{rules("selectors", []any{"label:hover"})}, nil, 0, true},
 		{"no selector", "check_accessibility_tree", a11yTree, []any{rules("text", "x")}, nil, 0, true},
+		// As lxml reads the tree (each checked with python3-lxml): text()
+		// holds the text of only whitespace between elements, so its first
+		// node is that, and an element holding only such text has text().
+		{"text() starts with whitespace", "check_accessibility_tree", "<desktop-frame><a><b/>\n  <c/>abc</a></desktop-frame>",
+			[]any{xp("//a[contains(text(), 'abc')]")}, nil, 0, false},
+		{"whitespace is text()", "check_accessibility_tree", "<desktop-frame><a/>\n<b/></desktop-frame>", []any{xp("//desktop-frame[text()]")}, nil, 1, false},
+		// The XPath engine counts positions otherwise than lxml: refused.
+		{"a position", "check_accessibility_tree", a11yTree, []any{xp("//label[1]")}, nil, 0, true},
+		{"last()", "check_accessibility_tree", a11yTree, []any{xp("//label[last()]")}, nil, 0, true},
+		{"count() as a position", "check_accessibility_tree", a11yTree, []any{xp("//label[count(*)]")}, nil, 0, true},
+		{"count() compared is no position", "check_accessibility_tree", a11yTree, []any{xp("//label[count(*) = 0]")}, nil, 1, false},
+		{"[1] in a string is no position", "check_accessibility_tree", a11yTree, []any{xp("//*[@name='[1]']")}, nil, 0, false},
 	})
 }
 
