@@ -45,16 +45,29 @@ def variant(img):
     if k == 7:
         a = img.convert("RGBA"); a.putalpha(rng.choice([0, 128, 255])); return a
     if k == 8: return image()
+    if k == 9:
+        # A tRNS chunk: PIL's info["transparency"], with or without alpha
+        # in the mode.
+        p = img.convert("P", palette=Image.ADAPTIVE, colors=8)
+        p.info["transparency"] = rng.randrange(8)
+        return p
+    if k == 10:
+        a = img.convert("RGBA")
+        d = ImageDraw.Draw(a)
+        d.rectangle([0, 0, a.width, rng.randrange(a.height)], fill=(0, 0, 0, 0))
+        return a
     return img
 def save(img, path):
     fmt = "JPEG" if img.mode in ("RGB", "L") and rng.random() < 0.2 else "PNG"
-    img.save(path, fmt, quality=rng.choice([50, 95]))
+    kw = {"transparency": img.info["transparency"]} if fmt == "PNG" and "transparency" in img.info else {}
+    img.save(path, fmt, quality=rng.choice([50, 95]), **kw)
 
 METRICS = {"compare_images": vlc.compare_images}
 for name in ["check_structure_sim", "check_structure_sim_resized", "check_brightness_decrease_and_structure_sim",
              "check_saturation_increase_and_structure_sim", "check_contrast_increase_and_structure_sim",
              "check_file_exists_and_structure_sim", "check_palette_and_structure_sim", "check_image_mirror",
-             "check_green_background", "check_structure_sim_with_threshold"]:
+             "check_green_background", "check_structure_sim_with_threshold", "check_image_size",
+             "check_image_file_size", "compare_image_list"]:
     METRICS[name] = getattr(gimp, name)
 cases = []
 for i in range(n):
@@ -68,17 +81,32 @@ for i in range(n):
         options["reference_base_result"] = rng.choice([0.5, 0.9])
     if m == "check_structure_sim_with_threshold" and rng.random() < 0.5:
         options["ssim_threshold"] = rng.choice([0.5, 0.85, 0.99])
+    result, expected = a, b
+    if m == "check_image_size":
+        sizes = [5, 8, 16, 24, 40, 10, 20, 2, 0]
+        expected = {k: rng.choice(sizes) for k in ["height", "width"] if rng.random() < 0.7}
+        if rng.random() < 0.5:
+            expected["ignore_transparent"] = rng.random() < 0.7
+    elif m == "check_image_file_size":
+        size = os.path.getsize(a)
+        expected = {"max_size": rng.choice([size, size + 1, size - 1, 600000, 100])}
+    elif m == "compare_image_list":
+        c = os.path.join(out, "c%05d.img" % i)
+        save(variant(base) if rng.random() < 0.5 else base, c)
+        if rng.random() < 0.5:
+            result, expected = [a, c], [b, rng.choice([c, a, b])]
     try:
         with contextlib.redirect_stdout(io.StringIO()):
-            score = float(METRICS[m](a, b, **options))
+            score = float(METRICS[m](result, expected, **options))
     except Exception as e:
         score = {"raise": type(e).__name__}
-    cases.append({"metric": m, "result": a, "expected": b, "options": options, "score": score})
+    cases.append({"metric": m, "result": result, "expected": expected, "options": options, "score": score})
 print(json.dumps(cases))
 `
 
 // TestImageMetricsMatchPy scores random image pairs with compare_images (7
-// published tasks) and GIMP's image checks here and in OSWorld's gimp.py
+// published tasks), compare_image_list (2), check_image_size (2),
+// check_image_file_size and GIMP's other image checks here and in OSWorld's gimp.py
 // and vlc.py (PIL, NumPy and scikit-image's SSIM), and wants the same
 // scores (a negative SSIM is 0 here, on purpose). It runs only when
 // OSWORLD_REF names an OSWorld checkout, with OSWORLD_PYTHON a Python with
