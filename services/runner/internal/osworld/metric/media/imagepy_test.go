@@ -67,7 +67,7 @@ for name in ["check_structure_sim", "check_structure_sim_resized", "check_bright
              "check_saturation_increase_and_structure_sim", "check_contrast_increase_and_structure_sim",
              "check_file_exists_and_structure_sim", "check_palette_and_structure_sim", "check_image_mirror",
              "check_green_background", "check_structure_sim_with_threshold", "check_image_size",
-             "check_image_file_size", "compare_image_list"]:
+             "check_image_file_size", "compare_image_list", "check_textbox_on_leftside"]:
     METRICS[name] = getattr(gimp, name)
 cases = []
 for i in range(n):
@@ -95,9 +95,19 @@ for i in range(n):
         save(variant(base) if rng.random() < 0.5 else base, c)
         if rng.random() < 0.5:
             result, expected = [a, c], [b, rng.choice([c, a, b])]
+    elif m == "check_textbox_on_leftside":
+        # Dark text somewhere: the metric reads the leftmost dark pixel.
+        img = Image.new("RGB", (rng.choice([20, 40, 100]), 10), (255, 255, 255))
+        d = ImageDraw.Draw(img)
+        for _ in range(rng.randrange(3)):
+            x = rng.choice([0, 1, 2, 4, 5, 10, 30])
+            d.rectangle([x, rng.randrange(10), x + 3, 9], fill=(rng.choice([0, 100, 127, 128, 200]),) * 3)
+        save(img, a)
+        expected = None
     try:
         with contextlib.redirect_stdout(io.StringIO()):
-            score = float(METRICS[m](result, expected, **options))
+            args = [result] if m == "check_textbox_on_leftside" else [result, expected]
+            score = float(METRICS[m](*args, **options))
     except Exception as e:
         score = {"raise": type(e).__name__}
     cases.append({"metric": m, "result": result, "expected": expected, "options": options, "score": score})
@@ -106,7 +116,8 @@ print(json.dumps(cases))
 
 // TestImageMetricsMatchPy scores random image pairs with compare_images (7
 // published tasks), compare_image_list (2), check_image_size (2),
-// check_image_file_size and GIMP's other image checks here and in OSWorld's gimp.py
+// check_image_file_size, check_textbox_on_leftside and GIMP's other image
+// checks here and in OSWorld's gimp.py
 // and vlc.py (PIL, NumPy and scikit-image's SSIM), and wants the same
 // scores (a negative SSIM is 0 here, on purpose). It runs only when
 // OSWORLD_REF names an OSWorld checkout, with OSWORLD_PYTHON a Python with
