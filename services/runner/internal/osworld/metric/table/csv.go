@@ -214,6 +214,12 @@ func compareConferenceCityInOrder(ctx context.Context, result, expected any, _ b
 	if err != nil {
 		return 0, err
 	}
+	raw, ok := r["expected"]
+	if !ok {
+		// A KeyError before the workbook is read and outside the metric's
+		// try: the evaluation fails.
+		return 0, errors.New(`compare_conference_city_in_order: the rules have no "expected"`)
+	}
 	p, ok := firstPath(result)
 	if !ok {
 		return 0, nil
@@ -225,11 +231,6 @@ func compareConferenceCityInOrder(ctx context.Context, result, expected any, _ b
 	sh, err := wb.activeSheet()
 	if err != nil || sh == nil {
 		return 0, metric.Because(ctx, err)
-	}
-	raw, ok := r["expected"]
-	if !ok {
-		// A KeyError before the metric's try: the evaluation fails.
-		return 0, errors.New(`compare_conference_city_in_order: the rules have no "expected"`)
 	}
 	want, _ := raw.([]any)
 	if s, ok := raw.(string); ok {
