@@ -67,6 +67,12 @@ func TestAccessibilityTree(t *testing.T) {
 		{"text() starts with whitespace", "check_accessibility_tree", "<desktop-frame><a><b/>\n  <c/>abc</a></desktop-frame>",
 			[]any{xp("//a[contains(text(), 'abc')]")}, nil, 0, false},
 		{"whitespace is text()", "check_accessibility_tree", "<desktop-frame><a/>\n<b/></desktop-frame>", []any{xp("//desktop-frame[text()]")}, nil, 1, false},
+		// lxml refuses a str that declares its encoding, not one that
+		// declares only its version.
+		{"an encoding declared", "check_accessibility_tree", `<?xml version="1.0" encoding="UTF-8"?><desktop-frame><a>x</a></desktop-frame>`,
+			[]any{xp("//a[text()='x']")}, nil, 0, false},
+		{"a version declared", "check_accessibility_tree", `<?xml version="1.0"?><desktop-frame><a>x</a></desktop-frame>`,
+			[]any{xp("//a[text()='x']")}, nil, 1, false},
 		// The XPath engine counts positions otherwise than lxml: refused.
 		{"a position", "check_accessibility_tree", a11yTree, []any{xp("//label[1]")}, nil, 0, true},
 		{"last()", "check_accessibility_tree", a11yTree, []any{xp("//label[last()]")}, nil, 0, true},
