@@ -16,22 +16,10 @@ import (
 // OSWorld's general.py on lxml and cssselect, printing {"metric",
 // "result", "expected", "score"} as JSON ({"raise": name} for a raise).
 // argv: metrics directory, seed, number of cases.
-const a11yPyDriver = `
+const a11yPyDriver = osworldpy.FuzzRatio + `
 import json, random, os, io, contextlib
 del sys.modules["lxml.cssselect"]
 import lxml.cssselect
-def ratio(a, b):
-    if a is None or b is None:
-        return 0.0
-    if not a and not b:
-        return 100.0
-    prev = [0] * (len(b) + 1)
-    for x in a:
-        cur = [0]
-        for j, y in enumerate(b):
-            cur.append(prev[j] + 1 if x == y else max(prev[j + 1], cur[j]))
-        prev = cur
-    return 100.0 * 2 * prev[-1] / (len(a) + len(b))
 stub("rapidfuzz", fuzz=stub("rapidfuzz.fuzz", ratio=ratio)); stub("pdfplumber"); stub("docx", Document=None)
 load(PKG + ".utils", os.path.join(sys.argv[1], "utils.py"))
 general = load("general", os.path.join(sys.argv[1], "general.py"))

@@ -35,6 +35,12 @@ func askPython(t *testing.T, script string, texts []string, answer any) {
 		}
 		t.Skip("no python3")
 	}
+	askPythonWith(t, python, script, texts, answer)
+}
+
+// askPythonWith is askPython under a given interpreter.
+func askPythonWith(t *testing.T, python, script string, texts []string, answer any) {
+	t.Helper()
 	in, err := json.Marshal(texts)
 	if err != nil {
 		t.Fatal(err)

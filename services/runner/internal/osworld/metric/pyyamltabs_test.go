@@ -1,7 +1,6 @@
 package metric
 
 import (
-	"bytes"
 	"encoding/json"
 	"math/rand/v2"
 	"os"
@@ -119,22 +118,13 @@ for text in json.load(sys.stdin):
         out.append({"raise": str(e).split("\n")[0]})
 print(json.dumps(out))
 `
-	in, err := json.Marshal(docs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(python, "-c", script)
-	cmd.Stdin = bytes.NewReader(in)
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("python3: %v", err)
-	}
 	var answers []struct {
 		Value *string `json:"value"`
 		Raise string  `json:"raise"`
 	}
-	if err := json.Unmarshal(out, &answers); err != nil || len(answers) != len(docs) {
-		t.Fatalf("python3's answer: %v (%d answers)", err, len(answers))
+	askPythonWith(t, python, script, docs, &answers)
+	if len(answers) != len(docs) {
+		t.Fatalf("python3 answered %d documents of %d", len(answers), len(docs))
 	}
 	var loaded, raised, differ int
 	for i, text := range docs {

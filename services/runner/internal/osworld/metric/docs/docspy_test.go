@@ -18,24 +18,11 @@ import (
 // on the jobs in the JSON file named by argv[2] and prints one JSON line
 // of scores, a raise as {"raise": name}. docs.py's imports that the text
 // metrics never call (easyocr, the colour conversions of skimage) are
-// stubbed; rapidfuzz's fuzz.ratio is its definition: 100 × 2·LCS / (len1 +
-// len2), on code points.
-const docsPyDriver = `
+// stubbed; rapidfuzz's fuzz.ratio is its definition (osworldpy.FuzzRatio).
+const docsPyDriver = osworldpy.FuzzRatio + `
 import json, os
 stub("easyocr")
 stub("skimage", color=stub("skimage.color", deltaE_ciede2000=None, rgb2lab=None))
-
-def ratio(a, b):
-    if not a and not b:
-        return 100.0
-    prev = [0] * (len(b) + 1)
-    for x in a:
-        cur = [0]
-        for j, y in enumerate(b):
-            cur.append(prev[j] + 1 if x == y else max(prev[j + 1], cur[j]))
-        prev = cur
-    return 100.0 * 2 * prev[-1] / (len(a) + len(b))
-
 stub("rapidfuzz", fuzz=stub("rapidfuzz.fuzz", ratio=ratio))
 docs = load("docs", os.path.join(sys.argv[1], "docs.py"))
 import io, contextlib

@@ -47,6 +47,24 @@ for _p in ["desktop_env", "desktop_env.evaluators", PKG]:
     stub(_p)
 `
 
+// FuzzRatio defines, in Python, rapidfuzz's fuzz.ratio as a driver stubs
+// it: 100 × 2·LCS / (len1 + len2) on code points, 100 for two empty
+// strings and 0 when either is None.
+const FuzzRatio = `
+def ratio(a, b):
+    if a is None or b is None:
+        return 0.0
+    if not a and not b:
+        return 100.0
+    prev = [0] * (len(b) + 1)
+    for x in a:
+        cur = [0]
+        for j, y in enumerate(b):
+            cur.append(prev[j] + 1 if x == y else max(prev[j + 1], cur[j]))
+        prev = cur
+    return 100.0 * 2 * prev[-1] / (len(a) + len(b))
+`
+
 // MetricsDir is the checkout's desktop_env/evaluators/metrics; the test
 // is skipped when OSWORLD_REF is not set.
 func MetricsDir(t testing.TB) string {
