@@ -35,7 +35,7 @@ for i in range(n):
     # The expected file is the task's: always UTF-8 (one that is not
     # fails the evaluation here, as a task's own fault).
     m = rng.choice(["check_json_settings", "check_json_keybindings", "compare_text_file", "compare_config",
-                    "compare_result_files", "is_extension_installed"])
+                    "compare_result_files", "is_extension_installed", "compare_zip_files"])
     ca = content()
     if m in ("check_json_settings", "check_json_keybindings") and rng.random() < 0.7:
         # Settings and keybindings as VS Code writes them: JSON, the
@@ -55,6 +55,24 @@ for i in range(n):
         expected = {"expected": value()}
     elif m == "compare_text_file":
         options = {k: rng.choice([True, False]) for k in ["ignore_blanks", "ignore_case"] if rng.random() < 0.6}
+    elif m == "compare_zip_files":
+        # Archives of a few members (folders, case, the same name twice);
+        # no PDFs, which vscode.py reads with PyPDF2, not here.
+        import zipfile
+        names = ["a.txt", "A.txt", "d/", "d/b.py", "main.py", "main.py"]
+        # A folder's entry holds no data, as zip tools write it (Go's zip
+        # reader refuses one that does; Python's reads it).
+        members = [(nm, b"" if nm.endswith("/") else rng.choice([b"", b"x", b"print(1)\n", b"\xff"])) for nm in rng.sample(names, rng.randrange(4))]
+        def write_zip(path, ms):
+            with zipfile.ZipFile(path, "w") as z:
+                for nm, data in ms:
+                    z.writestr(nm, data)
+        write_zip(a, members if rng.random() < 0.5 else [(nm, d if nm.endswith("/") else rng.choice([d, b"y"])) for nm, d in members])
+        write_zip(b, members)
+        if rng.random() < 0.1:
+            with open(a, "wb") as f:
+                f.write(b"not a zip")
+        result, expected = rng.choice([a, a, a, None]), b
     elif m == "is_extension_installed":
         # The output of "code --list-extensions | grep NAME", or of ls.
         result = rng.choice([None, "", "ms-python.python\n", "ms-python.python\nmattn.lisp\n", "MS-Python.Python\n", "project.code-workspace\n"])
@@ -74,7 +92,8 @@ print(json.dumps(cases))
 
 // TestFileMetricsMatchVSCodePy scores random files with check_json_settings
 // (7 published tasks), check_json_keybindings, compare_text_file (6),
-// compare_config, compare_result_files and is_extension_installed (6) here and in OSWorld's vscode.py,
+// compare_config, compare_result_files, is_extension_installed (6) and
+// compare_zip_files here and in OSWorld's vscode.py,
 // and wants the same scores (a raise is a 0). It runs only when
 // OSWORLD_REF names an OSWorld checkout (python3 or OSWORLD_PYTHON runs
 // it), as OSWorld's code is not ours to commit.
