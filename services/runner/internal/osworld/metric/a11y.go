@@ -648,8 +648,10 @@ func (x *a11yNav) NodeType() xpath.NodeType {
 		}
 		return xpath.ElementNode
 	}
-	// A processing instruction, which the trees here do not hold; as an
-	// element it matches no name test of theirs.
+	// A processing instruction, which the guests' trees do not hold. The
+	// engine has no type for one, so it reads as an element named by its
+	// target, as xmlquery's own navigator has it; lxml would match it only
+	// with processing-instruction().
 	return xpath.ElementNode
 }
 

@@ -44,6 +44,40 @@ type docsPyJob struct {
 	Kwargs map[string]any `json:"kwargs"`
 }
 
+// pythonDocx is OSWORLD_REF's metrics directory and PYTHON_DOCX, the src
+// directory of python-docx 1.x; the test is skipped without either, as
+// OSWorld's code is not ours to commit and python-docx 1.x is not in
+// Debian.
+func pythonDocx(t *testing.T) (metrics, src string) {
+	t.Helper()
+	metrics = osworldpy.MetricsDir(t)
+	src = os.Getenv("PYTHON_DOCX")
+	if src == "" {
+		t.Skip("PYTHON_DOCX does not name a python-docx 1.x source tree")
+	}
+	return metrics, src
+}
+
+// runDocsPy runs jobs through docsPyDriver (their JSON file written in dir)
+// and returns docs.py's answer for each: a score, or {"raise": name}.
+func runDocsPy(t *testing.T, metrics, src, dir string, jobs []docsPyJob) []any {
+	t.Helper()
+	jobFile := filepath.Join(dir, "jobs.json")
+	data, err := json.Marshal(jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(jobFile, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := osworldpy.Run(t, docsPyDriver, []string{src}, metrics, jobFile)
+	var want []any
+	if err := json.Unmarshal(out, &want); err != nil || len(want) != len(jobs) {
+		t.Fatalf("docs.py answered %d scores for %d jobs (%v): %.300s", len(want), len(jobs), err, out)
+	}
+	return want
+}
+
 // TestMetricsMatchDocsPy scores random document pairs with the metrics
 // here and with OSWorld's own docs.py on python-docx 1.x, and wants the
 // same scores (a raise in docs.py is a 0). The documents are made of what
@@ -55,11 +89,7 @@ type docsPyJob struct {
 // PYTHON_DOCX a python-docx 1.x src directory (python3 or OSWORLD_PYTHON
 // with lxml, typing_extensions, numpy, PIL and odfpy).
 func TestMetricsMatchDocsPy(t *testing.T) {
-	metrics := osworldpy.MetricsDir(t)
-	src := os.Getenv("PYTHON_DOCX")
-	if src == "" {
-		t.Skip("PYTHON_DOCX does not name a python-docx 1.x source tree")
-	}
+	metrics, src := pythonDocx(t)
 	dir := t.TempDir()
 	rng := rand.New(rand.NewPCG(5, 8))
 	const pairs = 600
@@ -110,19 +140,7 @@ func TestMetricsMatchDocsPy(t *testing.T) {
 			docsPyJob{"compare_unique_train_records", []any{pa, []any{pb, pc}}, nil},
 		)
 	}
-	jobFile := filepath.Join(dir, "jobs.json")
-	data, err := json.Marshal(jobs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(jobFile, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out := osworldpy.Run(t, docsPyDriver, []string{src}, metrics, jobFile)
-	var want []any
-	if err := json.Unmarshal(out, &want); err != nil || len(want) != len(jobs) {
-		t.Fatalf("docs.py answered %d scores for %d jobs (%v): %.300s", len(want), len(jobs), err, out)
-	}
+	want := runDocsPy(t, metrics, src, dir, jobs)
 	table := Metrics()
 	bad := map[string]int{}
 	for i, j := range jobs {

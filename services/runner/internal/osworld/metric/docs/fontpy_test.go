@@ -2,7 +2,6 @@ package docs
 
 import (
 	"context"
-	"os"
 	"testing"
 
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric/osworldpy"
@@ -59,11 +58,7 @@ print(json.dumps(cases))
 // and wants the same scores. It runs as TestMetricsMatchDocsPy does
 // (OSWORLD_REF, PYTHON_DOCX).
 func TestDefaultFontMatchesDocsPy(t *testing.T) {
-	metrics := osworldpy.MetricsDir(t)
-	src := os.Getenv("PYTHON_DOCX")
-	if src == "" {
-		t.Skip("PYTHON_DOCX does not name a python-docx 1.x source tree")
-	}
+	metrics, src := pythonDocx(t)
 	out := osworldpy.Run(t, defaultFontPyDriver, []string{src}, metrics, t.TempDir(), "1", "5000")
 	osworldpy.Compare(t, osworldpy.Cases(t, out), func(c osworldpy.Case) (float64, error) {
 		return Metrics()[c.Metric].Fn(context.Background(), c.Result, c.Expected, true, c.Options)

@@ -2,16 +2,12 @@ package docs
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric/osworldpy"
 )
 
 // randomTabPara is a paragraph with tab stops (each alignment python-docx
@@ -62,11 +58,7 @@ func randomSectPr(rng *rand.Rand) string {
 // scores. It runs as TestMetricsMatchDocsPy does (OSWORLD_REF,
 // PYTHON_DOCX).
 func TestTabstopsMatchDocsPy(t *testing.T) {
-	metrics := osworldpy.MetricsDir(t)
-	src := os.Getenv("PYTHON_DOCX")
-	if src == "" {
-		t.Skip("PYTHON_DOCX does not name a python-docx 1.x source tree")
-	}
+	metrics, src := pythonDocx(t)
 	dir := t.TempDir()
 	rng := rand.New(rand.NewPCG(3, 17))
 	const pairs = 1500
@@ -109,19 +101,7 @@ func TestTabstopsMatchDocsPy(t *testing.T) {
 		}
 		jobs = append(jobs, docsPyJob{"check_tabstops", []any{pa, pb}, kw})
 	}
-	jobFile := filepath.Join(dir, "jobs.json")
-	data, err := json.Marshal(jobs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(jobFile, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out := osworldpy.Run(t, docsPyDriver, []string{src}, metrics, jobFile)
-	var want []any
-	if err := json.Unmarshal(out, &want); err != nil || len(want) != len(jobs) {
-		t.Fatalf("docs.py answered %d scores for %d jobs (%v): %.300s", len(want), len(jobs), err, out)
-	}
+	want := runDocsPy(t, metrics, src, dir, jobs)
 	bad, ones, between := 0, 0, 0
 	for i, j := range jobs {
 		got, err := Metrics()[j.Metric].Fn(context.Background(), j.Args[0], j.Args[1], true, j.Kwargs)

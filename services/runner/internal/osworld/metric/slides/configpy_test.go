@@ -7,15 +7,22 @@ import (
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric/osworldpy"
 )
 
+// slidesPyWithoutPptx loads OSWorld's slides.py for checks that read XML
+// and never python-pptx, whose imports it stubs (python-pptx is not in
+// Debian).
+const slidesPyWithoutPptx = `
+import os
+stub("pptx", Presentation=None); stub("pptx.util", Inches=None); stub("pptx.enum"); stub("pptx.enum.shapes", MSO_SHAPE_TYPE=None)
+slides = load("slides", os.path.join(sys.argv[1], "slides.py"))
+`
+
 // configPyDriver writes random LibreOffice registry files and accessibility
 // trees and scores them with check_presenter_console_disable and
 // check_left_panel of OSWorld's slides.py (ElementTree), printing
 // osworldpy.Case JSON. argv: metrics directory, output directory, seed,
 // number of cases.
-const configPyDriver = `
+const configPyDriver = slidesPyWithoutPptx + `
 import json, random, os, io, contextlib
-stub("pptx", Presentation=None); stub("pptx.util", Inches=None); stub("pptx.enum"); stub("pptx.enum.shapes", MSO_SHAPE_TYPE=None)
-slides = load("slides", os.path.join(sys.argv[1], "slides.py"))
 out, rng, n = sys.argv[2], random.Random(int(sys.argv[3])), int(sys.argv[4])
 pick = rng.choice
 OOR = 'xmlns:oor="http://openoffice.org/2001/registry"'

@@ -14,10 +14,8 @@ import (
 // check_page_number_colors of OSWorld's slides.py (zipfile, ElementTree),
 // printing osworldpy.Case JSON. argv: metrics directory, output directory,
 // seed, number of cases.
-const xmlChecksPyDriver = `
+const xmlChecksPyDriver = slidesPyWithoutPptx + `
 import json, random, os, io, contextlib, zipfile
-stub("pptx", Presentation=None); stub("pptx.util", Inches=None); stub("pptx.enum"); stub("pptx.enum.shapes", MSO_SHAPE_TYPE=None)
-slides = load("slides", os.path.join(sys.argv[1], "slides.py"))
 out, rng, n = sys.argv[2], random.Random(int(sys.argv[3])), int(sys.argv[4])
 pick = rng.choice
 NS = 'xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main" xmlns:p="http://schemas.openxmlformats.org/presentationml/2006/main"'
