@@ -1,6 +1,7 @@
 package chrome
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -11,7 +12,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	_ "modernc.org/sqlite" // the SQLite driver for History and Cookies
@@ -50,17 +50,25 @@ func parsePrefs(data []byte) (map[string]any, bool) {
 	return m, true
 }
 
-// get walks nested objects as chained dict.get(k, {}) calls; ok is false
-// when a key is missing or a value on the way is not an object.
-func get(m map[string]any, keys ...string) (any, bool) {
-	var v any = m
-	for _, k := range keys {
-		o, ok := v.(map[string]any)
+// dictPath is Python's d.get(k1, {}).get(k2, {})...get(kn, def) on a
+// decoded JSON value: ok is false where a value on the way is not an
+// object (an AttributeError there, which OSWorld's getters answer with
+// their fallback).
+func dictPath(d any, def any, keys ...string) (any, bool) {
+	v := d
+	for i, k := range keys {
+		m, ok := v.(map[string]any)
 		if !ok {
 			return nil, false
 		}
-		if v, ok = o[k]; !ok {
-			return nil, false
+		x, present := m[k]
+		switch {
+		case present:
+			v = x
+		case i == len(keys)-1:
+			v = def
+		default:
+			v = map[string]any{}
 		}
 	}
 	return v, true
@@ -81,7 +89,7 @@ func DefaultSearchEngine(prefs []byte) any {
 	if !ok {
 		return "Google"
 	}
-	if v, ok := get(m, "default_search_provider_data", "template_url_data", "short_name"); ok {
+	if v, ok := dictPath(m, "Google", "default_search_provider_data", "template_url_data", "short_name"); ok {
 		return v
 	}
 	return "Google"
@@ -93,21 +101,24 @@ func ProfileName(prefs []byte) any {
 	if !ok {
 		return nil
 	}
-	v, _ := get(m, "profile", "name")
+	v, _ := dictPath(m, nil, "profile", "name")
 	return v
 }
 
-// FontSize is get_chrome_font_size: webkit.webprefs, Chrome's defaults
-// when unset.
+// FontSize is get_chrome_font_size: webkit.webprefs, Chrome's three
+// defaults when unset, and two of them (OSWorld's fallback) when the file
+// or a value on the way is unreadable.
 func FontSize(prefs []byte) any {
+	unreadable := map[string]any{"default_fixed_font_size": 13.0, "default_font_size": 16.0}
 	m, ok := parsePrefs(prefs)
 	if !ok {
-		return map[string]any{"default_fixed_font_size": 13.0, "default_font_size": 16.0}
+		return unreadable
 	}
-	if v, ok := get(m, "webkit", "webprefs"); ok {
-		return v
+	v, ok := dictPath(m, map[string]any{"default_fixed_font_size": 13.0, "default_font_size": 16.0, "minimum_font_size": 13.0}, "webkit", "webprefs")
+	if !ok {
+		return unreadable
 	}
-	return map[string]any{"default_fixed_font_size": 13.0, "default_font_size": 16.0, "minimum_font_size": 13.0}
+	return v
 }
 
 // DoNotTrack is get_enable_do_not_track: "true" when enable_do_not_track
@@ -127,12 +138,9 @@ func SafeBrowsing(prefs []byte) any {
 	if !ok {
 		return "false"
 	}
-	sb, present := m["safebrowsing"]
-	if !present {
-		return "false"
-	}
+	sb, ok := dictPath(m, map[string]any{}, "safebrowsing")
 	o, isObj := sb.(map[string]any)
-	if !isObj {
+	if !ok || !isObj {
 		return "false" // .get on a non-dict raises; OSWorld answers "false"
 	}
 	return pyBool(metric.Truthy(o["enhanced"]) || metric.Truthy(o["enabled"]))
@@ -146,16 +154,15 @@ func NewStartupPage(prefs []byte) any {
 	if !ok {
 		return "Google"
 	}
-	s, present := m["session"]
-	if !present {
+	if _, present := m["session"]; !present {
 		return "true"
 	}
-	o, isObj := s.(map[string]any)
-	if !isObj {
+	v, ok := dictPath(m, map[string]any{}, "session", "restore_on_startup")
+	if !ok {
 		return "Google"
 	}
-	v, _ := o["restore_on_startup"].(float64)
-	return pyBool(v == 5)
+	n, _ := v.(float64)
+	return pyBool(n == 5)
 }
 
 // DataDeleteAutomatically is get_data_delete_automacally: "true" when
@@ -173,31 +180,77 @@ func DataDeleteAutomatically(prefs []byte) any {
 	return pyBool(p["default_content_setting_values"] != nil)
 }
 
-// extensionSettings returns extensions.settings, or ok false when it is
-// not an object.
-func extensionSettings(prefs []byte) (map[string]any, bool) {
+// extensionSettings returns extensions.settings and its keys in the
+// file's order (Python's dict keeps it: a key given twice stays where it
+// first was, with its last value), or ok false where OSWorld's getters
+// raise: a value on the way that is not an object.
+func extensionSettings(prefs []byte) (settings map[string]any, ids []string, ok bool) {
 	m, ok := parsePrefs(prefs)
 	if !ok {
-		return nil, false
+		return nil, nil, false
 	}
-	v, present := get(m, "extensions", "settings")
-	if !present {
-		return map[string]any{}, true
+	v, ok := dictPath(m, map[string]any{}, "extensions", "settings")
+	if s, isObj := v.(map[string]any); ok && isObj {
+		settings = s
+	} else {
+		return nil, nil, false
 	}
-	s, ok := v.(map[string]any)
-	return s, ok
+	if len(settings) == 0 {
+		return settings, nil, true
+	}
+	// Maps, not structs: a key given twice keeps its last value whole, as
+	// in Python, and keys match exactly.
+	var top, ext map[string]json.RawMessage
+	if json.Unmarshal(prefs, &top) != nil || json.Unmarshal(top["extensions"], &ext) != nil {
+		return nil, nil, false
+	}
+	ids, err := objectKeys(ext["settings"])
+	if err != nil || len(ids) != len(settings) {
+		return nil, nil, false
+	}
+	return settings, ids, true
+}
+
+// objectKeys is the keys of the JSON object raw in the order they first
+// appear; none for an empty raw.
+func objectKeys(raw json.RawMessage) ([]string, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if _, err := dec.Token(); err != nil { // {
+		return nil, err
+	}
+	var keys []string
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		k, _ := t.(string)
+		if !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
+		}
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return nil, err
+		}
+	}
+	return keys, nil
 }
 
 // UnpackedExtensionPaths is get_find_unpacked_extension_path: every
-// extensions.settings entry's path; an entry without one (a missing key
-// raises in OSWorld) gives "Google".
+// extensions.settings entry's path, in the file's order; an entry without
+// one (a missing key raises in OSWorld) gives "Google".
 func UnpackedExtensionPaths(prefs []byte) any {
-	s, ok := extensionSettings(prefs)
+	s, ids, ok := extensionSettings(prefs)
 	if !ok {
 		return "Google"
 	}
 	out := []any{}
-	for _, id := range sortedKeys(s) {
+	for _, id := range ids {
 		e, _ := s[id].(map[string]any)
 		p, present := e["path"]
 		if !present {
@@ -209,16 +262,18 @@ func UnpackedExtensionPaths(prefs []byte) any {
 }
 
 // InstalledExtensionNames is get_find_installed_extension_name: every
-// extensions.settings entry's manifest.name, "Google" when one lacks it.
+// extensions.settings entry's manifest.name, in the file's order;
+// "Google" when one lacks it.
 func InstalledExtensionNames(prefs []byte) any {
-	s, ok := extensionSettings(prefs)
+	s, ids, ok := extensionSettings(prefs)
 	if !ok {
 		return "Google"
 	}
 	out := []any{}
-	for _, id := range sortedKeys(s) {
+	for _, id := range ids {
 		e, _ := s[id].(map[string]any)
-		n, present := get(e, "manifest", "name")
+		man, _ := e["manifest"].(map[string]any)
+		n, present := man["name"]
 		if !present {
 			return "Google"
 		}
@@ -234,14 +289,34 @@ func Bookmarks(data []byte) (any, error) {
 	if len(data) == 0 {
 		return []any{}, nil
 	}
-	var m map[string]any
-	if err := json.Unmarshal(data, &m); err != nil {
+	var v any
+	if err := json.Unmarshal(data, &v); err != nil {
 		return nil, fmt.Errorf("chrome: Bookmarks: %v", err)
 	}
-	if r, ok := m["roots"]; ok {
-		return r, nil
+	// data.get("roots", {}) raises on anything but an object, null
+	// included.
+	r, ok := dictPath(v, map[string]any{}, "roots")
+	if !ok {
+		return nil, fmt.Errorf("chrome: Bookmarks: the file holds a JSON %s, not an object", jsonKind(v))
 	}
-	return map[string]any{}, nil
+	return r, nil
+}
+
+// jsonKind names a decoded JSON value's type for an error.
+func jsonKind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "boolean"
+	case float64:
+		return "number"
+	case string:
+		return "string"
+	case []any:
+		return "array"
+	}
+	return "object"
 }
 
 // MaxRows bounds the rows read from a profile database.
@@ -394,27 +469,23 @@ var colorSchemes = map[string]string{
 }
 
 // ColorScheme is the file side of OSWorld's appearance getter
-// (get_chrome_color_scheme): browser.theme.color_scheme2 (or the older
-// color_scheme) as "system", "light" or "dark", except that an
-// extensions.theme.system_theme of 0 or false reads as "light" (OSWorld's
-// reading of the Linux classic theme); "system" when unset. ok is false when
-// the file cannot be read.
+// (get_chrome_color_scheme): browser.theme.color_scheme2 (or, when that
+// key is absent, the older color_scheme) as "system", "light" or "dark",
+// read as Python reads it (a string stripped and lowered, a number or a
+// boolean truncated to 0, 1 or 2), except that an
+// extensions.theme.system_theme equal to 0 or "0" (False is 0 in Python)
+// reads as "light" (OSWorld's reading of the Linux classic theme);
+// "system" when unset. ok is false where OSWorld's reading raises: the
+// file is unreadable or a value on the way is not an object.
 func ColorScheme(prefs []byte) (mode string, ok bool) {
 	m, ok := parsePrefs(prefs)
 	if !ok {
 		return "", false
 	}
-	theme := map[string]any{}
-	if b, present := m["browser"]; present {
-		bo, isObj := b.(map[string]any)
-		if !isObj {
-			return "", false
-		}
-		if t, present := bo["theme"]; present {
-			if theme, isObj = t.(map[string]any); !isObj {
-				return "", false
-			}
-		}
+	t, ok := dictPath(m, map[string]any{}, "browser", "theme")
+	theme, isObj := t.(map[string]any)
+	if !ok || !isObj {
+		return "", false
 	}
 	raw, present := theme["color_scheme2"]
 	if !present {
@@ -422,24 +493,34 @@ func ColorScheme(prefs []byte) (mode string, ok bool) {
 	}
 	switch v := raw.(type) {
 	case string:
-		mode = colorSchemes[strings.ToLower(strings.TrimSpace(v))]
+		mode = colorSchemes[metric.PyLower(metric.PyStrip(v))]
+	case bool:
+		mode = "system"
+		if v {
+			mode = "light"
+		}
 	case float64:
-		mode = colorSchemes[strconv.Itoa(int(v))]
+		// int() truncates toward zero; only 0, 1 and 2 name a mode.
+		if v > -1 && v < 3 {
+			mode = colorSchemes[strconv.Itoa(int(v))]
+		}
 	}
-	if st, present := get(m, "extensions", "theme", "system_theme"); present {
-		switch v := st.(type) {
-		case float64:
-			if v == 0 {
-				return "light", true
-			}
-		case bool:
-			if !v {
-				return "light", true
-			}
-		case string:
-			if v == "0" {
-				return "light", true
-			}
+	flag, ok := dictPath(m, nil, "extensions", "theme", "system_theme")
+	if !ok {
+		return "", false
+	}
+	switch v := flag.(type) {
+	case float64:
+		if v == 0 {
+			return "light", true
+		}
+	case bool:
+		if !v {
+			return "light", true
+		}
+	case string:
+		if v == "0" {
+			return "light", true
 		}
 	}
 	if mode == "" {

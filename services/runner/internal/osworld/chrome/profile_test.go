@@ -39,6 +39,8 @@ func TestPreferenceReaders(t *testing.T) {
 		{"font size", FontSize, prefs, map[string]any{"default_font_size": 20.0, "minimum_font_size": 6.0}},
 		{"font size unset", FontSize, empty, map[string]any{"default_fixed_font_size": 13.0, "default_font_size": 16.0, "minimum_font_size": 13.0}},
 		{"font size no file", FontSize, nil, map[string]any{"default_fixed_font_size": 13.0, "default_font_size": 16.0}},
+		// webkit.get raises: OSWorld's fallback has two sizes, not three.
+		{"font size, webkit not an object", FontSize, []byte(`{"webkit": 0}`), map[string]any{"default_fixed_font_size": 13.0, "default_font_size": 16.0}},
 		{"do not track", DoNotTrack, prefs, "true"},
 		{"do not track unset", DoNotTrack, empty, "false"},
 		{"safe browsing", SafeBrowsing, prefs, "true"},
@@ -50,9 +52,14 @@ func TestPreferenceReaders(t *testing.T) {
 		{"data delete", DataDeleteAutomatically, prefs, "true"},
 		{"data delete unset", DataDeleteAutomatically, []byte(`{"profile": {}}`), "false"},
 		{"data delete no profile", DataDeleteAutomatically, empty, "Google"},
-		{"extension paths", UnpackedExtensionPaths, prefs, []any{"mhjfbmdgcfjbbpaeojofohoefgiehjai/1.0", "/home/user/ext/helloExtension"}},
+		// In the file's order, as Python's dict keeps it.
+		{"extension paths", UnpackedExtensionPaths, prefs, []any{"/home/user/ext/helloExtension", "mhjfbmdgcfjbbpaeojofohoefgiehjai/1.0"}},
+		{"extension paths, a key twice", UnpackedExtensionPaths, []byte(`{"extensions": {"settings": {"b": {"path": "1"}, "a": {"path": "2"}, "b": {"path": "3"}}}}`), []any{"3", "2"}},
+		{"extensions not an object", UnpackedExtensionPaths, []byte(`{"extensions": null}`), "Google"},
+		{"extensions given twice", UnpackedExtensionPaths, []byte(`{"extensions": {"settings": {"a": {"path": "1"}}}, "extensions": {"theme": {}}}`), []any{}},
 		{"extension path missing", UnpackedExtensionPaths, []byte(`{"extensions": {"settings": {"a": {}}}}`), "Google"},
-		{"extension names", InstalledExtensionNames, prefs, []any{"Chrome PDF Viewer", "Hello"}},
+		{"extension names", InstalledExtensionNames, prefs, []any{"Hello", "Chrome PDF Viewer"}},
+		{"extension names, settings a list", InstalledExtensionNames, []byte(`{"extensions": {"settings": []}}`), "Google"},
 		{"extension names none", InstalledExtensionNames, empty, []any{}},
 		{"corrupt file", InstalledExtensionNames, []byte(`{"extensions": `), "Google"},
 	}
@@ -75,8 +82,10 @@ func TestBookmarks(t *testing.T) {
 	if got, err := Bookmarks(nil); err != nil || !reflect.DeepEqual(got, []any{}) {
 		t.Errorf("Bookmarks(missing) = %#v, %v; want []", got, err)
 	}
-	if _, err := Bookmarks([]byte("{")); err == nil {
-		t.Error("Bookmarks(corrupt) = nil error")
+	for _, corrupt := range []string{"{", "null", "[]"} {
+		if _, err := Bookmarks([]byte(corrupt)); err == nil {
+			t.Errorf("Bookmarks(%s) = nil error", corrupt)
+		}
 	}
 }
 
@@ -93,6 +102,12 @@ func TestColorScheme(t *testing.T) {
 		{`{"browser": {"theme": {"color_scheme2": 2}}, "extensions": {"theme": {"system_theme": 0}}}`, "light", true},
 		{`{"extensions": {"theme": {"system_theme": 1}}}`, "system", true},
 		{`{}`, "system", true},
+		{`{"browser": {"theme": {"color_scheme2": true}}}`, "light", true},
+		{`{"browser": {"theme": {"color_scheme2": 2.7}}}`, "dark", true},
+		{`{"browser": {"theme": {"color_scheme2": 3}}}`, "system", true},
+		{`{"browser": {"theme": {"color_scheme2": null, "color_scheme": 2}}}`, "system", true},
+		{`{"browser": {"theme": {"color_scheme": 2}}, "extensions": {"theme": {"system_theme": false}}}`, "light", true},
+		{`{"browser": {"theme": {"color_scheme": 2}}, "extensions": null}`, "", false},
 		{`{"browser": []}`, "", false},
 		{`not json`, "", false},
 	}

@@ -76,6 +76,13 @@ func MetricsDir(t testing.TB) string {
 	return filepath.Join(ref, "desktop_env", "evaluators", "metrics")
 }
 
+// GettersDir is the checkout's desktop_env/evaluators/getters; the test
+// is skipped when OSWORLD_REF is not set.
+func GettersDir(t testing.TB) string {
+	t.Helper()
+	return filepath.Join(filepath.Dir(MetricsDir(t)), "getters")
+}
+
 // Run runs Prelude and script with args under OSWORLD_PYTHON (python3),
 // with pythonPath (source trees of libraries Debian lacks) on PYTHONPATH,
 // and returns its standard output; the test fails if Python does.
