@@ -469,8 +469,9 @@ func getActiveTabInfo(ctx context.Context, s *Session, cfg map[string]any) (any,
 	return p.Map(), nil
 }
 
-// pyUnquote is urllib.parse.unquote: %XX escapes decoded as UTF-8 (bad
-// sequences replaced), malformed escapes kept.
+// pyUnquote is urllib.parse.unquote: %XX escapes decoded as UTF-8, each
+// maximal invalid sequence replaced by one U+FFFD, malformed escapes
+// kept.
 func pyUnquote(s string) string {
 	if !strings.Contains(s, "%") {
 		return s
@@ -486,7 +487,7 @@ func pyUnquote(s string) string {
 		}
 		b = append(b, s[i])
 	}
-	return strings.ToValidUTF8(string(b), "\uFFFD")
+	return metric.PyDecodeUTF8(b)
 }
 
 // parseQS is urllib.parse.parse_qs with its defaults: "&"-separated
@@ -508,30 +509,9 @@ func parseQS(q string) map[string][]string {
 }
 
 // urlQuery and urlPath are urlparse(u).query and .path.
-func urlQuery(u string) string {
-	u, _, _ = strings.Cut(u, "#")
-	_, q, _ := strings.Cut(u, "?")
-	return q
-}
+func urlQuery(u string) string { return browser.URLParse(u).Query }
 
-func urlPath(u string) string {
-	u, _, _ = strings.Cut(u, "#")
-	u, _, _ = strings.Cut(u, "?")
-	if i := strings.Index(u, "://"); i >= 0 {
-		rest := u[i+3:]
-		if j := strings.IndexByte(rest, '/'); j >= 0 {
-			u = rest[j:]
-		} else {
-			u = ""
-		}
-	}
-	// urlparse moves ";params" of the last segment out of the path.
-	last := strings.LastIndexByte(u, '/')
-	if j := strings.IndexByte(u[last+1:], ';'); j >= 0 {
-		u = u[:last+1+j]
-	}
-	return u
-}
+func urlPath(u string) string { return browser.URLParse(u).Path }
 
 // getActiveTabURLParse extracts parse_keys from the active URL's query
 // (the first value, "" when absent), renames them by replace, and splits
@@ -541,6 +521,11 @@ func getActiveTabURLParse(ctx context.Context, s *Session, cfg map[string]any) (
 	if err != nil || !ok {
 		return nil, err
 	}
+	return urlQueryFacts(u, cfg)
+}
+
+// urlQueryFacts is active_tab_url_parse's answer for the URL u.
+func urlQueryFacts(u string, cfg map[string]any) (any, error) {
 	keys, ok := cfg["parse_keys"].([]any)
 	if !ok {
 		return nil, errors.New("parse_keys must be a list")
@@ -586,17 +571,31 @@ func getURLDashPart(ctx context.Context, s *Session, cfg map[string]any) (any, e
 	if err != nil || !ok {
 		return nil, err
 	}
+	return urlDashPart(u, cfg)
+}
+
+// urlDashPart is url_dashPart's answer for the URL u.
+func urlDashPart(u string, cfg map[string]any) (any, error) {
+	// int(config["partIndex"]): a missing key raises there; a value int()
+	// refuses gives None.
 	var idx int
 	switch v := cfg["partIndex"].(type) {
 	case float64:
 		idx = int(v)
+	case bool:
+		if v {
+			idx = 1
+		}
 	case string:
-		n, err := strconv.Atoi(strings.TrimSpace(v))
+		n, err := metric.PyInt(v, 10)
 		if err != nil {
 			return nil, nil
 		}
-		idx = n
+		idx = int(n)
 	default:
+		if _, present := cfg["partIndex"]; !present {
+			return nil, errors.New("partIndex is required")
+		}
 		return nil, nil
 	}
 	parts := strings.Split(u, "/")

@@ -453,6 +453,38 @@ func TestURLParseGetters(t *testing.T) {
 	}
 }
 
+// TestURLGettersAsPython pins answers of OSWorld's getters/chrome.py
+// (Python 3.11) that TestURLGettersMatchChromePy found differing: urlsplit
+// drops tabs and takes "//host" and "a.b:" as a netloc and a scheme,
+// unquote replaces each invalid UTF-8 sequence apart, and url_dashPart
+// needs partIndex and reads it with int().
+func TestURLGettersAsPython(t *testing.T) {
+	tests := []struct {
+		getter func(string, map[string]any) (any, error)
+		url    string
+		cfg    map[string]any
+		want   any // nil with fails: the getter raises
+		fails  bool
+	}{
+		{urlQueryFacts, "https://www.a.com/p?q=a\tb&k=%FF%FE%C3", map[string]any{"parse_keys": []any{"q", "k"}},
+			map[string]any{"q": "ab", "k": "\uFFFD\uFFFD\uFFFD"}, false},
+		{macysPathFacts, "//,short-sleeve,/shirts", map[string]any{"parse_keys": []any{}},
+			map[string]any{"mens_clothing": nil, "shirts": true, "short_sleeve": nil}, false},
+		{macysPathFacts, "a.b:8080;mens-clothing", map[string]any{"parse_keys": []any{}},
+			map[string]any{"mens_clothing": true, "shirts": nil, "short_sleeve": nil}, false},
+		{urlDashPart, "https://www.a.com/x/y", map[string]any{"returnType": "string"}, nil, true},
+		{urlDashPart, "https://www.a.com/x/y", map[string]any{"partIndex": true, "returnType": "string"}, "", false},
+		{urlDashPart, "https://www.a.com/x/y", map[string]any{"partIndex": " 4 ", "returnType": "string"}, "y", false},
+		{urlDashPart, "https://www.a.com/x/y", map[string]any{"partIndex": "1_0", "returnType": "string"}, nil, false},
+	}
+	for _, tt := range tests {
+		got, err := tt.getter(tt.url, tt.cfg)
+		if (err != nil) != tt.fails || !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("%q, %v: got %#v, %v; want %#v (fails %v)", tt.url, tt.cfg, got, err, tt.want, tt.fails)
+		}
+	}
+}
+
 // TestCompareArchiveThroughRegistry scores zip archives of PDFs that
 // LibreOffice made, as OSWorld's compare_archive tasks do (file_type pdf,
 // compared by the media family's compare_pdfs).

@@ -703,3 +703,54 @@ func fileExists(v any) bool {
 	_, err := os.Stat(p)
 	return err == nil
 }
+
+// PyDecodeUTF8 is Python's bytes.decode("utf-8", "replace"): each maximal
+// part of an invalid sequence (a lead byte and the continuation bytes
+// that may follow it) becomes one U+FFFD. A surrogate encoded as ED A0 80
+// is three. utf8.DecodeRune alone would make two of E2 82, where Python
+// makes one.
+func PyDecodeUTF8(b []byte) string {
+	if utf8.Valid(b) {
+		return string(b)
+	}
+	var s strings.Builder
+	s.Grow(len(b))
+	for len(b) > 0 {
+		r, n := utf8.DecodeRune(b)
+		if r != utf8.RuneError || n > 1 {
+			s.Write(b[:n])
+			b = b[n:]
+			continue
+		}
+		// The second byte's range depends on the lead (Unicode's table
+		// of well-formed sequences); the rest are 80..BF.
+		lo, hi, need := byte(0x80), byte(0xbf), 0
+		switch c := b[0]; {
+		case c >= 0xc2 && c <= 0xdf:
+			need = 1
+		case c == 0xe0:
+			lo, need = 0xa0, 2
+		case c == 0xed:
+			hi, need = 0x9f, 2
+		case c >= 0xe1 && c <= 0xef:
+			need = 2
+		case c == 0xf0:
+			lo, need = 0x90, 3
+		case c == 0xf4:
+			hi, need = 0x8f, 3
+		case c >= 0xf1 && c <= 0xf3:
+			need = 3
+		}
+		n = 1
+		for k := 1; k <= need && n < len(b); k++ {
+			if b[n] < lo || b[n] > hi {
+				break
+			}
+			lo, hi = 0x80, 0xbf
+			n++
+		}
+		s.WriteRune(utf8.RuneError)
+		b = b[n:]
+	}
+	return s.String()
+}

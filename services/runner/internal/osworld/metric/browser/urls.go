@@ -7,9 +7,9 @@ import (
 	"golang.org/x/net/publicsuffix"
 )
 
-// pyURL is Python's urllib.parse.ParseResult: the six parts of urlparse.
-type pyURL struct {
-	scheme, netloc, path, params, query, fragment string
+// PyURL is Python's urllib.parse.ParseResult: the six parts of urlparse.
+type PyURL struct {
+	Scheme, Netloc, Path, Params, Query, Fragment string
 }
 
 // schemeChars are the characters urlsplit accepts in a scheme.
@@ -32,14 +32,14 @@ var usesNetloc = map[string]bool{
 	"ws": true, "wss": true, "itms-services": true,
 }
 
-// urlParse is Python's urllib.parse.urlparse: the metrics compare URLs by
+// URLParse is Python's urllib.parse.urlparse: the metrics compare URLs by
 // its parts, and Go's net/url rejects or re-escapes inputs Python keeps.
-func urlParse(u string) pyURL {
+func URLParse(u string) PyURL {
 	// urlsplit strips leading C0 controls and spaces, and drops tabs and
 	// newlines anywhere.
 	u = strings.TrimLeft(u, "\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\x0f\x10\x11\x12\x13\x14\x15\x16\x17\x18\x19\x1a\x1b\x1c\x1d\x1e\x1f ")
 	u = strings.NewReplacer("\t", "", "\r", "", "\n", "").Replace(u)
-	var p pyURL
+	var p PyURL
 	if i := strings.IndexByte(u, ':'); i > 0 && isASCIIAlpha(u[0]) {
 		ok := true
 		for _, c := range []byte(u[:i]) {
@@ -49,7 +49,7 @@ func urlParse(u string) pyURL {
 			}
 		}
 		if ok {
-			p.scheme, u = strings.ToLower(u[:i]), u[i+1:]
+			p.Scheme, u = strings.ToLower(u[:i]), u[i+1:]
 		}
 	}
 	if strings.HasPrefix(u, "//") {
@@ -58,15 +58,15 @@ func urlParse(u string) pyURL {
 		if i := strings.IndexAny(rest, "/?#"); i >= 0 {
 			end = i
 		}
-		p.netloc, u = rest[:end], rest[end:]
+		p.Netloc, u = rest[:end], rest[end:]
 	}
 	if i := strings.IndexByte(u, '#'); i >= 0 {
-		u, p.fragment = u[:i], u[i+1:]
+		u, p.Fragment = u[:i], u[i+1:]
 	}
 	if i := strings.IndexByte(u, '?'); i >= 0 {
-		u, p.query = u[:i], u[i+1:]
+		u, p.Query = u[:i], u[i+1:]
 	}
-	if usesParams[p.scheme] && strings.Contains(u, ";") {
+	if usesParams[p.Scheme] && strings.Contains(u, ";") {
 		var i int
 		if j := strings.LastIndexByte(u, '/'); j >= 0 {
 			i = strings.IndexByte(u[j:], ';')
@@ -77,40 +77,40 @@ func urlParse(u string) pyURL {
 			i = strings.IndexByte(u, ';')
 		}
 		if i >= 0 {
-			u, p.params = u[:i], u[i+1:]
+			u, p.Params = u[:i], u[i+1:]
 		}
 	}
-	p.path = u
+	p.Path = u
 	return p
 }
 
 func isASCIIAlpha(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
 
 // String is Python's urlunparse.
-func (p pyURL) String() string {
-	u := p.path
-	if p.params != "" {
-		u += ";" + p.params
+func (p PyURL) String() string {
+	u := p.Path
+	if p.Params != "" {
+		u += ";" + p.Params
 	}
 	switch {
-	case p.netloc != "":
+	case p.Netloc != "":
 		if u != "" && u[0] != '/' {
 			u = "/" + u
 		}
-		u = "//" + p.netloc + u
+		u = "//" + p.Netloc + u
 	case strings.HasPrefix(u, "//"):
 		u = "//" + u
-	case p.scheme != "" && usesNetloc[p.scheme] && (u == "" || u[0] == '/'):
+	case p.Scheme != "" && usesNetloc[p.Scheme] && (u == "" || u[0] == '/'):
 		u = "//" + u
 	}
-	if p.scheme != "" {
-		u = p.scheme + ":" + u
+	if p.Scheme != "" {
+		u = p.Scheme + ":" + u
 	}
-	if p.query != "" {
-		u += "?" + p.query
+	if p.Query != "" {
+		u += "?" + p.Query
 	}
-	if p.fragment != "" {
-		u += "#" + p.fragment
+	if p.Fragment != "" {
+		u += "#" + p.Fragment
 	}
 	return u
 }
@@ -130,17 +130,17 @@ func normalizeURL(u string) string {
 	if !hasScheme.MatchString(u) {
 		u = "http://" + u
 	}
-	p := urlParse(u)
-	sub, dom := extractHost(strings.ToLower(p.netloc))
+	p := URLParse(u)
+	sub, dom := extractHost(strings.ToLower(p.Netloc))
 	if sub == "www" {
 		sub = ""
 	}
-	p.netloc = dom
+	p.Netloc = dom
 	if sub != "" {
-		p.netloc = sub + "." + dom
+		p.Netloc = sub + "." + dom
 	}
-	if p.path == "/" {
-		p.path = ""
+	if p.Path == "/" {
+		p.Path = ""
 	}
 	return p.String()
 }
@@ -196,7 +196,7 @@ func icannSuffixLabels(host string) int {
 
 // stripQuery is urlunparse(urlparse(u)._replace(query="")).
 func stripQuery(u string) string {
-	p := urlParse(u)
-	p.query = ""
+	p := URLParse(u)
+	p.Query = ""
 	return p.String()
 }

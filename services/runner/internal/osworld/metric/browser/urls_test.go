@@ -28,8 +28,8 @@ func TestURLParseLikePython(t *testing.T) {
 		{"data:text/html,<p>;x", [6]string{"data", "", "text/html,<p>;x", "", "", ""}, "data:text/html,<p>;x", "data:text/html,<p>;x"},
 	}
 	for _, tt := range tests {
-		p := urlParse(tt.in)
-		got := [6]string{p.scheme, p.netloc, p.path, p.params, p.query, p.fragment}
+		p := URLParse(tt.in)
+		got := [6]string{p.Scheme, p.Netloc, p.Path, p.Params, p.Query, p.Fragment}
 		if got != tt.parts {
 			t.Errorf("urlParse(%q) = %q, want %q", tt.in, got, tt.parts)
 		}

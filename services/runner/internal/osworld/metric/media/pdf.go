@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric"
 )
@@ -69,7 +68,7 @@ var pdfTextScript []byte
 // mutoolText is PyMuPDF's text of all pages, unstripped: pdftext.js's
 // output, with the NUL the script writes as C0 80 put back, decoded as
 // that PyMuPDF version decodes its own: 1.21 the UTF-8 as Python does
-// (pyDecodeUTF8: a lone surrogate's three bytes are three U+FFFD), later
+// (metric.PyDecodeUTF8: a lone surrogate's three bytes are three U+FFFD), later
 // versions a lone surrogate as one U+FFFD (oneFFFDPerSurrogate).
 func mutoolText(ctx context.Context, path, pymupdf string) (string, error) {
 	script, err := writeScript("pdftext-*.js", pdfTextScript)
@@ -85,7 +84,7 @@ func mutoolText(ctx context.Context, path, pymupdf string) (string, error) {
 	if pymupdf != "1.21" {
 		out = oneFFFDPerSurrogate(out)
 	}
-	return pyDecodeUTF8(out), nil
+	return metric.PyDecodeUTF8(out), nil
 }
 
 // oneFFFDPerSurrogate replaces each surrogate code point in b, encoded as
@@ -110,56 +109,6 @@ func oneFFFDPerSurrogate(b []byte) []byte {
 	return out
 }
 
-// pyDecodeUTF8 is Python's bytes.decode("utf-8", "replace"): each maximal
-// part of an invalid sequence (a lead byte and the continuation bytes
-// that may follow it) becomes one U+FFFD. A surrogate MuPDF encodes as
-// ED A0 80 is three. utf8.DecodeRune alone would make one of E2 82 too,
-// where Python makes one.
-func pyDecodeUTF8(b []byte) string {
-	if utf8.Valid(b) {
-		return string(b)
-	}
-	var s strings.Builder
-	s.Grow(len(b))
-	for len(b) > 0 {
-		r, n := utf8.DecodeRune(b)
-		if r != utf8.RuneError || n > 1 {
-			s.Write(b[:n])
-			b = b[n:]
-			continue
-		}
-		// The second byte's range depends on the lead (Unicode's table
-		// of well-formed sequences); the rest are 80..BF.
-		lo, hi, need := byte(0x80), byte(0xbf), 0
-		switch c := b[0]; {
-		case c >= 0xc2 && c <= 0xdf:
-			need = 1
-		case c == 0xe0:
-			lo, need = 0xa0, 2
-		case c == 0xed:
-			hi, need = 0x9f, 2
-		case c >= 0xe1 && c <= 0xef:
-			need = 2
-		case c == 0xf0:
-			lo, need = 0x90, 3
-		case c == 0xf4:
-			hi, need = 0x8f, 3
-		case c >= 0xf1 && c <= 0xf3:
-			need = 3
-		}
-		n = 1
-		for k := 1; k <= need && n < len(b); k++ {
-			if b[n] < lo || b[n] > hi {
-				break
-			}
-			lo, hi = 0x80, 0xbf
-			n++
-		}
-		s.WriteRune(utf8.RuneError)
-		b = b[n:]
-	}
-	return s.String()
-}
 
 // maxRatioCells bounds the LCS work (rune pairs) of one comparison, about
 // ten seconds of the bit-parallel loop.

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric"
 )
 
 // The expected values here are PyMuPDF 1.21.1's (Debian's python3-fitz)
@@ -100,8 +102,8 @@ func TestPyDecodeUTF8(t *testing.T) {
 		{"x\x80\x80y", "x\ufffd\ufffdy"},                 // lone continuations
 	}
 	for _, tt := range tests {
-		if got := pyDecodeUTF8([]byte(tt.in)); got != tt.want {
-			t.Errorf("pyDecodeUTF8(%q) got %q, want %q", tt.in, got, tt.want)
+		if got := metric.PyDecodeUTF8([]byte(tt.in)); got != tt.want {
+			t.Errorf("metric.PyDecodeUTF8(%q) got %q, want %q", tt.in, got, tt.want)
 		}
 	}
 }
@@ -192,7 +194,7 @@ func mustRead(t *testing.T, path string) []byte {
 }
 
 // TestOneFFFDPerSurrogate: PyMuPDF 1.26 writes each lone surrogate as one
-// U+FFFD; anything else passes unchanged for pyDecodeUTF8.
+// U+FFFD; anything else passes unchanged for metric.PyDecodeUTF8.
 func TestOneFFFDPerSurrogate(t *testing.T) {
 	tests := []struct {
 		name    string
