@@ -605,7 +605,7 @@ func pyStr(v pyVal) string {
 		}
 		return t.Format("15:04:05")
 	case kDelta:
-		return (time.Duration(v.i) * time.Microsecond).String()
+		return pyTimedeltaStr(v.i)
 	}
 	return ""
 }
