@@ -109,7 +109,6 @@ func oneFFFDPerSurrogate(b []byte) []byte {
 	return out
 }
 
-
 // maxRatioCells bounds the LCS work (rune pairs) of one comparison, about
 // ten seconds of the bit-parallel loop.
 const maxRatioCells = 1 << 38
