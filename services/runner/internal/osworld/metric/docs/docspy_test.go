@@ -16,21 +16,30 @@ import (
 
 // docsPyDriver runs OSWorld's docs.py (in the metrics directory argv[1])
 // on the jobs in the JSON file named by argv[2] and prints one JSON line
-// of scores, a raise as {"raise": name}. docs.py's imports that the text
-// metrics never call (easyocr, the colour conversions of skimage) are
-// stubbed; rapidfuzz's fuzz.ratio is its definition (osworldpy.FuzzRatio).
+// of scores, a raise as {"raise": name}. A job names a metric of docs.py,
+// or of general.py (fuzzy_place_math reads a .docx too). The imports the
+// text metrics never call are stubbed: easyocr, and scikit-image's colour
+// conversions where it is not installed; rapidfuzz's fuzz.ratio is its
+// definition (osworldpy.FuzzRatio).
 const docsPyDriver = osworldpy.FuzzRatio + `
 import json, os
 stub("easyocr")
-stub("skimage", color=stub("skimage.color", deltaE_ciede2000=None, rgb2lab=None))
+try:
+    import skimage.color
+except ImportError:
+    stub("skimage", color=stub("skimage.color", deltaE_ciede2000=None, rgb2lab=None))
 stub("rapidfuzz", fuzz=stub("rapidfuzz.fuzz", ratio=ratio))
+stub("pdfplumber")
 docs = load("docs", os.path.join(sys.argv[1], "docs.py"))
+load(PKG + ".utils", os.path.join(sys.argv[1], "utils.py"))
+general = load("general", os.path.join(sys.argv[1], "general.py"))
 import io, contextlib
 out = []
 for job in json.load(open(sys.argv[2])):
     try:
+        fn = getattr(docs, job["metric"], None) or getattr(general, job["metric"])
         with contextlib.redirect_stdout(io.StringIO()):
-            out.append(float(getattr(docs, job["metric"])(*job["args"], **(job["kwargs"] or {}))))
+            out.append(float(fn(*job["args"], **(job["kwargs"] or {}))))
     except Exception as e:
         out.append({"raise": type(e).__name__})
 print(json.dumps(out))
