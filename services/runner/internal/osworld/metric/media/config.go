@@ -3,7 +3,6 @@ package media
 import (
 	"context"
 	"math"
-	"reflect"
 	"strconv"
 	"strings"
 	"unicode"
@@ -184,7 +183,7 @@ func metricVLCFullscreen(_ context.Context, result, expected any, _ bool, _ map[
 	for _, k := range []string{"width", "height"} {
 		va, okA := a[k]
 		vb, okB := b[k]
-		if !okA || !okB || !reflect.DeepEqual(va, vb) {
+		if !okA || !okB || !metric.PyEqual(va, vb) {
 			return 0, nil
 		}
 	}

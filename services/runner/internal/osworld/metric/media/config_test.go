@@ -150,12 +150,17 @@ func TestVLCFullscreen(t *testing.T) {
 		{"fullscreen", map[string]any{"width": 1920.0, "height": 1080.0}, 1},
 		{"windowed", map[string]any{"width": 800.0, "height": 600.0}, 0},
 		{"no window", nil, 0},
+		{"a boolean", map[string]any{"width": 1920.0, "height": true}, 0},
 	}
 	for _, tt := range tests {
 		got, err := metricVLCFullscreen(context.Background(), screen, tt.window, true, nil)
 		if err != nil || got != tt.want {
 			t.Errorf("%s: is_vlc_fullscreen got %v, %v; want %v", tt.name, got, err, tt.want)
 		}
+	}
+	one := map[string]any{"width": 1.0, "height": true}
+	if got, _ := metricVLCFullscreen(context.Background(), one, map[string]any{"width": true, "height": 1.0}, true, nil); got != 1 {
+		t.Errorf("is_vlc_fullscreen(1 and True) = %v, want 1 as Python's == gives", got)
 	}
 }
 

@@ -67,7 +67,7 @@ for name in ["check_structure_sim", "check_structure_sim_resized", "check_bright
              "check_saturation_increase_and_structure_sim", "check_contrast_increase_and_structure_sim",
              "check_file_exists_and_structure_sim", "check_palette_and_structure_sim", "check_image_mirror",
              "check_green_background", "check_structure_sim_with_threshold", "check_image_size",
-             "check_image_file_size", "compare_image_list", "check_textbox_on_leftside"]:
+             "check_image_file_size", "compare_image_list", "check_textbox_on_leftside", "check_triangle_position"]:
     METRICS[name] = getattr(gimp, name)
 cases = []
 for i in range(n):
@@ -104,9 +104,26 @@ for i in range(n):
             d.rectangle([x, rng.randrange(10), x + 3, 9], fill=(rng.choice([0, 100, 127, 128, 200]),) * 3)
         save(img, a)
         expected = None
+    elif m == "check_triangle_position":
+        # A triangle near the middle or not, on a background, sometimes
+        # with a blob of a third colour or smoothed edges, in the modes
+        # the metric reads or raises on.
+        w, h = rng.choice([20, 40, 41]), rng.choice([20, 40, 30])
+        img = Image.new("RGB", (w, h), rng.choice([(255, 255, 255), (0, 0, 0), (10, 200, 10)]))
+        d = ImageDraw.Draw(img)
+        cx, cy, r = w / 2 + rng.choice([0, 0, 1, 2, 5]), h / 2 + rng.choice([0, 0, -1, 3, 8]), rng.choice([3, 5, 8])
+        d.polygon([(cx, cy - r), (cx - r, cy + r), (cx + r, cy + r)], fill=rng.choice([(255, 0, 0), (0, 0, 255), (128, 128, 128)]))
+        for _ in range(rng.randrange(3)):
+            x, y = rng.randrange(w), rng.randrange(h)
+            d.rectangle([x, y, x + rng.randrange(3), y + rng.randrange(3)], fill=(200, 100, 0))
+        if rng.random() < 0.2:
+            img = img.resize((w * 2, h * 2), Image.BILINEAR)
+        img = img.convert(rng.choice(["RGB", "RGB", "RGBA", "L", "P", "LA"]))
+        img.save(a, "PNG")
+        expected = None
     try:
         with contextlib.redirect_stdout(io.StringIO()):
-            args = [result] if m == "check_textbox_on_leftside" else [result, expected]
+            args = [result] if m in ("check_textbox_on_leftside", "check_triangle_position") else [result, expected]
             score = float(METRICS[m](*args, **options))
     except Exception as e:
         score = {"raise": type(e).__name__}
@@ -116,8 +133,8 @@ print(json.dumps(cases))
 
 // TestImageMetricsMatchPy scores random image pairs with compare_images (7
 // published tasks), compare_image_list (2), check_image_size (2),
-// check_image_file_size, check_textbox_on_leftside and GIMP's other image
-// checks here and in OSWorld's gimp.py
+// check_image_file_size, check_textbox_on_leftside, check_triangle_position
+// and GIMP's other image checks here and in OSWorld's gimp.py
 // and vlc.py (PIL, NumPy and scikit-image's SSIM), and wants the same
 // scores (a negative SSIM is 0 here, on purpose). It runs only when
 // OSWORLD_REF names an OSWorld checkout, with OSWORLD_PYTHON a Python with
