@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"path"
 	"strconv"
 	"strings"
@@ -21,8 +22,10 @@ const (
 	nsR    = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
 )
 
-// slideArgs reads ppt_file_path, slide_index (int() of a number or a
-// numeric string, as Python's int does) and dest.
+// slideArgs reads ppt_file_path, slide_index (int() of it, as Python's int
+// does: a number truncated, a numeric string, a boolean) and dest. An
+// index names no slide when slide<index+1>.xml is not in the package,
+// which is no error: OSWorld's getters answer None.
 func slideArgs(getter string, cfg map[string]any) (ppt string, index int, dest string, err error) {
 	ppt, dest = str(cfg, "ppt_file_path"), str(cfg, "dest")
 	if ppt == "" || dest == "" {
@@ -30,16 +33,22 @@ func slideArgs(getter string, cfg map[string]any) (ppt string, index int, dest s
 	}
 	switch v := cfg["slide_index"].(type) {
 	case float64:
-		index = int(v)
-	case string:
-		if index, err = strconv.Atoi(strings.TrimSpace(v)); err != nil {
-			return "", 0, "", fmt.Errorf("%s: slide_index %q is not an integer", getter, v)
+		if math.IsNaN(v) || math.Abs(v) > 1<<30 {
+			return "", 0, "", fmt.Errorf("%s: slide_index %v is out of range", getter, v)
 		}
+		index = int(v)
+	case bool:
+		if v {
+			index = 1
+		}
+	case string:
+		n, err := metric.PyInt(v, 10)
+		if err != nil || n < -1<<30 || n > 1<<30 {
+			return "", 0, "", fmt.Errorf("%s: slide_index %q is not an integer int() reads", getter, v)
+		}
+		index = int(n)
 	default:
 		return "", 0, "", fmt.Errorf("%s: slide_index is required", getter)
-	}
-	if index < 0 || index > 1<<16 {
-		return "", 0, "", fmt.Errorf("%s: slide_index %d is out of range", getter, index)
 	}
 	return ppt, index, dest, nil
 }
@@ -66,6 +75,9 @@ func (s *Session) openPresentation(ctx context.Context, getter, ppt string) (*pp
 
 type relationship struct {
 	ID, Type, Target string
+	// noType: the Relationship has no Type, which the getters' rel.attrib
+	// ["Type"] raises on.
+	noType bool
 }
 
 // slideRels reads ppt/slides/_rels/slide<n>.xml.rels, its Relationship
@@ -85,9 +97,9 @@ func slideRels(pk *pptx.Package, n int) (rels []relationship, ok bool, err error
 	// only.
 	for _, r := range root.ChildrenNamed(nsRels, "Relationship") {
 		id, _ := r.Attr("", "Id")
-		typ, _ := r.Attr("", "Type")
+		typ, hasType := r.Attr("", "Type")
 		target, _ := r.Attr("", "Target")
-		rels = append(rels, relationship{ID: id, Type: typ, Target: target})
+		rels = append(rels, relationship{ID: id, Type: typ, Target: target, noType: !hasType})
 	}
 	return rels, true, nil
 }
@@ -142,6 +154,9 @@ func getAudioInSlide(ctx context.Context, s *Session, cfg map[string]any) (any, 
 		return nil, fmt.Errorf("audio_in_slide: %w", err)
 	}
 	for _, r := range rels {
+		if r.noType {
+			return nil, fmt.Errorf("audio_in_slide: a relationship of slide %d has no Type", index+1)
+		}
 		if strings.Contains(r.Type, "audio") {
 			v, err := s.extractRelated(ctx, pk, r.Target, dest)
 			if err != nil {
@@ -185,6 +200,9 @@ func getBackgroundImageInSlide(ctx context.Context, s *Session, cfg map[string]a
 		return nil, fmt.Errorf("background_image_in_slide: %w", err)
 	}
 	for _, r := range rels {
+		if r.noType {
+			return nil, fmt.Errorf("background_image_in_slide: a relationship of slide %d has no Type", index+1)
+		}
 		if strings.Contains(r.Type, "image") && r.ID == id {
 			v, err := s.extractRelated(ctx, pk, r.Target, dest)
 			if err != nil {

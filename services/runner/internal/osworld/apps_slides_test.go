@@ -193,3 +193,55 @@ func TestSlideGetterBadInput(t *testing.T) {
 		})
 	}
 }
+
+// TestSlideGettersAsPython pins answers of OSWorld's getters/impress.py
+// that TestSlideGettersMatchImpressPy found differing: a slide index that
+// names no slide (-1, past the end) is None, not an error; int() reads a
+// boolean; a relationship without a Type raises (rel.attrib["Type"]).
+func TestSlideGettersAsPython(t *testing.T) {
+	deck := func(rels string) []byte {
+		var buf bytes.Buffer
+		z := zip.NewWriter(&buf)
+		for name, body := range map[string]string{
+			"ppt/slides/slide2.xml": `<p:sld xmlns:p="http://schemas.openxmlformats.org/presentationml/2006/main" xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main" xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships">` +
+				`<p:cSld><p:bg><p:bgPr><a:blipFill><a:blip r:embed="rId1"/></a:blipFill></p:bgPr></p:bg></p:cSld></p:sld>`,
+			"ppt/slides/_rels/slide2.xml.rels": `<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">` + rels + `</Relationships>`,
+			"ppt/media/image1.png":             "png",
+		} {
+			w, _ := z.Create(name)
+			_, _ = w.Write([]byte(body))
+		}
+		_ = z.Close()
+		return buf.Bytes()
+	}
+	image := `<Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/image" Target="../media/image1.png"/>`
+	tests := []struct {
+		name   string
+		rels   string
+		getter string
+		index  any
+		want   string // the cache path, "" for nil
+		fails  bool
+	}{
+		{"true is slide 2", image, "background_image_in_slide", true, "ppt/media/image1.png", false},
+		{"index -1: no slide0.xml", image, "background_image_in_slide", -1.0, "", false},
+		{"index past the end", image, "audio_in_slide", 70000.0, "", false},
+		{"a relationship without a Type", `<Relationship Id="rId9" Target="x"/>` + image, "background_image_in_slide", 1.0, "", true},
+		{"and for audio", `<Relationship Id="rId9" Target="x"/>`, "audio_in_slide", 1.0, "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g, gc := newTestGuest(t)
+			g.files["/d.pptx"] = deck(tt.rels)
+			s := &Session{Guest: gc, CacheDir: t.TempDir()}
+			got, err := s.get(context.Background(), map[string]any{"type": tt.getter, "ppt_file_path": "/d.pptx", "slide_index": tt.index, "dest": "a.wav"})
+			var want any
+			if tt.want != "" {
+				want = filepath.Join(s.CacheDir, tt.want)
+			}
+			if (err != nil) != tt.fails || got != want {
+				t.Errorf("get = %v, %v; want %v (fails %v)", got, err, want, tt.fails)
+			}
+		})
+	}
+}

@@ -376,7 +376,7 @@ func activeURL(ctx context.Context, s *Session, cfg map[string]any) (string, boo
 	}
 	prefix := "https://"
 	if v, ok := cfg["goto_prefix"]; ok {
-		prefix, _ = v.(string)
+		prefix = metric.PyStr(v) // an f-string: str() of any value
 	}
 	return prefix + texts[0], true, nil
 }
