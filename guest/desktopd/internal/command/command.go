@@ -17,6 +17,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 )
 
 // ErrTimeout is returned when a command outlives its timeout.
@@ -35,8 +36,12 @@ type Runner struct {
 
 // Result is a finished command.
 type Result struct {
+	// Stdout and Stderr are the output as text: bytes that are not UTF-8
+	// replaced, and a note of any dropped past Runner.MaxOutput.
 	Stdout, Stderr string
-	Code           int
+	// RawStdout and RawStderr are the bytes kept, as written.
+	RawStdout, RawStderr []byte
+	Code                 int
 }
 
 // Spec says what to run.
@@ -213,9 +218,9 @@ func (r *Runner) Run(ctx context.Context, spec Spec) (Result, error) {
 	case <-ctx.Done():
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-waitc
-		return Result{Stdout: stdout.String(), Stderr: stderr.String(), Code: -1}, ctx.Err()
+		return Result{Stdout: stdout.String(), Stderr: stderr.String(), RawStdout: stdout.bytes(), RawStderr: stderr.bytes(), Code: -1}, ctx.Err()
 	}
-	res := Result{Stdout: stdout.String(), Stderr: stderr.String(), Code: cmd.ProcessState.ExitCode()}
+	res := Result{Stdout: stdout.String(), Stderr: stderr.String(), RawStdout: stdout.bytes(), RawStderr: stderr.bytes(), Code: cmd.ProcessState.ExitCode()}
 	if timedOut {
 		res.Code = -1
 		return res, ErrTimeout
@@ -292,6 +297,13 @@ func (c *capped) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// bytes is a copy of what was kept.
+func (c *capped) bytes() []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]byte(nil), c.b...)
+}
+
 func (c *capped) String() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -300,4 +312,27 @@ func (c *capped) String() string {
 		s += fmt.Sprintf("\n[desktopd: %d more bytes of output dropped]", c.dropped)
 	}
 	return s
+}
+
+// PyText is output read as OSWorld's server reads it (subprocess.run with
+// text=True): decoded as strict UTF-8, where bytes that are not UTF-8 are
+// an error worded like Python's UnicodeDecodeError, and with universal
+// newlines ("\r\n" and "\r" become "\n").
+func PyText(b []byte) (string, error) {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n <= 1 {
+			reason := "invalid start byte"
+			switch {
+			case b[i] >= 0xc2 && b[i] <= 0xf4 && i+1 == len(b):
+				reason = "unexpected end of data"
+			case b[i] >= 0xc2 && b[i] <= 0xf4:
+				reason = "invalid continuation byte"
+			}
+			return "", fmt.Errorf("'utf-8' codec can't decode byte 0x%02x in position %d: %s", b[i], i, reason)
+		}
+		i += n
+	}
+	s := strings.ReplaceAll(string(b), "\r\n", "\n")
+	return strings.ReplaceAll(s, "\r", "\n"), nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -103,6 +104,26 @@ func TestExpandPath(t *testing.T) {
 	for _, tt := range tests {
 		if got := r.ExpandPath(tt.in); got != tt.want {
 			t.Errorf("ExpandPath(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestPyText(t *testing.T) {
+	tests := []struct {
+		in, want string
+		err      string
+	}{
+		{"a\r\nb\rc\n", "a\nb\nc\n", ""},
+		{"\r\r\n", "\n\n", ""},
+		{"é€", "é€", ""},
+		{"ok\xff", "", "can't decode byte 0xff in position 2: invalid start byte"},
+		{"\xe2\x82x", "", "can't decode byte 0xe2 in position 0: invalid continuation byte"},
+		{"a\xc3", "", "can't decode byte 0xc3 in position 1: unexpected end of data"},
+	}
+	for _, tt := range tests {
+		got, err := PyText([]byte(tt.in))
+		if got != tt.want || (err == nil) != (tt.err == "") || err != nil && !strings.Contains(err.Error(), tt.err) {
+			t.Errorf("PyText(%q) = %q, %v; want %q, %q", tt.in, got, err, tt.want, tt.err)
 		}
 	}
 }

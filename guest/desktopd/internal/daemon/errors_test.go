@@ -142,3 +142,23 @@ func TestHeadless(t *testing.T) {
 		t.Errorf("pyautogui without a display got %d %s, want 503", code, body)
 	}
 }
+
+// TestExecuteReadsOutputAsPython: /execute reads a command's output as
+// OSWorld's server does (subprocess.run with text=True): universal
+// newlines in stdout and stderr, and output that is not UTF-8 answered
+// with 500 and Python's UnicodeDecodeError, which OSWorld's getters read
+// as None.
+func TestExecuteReadsOutputAsPython(t *testing.T) {
+	c := start(t, Config{Display: DisplayNone})
+	st, body := c.postJSON("/execute", map[string]any{"command": `printf 'a\r\nb\rc'; printf 'x\r\ny' >&2`, "shell": true})
+	var res struct{ Output, Error string }
+	if err := json.Unmarshal(body, &res); st != 200 || err != nil || res.Output != "a\nb\nc" || res.Error != "x\ny" {
+		t.Errorf("execute = %d %s, want output %q and error %q", st, body, "a\nb\nc", "x\ny")
+	}
+	for _, cmd := range []string{`printf 'ok\377'`, `printf '\342\202' >&2`} {
+		st, body = c.postJSON("/execute", map[string]any{"command": cmd, "shell": true})
+		if st != 500 || !strings.Contains(string(body), "codec can't decode byte") {
+			t.Errorf("execute %q = %d %s, want 500 naming the byte", cmd, st, body)
+		}
+	}
+}

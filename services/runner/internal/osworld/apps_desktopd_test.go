@@ -159,6 +159,17 @@ func TestGettersOnDesktopd(t *testing.T) {
 	if got := get(map[string]any{"type": "vm_command_error", "command": "echo a | tr a b >&2", "shell": true}); got != "b\n" {
 		t.Errorf("vm_command_error with shell = %q, want b", got)
 	}
+	// Output read as OSWorld's server reads it (text=True): universal
+	// newlines, and None where it is not UTF-8 (a 500 there).
+	if got := get(map[string]any{"type": "vm_command_line", "command": `printf 'a\r\nb\rc'`, "shell": true}); got != "a\nb\nc" {
+		t.Errorf("vm_command_line with CR LF = %q, want a\\nb\\nc", got)
+	}
+	if got := get(map[string]any{"type": "vm_command_line", "command": `printf 'ok\377'`, "shell": true}); got != nil {
+		t.Errorf("vm_command_line printing a byte that is not UTF-8 = %q, want nil", got)
+	}
+	if got := get(map[string]any{"type": "vm_command_error", "command": `printf '\377' >&2`, "shell": true}); got != nil {
+		t.Errorf("vm_command_error printing a byte that is not UTF-8 = %q, want nil", got)
+	}
 	if got, want := get(map[string]any{"type": "vm_screen_size"}), map[string]any{"width": 1280.0, "height": 720.0}; !reflect.DeepEqual(got, want) {
 		t.Errorf("vm_screen_size = %v, want %v", got, want)
 	}

@@ -411,3 +411,25 @@ func TestPublishedTasksParse(t *testing.T) {
 		t.Errorf("no download URLs in %d tasks", len(files))
 	}
 }
+
+// TestCommandOutcome: the guest's 500s that answer what a command did (it
+// outlived its timeout, or printed bytes that are not UTF-8) are
+// OSWorld's None; any other failure to run a command is an error.
+func TestCommandOutcome(t *testing.T) {
+	tests := []struct {
+		err  error
+		want bool
+	}{
+		{&guest.HTTPError{Status: 500, Body: `{"status":"error","message":"'utf-8' codec can't decode byte 0xff in position 2: invalid start byte"}`}, true},
+		{&guest.HTTPError{Status: 500, Body: `{"status":"error","message":"Command '['sleep', '200']' timed out after 120 seconds"}`}, true},
+		{&guest.HTTPError{Status: 500, Body: `{"status":"error","message":"[Errno 2] No such file or directory: 'gsettings'"}`}, false},
+		{&guest.HTTPError{Status: 400, Body: "timed out after"}, false},
+		{fmt.Errorf("dial: connection refused"), false},
+		{nil, false},
+	}
+	for _, tt := range tests {
+		if got := commandOutcome(tt.err); got != tt.want {
+			t.Errorf("commandOutcome(%v) = %v, want %v", tt.err, got, tt.want)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/env"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/guest"
@@ -81,6 +82,9 @@ func getVMCommandLine(ctx context.Context, s *Session, cfg map[string]any) (any,
 		return nil, fmt.Errorf("vm_command_line: %w", err)
 	}
 	res, err := s.Guest.Execute(ctx, cmd, boolean(cfg, "shell"), false)
+	if commandOutcome(err) {
+		return nil, nil
+	}
 	if err != nil {
 		// OSWorld logs a non-200 answer and returns None, which its metrics
 		// score 0; but the guest answers a failing command with 200 and its
@@ -89,6 +93,18 @@ func getVMCommandLine(ctx context.Context, s *Session, cfg map[string]any) (any,
 		return nil, err
 	}
 	return res.Output, nil
+}
+
+// commandOutcome tells whether err is the guest's 500 for a command that
+// ran and did something OSWorld's server cannot answer: it outlived its
+// timeout, or printed bytes that are not UTF-8 (Python's
+// UnicodeDecodeError). What the command does is the agent's doing (a
+// script it wrote, a file it saved), and OSWorld's getter answers None,
+// which its metrics score 0.
+func commandOutcome(err error) bool {
+	var he *guest.HTTPError
+	return errors.As(err, &he) && he.Status == http.StatusInternalServerError &&
+		(strings.Contains(he.Body, "codec can't decode") || strings.Contains(he.Body, "timed out after"))
 }
 
 func getRule(_ context.Context, _ *Session, cfg map[string]any) (any, error) {
