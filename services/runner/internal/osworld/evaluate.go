@@ -97,14 +97,21 @@ func getVMCommandLine(ctx context.Context, s *Session, cfg map[string]any) (any,
 
 // commandOutcome tells whether err is the guest's 500 for a command that
 // ran and did something OSWorld's server cannot answer: it outlived its
-// timeout, or printed bytes that are not UTF-8 (Python's
-// UnicodeDecodeError). What the command does is the agent's doing (a
-// script it wrote, a file it saved), and OSWorld's getter answers None,
-// which its metrics score 0.
+// timeout, or printed bytes that are not UTF-8. What the command does is
+// the agent's doing (a script it wrote, a file it saved), and OSWorld's
+// getter answers None, which its metrics score 0.
 func commandOutcome(err error) bool {
+	return outputNotText(err) || guestError(err, "timed out after")
+}
+
+// outputNotText tells whether err is the guest's 500 for a command whose
+// output is not UTF-8 (Python's UnicodeDecodeError in OSWorld's server):
+// it ran to its end.
+func outputNotText(err error) bool { return guestError(err, "codec can't decode") }
+
+func guestError(err error, says string) bool {
 	var he *guest.HTTPError
-	return errors.As(err, &he) && he.Status == http.StatusInternalServerError &&
-		(strings.Contains(he.Body, "codec can't decode") || strings.Contains(he.Body, "timed out after"))
+	return errors.As(err, &he) && he.Status == http.StatusInternalServerError && strings.Contains(he.Body, says)
 }
 
 func getRule(_ context.Context, _ *Session, cfg map[string]any) (any, error) {

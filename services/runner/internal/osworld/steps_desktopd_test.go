@@ -227,3 +227,23 @@ func TestActivateWindowOfSlowProgram(t *testing.T) {
 		t.Errorf("the steps took %v, less than the program's own 4 s start", took)
 	}
 }
+
+// TestExecuteStepOutputNotText: an execute step whose command prints
+// bytes that are not UTF-8 ran; OSWorld's server answers 500 for it and
+// OSWorld's setup goes on, as the runner does. With "until", that answer
+// is a failed try.
+func TestExecuteStepOutputNotText(t *testing.T) {
+	c := startDesktopd(t, t.TempDir())
+	s := &Session{Guest: c, CacheDir: t.TempDir()}
+	marker := filepath.Join(t.TempDir(), "ran")
+	if err := runSteps(t, s, `[{"type": "execute", "parameters": {"command": "touch `+marker+`; printf '\\377'", "shell": true}}]`); err != nil {
+		t.Fatalf("step failed: %v", err)
+	}
+	if _, err := os.Stat(marker); err != nil {
+		t.Errorf("the command did not run: %v", err)
+	}
+	err := runSteps(t, s, `[{"type": "execute", "parameters": {"command": "printf '\\377'", "shell": true, "until": {"returncode": 0}}}]`)
+	if err == nil || !strings.Contains(err.Error(), "codec can't decode") {
+		t.Errorf("until over output that is not UTF-8: %v, want the guest's 500", err)
+	}
+}
