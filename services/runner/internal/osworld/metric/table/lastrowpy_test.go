@@ -1,46 +1,46 @@
 package table
 
 import (
-	"cmp"
 	"encoding/json"
 	"fmt"
 	"math/rand"
-	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric/osworldpy"
 )
 
-// lastRowPandas prints, for each xlsx file named on the command line, what
-// OSWorld's content_from_vm_file getter (getters/file.py) makes of it with
-// file_content "last_row", as one JSON line: the list, or {"raise": name}.
-const lastRowPandas = `
-import sys, json
+// lastRowFilePy runs OSWorld's content_from_vm_file getter
+// (getters/file.py, in the getters directory argv[1]) with file_content
+// "last_row" on each xlsx file named after it, its get_vm_file giving the
+// file itself, and prints each answer as one JSON line: the list, or
+// {"raise": name}.
+const lastRowFilePy = `
+import json, os, types
 import pandas as pd
-for path in sys.argv[1:]:
+stub("requests")
+file = load("osworld_file_getters", os.path.join(sys.argv[1], "file.py"))
+file.get_vm_file = lambda env, config: config["path"]
+# pandas 2 (OSWorld pins 2.2) reads "None" as NA; Debian's 1.5.3 is told to.
+file.pd = types.SimpleNamespace(read_excel=lambda p: pd.read_excel(p, na_values=["None"]))
+for path in sys.argv[2:]:
     try:
-        # pandas 2 (OSWorld pins 2.2) reads "None" as NA; Debian's 1.5.3
-        # is told to.
-        df = pd.read_excel(path, na_values=["None"])
-        print(json.dumps(df.iloc[-1].astype(str).tolist()))
+        print(json.dumps(file.get_content_from_vm_file(None, {"path": path, "file_type": "xlsx", "file_content": "last_row"})))
     except Exception as e:
         print(json.dumps({"raise": type(e).__name__}))
 `
 
-// TestLastRowMatchesPandas reads random LibreOffice-made workbooks with
-// LastRow and with pandas itself, as content_from_vm_file does, and wants
-// the same strings. The columns hold one kind of value each or, now and
+// TestLastRowMatchesFilePy reads random LibreOffice-made workbooks with
+// LastRow and with OSWorld's content_from_vm_file getter (pandas), and
+// wants the same strings. The columns hold one kind of value each or, now and
 // then, another, so that pandas reads them as ints, floats, booleans,
-// dates, times or objects, and the row as their common type. It runs when
-// OSWORLD_PYTHON (or python3) has pandas and openpyxl, as the other
-// comparisons with OSWorld's Python do. Debian 12's pandas is 1.5.3;
-// OSWorld pins 2.2.
-func TestLastRowMatchesPandas(t *testing.T) {
-	if os.Getenv("OSWORLD_REF") == "" {
-		t.Skip("OSWORLD_REF is not set: the comparisons with OSWorld's Python run with it")
-	}
-	python := cmp.Or(os.Getenv("OSWORLD_PYTHON"), "python3")
+// dates, times or objects, and the row as their common type. OSWorld's
+// code is not ours to commit, so it runs only when OSWORLD_REF names a
+// checkout (OSWORLD_PYTHON with pandas and openpyxl). Debian 12's pandas
+// is 1.5.3; OSWorld pins 2.2.
+func TestLastRowMatchesFilePy(t *testing.T) {
+	getters := osworldpy.GettersDir(t)
 	rng := rand.New(rand.NewSource(3))
 	// Dates and times in a date, date-time or time format, which openpyxl
 	// reads as datetimes and times. Not durations ("[h]:mm:ss"): the
@@ -90,10 +90,7 @@ func TestLastRowMatchesPandas(t *testing.T) {
 	for i, n := range names {
 		paths[i] = files[n]
 	}
-	out, err := exec.Command(python, append([]string{"-c", lastRowPandas}, paths...)...).Output()
-	if err != nil {
-		t.Fatalf("pandas: %v", err)
-	}
+	out := osworldpy.Run(t, lastRowFilePy, nil, append([]string{getters}, paths...)...)
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	if len(lines) != len(paths) {
 		t.Fatalf("pandas answered %d files of %d", len(lines), len(paths))
