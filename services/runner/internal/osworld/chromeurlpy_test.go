@@ -19,13 +19,8 @@ import (
 // get_active_url_from_accessTree would give, which is replaced by one
 // that gives it) and the getter's config. It prints each answer as
 // {"value": v} or {"raise": name}.
-const urlGettersDriver = `
-import json, os
-stub("requests")
-stub("playwright"); stub("playwright.sync_api", sync_playwright=None, expect=None, TimeoutError=Exception)
-stub("pydrive"); stub("pydrive.auth", GoogleAuth=None)
-stub("pydrive.drive", GoogleDrive=None, GoogleDriveFileList=None, GoogleDriveFile=None)
-g = load("osworld_chrome_getters", os.path.join(sys.argv[1], "chrome.py"))
+const urlGettersDriver = osworldpy.ChromeGetters + `
+import json
 out = []
 for job in json.load(open(sys.argv[2])):
     g.get_active_url_from_accessTree = lambda env, config, u=job["url"]: u

@@ -20,13 +20,8 @@ import (
 // answer as {"value": v} or {"raise": name}. Floats JSON cannot write are
 // {"float": repr}. The imports the profile getters never call are stubbed,
 // and so is time.sleep, which get_chrome_color_scheme polls with.
-const profileGettersDriver = `
-import json, os, math
-stub("requests")
-stub("playwright"); stub("playwright.sync_api", sync_playwright=None, expect=None, TimeoutError=Exception)
-stub("pydrive"); stub("pydrive.auth", GoogleAuth=None)
-stub("pydrive.drive", GoogleDrive=None, GoogleDriveFileList=None, GoogleDriveFile=None)
-g = load("osworld_chrome_getters", os.path.join(sys.argv[1], "chrome.py"))
+const profileGettersDriver = osworldpy.ChromeGetters + `
+import json, math
 g.time = types.SimpleNamespace(sleep=lambda s: None)
 
 class Controller:

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric/osworldpy"
 )
 
@@ -150,27 +151,46 @@ func TestMetricsMatchDocsPy(t *testing.T) {
 		)
 	}
 	want := runDocsPy(t, metrics, src, dir, jobs)
-	table := Metrics()
-	bad := map[string]int{}
+	compareDocsPy(t, jobs, want, func(j docsPyJob) string { return "result body: " + bodies[j.Args[0].(string)] })
+}
+
+// compareDocsPy scores each job with the metrics here (this package's,
+// else the general ones) and fails the test where a score differs from
+// OSWorld's in want (a raise there: its run has no reward, a 0); show
+// adds what helps to read a difference. It logs how many jobs of each
+// metric OSWorld scored 1, and how many between 0 and 1, so that a test
+// of only zeros shows.
+func compareDocsPy(t *testing.T, jobs []docsPyJob, want []any, show func(docsPyJob) string) {
+	t.Helper()
+	general := metric.General()
+	bad, total, ones, between := map[string]int{}, map[string]int{}, map[string]int{}, map[string]int{}
 	for i, j := range jobs {
 		var result, expected any = j.Args[0], nil
 		if len(j.Args) > 1 {
 			expected = j.Args[1]
 		}
-		got, err := table[j.Metric].Fn(context.Background(), result, expected, expected != nil, j.Kwargs)
-		wantScore, raised := want[i].(float64)
-		if !raised {
-			wantScore = 0 // docs.py raised: OSWorld's run has no reward
+		spec, ok := Metrics()[j.Metric]
+		if !ok {
+			spec = general[j.Metric]
 		}
-		if err != nil || math.Abs(got-wantScore) > 1e-9 {
-			bad[j.Metric]++
-			if bad[j.Metric] <= 3 {
-				t.Errorf("%s(%v, %v) = %v, %v; docs.py: %v\nresult body: %s", j.Metric, j.Args, j.Kwargs, got, err, want[i], bodies[result.(string)])
+		got, err := spec.Fn(context.Background(), result, expected, expected != nil, j.Kwargs)
+		w, _ := want[i].(float64)
+		total[j.Metric]++
+		switch {
+		case w == 1:
+			ones[j.Metric]++
+		case w > 0:
+			between[j.Metric]++
+		}
+		if err != nil || math.Abs(got-w) > 1e-9 {
+			if bad[j.Metric]++; bad[j.Metric] <= 3 {
+				t.Errorf("%s(%v, %v) = %v, %v; OSWorld: %v\n%s", j.Metric, j.Args, j.Kwargs, got, err, want[i], show(j))
 			}
 		}
 	}
+	t.Logf("scored 1 by OSWorld: %v; between 0 and 1: %v", ones, between)
 	for m, n := range bad {
-		t.Errorf("%s: %d of %d scores differ from docs.py", m, n, pairs)
+		t.Errorf("%s: %d of %d scores differ from OSWorld's", m, n, total[m])
 	}
 }
 

@@ -3,19 +3,15 @@ package docs
 import (
 	"archive/zip"
 	"bytes"
-	"context"
 	"fmt"
 	"image"
 	"image/color"
 	"image/png"
-	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric"
 )
 
 // docxParts is a .docx made of a body, footer parts the body's section
@@ -300,33 +296,5 @@ func TestDocxPartsMetricsMatchPy(t *testing.T) {
 		)
 	}
 	want := runDocsPy(t, metrics, src, dir, jobs)
-	general := metric.General()
-	bad, ones, between := map[string]int{}, map[string]int{}, map[string]int{}
-	for i, j := range jobs {
-		var expected any
-		if len(j.Args) > 1 {
-			expected = j.Args[1]
-		}
-		spec, ok := Metrics()[j.Metric]
-		if !ok {
-			spec = general[j.Metric]
-		}
-		got, err := spec.Fn(context.Background(), j.Args[0], expected, expected != nil, j.Kwargs)
-		w, _ := want[i].(float64) // a raise in OSWorld: its run has no reward
-		switch {
-		case w == 1:
-			ones[j.Metric]++
-		case w > 0:
-			between[j.Metric]++
-		}
-		if err != nil || math.Abs(got-w) > 1e-9 {
-			if bad[j.Metric]++; bad[j.Metric] <= 3 {
-				t.Errorf("%s(%v, %v) = %v, %v; OSWorld: %v", j.Metric, j.Args, j.Kwargs, got, err, want[i])
-			}
-		}
-	}
-	t.Logf("%d pairs; scored 1 by OSWorld: %v; between 0 and 1: %v", pairs, ones, between)
-	for m, n := range bad {
-		t.Errorf("%s: %d of %d scores differ from OSWorld's", m, n, pairs)
-	}
+	compareDocsPy(t, jobs, want, func(docsPyJob) string { return "" })
 }

@@ -47,6 +47,18 @@ for _p in ["desktop_env", "desktop_env.evaluators", PKG]:
     stub(_p)
 `
 
+// ChromeGetters loads OSWorld's getters/chrome.py, from the getters
+// directory sys.argv[1], as g: its imports that the compared getters never
+// call (requests, Playwright, PyDrive) are stubbed.
+const ChromeGetters = `
+import os
+stub("requests")
+stub("playwright"); stub("playwright.sync_api", sync_playwright=None, expect=None, TimeoutError=Exception)
+stub("pydrive"); stub("pydrive.auth", GoogleAuth=None)
+stub("pydrive.drive", GoogleDrive=None, GoogleDriveFileList=None, GoogleDriveFile=None)
+g = load("osworld_chrome_getters", os.path.join(sys.argv[1], "chrome.py"))
+`
+
 // FuzzRatio defines, in Python, rapidfuzz's fuzz.ratio as a driver stubs
 // it: 100 × 2·LCS / (len1 + len2) on code points, 100 for two empty
 // strings and 0 when either is None.
