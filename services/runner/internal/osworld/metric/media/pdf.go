@@ -197,17 +197,17 @@ func ratio(ctx context.Context, a, b string) (float64, error) {
 // metricComparePDFs is chrome.py's compare_pdfs: the mean over the pairs
 // of fuzz.ratio of the two texts; a pair whose PDF cannot be read adds 0,
 // as OSWorld's try/except does, and the mean is over the expected list's
-// length.
+// length. A path that is None or "" is what PyMuPDF's fitz.open makes of
+// it, a new empty document: its text is "", so two of them, or one and a
+// PDF without text, score 1.
 func metricComparePDFs(ctx context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
-	if result == nil {
-		return 0, nil
-	}
 	res, isList := expected.([]any)
 	var got []any
 	if !isList {
 		got, res = []any{result}, []any{expected}
-	} else {
-		got, _ = result.([]any)
+	} else if got, isList = result.([]any); !isList {
+		// zip() of a string's characters opens none; of None it raises.
+		return 0, nil
 	}
 	if len(res) == 0 {
 		return 0, fmt.Errorf("compare_pdfs: no expected PDF")
@@ -217,25 +217,36 @@ func metricComparePDFs(ctx context.Context, result, expected any, _ bool, _ map[
 			return 0, err
 		}
 	}
+	// text is extract_text_from_pdf: ok is false where fitz.open raises
+	// (a path that is not a string, a file MuPDF cannot read).
+	text := func(v any) (string, bool, error) {
+		p, isStr := v.(string)
+		switch {
+		case v == nil || isStr && p == "":
+			return "", true, nil
+		case !isStr:
+			return "", false, nil
+		}
+		t, err := pdfText(ctx, p)
+		if fail := pdfFailure(ctx, err); fail != nil {
+			return "", false, fmt.Errorf("compare_pdfs: %w", fail)
+		}
+		return t, err == nil, nil
+	}
 	score := 0.0
 	for i := 0; i < min(len(got), len(res)); i++ {
-		p1, _ := got[i].(string)
-		p2, _ := res[i].(string)
-		if p1 == "" || p2 == "" {
+		t1, ok, err := text(got[i])
+		if err != nil {
+			return 0, err
+		}
+		if !ok {
 			continue
 		}
-		t1, err := pdfText(ctx, p1)
-		if fail := pdfFailure(ctx, err); fail != nil {
-			return 0, fmt.Errorf("compare_pdfs: %w", fail)
-		}
+		t2, ok, err := text(res[i])
 		if err != nil {
-			continue
+			return 0, err
 		}
-		t2, err := pdfText(ctx, p2)
-		if fail := pdfFailure(ctx, err); fail != nil {
-			return 0, fmt.Errorf("compare_pdfs: %w", fail)
-		}
-		if err != nil {
+		if !ok {
 			continue
 		}
 		r, err := ratio(ctx, t1, t2)

@@ -90,6 +90,9 @@ func TestComparePDFs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	blank := newPDF()
+	blank.page(100, 100, "", nil)
+	blankPath := blank.write(t, filepath.Join(t.TempDir(), "blank.pdf"))
 	tests := []struct {
 		name        string
 		result, exp any
@@ -102,6 +105,15 @@ func TestComparePDFs(t *testing.T) {
 		{"list with a missing file", []any{p("none.pdf"), p("report.pdf")}, []any{p("report.pdf"), p("report.pdf")}, 0.5},
 		{"not a pdf", fixture("src.png"), p("report.pdf"), 0},
 		{"nil", nil, p("report.pdf"), 0},
+		// fitz.open(None) and fitz.open("") make a new empty document:
+		// its text "" matches a PDF without text. These answers are
+		// OSWorld's chrome.py's, with PyMuPDF 1.21.
+		{"nil and a PDF without text", nil, blankPath, 1},
+		{"empty path and a PDF without text", []any{"", p("report.pdf")}, []any{blankPath, p("report.pdf")}, 1},
+		{"nil both", nil, nil, 1},
+		{"a list against one PDF", []any{p("report.pdf")}, p("report.pdf"), 0},
+		{"one PDF against a list", p("report.pdf"), []any{p("report.pdf")}, 0},
+		{"nil against a list", nil, []any{p("report.pdf")}, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
