@@ -39,7 +39,8 @@ type Result struct {
 	// Stdout and Stderr are the output as text: bytes that are not UTF-8
 	// replaced, and a note of any dropped past Runner.MaxOutput.
 	Stdout, Stderr string
-	// RawStdout and RawStderr are the bytes kept, as written.
+	// RawStdout and RawStderr are the bytes kept, as written (with the
+	// same note of dropped bytes).
 	RawStdout, RawStderr []byte
 	Code                 int
 }
@@ -297,11 +298,26 @@ func (c *capped) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// bytes is a copy of what was kept.
+// bytes is a copy of what was kept and, when the cap dropped some, a note
+// of how many bytes: a character the cap cut is left out whole, so that
+// the note follows text.
 func (c *capped) bytes() []byte {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return append([]byte(nil), c.b...)
+	b := append([]byte(nil), c.b...)
+	if c.dropped == 0 {
+		return b
+	}
+	dropped := c.dropped
+	for i := 1; i <= utf8.UTFMax && i <= len(b); i++ {
+		if utf8.RuneStart(b[len(b)-i]) {
+			if !utf8.FullRune(b[len(b)-i:]) {
+				b, dropped = b[:len(b)-i], dropped+i
+			}
+			break
+		}
+	}
+	return fmt.Appendf(b, "\n[desktopd: %d more bytes of output dropped]", dropped)
 }
 
 func (c *capped) String() string {

@@ -60,6 +60,13 @@ func TestRun(t *testing.T) {
 	if err != nil || res.Code != 3 || res.Stderr != "err\n" || res.Stdout[:10] != "0123456789" {
 		t.Errorf("Run got %+v, %v", res, err)
 	}
+	// The cap cuts "é" after its first byte: the raw output leaves the
+	// character out whole and says what was dropped, and reads as text.
+	res, err = r.Run(ctx, Spec{Argv: []string{"/bin/sh", "-c", "printf '012345678\303\251xy'"}})
+	text, terr := PyText(res.RawStdout)
+	if err != nil || terr != nil || text != "012345678\n[desktopd: 4 more bytes of output dropped]" {
+		t.Errorf("cut output reads %q, %v, %v", text, err, terr)
+	}
 	start := time.Now()
 	_, err = r.Run(ctx, Spec{Argv: []string{"/bin/sh", "-c", "sleep 30 & sleep 30"}, Timeout: 200 * time.Millisecond})
 	if !errors.Is(err, ErrTimeout) || time.Since(start) > 5*time.Second {
