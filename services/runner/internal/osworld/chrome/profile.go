@@ -6,11 +6,9 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"time"
 
@@ -455,10 +453,6 @@ func AddHistory(ctx context.Context, base string, items []HistoryItem, now time.
 		return nil, err
 	}
 	return boundedread.ReadFile(p, maxHistoryDB)
-}
-
-func sortedKeys(m map[string]any) []string {
-	return slices.Sorted(maps.Keys(m))
 }
 
 // colorSchemes maps Chrome's browser.theme.color_scheme(2) values.
