@@ -101,13 +101,14 @@ func (s *Server) runExec(ctx context.Context, req execRequest) (execResult, erro
 	// text=True): output that is not UTF-8 raises there, which it answers
 	// with 500, and line ends are universal newlines.
 	stdout, err := command.PyText(out.RawStdout)
-	if err == nil {
-		out.Stderr, err = command.PyText(out.RawStderr)
-	}
 	if err != nil {
 		return execResult{}, errorf(http.StatusInternalServerError, "%v", err)
 	}
-	return execResult{Status: "success", Output: stdout, Error: out.Stderr, Returncode: out.Code}, nil
+	stderr, err := command.PyText(out.RawStderr)
+	if err != nil {
+		return execResult{}, errorf(http.StatusInternalServerError, "%v", err)
+	}
+	return execResult{Status: "success", Output: stdout, Error: stderr, Returncode: out.Code}, nil
 }
 
 // runPyautogui interprets code; handled is false when the code is outside

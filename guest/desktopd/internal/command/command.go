@@ -320,14 +320,9 @@ func (c *capped) bytes() []byte {
 	return fmt.Appendf(b, "\n[desktopd: %d more bytes of output dropped]", dropped)
 }
 
+// String is bytes as text, bytes that are not UTF-8 replaced.
 func (c *capped) String() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s := strings.ToValidUTF8(string(c.b), "\uFFFD")
-	if c.dropped > 0 {
-		s += fmt.Sprintf("\n[desktopd: %d more bytes of output dropped]", c.dropped)
-	}
-	return s
+	return strings.ToValidUTF8(string(c.bytes()), "\uFFFD")
 }
 
 // PyText is output read as OSWorld's server reads it (subprocess.run with
