@@ -26,6 +26,11 @@ const (
 // does: a number truncated, a numeric string, a boolean) and dest. An
 // index names no slide when slide<index+1>.xml is not in the package,
 // which is no error: OSWorld's getters answer None.
+// noSlide bounds a slide index: past it no package holds the slide (a
+// package has at most 20,000 entries), so a larger index names none, as
+// in OSWorld, and index+1 stays an int.
+const noSlide = 1 << 30
+
 func slideArgs(getter string, cfg map[string]any) (ppt string, index int, dest string, err error) {
 	ppt, dest = str(cfg, "ppt_file_path"), str(cfg, "dest")
 	if ppt == "" || dest == "" {
@@ -33,20 +38,21 @@ func slideArgs(getter string, cfg map[string]any) (ppt string, index int, dest s
 	}
 	switch v := cfg["slide_index"].(type) {
 	case float64:
-		if math.IsNaN(v) || math.Abs(v) > 1<<30 {
-			return "", 0, "", fmt.Errorf("%s: slide_index %v is out of range", getter, v)
+		// int() raises on NaN and the infinities.
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return "", 0, "", fmt.Errorf("%s: slide_index %v is not an integer int() reads", getter, v)
 		}
-		index = int(v)
+		index = int(max(-noSlide, min(v, noSlide)))
 	case bool:
 		if v {
 			index = 1
 		}
 	case string:
 		n, err := metric.PyInt(v, 10)
-		if err != nil || n < -1<<30 || n > 1<<30 {
+		if err != nil {
 			return "", 0, "", fmt.Errorf("%s: slide_index %q is not an integer int() reads", getter, v)
 		}
-		index = int(n)
+		index = int(max(-noSlide, min(n, noSlide)))
 	default:
 		return "", 0, "", fmt.Errorf("%s: slide_index is required", getter)
 	}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -226,6 +227,8 @@ func TestSlideGettersAsPython(t *testing.T) {
 		{"true is slide 2", image, "background_image_in_slide", true, "ppt/media/image1.png", false},
 		{"index -1: no slide0.xml", image, "background_image_in_slide", -1.0, "", false},
 		{"index past the end", image, "audio_in_slide", 70000.0, "", false},
+		{"an index past any package", image, "background_image_in_slide", 1e12, "", false},
+		{"NaN", image, "background_image_in_slide", math.NaN(), "", true},
 		{"a relationship without a Type", `<Relationship Id="rId9" Target="x"/>` + image, "background_image_in_slide", 1.0, "", true},
 		{"and for audio", `<Relationship Id="rId9" Target="x"/>`, "audio_in_slide", 1.0, "", true},
 	}
