@@ -162,14 +162,14 @@ func TestMetricsMatchDocsPy(t *testing.T) {
 // of only zeros shows.
 func compareDocsPy(t *testing.T, jobs []docsPyJob, want []any, show func(docsPyJob) string) {
 	t.Helper()
-	general := metric.General()
+	docs, general := Metrics(), metric.General()
 	bad, total, ones, between := map[string]int{}, map[string]int{}, map[string]int{}, map[string]int{}
 	for i, j := range jobs {
 		var result, expected any = j.Args[0], nil
 		if len(j.Args) > 1 {
 			expected = j.Args[1]
 		}
-		spec, ok := Metrics()[j.Metric]
+		spec, ok := docs[j.Metric]
 		if !ok {
 			spec = general[j.Metric]
 		}

@@ -1,9 +1,7 @@
 package docs
 
 import (
-	"context"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"path/filepath"
 	"strings"
@@ -102,24 +100,5 @@ func TestTabstopsMatchDocsPy(t *testing.T) {
 		jobs = append(jobs, docsPyJob{"check_tabstops", []any{pa, pb}, kw})
 	}
 	want := runDocsPy(t, metrics, src, dir, jobs)
-	bad, ones, between := 0, 0, 0
-	for i, j := range jobs {
-		got, err := Metrics()[j.Metric].Fn(context.Background(), j.Args[0], j.Args[1], true, j.Kwargs)
-		w, _ := want[i].(float64) // a raise in docs.py: OSWorld's run has no reward
-		switch {
-		case w == 1:
-			ones++
-		case w > 0:
-			between++
-		}
-		if err != nil || math.Abs(got-w) > 1e-9 {
-			if bad++; bad <= 5 {
-				t.Errorf("%s(%v, %v) = %v, %v; docs.py: %v\nresult body: %s", j.Metric, j.Args, j.Kwargs, got, err, want[i], bodies[j.Args[0].(string)])
-			}
-		}
-	}
-	t.Logf("%d pairs, %d scored 1 by docs.py, %d between 0 and 1", len(jobs), ones, between)
-	if bad > 0 {
-		t.Errorf("%d of %d scores differ from docs.py", bad, len(jobs))
-	}
+	compareDocsPy(t, jobs, want, func(j docsPyJob) string { return "result body: " + bodies[j.Args[0].(string)] })
 }
