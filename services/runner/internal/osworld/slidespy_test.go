@@ -175,7 +175,7 @@ func TestSlideGettersMatchImpressPy(t *testing.T) {
 	for p, b := range guestFiles {
 		g.files[p] = b
 	}
-	bad, answers := 0, map[string]int{}
+	bad, answers, kinds := 0, map[string]int{}, map[string]int{}
 	for i, j := range jobs {
 		g.mu.Lock()
 		g.files[deck] = decks[i]
@@ -185,6 +185,14 @@ func TestSlideGettersMatchImpressPy(t *testing.T) {
 		got, err := s.get(context.Background(), map[string]any{"type": j.Getter, "ppt_file_path": deck, "dest": "x.wav", "slide_index": j.Config["slide_index"]})
 		w := want[i]
 		answers[fmt.Sprint(w)]++
+		switch _, raised := w["raise"]; {
+		case raised:
+			kinds["raise"]++
+		case w["value"] == nil:
+			kinds["None"]++
+		default:
+			kinds["a file"]++
+		}
 		_, wRaise := w["raise"]
 		ok := false
 		switch {
@@ -207,6 +215,11 @@ func TestSlideGettersMatchImpressPy(t *testing.T) {
 		}
 	}
 	t.Logf("answers: %v", answers)
+	// The decks must lead OSWorld's getters to each kind of answer, or
+	// the comparison proves little.
+	if len(kinds) < 3 {
+		t.Errorf("OSWorld's answers were only %v", kinds)
+	}
 	if bad > 0 {
 		t.Errorf("%d of %d answers differ from OSWorld's", bad, len(jobs))
 	}

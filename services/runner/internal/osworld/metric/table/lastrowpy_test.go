@@ -121,6 +121,9 @@ func TestLastRowMatchesFilePy(t *testing.T) {
 		}
 	}
 	t.Logf("%d workbooks, %d with a last row", len(paths), rowsSeen)
+	if rowsSeen == 0 || rowsSeen == len(paths) {
+		t.Errorf("%d of %d workbooks had a last row: the comparison wants both kinds", rowsSeen, len(paths))
+	}
 	if bad > 0 {
 		t.Errorf("%d of %d last rows differ from pandas'", bad, len(paths))
 	}
