@@ -557,7 +557,7 @@ func TestEpisodeNotesWhyZero(t *testing.T) {
 	}
 	want := [][]string{
 		{"report.docx does not open as a .docx: open zip: zip: not a valid zip file"},
-		{`the result getter "vm_file" gave None`},
+		{`the result getter "vm_file" gave None: the guest has no file ` + dir + `/never-saved.docx`},
 	}
 	if !slices.EqualFunc(details.Notes, want, slices.Equal) {
 		t.Errorf("notes = %q; want %q\ndetails: %s", details.Notes, want, ep.GetEvaluatorDetailsJson())

@@ -1,9 +1,12 @@
 package osworld
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/guest"
 )
@@ -66,6 +69,22 @@ func (s *Session) info(getter string) (guestInfo, error) {
 func refused(err error) bool {
 	var he *guest.HTTPError
 	return errors.As(err, &he)
+}
+
+// refusal says what the guest answered when it refused: the status and
+// the message of the JSON error body OSWorld's server sends, or the body
+// itself.
+func refusal(err error) string {
+	var he *guest.HTTPError
+	if !errors.As(err, &he) {
+		return err.Error()
+	}
+	msg := strings.TrimSpace(he.Body)
+	var body struct{ Message, Error string }
+	if json.Unmarshal([]byte(he.Body), &body) == nil {
+		msg = cmp.Or(body.Message, body.Error, msg)
+	}
+	return fmt.Sprintf("the guest answered %s with %d: %s", he.Path, he.Status, msg)
 }
 
 // pyPrefix is what OSWorld's PythonController.execute_python_command puts

@@ -25,11 +25,14 @@ func getContentFromVMFile(ctx context.Context, s *Session, cfg map[string]any) (
 		return nil, err
 	}
 	lp, _ := local.(string)
+	// pandas raises on a file it cannot read or a sheet without rows;
+	// OSWorld's evaluator then has no value, which its metric scores 0.
 	row, ok, err := table.LastRow(lp)
-	if err != nil || !ok {
-		// pandas raises on a file it cannot read or a sheet without rows;
-		// OSWorld's evaluator then has no value, which its metric scores 0.
-		return nil, nil
+	if err != nil {
+		return noneBecause(ctx, "%s does not read as a workbook: %v", p, err)
+	}
+	if !ok {
+		return noneBecause(ctx, "the first sheet of %s has no data row", p)
 	}
 	out := make([]any, len(row))
 	for i, v := range row {

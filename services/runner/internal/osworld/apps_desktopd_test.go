@@ -18,6 +18,7 @@ import (
 	"github.com/rolloutmesh/rolloutmesh/serverkit/proctest"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/guest"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/dlcache"
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric"
 )
 
 // startDesktopd builds and runs the real guest server, desktopd, on its own
@@ -107,7 +108,7 @@ func TestGettersOnDesktopd(t *testing.T) {
 	ctx := context.Background()
 	get := func(cfg map[string]any) any {
 		t.Helper()
-		v, err := s.get(ctx, cfg)
+		v, err := s.get(ctx, "result", cfg)
 		if err != nil {
 			t.Fatalf("get %v: %v", cfg["type"], err)
 		}
@@ -169,6 +170,35 @@ func TestGettersOnDesktopd(t *testing.T) {
 	}
 	if got := get(map[string]any{"type": "vm_command_error", "command": `printf '\377' >&2`, "shell": true}); got != nil {
 		t.Errorf("vm_command_error printing a byte that is not UTF-8 = %q, want nil", got)
+	}
+	// A getter's None says why, in the notes the evaluator keeps beside the
+	// metric's score (want is the note's start).
+	for _, tt := range []struct {
+		cfg  map[string]any
+		want string
+	}{
+		{map[string]any{"type": "gimp_config_file", "file_name": "menurc", "dest": "menurc"},
+			`the result getter "gimp_config_file" gave None: ~/.config/GIMP/2.10/menurc is empty`},
+		{map[string]any{"type": "gimp_config_file", "file_name": "sessionrc", "dest": "sessionrc"},
+			`the result getter "gimp_config_file" gave None: the guest has no ~/.config/GIMP/2.10/sessionrc`},
+		{map[string]any{"type": "vm_file", "path": home + "/never-saved.xlsx", "dest": "a.xlsx"},
+			`the result getter "vm_file" gave None: the guest has no file ` + home + `/never-saved.xlsx`},
+		{map[string]any{"type": "content_from_vm_file", "path": home + "/Desktop/notes.txt", "file_type": "xlsx", "file_content": "last_row"},
+			`the result getter "content_from_vm_file" gave None: ` + home + `/Desktop/notes.txt does not read as a workbook: `},
+		{map[string]any{"type": "vm_command_line", "command": `printf 'ok\377'`, "shell": true},
+			`the result getter "vm_command_line" gave None: the command's output is not UTF-8`},
+		{map[string]any{"type": "vm_command_error", "command": `printf '\377' >&2`, "shell": true},
+			`the result getter "vm_command_error" gave None: the guest answered /execute with 500: 'utf-8' codec can't decode byte 0xff in position 0`},
+		{map[string]any{"type": "list_directory", "path": filepath.Join(home, "nope")},
+			`the result getter "list_directory" gave None: the guest answered /list_directory with 400: Path not found: ` + home + `/nope`},
+		{map[string]any{"type": "vm_window_size", "app_class_name": "vlc"},
+			`the result getter "vm_window_size" gave None: the guest answered /window_size with 404: no window with WM_CLASS "vlc"`},
+	} {
+		nctx, notes := metric.WithNotes(ctx)
+		v, err := s.get(nctx, "result", tt.cfg)
+		if got := notes.List(); err != nil || v != nil || len(got) != 1 || !strings.HasPrefix(got[0], tt.want) {
+			t.Errorf("%v: got %#v, %v, notes %q; want None with a note starting %q", tt.cfg["type"], v, err, got, tt.want)
+		}
 	}
 	if got, want := get(map[string]any{"type": "vm_screen_size"}), map[string]any{"width": 1280.0, "height": 720.0}; !reflect.DeepEqual(got, want) {
 		t.Errorf("vm_screen_size = %v, want %v", got, want)

@@ -18,7 +18,7 @@ func getVMCommandError(ctx context.Context, s *Session, cfg map[string]any) (any
 	}
 	res, err := s.Guest.Execute(ctx, cmd, metric.Truthy(cfg["shell"]), false)
 	if refused(err) {
-		return nil, nil
+		return noneBecause(ctx, "%s", refusal(err))
 	}
 	if err != nil {
 		return nil, err
@@ -34,8 +34,11 @@ func getVMTerminalOutput(ctx context.Context, s *Session, _ map[string]any) (any
 		return nil, err
 	}
 	out, err := gi.TerminalOutput(ctx)
-	if refused(err) || (err == nil && out == nil) {
-		return nil, nil
+	if refused(err) {
+		return noneBecause(ctx, "%s", refusal(err))
+	}
+	if err == nil && out == nil {
+		return noneBecause(ctx, "the guest reports no terminal text")
 	}
 	if err != nil {
 		return nil, err
@@ -57,7 +60,7 @@ func getListDirectory(ctx context.Context, s *Session, cfg map[string]any) (any,
 	}
 	tree, err := gi.ListDirectory(ctx, p)
 	if refused(err) {
-		return nil, nil
+		return noneBecause(ctx, "%s", refusal(err))
 	}
 	if err != nil {
 		return nil, err
@@ -81,7 +84,7 @@ func getVMScreenSize(ctx context.Context, s *Session, _ map[string]any) (any, er
 	}
 	w, h, err := gi.ScreenSize(ctx)
 	if refused(err) {
-		return nil, nil
+		return noneBecause(ctx, "%s", refusal(err))
 	}
 	if err != nil {
 		return nil, err
@@ -103,7 +106,7 @@ func getVMWindowSize(ctx context.Context, s *Session, cfg map[string]any) (any, 
 	}
 	w, h, err := gi.WindowSize(ctx, name)
 	if refused(err) {
-		return nil, nil
+		return noneBecause(ctx, "%s", refusal(err))
 	}
 	if err != nil {
 		return nil, err
@@ -149,7 +152,7 @@ func getAccessibilityTree(ctx context.Context, s *Session, _ map[string]any) (an
 	}
 	tree, err := accessibilityTree(ctx, gi)
 	if refused(err) {
-		return nil, nil
+		return noneBecause(ctx, "%s", refusal(err))
 	}
 	if err != nil {
 		return nil, err

@@ -140,7 +140,12 @@ func (s *Session) extractRelated(ctx context.Context, pk *pptx.Package, target, 
 	if !strings.HasPrefix(target, "file://") {
 		return nil, fmt.Errorf("relationship target %q is neither a part of the package nor a file:// URL", target)
 	}
-	return s.vmFile(ctx, target[len("file://"):], dest)
+	p := target[len("file://"):]
+	v, err := s.vmFile(ctx, p, dest)
+	if v == nil && err == nil {
+		return noneBecause(ctx, "the guest has no file %s, which the slide links", p)
+	}
+	return v, err
 }
 
 // getAudioInSlide is audio_in_slide: the first audio of slide
@@ -171,8 +176,14 @@ func getAudioInSlide(ctx context.Context, s *Session, cfg map[string]any) (any, 
 			return v, nil
 		}
 	}
-	return nil, nil
+	if !pk.Has(slidePart(index + 1)) {
+		return noneBecause(ctx, "%s has no slide %d", ppt, index+1)
+	}
+	return noneBecause(ctx, "slide %d of %s has no audio", index+1, ppt)
 }
+
+// slidePart is the package part of slide n.
+func slidePart(n int) string { return "ppt/slides/slide" + strconv.Itoa(n) + ".xml" }
 
 // getBackgroundImageInSlide is background_image_in_slide: the image of
 // slide slide_index+1's background fill (the r:embed of the first a:blip
@@ -186,9 +197,9 @@ func getBackgroundImageInSlide(ctx context.Context, s *Session, cfg map[string]a
 	if err != nil {
 		return nil, err
 	}
-	slide := "ppt/slides/slide" + strconv.Itoa(index+1) + ".xml"
+	slide := slidePart(index + 1)
 	if !pk.Has(slide) {
-		return nil, nil
+		return noneBecause(ctx, "%s has no slide %d", ppt, index+1)
 	}
 	b, err := pk.Blob(slide)
 	if err != nil {
@@ -199,7 +210,7 @@ func getBackgroundImageInSlide(ctx context.Context, s *Session, cfg map[string]a
 		return nil, fmt.Errorf("background_image_in_slide: %s: %w", slide, err)
 	}
 	if id == "" {
-		return nil, nil
+		return noneBecause(ctx, "slide %d of %s has no background image", index+1, ppt)
 	}
 	rels, _, err := slideRels(pk, index+1)
 	if err != nil {
@@ -217,7 +228,7 @@ func getBackgroundImageInSlide(ctx context.Context, s *Session, cfg map[string]a
 			return v, nil
 		}
 	}
-	return nil, nil
+	return noneBecause(ctx, "slide %d of %s has no image relationship %q, which its background names", index+1, ppt, id)
 }
 
 // backgroundBlip finds the relationship id of a slide's background image:

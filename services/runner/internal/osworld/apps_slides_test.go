@@ -9,8 +9,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric"
 )
 
 // needProgram skips without prog, but fails in CI, where the image has it.
@@ -121,15 +124,16 @@ func TestSlideGetters(t *testing.T) {
 		index  float64
 		want   string // "cache:<name>" holding bytes, or "" for nil
 		bytes  []byte
+		note   string // why nil
 	}{
-		{"embedded", "audio_in_slide", 0, "cache:ppt/media/media2.wav", wav},
-		{"embedded", "audio_in_slide", 1, "", nil},
-		{"embedded", "audio_in_slide", 5, "", nil},
-		{"embedded", "background_image_in_slide", 0, "cache:ppt/media/image1.png", png},
-		{"embedded", "background_image_in_slide", 1, "cache:ppt/media/image1.png", png},
-		{"embedded", "background_image_in_slide", 5, "", nil},
-		{"linked", "audio_in_slide", 0, "cache:x.wav", wav},
-		{"linked", "background_image_in_slide", 1, "cache:ppt/media/image1.png", png},
+		{"embedded", "audio_in_slide", 0, "cache:ppt/media/media2.wav", wav, ""},
+		{"embedded", "audio_in_slide", 1, "", nil, `the result getter "audio_in_slide" gave None: slide 2 of ` + deck + ` has no audio`},
+		{"embedded", "audio_in_slide", 5, "", nil, `the result getter "audio_in_slide" gave None: ` + deck + ` has no slide 6`},
+		{"embedded", "background_image_in_slide", 0, "cache:ppt/media/image1.png", png, ""},
+		{"embedded", "background_image_in_slide", 1, "cache:ppt/media/image1.png", png, ""},
+		{"embedded", "background_image_in_slide", 5, "", nil, `the result getter "background_image_in_slide" gave None: ` + deck + ` has no slide 6`},
+		{"linked", "audio_in_slide", 0, "cache:x.wav", wav, ""},
+		{"linked", "background_image_in_slide", 1, "cache:ppt/media/image1.png", png, ""},
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%s/%s/%v", tt.pptx, tt.getter, tt.index), func(t *testing.T) {
@@ -141,13 +145,14 @@ func TestSlideGetters(t *testing.T) {
 			g.files[deck] = b
 			g.files[wavPath] = wav
 			s := &Session{Guest: gc, CacheDir: t.TempDir()}
-			got, err := s.get(context.Background(), map[string]any{"type": tt.getter, "ppt_file_path": deck, "slide_index": tt.index, "dest": "x.wav"})
+			ctx, notes := metric.WithNotes(context.Background())
+			got, err := s.get(ctx, "result", map[string]any{"type": tt.getter, "ppt_file_path": deck, "slide_index": tt.index, "dest": "x.wav"})
 			if err != nil {
 				t.Fatalf("get: %v", err)
 			}
 			if tt.want == "" {
-				if got != nil {
-					t.Errorf("get = %v, want nil", got)
+				if n := notes.List(); got != nil || !slices.Equal(n, []string{tt.note}) {
+					t.Errorf("get = %v, notes %q; want nil, noting %q", got, n, tt.note)
 				}
 				return
 			}
@@ -187,7 +192,7 @@ func TestSlideGetterBadInput(t *testing.T) {
 				g.files["/d.pptx"] = tt.file
 			}
 			s := &Session{Guest: gc, CacheDir: t.TempDir(), MaxDownload: 1 << 20}
-			got, err := s.get(context.Background(), map[string]any{"type": "audio_in_slide", "ppt_file_path": "/d.pptx", "slide_index": 0.0, "dest": "a.wav"})
+			got, err := s.get(context.Background(), "result", map[string]any{"type": "audio_in_slide", "ppt_file_path": "/d.pptx", "slide_index": 0.0, "dest": "a.wav"})
 			if err == nil {
 				t.Errorf("get = %v, want an error", got)
 			}
@@ -237,7 +242,7 @@ func TestSlideGettersAsPython(t *testing.T) {
 			g, gc := newTestGuest(t)
 			g.files["/d.pptx"] = deck(tt.rels)
 			s := &Session{Guest: gc, CacheDir: t.TempDir()}
-			got, err := s.get(context.Background(), map[string]any{"type": tt.getter, "ppt_file_path": "/d.pptx", "slide_index": tt.index, "dest": "a.wav"})
+			got, err := s.get(context.Background(), "result", map[string]any{"type": tt.getter, "ppt_file_path": "/d.pptx", "slide_index": tt.index, "dest": "a.wav"})
 			var want any
 			if tt.want != "" {
 				want = filepath.Join(s.CacheDir, tt.want)

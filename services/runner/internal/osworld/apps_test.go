@@ -181,7 +181,7 @@ func TestOSGetters(t *testing.T) {
 				g.files[p] = []byte(b)
 			}
 			s := &Session{Guest: gc, CacheDir: t.TempDir()}
-			got, err := s.get(context.Background(), tt.cfg)
+			got, err := s.get(context.Background(), "result", tt.cfg)
 			if err != nil {
 				t.Fatalf("get: %v", err)
 			}
@@ -218,7 +218,7 @@ func TestConfigFileGetters(t *testing.T) {
 		{map[string]any{"type": "gimp_config_file", "file_name": "menurc", "dest": "menurc"}, nil, ""},
 	}
 	for _, tt := range tests {
-		got, err := s.get(context.Background(), tt.cfg)
+		got, err := s.get(context.Background(), "result", tt.cfg)
 		if err != nil {
 			t.Errorf("get(%v): %v", tt.cfg, err)
 			continue
@@ -234,7 +234,7 @@ func TestConfigFileGetters(t *testing.T) {
 		}
 	}
 	delete(g.files, "~/.config/vlc/vlcrc")
-	if got, err := s.get(context.Background(), map[string]any{"type": "vlc_config", "dest": "vlcrc2"}); err == nil {
+	if got, err := s.get(context.Background(), "result", map[string]any{"type": "vlc_config", "dest": "vlcrc2"}); err == nil {
 		t.Errorf("vlc_config without vlcrc = %v, want an error (OSWorld raises)", got)
 	}
 }
@@ -328,7 +328,7 @@ func TestVSCodeConfig(t *testing.T) {
 			}
 			var slept time.Duration
 			s := &Session{Guest: gc, CacheDir: t.TempDir(), Sleep: func(_ context.Context, d time.Duration) error { slept += d; return nil }}
-			got, err := s.get(context.Background(), cfg)
+			got, err := s.get(context.Background(), "result", cfg)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -35,13 +35,13 @@ func getVLCPlayingInfo(ctx context.Context, s *Session, cfg map[string]any) (any
 	}
 	res, err := s.Guest.Execute(ctx, []string{"python3", "-c", fmt.Sprintf(vlcStatusScript, vlcPort)}, false, false)
 	if refused(err) {
-		return nil, nil
+		return noneBecause(ctx, "%s", refusal(err))
 	}
 	if err != nil {
 		return nil, err
 	}
 	if res.ReturnCode != 0 {
-		return nil, nil
+		return noneBecause(ctx, "VLC's HTTP interface did not answer: %s", strings.TrimSpace(res.Error))
 	}
 	body, err := base64.StdEncoding.DecodeString(strings.TrimSpace(res.Output))
 	if err != nil {
@@ -104,8 +104,11 @@ func getGIMPConfigFile(ctx context.Context, s *Session, cfg map[string]any) (any
 	if err != nil {
 		return nil, fmt.Errorf("gimp_config_file: %w", err)
 	}
-	if !ok || len(data) == 0 {
-		return nil, nil
+	if !ok {
+		return noneBecause(ctx, "the guest has no ~/.config/GIMP/2.10/%s", name)
+	}
+	if len(data) == 0 {
+		return noneBecause(ctx, "~/.config/GIMP/2.10/%s is empty", name)
 	}
 	local, err := s.cachePath(dest)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rolloutmesh/rolloutmesh/serverkit/proctest"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/guest"
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric"
 )
 
 // localExec runs the guest's commands on this machine, as a guest server
@@ -116,7 +117,7 @@ func TestVLCPlayingInfo(t *testing.T) {
 	g.exec = localExec
 	s := &Session{Guest: gc, CacheDir: t.TempDir()}
 	cfg := map[string]any{"type": "vlc_playing_info", "dest": "status.xml"}
-	got, err := s.get(context.Background(), cfg)
+	got, err := s.get(context.Background(), "result", cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,8 +131,10 @@ func TestVLCPlayingInfo(t *testing.T) {
 		t.Errorf("is_vlc_playing = %v, %v on %.300s", score, err, b)
 	}
 	stop()
-	got, err = s.get(context.Background(), map[string]any{"type": "vlc_playing_info", "dest": "status2.xml"})
-	if err != nil || got != nil {
-		t.Errorf("vlc_playing_info without VLC = %v, %v; want nil", got, err)
+	ctx, notes := metric.WithNotes(context.Background())
+	got, err = s.get(ctx, "result", map[string]any{"type": "vlc_playing_info", "dest": "status2.xml"})
+	const why = `the result getter "vlc_playing_info" gave None: VLC's HTTP interface did not answer: `
+	if n := notes.List(); err != nil || got != nil || len(n) != 1 || !strings.HasPrefix(n[0], why) {
+		t.Errorf("vlc_playing_info without VLC = %v, %v, notes %q; want nil, noting %q", got, err, n, why)
 	}
 }

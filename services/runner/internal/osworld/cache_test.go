@@ -100,7 +100,7 @@ func TestEpisodesDownloadOnce(t *testing.T) {
 				if got := string(g.uploads["/home/user/Customers.xlsx"]); got != "task" {
 					t.Errorf("episode %d uploaded %q, want task", ep, got)
 				}
-				v, err := s.get(context.Background(), task.Evaluator.Expected[0])
+				v, err := s.get(context.Background(), "result", task.Evaluator.Expected[0])
 				if err != nil {
 					t.Fatalf("episode %d: %v", ep, err)
 				}
@@ -163,7 +163,7 @@ func TestFileGetterGives(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := s.get(context.Background(), tt.cfg)
+			got, err := s.get(context.Background(), "result", tt.cfg)
 			if err != nil {
 				t.Fatalf("get: %v", err)
 			}
@@ -172,7 +172,7 @@ func TestFileGetterGives(t *testing.T) {
 			}
 		})
 	}
-	if _, err := s.get(context.Background(), map[string]any{"type": "cloud_file", "path": srv.URL + "/nope", "dest": "n"}); err == nil || !strings.Contains(err.Error(), srv.URL+"/nope") {
+	if _, err := s.get(context.Background(), "result", map[string]any{"type": "cloud_file", "path": srv.URL + "/nope", "dest": "n"}); err == nil || !strings.Contains(err.Error(), srv.URL+"/nope") {
 		t.Errorf("cloud_file of a 404 = %v, want an error naming the URL", err)
 	}
 }

@@ -233,6 +233,12 @@ func profileDir(ctx context.Context, s *Session) (string, error) {
 	return home + "/.config/google-chrome", nil
 }
 
+// noProfileFile notes that the guest has no profile file name: Chrome has
+// not written it (not started, or a fresh profile).
+func noProfileFile(ctx context.Context, name string) {
+	metric.Notef(ctx, "the guest has no Chrome profile file %s", name)
+}
+
 // profileFile fetches a profile file; nil when the guest has none.
 func profileFile(ctx context.Context, s *Session, name string) ([]byte, error) {
 	dir, err := profileDir(ctx, s)
@@ -253,6 +259,9 @@ func getPreference(read func([]byte) any) getterFunc {
 		if err != nil {
 			return nil, err
 		}
+		if data == nil {
+			noProfileFile(ctx, chrome.PreferencesFile)
+		}
 		return read(data), nil
 	}
 }
@@ -261,6 +270,9 @@ func getBookmarks(ctx context.Context, s *Session, _ map[string]any) (any, error
 	data, err := profileFile(ctx, s, chrome.BookmarksFile)
 	if err != nil {
 		return nil, err
+	}
+	if data == nil {
+		noProfileFile(ctx, chrome.BookmarksFile)
 	}
 	return chrome.Bookmarks(data)
 }
@@ -275,8 +287,12 @@ func getProfileRows(file, query string) getterFunc {
 			return nil, errors.New("dest is required")
 		}
 		data, err := profileFile(ctx, s, file)
-		if err != nil || data == nil {
+		if err != nil {
 			return nil, err
+		}
+		if data == nil {
+			noProfileFile(ctx, file)
+			return nil, nil
 		}
 		if err := s.writeCache(dest, data); err != nil {
 			return nil, err
@@ -287,7 +303,7 @@ func getProfileRows(file, query string) getterFunc {
 		}
 		rows, err := chrome.QueryRows(ctx, local, query)
 		if err != nil {
-			return nil, nil
+			return noneBecause(ctx, "Chrome's %s does not read: %v", file, err)
 		}
 		return rows, nil
 	}
@@ -301,6 +317,7 @@ func getOpenTabsInfo(ctx context.Context, s *Session, _ map[string]any) (any, er
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
+		metric.Notef(ctx, "Chrome did not answer: %v", err)
 		return []any{}, nil
 	}
 	defer c.Close()
@@ -309,6 +326,7 @@ func getOpenTabsInfo(ctx context.Context, s *Session, _ map[string]any) (any, er
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
+		metric.Notef(ctx, "Chrome did not list its tabs: %v", err)
 		return []any{}, nil
 	}
 	out := make([]any, len(tabs))
@@ -332,6 +350,7 @@ func getPageInfo(ctx context.Context, s *Session, cfg map[string]any) (any, erro
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
+		metric.Notef(ctx, "Chrome did not answer: %v", err)
 		return failed, nil
 	}
 	defer c.Close()
@@ -343,6 +362,7 @@ func getPageInfo(ctx context.Context, s *Session, cfg map[string]any) (any, erro
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
+		metric.Notef(ctx, "Chrome could not load %s: %v", u, err)
 		return failed, nil
 	}
 	return p.Map(), nil
@@ -368,10 +388,16 @@ func activeURL(ctx context.Context, s *Session, cfg map[string]any) (string, boo
 		return "", false, err
 	}
 	if tree == "" {
+		metric.Notef(ctx, "the guest's accessibility tree is empty")
 		return "", false, nil
 	}
 	texts := addressBarTexts(tree)
-	if len(texts) == 0 || texts[len(texts)-1] == "" {
+	if len(texts) == 0 {
+		metric.Notef(ctx, "the accessibility tree has no Chrome window with an address bar")
+		return "", false, nil
+	}
+	if texts[len(texts)-1] == "" {
+		metric.Notef(ctx, "Chrome's address bar is empty")
 		return "", false, nil
 	}
 	prefix := "https://"
@@ -456,7 +482,10 @@ func getActiveTabInfo(ctx context.Context, s *Session, cfg map[string]any) (any,
 	}
 	c, err := connectChrome(ctx, s, 5*time.Second)
 	if err != nil {
-		return nil, ctx.Err()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return noneBecause(ctx, "Chrome did not answer: %v", err)
 	}
 	defer c.Close()
 	p, err := c.Visit(ctx, u, chrome.VisitOptions{Isolated: true})
@@ -464,7 +493,10 @@ func getActiveTabInfo(ctx context.Context, s *Session, cfg map[string]any) (any,
 	case errors.Is(err, chrome.ErrLoadTimeout):
 		p.Title = "Load timeout"
 	case err != nil:
-		return nil, ctx.Err()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return noneBecause(ctx, "Chrome could not load %s: %v", u, err)
 	}
 	return p.Map(), nil
 }
@@ -571,11 +603,11 @@ func getURLDashPart(ctx context.Context, s *Session, cfg map[string]any) (any, e
 	if err != nil || !ok {
 		return nil, err
 	}
-	return urlDashPart(u, cfg)
+	return urlDashPart(ctx, u, cfg)
 }
 
 // urlDashPart is url_dashPart's answer for the URL u.
-func urlDashPart(u string, cfg map[string]any) (any, error) {
+func urlDashPart(ctx context.Context, u string, cfg map[string]any) (any, error) {
 	// int(config["partIndex"]): a missing key raises there; a value int()
 	// refuses gives None.
 	var idx int
@@ -589,18 +621,18 @@ func urlDashPart(u string, cfg map[string]any) (any, error) {
 	case string:
 		n, err := metric.PyInt(v, 10)
 		if err != nil {
-			return nil, nil
+			return noneBecause(ctx, "partIndex %q is not an integer int() reads", v)
 		}
 		idx = int(n)
 	default:
 		if _, present := cfg["partIndex"]; !present {
 			return nil, errors.New("partIndex is required")
 		}
-		return nil, nil
+		return noneBecause(ctx, "partIndex %s is not an integer int() reads", metric.PyStr(cfg["partIndex"]))
 	}
 	parts := strings.Split(u, "/")
 	if idx >= len(parts) {
-		return nil, nil
+		return noneBecause(ctx, "%s has no part %d", u, idx)
 	}
 	if idx < 0 {
 		idx += len(parts)
@@ -618,7 +650,7 @@ func urlDashPart(u string, cfg map[string]any) (any, error) {
 	case "json":
 		return map[string]any{str(cfg, "key"): part}, nil
 	}
-	return nil, nil
+	return noneBecause(ctx, "returnType %s is neither \"string\" nor \"json\"", metric.PyStr(cfg["returnType"]))
 }
 
 // getURLPathParse is get_macys_product_url_parse (url_path_parse): facts
@@ -759,6 +791,7 @@ func getActiveTabHTMLParse(ctx context.Context, s *Session, cfg map[string]any) 
 		}
 	}
 	if tab == nil {
+		metric.Notef(ctx, "no open tab that settled shows %s", active)
 		return map[string]any{}, nil
 	}
 	q := func(op, sel string) []string {
@@ -925,6 +958,7 @@ func getPDFFromURL(ctx context.Context, s *Session, cfg map[string]any) (any, er
 	if err != nil {
 		return nil, err
 	}
+	var last error
 	for attempt := 0; attempt < 3; attempt++ {
 		if attempt > 0 {
 			if err := s.sleep(ctx, 5*time.Second); err != nil {
@@ -948,7 +982,9 @@ func getPDFFromURL(ctx context.Context, s *Session, cfg map[string]any) (any, er
 			}
 			return local, nil
 		}
+		last = err
 	}
+	metric.Notef(ctx, "Chrome could not print %s in 3 attempts (%v); an empty PDF stands in", u, last)
 	if err := s.writeCache(dest, []byte(pdfPlaceholder)); err != nil {
 		return nil, err
 	}
@@ -965,6 +1001,7 @@ func getInfoFromWebsite(ctx context.Context, s *Session, cfg map[string]any) (an
 	for _, r := range raw {
 		m, ok := r.(map[string]any)
 		if !ok {
+			metric.Notef(ctx, "an entry of infos is not an object; the task's backups stand in")
 			return backups, nil
 		}
 		in := chrome.WebsiteInfo{Action: "inner_text", Attribute: str(m, "attribute")}
@@ -984,6 +1021,7 @@ func getInfoFromWebsite(ctx context.Context, s *Session, cfg map[string]any) (an
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
+		metric.Notef(ctx, "Chrome did not answer (%v); the task's backups stand in", err)
 		return backups, nil
 	}
 	defer c.Close()
@@ -992,6 +1030,7 @@ func getInfoFromWebsite(ctx context.Context, s *Session, cfg map[string]any) (an
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
+		metric.Notef(ctx, "Chrome could not read %s (%v); the task's backups stand in", u, err)
 		return backups, nil
 	}
 	return out, nil

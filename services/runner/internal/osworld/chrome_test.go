@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -23,6 +24,7 @@ import (
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/env"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/guest"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/chrome"
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric"
 )
 
 // chromeGuest is a guest whose "VM" is this machine: files live under a
@@ -34,6 +36,8 @@ type chromeGuest struct {
 	tree   string
 	mu     sync.Mutex
 	shells []string
+	// launchErr is Launch's answer: a guest that cannot start Chrome again.
+	launchErr error
 }
 
 func (g *chromeGuest) local(p string) string {
@@ -57,7 +61,7 @@ func (g *chromeGuest) Execute(_ context.Context, command any, shell, _ bool) (gu
 }
 
 func (g *chromeGuest) ExecuteWithVerification(context.Context, map[string]any) error { return nil }
-func (g *chromeGuest) Launch(context.Context, any, bool) error                       { return nil }
+func (g *chromeGuest) Launch(context.Context, any, bool) error                       { return g.launchErr }
 func (g *chromeGuest) OpenFile(context.Context, string) error                        { return nil }
 func (g *chromeGuest) Window(context.Context, string, string, bool, bool) error      { return nil }
 
@@ -260,7 +264,7 @@ func TestChromeTabsStepsGettersMetrics(t *testing.T) {
 	}
 
 	ctx := context.Background()
-	got, err := s.get(ctx, map[string]any{"type": "info_from_website", "url": srv.URL + "/profile",
+	got, err := s.get(ctx, "result", map[string]any{"type": "info_from_website", "url": srv.URL + "/profile",
 		"infos": []any{
 			map[string]any{"action": "inner_text", "selector": "#name"},
 			map[string]any{"action": "click_and_attribute", "selector": []any{"#top", "#links > a.pdf"}, "attribute": "href"},
@@ -272,17 +276,17 @@ func TestChromeTabsStepsGettersMetrics(t *testing.T) {
 	if want := []any{"Yann LeCun", "https://hal.science/doc"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("info_from_website = %#v, want %#v", got, want)
 	}
-	got, err = s.get(ctx, map[string]any{"type": "info_from_website", "url": srv.URL + "/profile",
+	got, err = s.get(ctx, "result", map[string]any{"type": "info_from_website", "url": srv.URL + "/profile",
 		"infos": []any{map[string]any{"action": "inner_text", "selector": "#absent"}}, "backups": []any{"backup"}})
 	if err != nil || !reflect.DeepEqual(got, []any{"backup"}) {
 		t.Errorf("info_from_website without the element = %#v, %v; want the backups", got, err)
 	}
 
-	if mode, err := s.get(ctx, map[string]any{"type": "chrome_appearance_mode_ui"}); err != nil || mode != "light" {
+	if mode, err := s.get(ctx, "result", map[string]any{"type": "chrome_appearance_mode_ui"}); err != nil || mode != "light" {
 		t.Errorf("chrome_appearance_mode_ui of a fresh profile = %v, %v; want light (the classic theme)", mode, err)
 	}
 
-	pdf, err := s.get(ctx, map[string]any{"type": "pdf_from_url", "path": srv.URL + "/cart/", "dest": "cart.pdf"})
+	pdf, err := s.get(ctx, "result", map[string]any{"type": "pdf_from_url", "path": srv.URL + "/cart/", "dest": "cart.pdf"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,7 +349,7 @@ func TestChromeProfileGetters(t *testing.T) {
 	ctx := context.Background()
 	get := func(cfg map[string]any) any {
 		t.Helper()
-		v, err := s.get(ctx, cfg)
+		v, err := s.get(ctx, "result", cfg)
 		if err != nil {
 			t.Fatalf("%v: %v", cfg, err)
 		}
@@ -420,6 +424,50 @@ func TestChromeStepUnreachableDevTools(t *testing.T) {
 	}
 }
 
+// TestChromeGettersNoteStandIns: where Chrome does not answer, the getters
+// that answer with OSWorld's stand-ins (the task's backups, a "Connection
+// failed" page, no tabs) say so in the metric's notes, so that a 0 scored
+// on a stand-in is not read as the agent's.
+func TestChromeGettersNoteStandIns(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	g := &chromeGuest{home: t.TempDir(), addr: addr, launchErr: errors.New("no display")}
+	s := &Session{Guest: g, TaskID: "chrome-test", CacheDir: t.TempDir(), Sleep: func(context.Context, time.Duration) error { return nil }}
+	backups := []any{"A backup"}
+	tests := []struct {
+		cfg  map[string]any
+		want any
+		note string // the note's start
+	}{
+		{map[string]any{"type": "page_info", "url": "https://example.com/"},
+			map[string]any{"title": "Connection failed", "url": "https://example.com/", "content": ""},
+			`the result getter "page_info": Chrome did not answer: `},
+		{map[string]any{"type": "open_tabs_info"}, []any{}, `the result getter "open_tabs_info": Chrome did not answer: `},
+		{map[string]any{"type": "info_from_website", "url": "https://example.com/", "backups": backups,
+			"infos": []any{map[string]any{"action": "inner_text", "selector": "h1"}}},
+			backups, `the result getter "info_from_website": Chrome did not answer (`},
+		{map[string]any{"type": "info_from_website", "url": "https://example.com/", "backups": backups, "infos": []any{"h1"}},
+			backups, `the result getter "info_from_website": an entry of infos is not an object; the task's backups stand in`},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprint(tt.cfg["type"]), func(t *testing.T) {
+			t.Parallel()
+			ctx, notes := metric.WithNotes(context.Background())
+			got, err := s.get(ctx, "result", tt.cfg)
+			if err != nil || !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("got %#v, %v; want %#v", got, err, tt.want)
+			}
+			if n := notes.List(); len(n) != 1 || !strings.HasPrefix(n[0], tt.note) {
+				t.Errorf("notes %q; want one starting %q", n, tt.note)
+			}
+		})
+	}
+}
+
 func TestAddressBarTexts(t *testing.T) {
 	tests := []struct {
 		name, tree string
@@ -472,10 +520,10 @@ func TestURLGettersAsPython(t *testing.T) {
 			map[string]any{"mens_clothing": nil, "shirts": true, "short_sleeve": nil}, false},
 		{macysPathFacts, "a.b:8080;mens-clothing", map[string]any{"parse_keys": []any{}},
 			map[string]any{"mens_clothing": true, "shirts": nil, "short_sleeve": nil}, false},
-		{urlDashPart, "https://www.a.com/x/y", map[string]any{"returnType": "string"}, nil, true},
-		{urlDashPart, "https://www.a.com/x/y", map[string]any{"partIndex": true, "returnType": "string"}, "", false},
-		{urlDashPart, "https://www.a.com/x/y", map[string]any{"partIndex": " 4 ", "returnType": "string"}, "y", false},
-		{urlDashPart, "https://www.a.com/x/y", map[string]any{"partIndex": "1_0", "returnType": "string"}, nil, false},
+		{dashPart, "https://www.a.com/x/y", map[string]any{"returnType": "string"}, nil, true},
+		{dashPart, "https://www.a.com/x/y", map[string]any{"partIndex": true, "returnType": "string"}, "", false},
+		{dashPart, "https://www.a.com/x/y", map[string]any{"partIndex": " 4 ", "returnType": "string"}, "y", false},
+		{dashPart, "https://www.a.com/x/y", map[string]any{"partIndex": "1_0", "returnType": "string"}, nil, false},
 	}
 	for _, tt := range tests {
 		got, err := tt.getter(tt.url, tt.cfg)

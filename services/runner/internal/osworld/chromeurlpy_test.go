@@ -1,6 +1,7 @@
 package osworld
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -40,8 +41,13 @@ type urlGetterJob struct {
 // urlGetters are the getters compared, by OSWorld's name without "get_".
 var urlGetters = map[string]func(string, map[string]any) (any, error){
 	"active_tab_url_parse":    urlQueryFacts,
-	"url_dashPart":            urlDashPart,
+	"url_dashPart":            dashPart,
 	"macys_product_url_parse": macysPathFacts,
+}
+
+// dashPart is urlDashPart without notes, shaped as the other URL getters.
+func dashPart(u string, cfg map[string]any) (any, error) {
+	return urlDashPart(context.Background(), u, cfg)
 }
 
 // TestURLGettersMatchChromePy gives random URLs to the getters that read

@@ -48,6 +48,9 @@ func getVMFile(ctx context.Context, s *Session, cfg map[string]any) (any, error)
 			return nil, err
 		}
 		if give[i] {
+			if v == nil {
+				metric.Notef(ctx, "the guest has no file %s", paths[i])
+			}
 			out = append(out, v)
 		}
 	}
@@ -82,8 +85,11 @@ func getVMCommandLine(ctx context.Context, s *Session, cfg map[string]any) (any,
 		return nil, fmt.Errorf("vm_command_line: %w", err)
 	}
 	res, err := s.Guest.Execute(ctx, cmd, boolean(cfg, "shell"), false)
+	if outputNotText(err) {
+		return noneBecause(ctx, "the command's output is not UTF-8, which OSWorld's server answers with an error")
+	}
 	if commandOutcome(err) {
-		return nil, nil
+		return noneBecause(ctx, "the command outlived its timeout")
 	}
 	if err != nil {
 		// OSWorld logs a non-200 answer and returns None, which its metrics
@@ -230,8 +236,9 @@ func (s *Session) evaluate(ctx context.Context, t Task, in env.EvalInput, stage 
 		if !ok {
 			return env.Evaluation{}, &env.UnsupportedError{Kind: "metric", Name: name}
 		}
+		mctx, mnotes := metric.WithNotes(ctx)
 		*stage = "the result getter of " + name
-		res, err := s.get(ctx, ev.Result[i])
+		res, err := s.get(mctx, "result", ev.Result[i])
 		if err != nil {
 			return env.Evaluation{}, err
 		}
@@ -239,15 +246,11 @@ func (s *Session) evaluate(ctx context.Context, t Task, in env.EvalInput, stage 
 		hasExp := ev.Expected[i] != nil
 		if hasExp {
 			*stage = "the expected getter of " + name
-			if exp, err = s.get(ctx, ev.Expected[i]); err != nil {
+			if exp, err = s.get(mctx, "expected", ev.Expected[i]); err != nil {
 				return env.Evaluation{}, err
 			}
 		}
 		*stage = "metric " + name
-		mctx, mnotes := metric.WithNotes(ctx)
-		if res == nil {
-			metric.Notef(mctx, "the result getter %q gave None", str(ev.Result[i], "type"))
-		}
 		score, err := s.runMetric(mctx, name, m.Fn, res, exp, hasExp, ev.Options[i])
 		if err != nil {
 			return env.Evaluation{}, fmt.Errorf("metric %s: %w", name, err)
@@ -310,18 +313,44 @@ func combine(conj string, scores []float64) float64 {
 	return sum / float64(len(scores))
 }
 
-func (s *Session) get(ctx context.Context, cfg map[string]any) (any, error) {
+// get runs the getter cfg names, the metric's input of the given role
+// ("result" or "expected"). A getter that gives None notes why (see
+// noneBecause); those notes join the metric's in ctx, so that a 0 scored
+// on a file the agent never saved says so beside the score.
+func (s *Session) get(ctx context.Context, role string, cfg map[string]any) (any, error) {
+	typ := str(cfg, "type")
 	if cfg == nil {
+		metric.Notef(ctx, "the %s getter %q gave None", role, typ)
 		return nil, nil
 	}
-	typ := str(cfg, "type")
 	g, ok := getters[typ]
 	if !ok {
 		return nil, &env.UnsupportedError{Kind: "getter", Name: typ}
 	}
-	v, err := g(ctx, s, cfg)
+	gctx, gnotes := metric.WithNotes(ctx)
+	v, err := g(gctx, s, cfg)
 	if err != nil {
 		return nil, env.EnvError(fmt.Errorf("getter %s: %w", typ, err))
 	}
+	why := gnotes.List()
+	switch {
+	case v == nil && len(why) > 0:
+		metric.Notef(ctx, "the %s getter %q gave None: %s", role, typ, strings.Join(why, "; "))
+	case v == nil:
+		metric.Notef(ctx, "the %s getter %q gave None", role, typ)
+	default:
+		for _, w := range why {
+			metric.Notef(ctx, "the %s getter %q: %s", role, typ, w)
+		}
+	}
 	return v, nil
+}
+
+// noneBecause is a getter's None (nil, which metrics score 0 as OSWorld's
+// do) with the reason noted: the guest has no such file, the command's
+// output is not text. Session.get puts the reason in the episode's
+// evaluator details.
+func noneBecause(ctx context.Context, format string, args ...any) (any, error) {
+	metric.Notef(ctx, format, args...)
+	return nil, nil
 }

@@ -569,7 +569,7 @@ func (s *Session) driveFile(ctx context.Context, d *driveClient, chain []string,
 			return nil, err
 		}
 		if len(found) == 0 {
-			return nil, nil
+			return noneBecause(ctx, "Google Drive has no file matching %q", q)
 		}
 		f = found[0] // OSWorld takes the first of several too
 		parent = f.ID
@@ -577,7 +577,7 @@ func (s *Session) driveFile(ctx context.Context, d *driveClient, chain []string,
 	if strings.HasPrefix(f.MimeType, "application/vnd.google-apps.") {
 		s.log().Info("googledrive_file: a Google Docs file has no content of its own type; returning None",
 			zap.String("name", f.Name), zap.String("mime_type", f.MimeType))
-		return nil, nil
+		return noneBecause(ctx, "%s on Google Drive is a Google Docs file (%s), which has no content of its own type", f.Name, f.MimeType)
 	}
 	_ = os.Remove(local) // a stale copy must not stand for a file that fails to download
 	if err := d.download(ctx, f.ID, local, s.maxDownload()); err != nil {

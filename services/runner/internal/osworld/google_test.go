@@ -318,7 +318,7 @@ func TestGoogleDriveStepsAndGetter(t *testing.T) {
 				t.Fatal(err)
 			}
 			cfg["type"] = "googledrive_file"
-			got, err := s.get(ctx, cfg)
+			got, err := s.get(ctx, "result", cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -365,7 +365,7 @@ func TestGoogleDriveFailures(t *testing.T) {
 				t.Errorf("error %v does not say %q", err, w)
 			}
 		}
-		_, err = s.get(ctx, map[string]any{"type": "googledrive_file", "path": []any{"x"}, "dest": "x"})
+		_, err = s.get(ctx, "result", map[string]any{"type": "googledrive_file", "path": []any{"x"}, "dest": "x"})
 		if _, ok := env.AsUnsupported(err); ok || err == nil || !strings.Contains(err.Error(), "invalid_grant") {
 			t.Errorf("getter with a refused token: %v, want an environment error with the reason", err)
 		}
@@ -414,7 +414,7 @@ func TestGoogleDriveFailures(t *testing.T) {
 			var m map[string]any
 			json.Unmarshal([]byte(cfg), &m)
 			m["type"] = "googledrive_file"
-			v, err := s.get(ctx, m)
+			v, err := s.get(ctx, "result", m)
 			if want == "" {
 				// An escaping dest stays in the cache.
 				if err != nil || v != nil {

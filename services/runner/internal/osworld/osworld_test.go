@@ -162,12 +162,12 @@ func TestCloudFileCaches(t *testing.T) {
 	}))
 	s := &Session{CacheDir: t.TempDir()}
 	cfg := map[string]any{"type": "cloud_file", "path": srv.URL + "/gold.txt", "dest": "gold.txt"}
-	p1, err := s.get(context.Background(), cfg)
+	p1, err := s.get(context.Background(), "result", cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv.Close()
-	p2, err := s.get(context.Background(), cfg)
+	p2, err := s.get(context.Background(), "result", cfg)
 	if err != nil {
 		t.Fatalf("second get after the server went away: %v", err)
 	}

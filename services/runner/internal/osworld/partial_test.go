@@ -142,7 +142,7 @@ func TestTruncatedTreeOnDesktopd(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.get(ctx, map[string]any{"type": "accessibility_tree"})
+	_, err = s.get(ctx, "result", map[string]any{"type": "accessibility_tree"})
 	if !errors.Is(err, env.ErrEnvironment) || !errors.Is(err, ErrPartial) {
 		t.Fatalf("accessibility_tree with a frozen application: %v, want an environment error (ErrPartial)", err)
 	}

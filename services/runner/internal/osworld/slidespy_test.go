@@ -182,7 +182,7 @@ func TestSlideGettersMatchImpressPy(t *testing.T) {
 		g.mu.Unlock()
 		cache := filepath.Join(dir, fmt.Sprintf("cache-go-%04d", i))
 		s := &Session{Guest: gc, CacheDir: cache}
-		got, err := s.get(context.Background(), map[string]any{"type": j.Getter, "ppt_file_path": deck, "dest": "x.wav", "slide_index": j.Config["slide_index"]})
+		got, err := s.get(context.Background(), "result", map[string]any{"type": j.Getter, "ppt_file_path": deck, "dest": "x.wav", "slide_index": j.Config["slide_index"]})
 		w := want[i]
 		answers[fmt.Sprint(w)]++
 		switch _, raised := w["raise"]; {

@@ -180,7 +180,7 @@ func TestCacheFileGetter(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := s.get(ctx, map[string]any{"type": "cache_file", "path": tt.path})
+			got, err := s.get(ctx, "result", map[string]any{"type": "cache_file", "path": tt.path})
 			if tt.want != "" {
 				if err != nil || got != tt.want {
 					t.Errorf("cache_file %q = %v, %v; want %s", tt.path, got, err, tt.want)
