@@ -3,6 +3,7 @@ package media
 import (
 	"archive/zip"
 	"context"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
@@ -95,6 +96,24 @@ func TestCompareEPUB(t *testing.T) {
 	}
 }
 
+// TestCompareEPUBUnknownCharset: a page that names an encoding this reader
+// does not decode (libxml2 may, through iconv), with text past ASCII after
+// it, fails the evaluation instead of scoring a guess.
+func TestCompareEPUBUnknownCharset(t *testing.T) {
+	dir := t.TempDir()
+	page := "<html><head><meta charset=\"gbk\"/><title>t</title></head><body><p>一二</p></body></html>"
+	p := writeEPUB(t, dir, "gbk.epub", book("uuid-1", page))
+	got, err := metricCompareEPUB(context.Background(), p, p, true, nil)
+	if !errors.Is(err, errEncoding) {
+		t.Errorf("compare_epub = %v, %v; want an error wrapping errEncoding", got, err)
+	}
+	// The same page in ASCII reads alike in every encoding: scored.
+	ascii := writeEPUB(t, dir, "ascii.epub", book("uuid-1", strings.ReplaceAll(page, "一二", "one two")))
+	if got, err := metricCompareEPUB(context.Background(), ascii, ascii, true, nil); err != nil || got != 1 {
+		t.Errorf("compare_epub of an ASCII page with itself = %v, %v; want 1", got, err)
+	}
+}
+
 // TestLibreOfficeEPUB: LibreOffice puts its pages under OEBPS/ as .xhtml,
 // where OSWorld's compare_epub finds nothing, so even a book compared with
 // itself scores 0.
@@ -118,10 +137,14 @@ func TestLibreOfficeEPUB(t *testing.T) {
 }
 
 // TestLxmlPretty pins lxml.html.tostring(lxml.html.fromstring(s),
-// pretty_print=True) from lxml 4.9.2 with libxml2 2.9.14: a stray </p>
-// ignored, <p> closed by <h1> and by <p>, cells and items closed by their
-// siblings, boolean attributes minimised, href percent-escaped, and the
-// head-less fragments returned as their only element or a div.
+// pretty_print=True) from lxml 4.9.2 with libxml2 2.9.14 (the page as
+// UTF-8 bytes, as compare_epub hands it): a stray </p> ignored, <p>
+// closed by <h1> and by <p>, cells and items closed by their siblings,
+// boolean attributes minimised, href percent-escaped, the head-less
+// fragments returned as their only element or a div, and what
+// TestLxmlPrettyMatchesPy found: the encoding libxml2 picks, the meta
+// tostring drops, tails, PIs, misplaced doctypes and heads, and past
+// </html>.
 func TestLxmlPretty(t *testing.T) {
 	tests := []struct{ in, want string }{
 		{"<?xml version=\"1.0\" encoding=\"UTF-8\"?><html xmlns=\"http://www.w3.org/1999/xhtml\"><head><title>Ch 1</title></head><body><p><h1>  Title</h1></p><p></p><p>Text &amp; more</p></body></html>",
@@ -132,6 +155,63 @@ func TestLxmlPretty(t *testing.T) {
 			"<div>\n<div><p>a</p></div>\n<p>b</p>\n</div>\n"},
 		{"text <b>bold</b> more",
 			"<p>text <b>bold</b> more</p>\n"},
+		// UTF-8 read as Latin-1 without a declaration
+		{"<p>é</p>",
+			"<p>Ã©</p>\n"},
+		// UTF-8 from a leading <?xm
+		{"<?xml version='1.0'?><p>é</p>",
+			"<p>é</p>\n"},
+		// a meta charset
+		{"<html><head><meta charset='utf-8'><title>t</title></head><body>é</body></html>",
+			"<html>\n<head>\n<meta charset=\"utf-8\">\n<title>t</title>\n</head>\n<body>é</body>\n</html>\n"},
+		// a charset found ahead at the first byte past ASCII; the meta dropped by tostring
+		{"<p>é</p><meta http-equiv=Content-Type content='text/html; charset=utf-8'>",
+			"<div>\n<p>é</p>\n\n</div>\n"},
+		// windows-1252 stops at 0x8D, which it has no character for
+		{"<html><head><meta charset='windows-1252'></head><body><p>—ōx</p><p>y</p></body></html>",
+			"<html>\n<head><meta charset=\"windows-1252\"></head>\n<body><p>â€”Å</p></body>\n</html>\n"},
+		// only the meta printed http-equiv="Content-Type" first is dropped
+		{"<html><head><meta content='x' http-equiv='Content-Type'><meta http-equiv='content-type' content='text/html'><meta http-equiv='Content-Type' content='text/html'></head></html>",
+			"<html><head>\n<meta content=\"x\" http-equiv=\"Content-Type\">\n<meta http-equiv=\"content-type\" content=\"text/html\">\n\n</head></html>\n"},
+		// an empty li has no end tag
+		{"<ul><li></ul>",
+			"<ul><li></ul>\n"},
+		// the element's tail
+		{"<!-- c --><div>x</div> ",
+			"<div>x</div> \n"},
+		// blanks before any tag are skipped
+		{"  a",
+			"<p>a</p>\n"},
+		// not after one
+		{"</p>  a",
+			"<p>  a</p>\n"},
+		// noscript holds elements
+		{"<html><body><noscript><b>x</b> &amp; y</noscript></body></html>",
+			"<html><body><noscript>\n<b>x</b> &amp; y</noscript></body></html>\n"},
+		// a processing instruction; CDATA is text
+		{"<p>a<?pi   x?><![CDATA[c]]></p>",
+			"<p>a<?pi x?>&lt;![CDATA[c]]&gt;</p>\n"},
+		// past a misplaced doctype an end tag is text
+		{"<p>a<!DOCTYPE html></b>c</p>",
+			"<p>a&lt;/b&gt;c</p>\n"},
+		// a misplaced head is ignored, and so is the end tag it matches
+		{"<td>x<head></body>y",
+			"<td>xy</td>\n"},
+		// past </html> nothing is seen
+		{"<p>a</p></html><p>b</p>",
+			"<p>a</p>\n"},
+		// a page that starts with <html is returned whole
+		{"<html>a",
+			"<html><body><p>a</p></body></html>\n"},
+		// li is a block tag for lxml's fromstring
+		{"<b>x</b><li>y",
+			"<div>\n<b>x</b><li>y</li>\n</div>\n"},
+		// bodies are merged
+		{"<p>a</p><body><p>b</p></body><body>c<p>d</p></body>",
+			"<div>\n<p>a</p>\n<p>b</p>c<p>d</p>\n</div>\n"},
+		// embed is no void element
+		{"<p>x</p><embed src='e'>",
+			"<div>\n<p>x</p>\n<embed src=\"e\"></embed>\n</div>\n"},
 	}
 	for _, tt := range tests {
 		got, err := lxmlPretty(tt.in)

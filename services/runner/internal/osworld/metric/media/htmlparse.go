@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"golang.org/x/net/html"
@@ -17,13 +18,18 @@ import (
 // paragraph in HTML5 and is ignored by libxml2, and HTML5 adds tbody.
 // The rules kept are libxml2's: a start tag first closes the open element
 // while its htmlStartClose entry lists it, then implies html, head or
-// body; an end tag closes up to its element when it is open (across
-// elements of lower end priority) and is ignored otherwise; non-blank text
-// directly in html or head opens a paragraph.
+// body, and a misplaced html, head or body is ignored with as many of
+// their end tags; an end tag closes up to its element when it is open
+// (across elements of lower end priority) and is ignored otherwise;
+// non-blank text directly in html or head opens a paragraph; blanks
+// before the first tag or text are skipped; a "<" that starts no tag is
+// text; past the root's end tag a new html is implied where lxml does not
+// look.
 func parseLibxml2(text string) (*html.Node, error) {
 	doc := &html.Node{Type: html.DocumentNode}
 	var stack []*html.Node
 	var root, head, body *html.Node
+	hasDoctype := false
 	cur := func() *html.Node {
 		if len(stack) == 0 {
 			return nil
@@ -38,9 +44,16 @@ func parseLibxml2(text string) (*html.Node, error) {
 	}
 	push := func(name string, attrs []html.Attribute) *html.Node {
 		n := &html.Node{Type: html.ElementNode, Data: name, Attr: attrs}
-		if p := cur(); p != nil {
+		switch p := cur(); {
+		case p != nil:
 			p.AppendChild(n)
-		} else {
+		case root != nil && !hasDoctype:
+			// Past the root's end tag, libxml2's tree builder puts a new
+			// element under the document's first child: the root (an
+			// html it implies, and within it what follows, where lxml's
+			// fromstring does not look), or, with a doctype, beside it.
+			root.AppendChild(n)
+		default:
 			doc.AppendChild(n)
 		}
 		stack = append(stack, n)
@@ -89,22 +102,34 @@ func parseLibxml2(text string) (*html.Node, error) {
 		}
 		push("body", nil)
 	}
+	// depth counts the html, head and body start tags ignored as
+	// misplaced; as many of their end tags are ignored too.
+	depth := 0
+	inStack := func(name string) bool {
+		return slices.ContainsFunc(stack, func(n *html.Node) bool { return n.Data == name })
+	}
 	start := func(name string, attrs []html.Attribute, selfClosing bool) {
-		switch {
-		case name == "html" && len(stack) > 0,
-			name == "head" && (head != nil || body != nil),
-			name == "body" && body != nil:
-			// Misplaced or repeated: libxml2 ignores the tag.
-			return
-		}
 		autoClose(name)
 		implied(name)
+		switch {
+		case name == "html" && len(stack) > 0,
+			name == "head" && len(stack) != 1,
+			name == "body" && inStack("body"):
+			// Misplaced: libxml2 ignores the tag, after what it closed
+			// and implied.
+			depth++
+			return
+		}
 		push(name, attrs)
 		if info, ok := htmlInfo[name]; ok && info[1] || selfClosing {
 			pop()
 		}
 	}
 	end := func(name string) {
+		if depth > 0 && (name == "html" || name == "body" || name == "head") {
+			depth--
+			return
+		}
 		i := len(stack) - 1
 		for ; i >= 0; i-- {
 			if stack[i].Data == name {
@@ -122,7 +147,14 @@ func parseLibxml2(text string) (*html.Node, error) {
 		}
 		stack = stack[:i]
 	}
+	started := false // libxml2 skips blanks before the first tag or text
 	addText := func(s string) {
+		if !started {
+			if s = strings.TrimLeft(s, " \t\n\r"); s == "" {
+				return
+			}
+		}
+		started = true
 		blank := strings.TrimLeft(s, " \t\n\r") == ""
 		if !blank && (len(stack) == 0 || curName() == "html" || curName() == "head") {
 			autoClose("p")
@@ -139,6 +171,21 @@ func parseLibxml2(text string) (*html.Node, error) {
 		}
 		p.AppendChild(&html.Node{Type: html.TextNode, Data: s})
 	}
+	// bareLess is a "<" that starts no tag: libxml2 hands it to the tree
+	// builder as text on its own, which puts it in the open element as
+	// it is (no paragraph implied) or, with none open, drops it.
+	bareLess := func() {
+		p := cur()
+		if p == nil {
+			return
+		}
+		if last := p.LastChild; last != nil && last.Type == html.TextNode {
+			last.Data += "<"
+			return
+		}
+		p.AppendChild(&html.Node{Type: html.TextNode, Data: "<"})
+	}
+	afterDoctype := false
 	z := html.NewTokenizer(strings.NewReader(text))
 	for tokens := 0; ; tokens++ {
 		if tokens > maxHTMLTokens {
@@ -150,7 +197,23 @@ func parseLibxml2(text string) (*html.Node, error) {
 			return nil, errors.New("html nested too deeply")
 		}
 		tt := z.Next()
+		if afterDoctype {
+			// libxml2 reads on from a misplaced doctype without looking
+			// for an end tag or a declaration: their "<" is text.
+			afterDoctype = false
+			if raw := string(z.Raw()); tt == html.EndTagToken || tt == html.DoctypeToken ||
+				tt == html.CommentToken && strings.HasPrefix(raw, "<!") && !strings.HasPrefix(raw, "<!--") {
+				bareLess()
+				addText(html.UnescapeString(raw[1:]))
+				continue
+			}
+		}
 		switch tt {
+		case html.DoctypeToken:
+			// One before any content is the document's; a misplaced one
+			// libxml2 skips. Either puts a DTD first in the document.
+			afterDoctype = started
+			hasDoctype = true
 		case html.ErrorToken:
 			if errors.Is(z.Err(), io.EOF) {
 				if root == nil {
@@ -163,21 +226,55 @@ func parseLibxml2(text string) (*html.Node, error) {
 			addText(string(z.Text()))
 		case html.StartTagToken, html.SelfClosingTagToken:
 			tok := z.Token()
+			started = true
+			if tok.Data != "script" && tok.Data != "style" {
+				// libxml2 reads only these two as raw text; x/net/html
+				// also reads title, textarea, noscript and others so.
+				z.NextIsNotRawText()
+			}
 			start(tok.Data, tok.Attr, tt == html.SelfClosingTagToken)
 		case html.EndTagToken:
+			started = true
 			tok := z.Token()
 			end(tok.Data)
 		case html.CommentToken:
+			raw := string(z.Raw())
 			tok := z.Token()
-			if strings.HasPrefix(tok.Data, "?") {
-				// An <?xml ...?> declaration: a PI outside the root.
-				continue
-			}
-			if p := cur(); p != nil {
-				p.AppendChild(&html.Node{Type: html.CommentNode, Data: tok.Data})
+			p := cur()
+			switch {
+			case strings.HasPrefix(raw, "<?"):
+				// A processing instruction, kept in the tree and printed
+				// as "<?target data>"; before the root (an <?xml ...?>
+				// declaration) lxml does not print it.
+				if p != nil {
+					p.AppendChild(&html.Node{Type: html.RawNode, Data: piText(tok.Data[1:])})
+				}
+			case strings.HasPrefix(raw, "<!--"):
+				if p != nil {
+					p.AppendChild(&html.Node{Type: html.CommentNode, Data: tok.Data})
+				}
+			case strings.HasPrefix(raw, "<!"):
+				// "<![CDATA[...]]>" and other "<!" that is no comment or
+				// doctype: libxml2 reads it as text.
+				bareLess()
+				addText(html.UnescapeString(raw[1:]))
 			}
 		}
 	}
+}
+
+// piText is a processing instruction as libxml2's HTML serializer prints
+// it, from what x/net/html read between "<?" and ">": the target, then
+// the data after the blanks that follow it.
+func piText(in string) string {
+	target, data, _ := strings.Cut(in, " ")
+	if i := strings.IndexAny(in, " \t\n\r"); i >= 0 {
+		target, data = in[:i], strings.TrimLeft(in[i:], " \t\n\r")
+	}
+	if data == "" {
+		return "<?" + target + ">"
+	}
+	return "<?" + target + " " + data + ">"
 }
 
 // headTags are the elements libxml2 puts in an implied head.
@@ -205,61 +302,81 @@ func endPriority(name string) int {
 	return 100
 }
 
-// startClose is libxml2's htmlStartClose: for a new tag, the open
-// elements it closes.
+// startClose is libxml2's htmlStartClose (2.9.14, Debian bookworm's, which
+// lxml uses there): for a new tag, the open elements it closes.
 var startClose = func() map[string]map[string]bool {
-	heads := "h1 h2 h3 h4 h5 h6"
-	fontstyle := "tt i b u s strike big small"
 	rules := map[string]string{
-		"form":       "form p hr " + heads + " dl ul ol menu dir address pre listing xmp head",
-		"head":       "p",
-		"title":      "p",
-		"body":       "head style script title",
-		"frameset":   "head style script title",
-		"li":         "p " + heads + " dl address pre listing xmp head li",
-		"hr":         "p head",
-		"h1":         "p head h2 h3 h4 h5 h6",
-		"h2":         "p head h1 h3 h4 h5 h6",
-		"h3":         "p head h1 h2 h4 h5 h6",
-		"h4":         "p head h1 h2 h3 h5 h6",
-		"h5":         "p head h1 h2 h3 h4 h6",
-		"h6":         "p head h1 h2 h3 h4 h5",
-		"dir":        "p head",
-		"address":    "p head ul",
-		"pre":        "p head ul",
-		"listing":    "p head",
-		"xmp":        "p",
-		"blockquote": "p head",
-		"dl":         "p dt menu dir address pre listing xmp head",
-		"dt":         "p menu dir address pre listing xmp head dd",
-		"dd":         "p menu dir address pre listing xmp head dt",
-		"ul":         "p head ol menu dir address pre listing xmp",
-		"ol":         "p head ul",
-		"menu":       "p head ul",
-		"p":          "p head " + heads + " " + fontstyle,
-		"div":        "p head",
-		"noscript":   "script",
-		"center":     "font b i p head",
 		"a":          "a head",
+		"abbr":       "head",
+		"acronym":    "head",
+		"address":    "head p ul",
+		"b":          "head",
+		"bdo":        "head",
+		"big":        "head",
+		"blockquote": "head p",
+		"body":       "head link p style title",
+		"br":         "head",
 		"caption":    "p",
-		"colgroup":   "caption colgroup col p",
+		"center":     "b font head i p",
+		"cite":       "head",
+		"code":       "head",
 		"col":        "caption col p",
-		"table":      "p head " + heads + " pre listing xmp a",
-		"th":         "th td p span font a b i u",
-		"td":         "th td p span font a b i u",
-		"tr":         "th td tr caption col colgroup p",
-		"thead":      "caption col colgroup",
-		"tfoot":      "th td tr caption col colgroup thead tbody p",
-		"tbody":      "th td tr caption col colgroup thead tfoot tbody p",
+		"colgroup":   "caption col colgroup p",
+		"dd":         "address dir dt head listing menu p pre xmp",
+		"dfn":        "head",
+		"dir":        "head p",
+		"div":        "head p",
+		"dl":         "address dir dt head listing menu p pre xmp",
+		"dt":         "address dd dir head listing menu p pre xmp",
+		"em":         "head",
+		"fieldset":   "a h1 h2 h3 h4 h5 h6 head legend listing p pre xmp",
+		"font":       "head",
+		"form":       "address dir dl form h1 h2 h3 h4 h5 h6 head hr listing menu ol p pre ul xmp",
+		"frameset":   "head link p style title",
+		"h1":         "head p",
+		"h2":         "head p",
+		"h3":         "head p",
+		"h4":         "head p",
+		"h5":         "head p",
+		"h6":         "head p",
+		"head":       "p",
+		"hr":         "head p",
+		"i":          "head",
+		"iframe":     "head",
+		"img":        "head",
+		"kbd":        "head",
+		"li":         "address dl h1 h2 h3 h4 h5 h6 head li listing p pre xmp",
+		"listing":    "head p",
+		"map":        "head",
+		"menu":       "head p ul",
+		"noscript":   "script",
+		"ol":         "head p ul",
 		"optgroup":   "option",
 		"option":     "option",
-		"fieldset":   "legend p head " + heads + " pre listing xmp a",
-	}
-	// Most other elements close an open head.
-	for _, n := range strings.Fields("tt i b u s strike big small em strong dfn code samp kbd var cite abbr acronym img font br map q sub sup span bdo iframe") {
-		if _, ok := rules[n]; !ok {
-			rules[n] = "head"
-		}
+		"p":          "b big h1 h2 h3 h4 h5 h6 head i p s small strike tt u",
+		"pre":        "head p ul",
+		"q":          "head",
+		"s":          "head",
+		"samp":       "head",
+		"small":      "head",
+		"span":       "head",
+		"strike":     "head",
+		"strong":     "head",
+		"sub":        "head",
+		"sup":        "head",
+		"table":      "a h1 h2 h3 h4 h5 h6 head listing p pre xmp",
+		"tbody":      "caption col colgroup p tbody td tfoot th thead tr",
+		"td":         "a b font i p span td th u",
+		"tfoot":      "caption col colgroup p tbody td th thead tr",
+		"th":         "a b font i p span td th u",
+		"thead":      "caption col colgroup",
+		"title":      "p",
+		"tr":         "caption col colgroup p td th tr",
+		"tt":         "head",
+		"u":          "head",
+		"ul":         "address dir head listing menu ol p pre xmp",
+		"var":        "head",
+		"xmp":        "head p",
 	}
 	m := map[string]map[string]bool{}
 	for tag, closes := range rules {
