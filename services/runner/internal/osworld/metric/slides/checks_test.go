@@ -200,6 +200,13 @@ func TestRegistryChecks(t *testing.T) {
 		{"autosave as int() reads it", metricAutoSaveTime, xcu(autosave(" 0_3 ")), minutes, 1},
 		{"autosave in Arabic-Indic digits", metricAutoSaveTime, xcu(autosave("٣")), minutes, 1},
 		{"autosave unset", metricAutoSaveTime, xcu(""), minutes, 0},
+		// An empty value is None, and a later item still overrides it
+		// (TestConfigMetricsMatchSlidesPy found it failed here at once).
+		{"autosave empty, then set", metricAutoSaveTime, xcu(autosave("") + autosave("3")), minutes, 1},
+		{"autosave set, then empty", metricAutoSaveTime, xcu(autosave("3") + autosave("")), minutes, 0},
+		// Python's ==: minutes True is 1.
+		{"autosave 1 against True", metricAutoSaveTime, xcu(autosave("1")), map[string]any{"minutes": true}, 1},
+		{"autosave 1 against a string", metricAutoSaveTime, xcu(autosave("1")), map[string]any{"minutes": "1"}, 0},
 		{"autosave corrupt", metricAutoSaveTime, corrupt, minutes, 0},
 		{"autosave no file", metricAutoSaveTime, nil, minutes, 0},
 	}

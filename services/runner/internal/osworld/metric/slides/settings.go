@@ -77,9 +77,9 @@ func metricAutoSaveTime(ctx context.Context, result, expected any, _ bool, _ map
 	if err != nil {
 		return 0, err
 	}
-	minutes, ok := r["minutes"].(float64)
+	minutes, ok := r["minutes"]
 	if !ok {
-		return 0, fmt.Errorf("check_auto_saving_time: minutes must be a number")
+		return 0, fmt.Errorf("check_auto_saving_time: minutes is required")
 	}
 	root, ok, err := readXML(ctx, result)
 	if err != nil || !ok {
@@ -92,11 +92,13 @@ func metricAutoSaveTime(ctx context.Context, result, expected any, _ bool, _ map
 				continue
 			}
 			v := prop.Find("", "value")
-			if v == nil || v.Text == nil {
-				// None.text or int(None) raises.
+			if v == nil {
+				// None.text raises.
 				metric.Notef(ctx, "AutoSaveTimeIntervall has no value: Python raises")
 				return 0, nil
 			}
+			// An empty value is None, which a later item may override;
+			// left at the end, slides.py scores it 0.
 			found = v.Text
 			break
 		}
@@ -109,7 +111,8 @@ func metricAutoSaveTime(ctx context.Context, result, expected any, _ bool, _ map
 		// int() raises ValueError.
 		return 0, metric.Because(ctx, fmt.Errorf("AutoSaveTimeIntervall: %w", err))
 	}
-	return metric.Bool(float64(n) == minutes), nil
+	// Python's ==: True is 1, a string is never equal.
+	return metric.Bool(metric.PyEqual(float64(n), minutes)), nil
 }
 
 // metricLeftPanel is check_left_panel: the accessibility tree (an XML
