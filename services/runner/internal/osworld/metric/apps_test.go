@@ -390,7 +390,10 @@ func TestZipPDFs(t *testing.T) {
 	})
 }
 
-// TestPythonTestSuite runs test suites in the Python sandbox.
+// TestPythonTestSuite runs test suites in the Python sandbox. As in
+// OSWorld, the suite imports the agent's modules from its own folder (the
+// episode's cache folder, where the result getter saved them): the result
+// value itself is not read.
 func TestPythonTestSuite(t *testing.T) {
 	need(t, "python3")
 	if err := exec.Command("prlimit", "--", "unshare", "--net", "--", "true").Run(); err != nil {
@@ -399,35 +402,68 @@ func TestPythonTestSuite(t *testing.T) {
 		}
 		t.Skipf("sandbox unavailable (prlimit + unshare --net): %v", err)
 	}
-	dir := t.TempDir()
-	settings := write(t, dir, "settings.py", "WIDTH = 20\nHEIGHT = 10\n")
-	snake := write(t, dir, "snake.py", "import settings\n\nclass Snake:\n    def __init__(self):\n        self.body = [(settings.WIDTH // 2, settings.HEIGHT // 2)]\n\n    def grow(self):\n        self.body.append(self.body[-1])\n")
-	brokenSnake := write(t, filepath.Join(dir, mkdir(t, dir, "broken")), "snake.py", "class Snake:\n    def __init__(self):\n        self.body = []\n    def grow(self):\n        pass\n")
-	suite := write(t, dir, "test_suite.py", "from snake import Snake\n\ndef test():\n    print('x' * 100000)\n    s = Snake()\n    s.grow()\n    return len(s.body) == 2\n\ndef half():\n    return 0.5\n\ndef big():\n    return 7\n\ndef raises():\n    raise ValueError('no')\n\ndef text():\n    return 'non-empty'\n")
-	exits := write(t, filepath.Join(dir, mkdir(t, dir, "exits")), "test_suite.py", "import sys\nsys.exit(0)\n")
+	root := t.TempDir()
+	const (
+		settings    = "WIDTH = 20\nHEIGHT = 10\n"
+		snake       = "import settings\n\nclass Snake:\n    def __init__(self):\n        self.body = [(settings.WIDTH // 2, settings.HEIGHT // 2)]\n\n    def grow(self):\n        self.body.append(self.body[-1])\n"
+		brokenSnake = "class Snake:\n    def __init__(self):\n        self.body = []\n    def grow(self):\n        pass\n"
+		suite       = "from snake import Snake\n\ndef test():\n    print('x' * 100000)\n    s = Snake()\n    s.grow()\n    return len(s.body) == 2\n\ndef half():\n    return 0.5\n\ndef big():\n    return 7\n\ndef raises():\n    raise ValueError('no')\n\ndef text():\n    return 'non-empty'\n"
+	)
+	// folder writes files (name to content) into a folder of its own and
+	// returns the paths of its result (the first name) and suite
+	// ("test_suite.py").
+	folder := func(name string, files map[string]string) (result, suitePath string) {
+		dir := filepath.Join(root, name)
+		for n, content := range files {
+			write(t, filepath.Dir(filepath.Join(dir, n)), filepath.Base(n), content)
+		}
+		return filepath.Join(dir, "snake.py"), filepath.Join(dir, "test_suite.py")
+	}
+	mkdirs := func(dirs ...string) {
+		for _, d := range dirs {
+			if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	mkdirs("good", "broken", "missing", "elsewhere/other", "package/game", "exits")
+	good, goodSuite := folder("good", map[string]string{"settings.py": settings, "snake.py": snake, "test_suite.py": suite})
+	_, brokenSuite := folder("broken", map[string]string{"settings.py": settings, "snake.py": brokenSnake, "test_suite.py": suite})
+	_, missingSuite := folder("missing", map[string]string{"settings.py": settings, "test_suite.py": suite})
+	// A good module elsewhere, given as the result, is not imported.
+	otherSnake, _ := folder("elsewhere/other", map[string]string{"settings.py": settings, "snake.py": snake})
+	_, elsewhereSuite := folder("elsewhere", map[string]string{"test_suite.py": suite})
+	_, packageSuite := folder("package", map[string]string{"game/__init__.py": "", "game/rules.py": "def ok():\n    return True\n",
+		"test_suite.py": "from game.rules import ok\n\ndef test():\n    return ok()\n"})
+	_, exits := folder("exits", map[string]string{"test_suite.py": "import sys\nsys.exit(0)\n"})
 	// The agent's module writes a score line of its own to the driver's
 	// real output with the driver's marker, then ends the interpreter: a
 	// score no suite gives (over 1, infinite, not a number) is 0, not the
 	// forged figure.
 	forge := func(name, value string) string {
-		return write(t, filepath.Join(dir, mkdir(t, dir, name)), "snake.py",
-			"import os, __main__\nos.write(__main__._real, ('\\n' + __main__._MARK + '"+value+"\\n').encode())\nos._exit(0)\n")
+		mkdirs(name)
+		_, p := folder(name, map[string]string{"settings.py": settings, "test_suite.py": suite,
+			"snake.py": "import os, __main__\nos.write(__main__._real, ('\\n' + __main__._MARK + '" + value + "\\n').encode())\nos._exit(0)\n"})
+		return p
 	}
 	runCases(t, []metricCase{
-		{"passes", "check_python_file_by_test_suite", []any{settings, snake}, suite, nil, 1, false},
-		{"fails", "check_python_file_by_test_suite", []any{settings, brokenSnake}, suite, nil, 0, false},
-		{"import error", "check_python_file_by_test_suite", []any{settings}, suite, nil, 0, false},
-		{"fraction", "check_python_file_by_test_suite", []any{settings, snake}, suite, map[string]any{"test_function_name": "half"}, 0.5, false},
-		{"clamped", "check_python_file_by_test_suite", []any{settings, snake}, suite, map[string]any{"test_function_name": "big"}, 1, false},
-		{"raises", "check_python_file_by_test_suite", []any{settings, snake}, suite, map[string]any{"test_function_name": "raises"}, 0, false},
-		{"truthy", "check_python_file_by_test_suite", []any{settings, snake}, suite, map[string]any{"test_function_name": "text"}, 1, false},
-		{"no function", "check_python_file_by_test_suite", []any{settings, snake}, suite, map[string]any{"test_function_name": "nope"}, 0, false},
-		{"exits", "check_python_file_by_test_suite", []any{}, exits, nil, 0, false},
-		{"forged score over 1", "check_python_file_by_test_suite", []any{settings, forge("forge-big", "1e9")}, suite, nil, 0, false},
-		{"forged infinite score", "check_python_file_by_test_suite", []any{settings, forge("forge-inf", "inf")}, suite, nil, 0, false},
-		{"forged score not a number", "check_python_file_by_test_suite", []any{settings, forge("forge-nan", "nan")}, suite, nil, 0, false},
-		{"forged negative score", "check_python_file_by_test_suite", []any{settings, forge("forge-neg", "-3")}, suite, nil, 0, false},
-		{"no suite", "check_python_file_by_test_suite", []any{settings}, nil, nil, 0, false},
+		{"passes", "check_python_file_by_test_suite", good, goodSuite, nil, 1, false},
+		{"result not read", "check_python_file_by_test_suite", nil, goodSuite, nil, 1, false},
+		{"fails", "check_python_file_by_test_suite", good, brokenSuite, nil, 0, false},
+		{"import error", "check_python_file_by_test_suite", good, missingSuite, nil, 0, false},
+		{"result elsewhere not imported", "check_python_file_by_test_suite", otherSnake, elsewhereSuite, nil, 0, false},
+		{"a package beside the suite", "check_python_file_by_test_suite", nil, packageSuite, nil, 1, false},
+		{"fraction", "check_python_file_by_test_suite", good, goodSuite, map[string]any{"test_function_name": "half"}, 0.5, false},
+		{"clamped", "check_python_file_by_test_suite", good, goodSuite, map[string]any{"test_function_name": "big"}, 1, false},
+		{"raises", "check_python_file_by_test_suite", good, goodSuite, map[string]any{"test_function_name": "raises"}, 0, false},
+		{"truthy", "check_python_file_by_test_suite", good, goodSuite, map[string]any{"test_function_name": "text"}, 1, false},
+		{"no function", "check_python_file_by_test_suite", good, goodSuite, map[string]any{"test_function_name": "nope"}, 0, false},
+		{"exits", "check_python_file_by_test_suite", nil, exits, nil, 0, false},
+		{"forged score over 1", "check_python_file_by_test_suite", nil, forge("forge-big", "1e9"), nil, 0, false},
+		{"forged infinite score", "check_python_file_by_test_suite", nil, forge("forge-inf", "inf"), nil, 0, false},
+		{"forged score not a number", "check_python_file_by_test_suite", nil, forge("forge-nan", "nan"), nil, 0, false},
+		{"forged negative score", "check_python_file_by_test_suite", nil, forge("forge-neg", "-3"), nil, 0, false},
+		{"no suite", "check_python_file_by_test_suite", good, nil, nil, 0, false},
 	})
 }
 

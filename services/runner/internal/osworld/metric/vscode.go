@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rolloutmesh/rolloutmesh/serverkit/boundedread"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/env/py"
 )
 
@@ -323,23 +325,32 @@ func (l *limitedBuffer) Write(p []byte) (int, error) {
 	return l.buf.Write(p)
 }
 
-// maxTestFiles bounds the files check_python_file_by_test_suite copies
-// into the sandbox.
-const maxTestFiles = 4 << 20
+// maxTestFiles and maxTestFileCount bound the files
+// check_python_file_by_test_suite copies into the sandbox.
+const (
+	maxTestFiles     = 4 << 20
+	maxTestFileCount = 1000
+)
 
 // testSuiteLimits are the sandbox limits of one test suite run.
 var testSuiteLimits = py.Limits{Timeout: 60 * time.Second, CPUSeconds: 50, MemoryBytes: 1 << 30, OutputBytes: 4 << 10}
 
 // metricPythonTestSuite is check_python_file_by_test_suite: the expected
-// file is a Python test module; it is loaded beside the result files (the
-// agent's modules, which it imports) and its test function (option
-// test_function_name, "test" by default) is called. A bool result scores
+// file is a Python test module, loaded from its own folder (put first on
+// sys.path, and the working directory) and its test function (option
+// test_function_name, "test" by default) called. A bool result scores
 // 1 or 0, a number is clamped to [0, 1], anything else scores its truth;
 // a module or a call that raises scores 0, and so does a score line out
-// of [0, 1], which only the agent's modules can have printed. OSWorld
-// runs it in its own process; here it runs in the Python sandbox (no network, CPU, memory
-// and time limits), with only Debian's python3 modules installed.
-func metricPythonTestSuite(ctx context.Context, result, expected any, _ bool, opts map[string]any) (float64, error) {
+// of [0, 1], which only the agent's modules can have printed.
+//
+// The agent's modules are found as OSWorld finds them: in that folder,
+// the episode's cache folder, where the result getter saved them all.
+// OSWorld does not read the result itself (its published tasks' vm_file
+// gives only the first of the files it saves), and neither does this.
+// OSWorld runs the suite in its own process; here it runs in the Python
+// sandbox (no network, CPU, memory and time limits) on a copy of the
+// folder, with only Debian's python3 modules installed.
+func metricPythonTestSuite(ctx context.Context, _, expected any, _ bool, opts map[string]any) (float64, error) {
 	if !fileExists(expected) {
 		return 0, nil
 	}
@@ -348,34 +359,8 @@ func metricPythonTestSuite(ctx context.Context, result, expected any, _ bool, op
 		fn = v
 	}
 	testPath := expected.(string)
-	files := map[string]string{}
-	total := 0
-	add := func(p string) error {
-		b, ok, err := ReadText(p)
-		if err != nil || !ok {
-			return err
-		}
-		total += len(b)
-		if total > maxTestFiles {
-			return fmt.Errorf("check_python_file_by_test_suite: files over %d bytes: %w", maxTestFiles, ErrOverCap)
-		}
-		files[filepath.Base(p)] = base64.StdEncoding.EncodeToString([]byte(b))
-		return nil
-	}
-	paths, ok := pyList(result)
-	if !ok {
-		paths = []any{result}
-	}
-	for _, p := range paths {
-		if s, ok := p.(string); ok && fileExists(s) {
-			if err := add(s); err != nil {
-				return 0, Because(ctx, err)
-			}
-		}
-	}
-	// The test file last: a result file of the same name does not replace
-	// it.
-	if err := add(testPath); err != nil {
+	files, err := suiteFolder(filepath.Dir(testPath))
+	if err != nil {
 		return 0, err
 	}
 	python, err := debianPython()
@@ -415,6 +400,44 @@ func metricPythonTestSuite(ctx context.Context, result, expected any, _ bool, op
 	return score, nil
 }
 
+// suiteFolder reads the regular files under dir, by their slash-separated
+// paths below it, base64-encoded for the sandbox's driver. Past
+// maxTestFiles bytes or maxTestFileCount files the suite is not run
+// (ErrOverCap): OSWorld would have run it.
+func suiteFolder(dir string) (map[string]string, error) {
+	files := map[string]string{}
+	total := 0
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		if len(files) == maxTestFileCount {
+			return fmt.Errorf("check_python_file_by_test_suite: more than %d files beside the suite: %w", maxTestFileCount, ErrOverCap)
+		}
+		b, err := boundedread.ReadFile(p, int64(maxTestFiles-total))
+		if OverCap(err) != nil {
+			return fmt.Errorf("check_python_file_by_test_suite: files beside the suite over %d bytes: %w", maxTestFiles, ErrOverCap)
+		}
+		if err != nil {
+			return err
+		}
+		total += len(b)
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		files[filepath.ToSlash(rel)] = base64.StdEncoding.EncodeToString(b)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("check_python_file_by_test_suite: %w", err)
+	}
+	return files, nil
+}
+
 // debianPython is the interpreter the sandbox runs, as the py
 // environment picks it: Debian's /usr/bin/python3 (which the sandbox's
 // unprivileged user can execute, unlike a per-user install), else python3
@@ -433,6 +456,8 @@ func debianPython() (string, error) {
 // the function name, the score marker.
 const testDriver = `import base64, importlib.util, json, math, os, sys, uuid
 for _name, _data in json.loads(%s).items():
+    if os.path.dirname(_name):
+        os.makedirs(os.path.dirname(_name), exist_ok=True)
     with open(_name, "wb") as _f:
         _f.write(base64.b64decode(_data))
 _TEST, _FUNC, _MARK = %s, %s, %s
