@@ -162,6 +162,13 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	total := int64(p.GetDone() + p.GetFailed() + p.GetAborted())
+	if len(stats.GetRollouts()) > 0 {
+		zeros, err := zeroScores(ctx, store, id)
+		if err != nil {
+			return err
+		}
+		zeros.write(stdout)
+	}
 	infra.write(stdout, total)
 	fmt.Fprintf(stdout, "rollout %s %s in %s\n", id, shortState(final.GetState(), "ROLLOUT_STATE_"), time.Since(start).Truncate(100*time.Millisecond))
 	if exported {
