@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"time"
 	"unicode/utf8"
+
+	"github.com/rolloutmesh/rolloutmesh/guest/desktopd/internal/procgroup"
 )
 
 // ErrTimeout is returned when a command outlives its timeout.
@@ -265,13 +267,28 @@ func (r *Runner) Launch(spec Spec) error {
 	return nil
 }
 
-// StopAll sends SIGTERM to the process groups of launched commands.
+// stopGrace is how long StopAll gives launched commands to end on SIGTERM
+// before it kills them.
+const stopGrace = 3 * time.Second
+
+// StopAll ends the process groups of launched commands (SIGTERM, then
+// SIGKILL past stopGrace) and returns once they are gone.
 func (r *Runner) StopAll() {
 	r.mu.Lock()
-	defer r.mu.Unlock()
+	var pgids []int
 	for cmd := range r.launched {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		pgids = append(pgids, cmd.Process.Pid)
 	}
+	r.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, pgid := range pgids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			procgroup.Stop(pgid, stopGrace)
+		}()
+	}
+	wg.Wait()
 }
 
 // capped keeps the first max bytes written and notes how many were

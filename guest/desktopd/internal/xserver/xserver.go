@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/rolloutmesh/rolloutmesh/guest/desktopd/internal/procgroup"
 )
 
 // Config says what to start.
@@ -72,16 +74,14 @@ func start(name string, cmd *exec.Cmd) (*proc, error) {
 	return p, nil
 }
 
+// stop ends p's process group: the leader and what it spawned (the bus's
+// AT-SPI services), each gone before stop returns.
 func (p *proc) stop(grace time.Duration) {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	procgroup.Stop(p.cmd.Process.Pid, grace)
 	select {
 	case <-p.done:
 	case <-time.After(grace):
+		// The group did not empty; the leader at least is killed.
 		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 		<-p.done
 	}
