@@ -10,9 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	"github.com/rolloutmesh/rolloutmesh/cli/internal/mesh"
 	pb "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
 )
@@ -28,11 +25,7 @@ func TestExportPrintsSummary(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	cc, err := grpc.NewClient(m.Addr(mesh.Coordinator), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
+	cc := dialMesh(t, m, mesh.Coordinator)
 	c := pb.NewCoordinatorClient(cc)
 	ro, err := c.StartRollout(ctx, &pb.StartRolloutRequest{Spec: &pb.RolloutSpec{GroupSize: 2,
 		Tasks: []*pb.Task{{Id: "a", EnvMode: "math", Domain: "math", Instruction: "What is 3/8 of 96?", Answer: "36"}}}})

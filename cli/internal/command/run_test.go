@@ -16,9 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	"github.com/rolloutmesh/rolloutmesh/cli/internal/mesh"
 	pb "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
 )
@@ -258,11 +255,7 @@ func TestRolloutsListsEveryPage(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	cc, err := grpc.NewClient(m.Addr(mesh.Coordinator), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
+	cc := dialMesh(t, m, mesh.Coordinator)
 	c := pb.NewCoordinatorClient(cc)
 	for i := 0; i < 5; i++ {
 		if _, err := c.StartRollout(ctx, &pb.StartRolloutRequest{Spec: &pb.RolloutSpec{

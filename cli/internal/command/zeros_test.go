@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/rolloutmesh/rolloutmesh/cli/internal/mesh"
@@ -28,11 +26,7 @@ func TestZeroScoresSummary(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	cc, err := grpc.NewClient(m.Addr(mesh.Storage), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
+	cc := dialMesh(t, m, mesh.Storage)
 	store := pb.NewStorageClient(cc)
 	const (
 		missing = `the result getter \"vm_file\" gave None: the guest has no file /home/user/Desktop/report.xlsx`
