@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric"
 )
 
 // writeEPUB writes an EPUB laid out as txt2epub lays it out: every file at
@@ -221,11 +223,17 @@ func TestLxmlPretty(t *testing.T) {
 	}
 }
 
-// FuzzLxmlPretty runs the libxml2-style parser and printer on any text.
+// FuzzLxmlPretty runs the libxml2-style parser and printer on any text: it
+// prints, or fails as lxml raises (errEPUBRaises), on a cap, or on an
+// encoding not decoded here, and on nothing else.
 func FuzzLxmlPretty(f *testing.F) {
 	f.Add("<p>One<p>Two</b></p></p><table><tr><td>1<td>2</table>")
 	f.Add("<?xml version=\"1.0\"?><html><head><title>t</title></head><body><div><p>x</div></body></html>")
+	f.Add("<meta charset=\"windows-1252\"><p>\u014d</p><![CDATA[x]]><!DOCTYPE html></b></html><p>é</title &")
 	f.Fuzz(func(t *testing.T, s string) {
-		_, _ = lxmlPretty(s)
+		_, err := lxmlPretty(s)
+		if err != nil && !errors.Is(err, errEPUBRaises) && !errors.Is(err, errEncoding) && metric.OverCap(err) == nil {
+			t.Errorf("lxmlPretty(%q): %v", s, err)
+		}
 	})
 }

@@ -236,8 +236,9 @@ func libxml2Decode(page string) (string, error) {
 			}
 		}
 	}
-	if off != len(page) {
-		return "", fmt.Errorf("html tokens cover %d of %d bytes", off, len(page))
-	}
+	// What no token covers (a tag cut off by the end of the page) goes
+	// on in the encoding reached, for the parser to read as it would.
+	text, _ := decodeAs(page[off:], enc)
+	b.WriteString(text)
 	return b.String(), nil
 }
