@@ -24,6 +24,7 @@ import (
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/fakellm"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/agent"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/env/py"
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/env/py/sandboxtest"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/episode"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/taskfile"
 )
@@ -200,7 +201,7 @@ func TestToolEpisodes(t *testing.T) {
 	for _, tt := range []struct{ task, mode string }{{"tasks/math.jsonl", "math"}, {"tasks/py.jsonl", "py"}} {
 		t.Run(tt.mode, func(t *testing.T) {
 			if tt.mode == "py" {
-				needSandbox(t)
+				sandboxtest.Need(t)
 			}
 			res := runEpisode(t, ctxT(t, time.Minute), gw, st, run{task: tt.task, mode: tt.mode})
 			ep := res.Episode
@@ -215,7 +216,7 @@ func TestToolEpisodes(t *testing.T) {
 // (the FROM-scratch image) fails py episodes with env_error, saying what
 // is missing, before any model call; it used to score them 0 as DONE.
 func TestPyEpisodeWithoutSandboxFails(t *testing.T) {
-	needSandbox(t)
+	sandboxtest.Need(t)
 	gw := startGateway(t, fakellm.Config{Script: demoScript(t)})
 	t.Setenv("PATH", t.TempDir())
 	lim := py.DefaultLimits

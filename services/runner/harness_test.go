@@ -199,17 +199,6 @@ func ctxT(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
-// needSandbox skips the local Python tests where namespaces are not allowed.
-func needSandbox(t *testing.T) {
-	t.Helper()
-	if err := exec.Command("prlimit", "--", "unshare", "--net", "--", "true").Run(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("local Python sandbox unavailable (prlimit + unshare --net): %v", err)
-		}
-		t.Skipf("local Python sandbox unavailable here (prlimit + unshare --net): %v", err)
-	}
-}
-
 // haveFFmpeg says whether desktopd can record here; CI must have it.
 func haveFFmpeg(t *testing.T) bool {
 	t.Helper()

@@ -3,11 +3,11 @@ package osworld
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/env"
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/env/py/sandboxtest"
 )
 
 // TestTestSuiteTaskLayout evaluates check_python_file_by_test_suite as
@@ -16,12 +16,7 @@ import (
 // first as the result, and the suite imports the others from its own
 // folder, as OSWorld's does.
 func TestTestSuiteTaskLayout(t *testing.T) {
-	if err := exec.Command("prlimit", "--", "unshare", "--net", "--", "true").Run(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("sandbox unavailable (prlimit + unshare --net): %v", err)
-		}
-		t.Skipf("sandbox unavailable (prlimit + unshare --net): %v", err)
-	}
+	sandboxtest.Need(t)
 	g, gc := newTestGuest(t)
 	g.files["/home/user/Desktop/snake/food.py"] = []byte("FOOD = (1, 1)\n")
 	g.files["/home/user/Desktop/snake/settings.py"] = []byte("WIDTH = 20\n")

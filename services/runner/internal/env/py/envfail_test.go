@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/env"
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/env/py/sandboxtest"
 )
 
 // TestSandboxFailuresAreEnvErrors: a runner that cannot run Python (no
@@ -18,7 +19,7 @@ import (
 // before the model is asked anything; a run that meets the same failure
 // mid-episode returns it as an error, not as the program's output.
 func TestSandboxFailuresAreEnvErrors(t *testing.T) {
-	needSandbox(t)
+	sandboxtest.Need(t)
 	python := New(Config{}).cfg.Python
 	tests := []struct {
 		name    string
@@ -54,7 +55,7 @@ func TestSandboxFailuresAreEnvErrors(t *testing.T) {
 // sandbox prints and exits as it would keeps its own failure; it cannot
 // turn its score into an infrastructure failure.
 func TestProgramCannotFakeSandboxFailure(t *testing.T) {
-	needSandbox(t)
+	sandboxtest.Need(t)
 	python := New(Config{}).cfg.Python
 	tests := []struct{ name, code string }{
 		{name: "unshare refused", code: "import sys\nsys.stderr.write('unshare: unshare failed: Operation not permitted\\n')\nsys.exit(1)"},
@@ -133,7 +134,7 @@ func errString(err error) string {
 // CAP_SYS_ADMIN for the network namespace does not hand it to model code;
 // the program can still write in its own directory.
 func TestRootRunsProgramsAsNobody(t *testing.T) {
-	needSandbox(t)
+	sandboxtest.Need(t)
 	if os.Getuid() != 0 {
 		t.Skip("not root: programs run as the runner's user")
 	}

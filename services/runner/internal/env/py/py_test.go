@@ -2,25 +2,15 @@ package py
 
 import (
 	"context"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/env/py/sandboxtest"
 )
 
-func needSandbox(t *testing.T) {
-	t.Helper()
-	if err := exec.Command("prlimit", "--", "unshare", "--net", "--", "true").Run(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("local sandbox unavailable (prlimit + unshare --net): %v", err)
-		}
-		t.Skipf("local sandbox unavailable here (prlimit + unshare --net): %v", err)
-	}
-}
-
 func TestRunLimits(t *testing.T) {
-	needSandbox(t)
+	sandboxtest.Need(t)
 	lim := Limits{Timeout: 3 * time.Second, CPUSeconds: 2, MemoryBytes: 256 << 20, OutputBytes: 1000}
 	py := New(Config{}).cfg.Python
 	tests := []struct {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rolloutmesh/rolloutmesh/serverkit/proctest"
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/env/py/sandboxtest"
 )
 
 // TestRunPassesNoSecrets runs a local Python program while the runner holds
@@ -17,7 +18,7 @@ import (
 // command line of any process below the test nor the program's environment
 // carries them, so model-written code cannot print them.
 func TestRunPassesNoSecrets(t *testing.T) {
-	needSandbox(t)
+	sandboxtest.Need(t)
 	const token = "peer-token-7f3c9a"
 	t.Setenv("ROLLOUTMESH_PEER_TOKEN", token)
 	t.Setenv("ROLLOUTMESH_AUTH_TOKEN", token)

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/env/py/sandboxtest"
 )
 
 // a11yTree is an accessibility tree as OSWorld's guest server serializes
@@ -396,12 +398,7 @@ func TestZipPDFs(t *testing.T) {
 // value itself is not read.
 func TestPythonTestSuite(t *testing.T) {
 	need(t, "python3")
-	if err := exec.Command("prlimit", "--", "unshare", "--net", "--", "true").Run(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("sandbox unavailable (prlimit + unshare --net): %v", err)
-		}
-		t.Skipf("sandbox unavailable (prlimit + unshare --net): %v", err)
-	}
+	sandboxtest.Need(t)
 	root := t.TempDir()
 	const (
 		settings    = "WIDTH = 20\nHEIGHT = 10\n"

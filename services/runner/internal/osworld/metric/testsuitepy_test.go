@@ -2,9 +2,9 @@ package metric
 
 import (
 	"context"
-	"os/exec"
 	"testing"
 
+	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/env/py/sandboxtest"
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric/osworldpy"
 )
 
@@ -67,9 +67,7 @@ print(json.dumps(cases))
 // names an OSWorld checkout, and needs the sandbox.
 func TestTestSuiteMatchesVSCodePy(t *testing.T) {
 	dir := osworldpy.MetricsDir(t)
-	if err := exec.Command("prlimit", "--", "unshare", "--net", "--", "true").Run(); err != nil {
-		t.Skipf("sandbox unavailable (prlimit + unshare --net): %v", err)
-	}
+	sandboxtest.Need(t)
 	out := osworldpy.Run(t, testSuitePyDriver, nil, dir, t.TempDir(), "1", "300")
 	osworldpy.Compare(t, osworldpy.Cases(t, out), func(c osworldpy.Case) (float64, error) {
 		return General()[c.Metric].Fn(context.Background(), c.Result, c.Expected, true, c.Options)
