@@ -5,6 +5,7 @@ package guest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -101,6 +102,18 @@ type HTTPError struct {
 
 func (e *HTTPError) Error() string {
 	return fmt.Sprintf("guest %s: HTTP %d: %s", e.Path, e.Status, truncate(e.Body, 512))
+}
+
+// Message is what the guest said: the message of the JSON error body
+// OSWorld's server sends ({"status": "error", "message": ...}, or its
+// "error"), else the body as it is.
+func (e *HTTPError) Message() string {
+	msg := strings.TrimSpace(e.Body)
+	var body struct{ Message, Error string }
+	if json.Unmarshal([]byte(e.Body), &body) == nil {
+		msg = cmp.Or(body.Message, body.Error, msg)
+	}
+	return msg
 }
 
 // do sends one request and returns the body of a 2xx answer.

@@ -26,3 +26,19 @@ func TestChromeAddr(t *testing.T) {
 		}
 	}
 }
+
+// TestHTTPErrorMessage: the message of OSWorld's JSON error body, its
+// "error" without one, else the body.
+func TestHTTPErrorMessage(t *testing.T) {
+	tests := []struct{ body, want string }{
+		{`{"status": "error", "message": "Path not found: /x", "error": "other"}`, "Path not found: /x"},
+		{`{"error": "no window with WM_CLASS \"vlc\""}` + "\n", `no window with WM_CLASS "vlc"`},
+		{"Internal Server Error\n", "Internal Server Error"},
+		{`{"status": "error"}`, `{"status": "error"}`},
+	}
+	for _, tt := range tests {
+		if got := (&HTTPError{Path: "/x", Status: 500, Body: tt.body}).Message(); got != tt.want {
+			t.Errorf("Message() of %q = %q, want %q", tt.body, got, tt.want)
+		}
+	}
+}

@@ -1,12 +1,9 @@
 package osworld
 
 import (
-	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/rolloutmesh/rolloutmesh/services/runner/internal/guest"
 )
@@ -72,19 +69,13 @@ func refused(err error) bool {
 }
 
 // refusal says what the guest answered when it refused: the status and
-// the message of the JSON error body OSWorld's server sends, or the body
-// itself.
+// its message.
 func refusal(err error) string {
 	var he *guest.HTTPError
 	if !errors.As(err, &he) {
 		return err.Error()
 	}
-	msg := strings.TrimSpace(he.Body)
-	var body struct{ Message, Error string }
-	if json.Unmarshal([]byte(he.Body), &body) == nil {
-		msg = cmp.Or(body.Message, body.Error, msg)
-	}
-	return fmt.Sprintf("the guest answered %s with %d: %s", he.Path, he.Status, msg)
+	return fmt.Sprintf("the guest answered %s with %d: %s", he.Path, he.Status, he.Message())
 }
 
 // pyPrefix is what OSWorld's PythonController.execute_python_command puts

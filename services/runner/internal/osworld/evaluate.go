@@ -85,11 +85,8 @@ func getVMCommandLine(ctx context.Context, s *Session, cfg map[string]any) (any,
 		return nil, fmt.Errorf("vm_command_line: %w", err)
 	}
 	res, err := s.Guest.Execute(ctx, cmd, boolean(cfg, "shell"), false)
-	if outputNotText(err) {
-		return noneBecause(ctx, "the command's output is not UTF-8, which OSWorld's server answers with an error")
-	}
-	if commandOutcome(err) {
-		return noneBecause(ctx, "the command outlived its timeout")
+	if why := commandOutcome(err); why != "" {
+		return noneBecause(ctx, "%s", why)
 	}
 	if err != nil {
 		// OSWorld logs a non-200 answer and returns None, which its metrics
@@ -101,13 +98,19 @@ func getVMCommandLine(ctx context.Context, s *Session, cfg map[string]any) (any,
 	return res.Output, nil
 }
 
-// commandOutcome tells whether err is the guest's 500 for a command that
-// ran and did something OSWorld's server cannot answer: it outlived its
-// timeout, or printed bytes that are not UTF-8. What the command does is
-// the agent's doing (a script it wrote, a file it saved), and OSWorld's
-// getter answers None, which its metrics score 0.
-func commandOutcome(err error) bool {
-	return outputNotText(err) || guestError(err, "timed out after")
+// commandOutcome says why err is the guest's 500 for a command that ran
+// and did something OSWorld's server cannot answer: it outlived its
+// timeout, or printed bytes that are not UTF-8; "" for any other err. What
+// the command does is the agent's doing (a script it wrote, a file it
+// saved), and OSWorld's getter answers None, which its metrics score 0.
+func commandOutcome(err error) string {
+	switch {
+	case outputNotText(err):
+		return "the command's output is not UTF-8, which OSWorld's server answers with an error"
+	case guestError(err, "timed out after"):
+		return "the command outlived its timeout"
+	}
+	return ""
 }
 
 // outputNotText tells whether err is the guest's 500 for a command whose
