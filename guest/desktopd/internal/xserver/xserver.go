@@ -75,16 +75,11 @@ func start(name string, cmd *exec.Cmd) (*proc, error) {
 }
 
 // stop ends p's process group: the leader and what it spawned (the bus's
-// AT-SPI services), each gone before stop returns.
+// AT-SPI services), each gone before stop returns. procgroup.Stop has
+// sent SIGKILL to the leader too past the grace, so its exit is near.
 func (p *proc) stop(grace time.Duration) {
 	procgroup.Stop(p.cmd.Process.Pid, grace)
-	select {
-	case <-p.done:
-	case <-time.After(grace):
-		// The group did not empty; the leader at least is killed.
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-		<-p.done
-	}
+	<-p.done
 }
 
 // Start launches Xvfb and the session bus and waits until both accept

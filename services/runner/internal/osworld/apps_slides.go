@@ -22,15 +22,15 @@ const (
 	nsR    = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
 )
 
-// slideArgs reads ppt_file_path, slide_index (int() of it, as Python's int
-// does: a number truncated, a numeric string, a boolean) and dest. An
-// index names no slide when slide<index+1>.xml is not in the package,
-// which is no error: OSWorld's getters answer None.
 // noSlide bounds a slide index: past it no package holds the slide (a
 // package has at most 20,000 entries), so a larger index names none, as
 // in OSWorld, and index+1 stays an int.
 const noSlide = 1 << 30
 
+// slideArgs reads ppt_file_path, slide_index (int() of it, as Python's int
+// does: a number truncated, a numeric string, a boolean) and dest. An
+// index names no slide when slide<index+1>.xml is not in the package,
+// which is no error: OSWorld's getters answer None.
 func slideArgs(getter string, cfg map[string]any) (ppt string, index int, dest string, err error) {
 	ppt, dest = str(cfg, "ppt_file_path"), str(cfg, "dest")
 	if ppt == "" || dest == "" {
