@@ -28,10 +28,10 @@ pkgs=(
 	tesseract-ocr tesseract-ocr-eng chromium vlc-bin vlc-plugin-base poppler-utils
 	# PDF text as PyMuPDF extracts it (mutool) and JPEG pixels as PIL
 	# decodes them (djpeg, libjpeg-turbo): the metrics use them when present;
-	# PyMuPDF and PIL themselves are the tests' oracle for the PDF metrics,
+	# PyMuPDF, PIL and SciPy (imagehash's DCT) are the tests' oracle for the PDF metrics,
 	# mutagen for the MP3 tags, odfpy for .odt, Python's csv module for
 	# check_csv, PyYAML for check_json's YAML
-	mupdf-tools libjpeg-turbo-progs python3-fitz python3-pil python3-mutagen python3-odf python3-yaml
+	mupdf-tools libjpeg-turbo-progs python3-fitz python3-pil python3-scipy python3-mutagen python3-odf python3-yaml
 	# the desktop guest image, and its QEMU disk image (mkfs.ext4 -d,
 	# qemu-img) booted by the qemu provider under software emulation
 	debootstrap e2fsprogs qemu-system-x86 qemu-utils

@@ -147,6 +147,42 @@ func TestPhashParity(t *testing.T) {
 	}
 }
 
+// TestPhashExactZeros pins imagehash.phash on 32×32 images whose DCT has
+// coefficients that are zero in exact arithmetic: flat, constant along an
+// axis, mirror-symmetric. scipy gives those exactly 0, so they never beat
+// the median; a DCT that leaves rounding noise there sets bits at random
+// (a flat frame then mismatched another flat frame in compare_videos).
+// The wants are imagehash 4.3 on scipy 1.10.
+func TestPhashExactZeros(t *testing.T) {
+	tests := []struct {
+		name string
+		f    func(x, y int) int
+		want uint64
+	}{
+		{"black", func(x, y int) int { return 0 }, 0},
+		{"flat", func(x, y int) int { return 200 }, 0x1},
+		{"flat dark", func(x, y int) int { return 1 }, 0x1},
+		{"constant down columns", func(x, y int) int { return x * 37 % 256 }, 0x1},
+		{"constant along rows", func(x, y int) int { return y * 53 % 256 }, 0x0000010001000001},
+		{"mirrored left-right", func(x, y int) int { return (mirror(x)*9 + y*5) % 256 }, 0x4414514411441041},
+		{"mirrored both ways", func(x, y int) int { return (mirror(x)*9 + mirror(y)*7) % 256 }, 0x1},
+	}
+	for _, tt := range tests {
+		img := &pimg{mode: "L", w: 32, h: 32, pix: make([]uint8, 32*32)}
+		for y := range 32 {
+			for x := range 32 {
+				img.pix[y*32+x] = uint8(tt.f(x, y))
+			}
+		}
+		if got, err := phash(img); err != nil || got != tt.want {
+			t.Errorf("%s: phash got %016x, %v; want %016x", tt.name, got, err, tt.want)
+		}
+	}
+}
+
+// mirror folds 0..31 onto 0..15 and back.
+func mirror(i int) int { return min(i, 31-i) }
+
 func jpegTolerance() float64 {
 	if _, err := exec.LookPath("djpeg"); err == nil {
 		return 1e-9

@@ -44,7 +44,7 @@ func Metrics() metric.Table {
 		"check_play_and_exit":                       {Fn: vlcValueMetric("play-and-exit=", "expected_play_and_exit", "0")},
 		"check_qt_slider_colours":                   {Fn: metricQtSliderColours},
 		"check_global_key_play_pause":               {Fn: metricGlobalKeyPlayPause},
-		"compare_videos":                            {Fn: metricCompareVideos},
+		"compare_videos":                            {Fn: metricCompareVideos, Options: []string{"max_frames_to_check", "threshold"}},
 		"compare_audios":                            {Fn: metricCompareAudios},
 		// others.py
 		"check_mp3_meta": {Fn: metricMP3Meta},

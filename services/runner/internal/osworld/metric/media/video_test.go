@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -30,6 +31,14 @@ func TestCompareVideos(t *testing.T) {
 	// Past 100 frames only the first 100 count.
 	long1 := ffmpegVideo(t, dir, "long1.mp4", src, "-t", "5", "-c:v", "libx264", "-pix_fmt", "yuv420p")
 	long2 := ffmpegVideo(t, dir, "long2.mp4", src, "-t", "6", "-c:v", "mpeg4", "-q:v", "4")
+	// Flat frames: scipy's DCT gives every coefficient but the first
+	// exactly 0, so two flat videos hash alike whatever their colours.
+	flatA := ffmpegVideo(t, dir, "flat-a.mp4", "color=c=0x3070c0:size=64x48:rate=25", "-t", "1", "-c:v", "libx264", "-pix_fmt", "yuv420p")
+	flatB := ffmpegVideo(t, dir, "flat-b.mkv", "color=c=0x406080:size=64x48:rate=25", "-t", "1", "-c:v", "mpeg4", "-q:v", "5")
+	// A display matrix: OpenCV turns a video by quarter turns only.
+	upsideDown := ffmpegVideo(t, dir, "upside-down.mp4", src+",hflip,vflip", "-t", "2", "-c:v", "libx264", "-pix_fmt", "yuv420p")
+	turned180 := withRotation(t, gold, filepath.Join(dir, "turned180.mp4"), 180)
+	turned45 := withRotation(t, gold, filepath.Join(dir, "turned45.mp4"), 45)
 	corrupt := filepath.Join(dir, "corrupt.mp4")
 	if err := os.WriteFile(corrupt, bytes.Repeat([]byte("not a video "), 100), 0o644); err != nil {
 		t.Fatal(err)
@@ -37,26 +46,50 @@ func TestCompareVideos(t *testing.T) {
 	tests := []struct {
 		name        string
 		result, exp any
+		opts        map[string]any
 		want        float64
 	}{
-		{"re-encoded", reencoded, gold, 1},
-		{"mirrored", flipped, gold, 0},
-		{"shorter", shorter, gold, 0},
-		{"past 100 frames", long2, long1, 1},
-		{"missing result", filepath.Join(dir, "none.mp4"), gold, 0},
-		{"corrupt result", corrupt, gold, 0},
+		{"re-encoded", reencoded, gold, nil, 1},
+		{"mirrored", flipped, gold, nil, 0},
+		{"shorter", shorter, gold, nil, 0},
+		{"past 100 frames", long2, long1, nil, 1},
+		{"missing result", filepath.Join(dir, "none.mp4"), gold, nil, 0},
+		{"corrupt result", corrupt, gold, nil, 0},
 		// OpenCV reads no frame from either: both "ended" together.
-		{"both unreadable", corrupt, filepath.Join(dir, "none.mp4"), 1},
-		{"nil", nil, gold, 0},
+		{"both unreadable", corrupt, filepath.Join(dir, "none.mp4"), nil, 1},
+		{"nil", nil, gold, nil, 0},
+		{"flat frames of two colours", flatA, flatB, nil, 1},
+		{"turned 180 by its matrix", turned180, upsideDown, nil, 1},
+		{"a matrix of 45 is not applied", turned45, gold, nil, 1},
+		{"mirrored, a threshold of 64 bits", flipped, gold, map[string]any{"threshold": 64.0}, 1},
+		{"mirrored, first frame only", flipped, gold, map[string]any{"max_frames_to_check": 1.0}, 1},
+		{"shorter, within its frames", shorter, gold, map[string]any{"max_frames_to_check": 25.0}, 1},
+		{"shorter, past them", shorter, gold, map[string]any{"max_frames_to_check": 25.5}, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := metricCompareVideos(context.Background(), tt.result, tt.exp, true, nil)
+			got, err := metricCompareVideos(context.Background(), tt.result, tt.exp, true, tt.opts)
 			if err != nil || got != tt.want {
 				t.Errorf("compare_videos got %v, %v; want %v", got, err, tt.want)
 			}
 		})
 	}
+}
+
+func TestCompareVideosOptions(t *testing.T) {
+	for _, opts := range []map[string]any{{"threshold": "5"}, {"max_frames_to_check": nil}} {
+		if _, err := metricCompareVideos(context.Background(), "a.mp4", "b.mp4", true, opts); err == nil {
+			t.Errorf("compare_videos with %v: no error, want one naming the option", opts)
+		}
+	}
+}
+
+// withRotation copies the MP4 at src to dst with a display matrix of deg
+// degrees, the frames untouched.
+func withRotation(t *testing.T, src, dst string, deg int) string {
+	t.Helper()
+	run(t, "ffmpeg", "-loglevel", "error", "-y", "-i", src, "-c", "copy", "-metadata:s:v:0", fmt.Sprintf("rotate=%d", deg), dst)
+	return dst
 }
 
 // FuzzReadPPM feeds arbitrary bytes to the frame reader.

@@ -15,18 +15,11 @@ import fitz
 import numpy
 from PIL import Image
 
-try:
-    import scipy.fftpack
+import scipy.fftpack
 
-    def dct2(px):
-        return scipy.fftpack.dct(scipy.fftpack.dct(px, axis=0), axis=1)
-except ImportError:
-    # scipy.fftpack.dct's type II, unnormalised, as a product.
-    _n = numpy.arange(32)
-    _c = 2 * numpy.cos(numpy.pi * numpy.outer(_n, 2 * _n + 1) / 64)
 
-    def dct2(px):
-        return _c @ px.astype(float) @ _c.T
+def dct2(px):
+    return scipy.fftpack.dct(scipy.fftpack.dct(px, axis=0), axis=1)
 
 
 def phash(img):
@@ -37,11 +30,7 @@ def phash(img):
     for i, v in enumerate((low > med).flatten()):
         if v:
             h |= 1 << i
-    # A coefficient next to the median (an image with symmetries has
-    # many that are zero but for rounding) makes the hash depend on how
-    # the DCT rounds.
-    degenerate = bool(numpy.min(numpy.abs(low - med)) <= 1e-6 * max(1.0, numpy.max(numpy.abs(low))))
-    return "%016x" % h, degenerate
+    return "%016x" % h
 
 
 out = {}
@@ -63,10 +52,10 @@ for path in sys.argv[1:]:
                 data = doc.extract_image(img[0])["image"]
                 try:
                     pil = Image.open(io.BytesIO(data))
-                    h, degenerate = phash(pil)
+                    h = phash(pil)
                     images.append({"xref": img[0], "size": list(pil.size), "mode": pil.mode,
                                    "lmd5": hashlib.md5(pil.convert("L").tobytes()).hexdigest(),
-                                   "phash": h, "degenerate": degenerate})
+                                   "phash": h})
                 except Exception as e:
                     images.append({"xref": img[0], "skip": str(e)})
         r["images"] = images
