@@ -208,7 +208,18 @@ func TestCheckPDFPagesCountsThePageTree(t *testing.T) {
 // walks in its own way: untyped nodes (a branch with /Kids, a page
 // without), a node of another type (not counted), an encrypted file (its
 // declared /Count, as pypdf reads it), a root of another type (no pages),
-// and a loop, which pypdf raises on: an error here, scoring 0.
+// and what pypdf 6 raises on (a loop, a null or number kid, /Kids that is
+// no array, a tree past 100 levels): an error here, scoring 0.
+// chain is a page tree root over n nested branches over one page: objects
+// 2 to n+3 of tree's numbering, the page 100 levels down for n = 99.
+func chain(n int) []string {
+	objs := []string{"<< /Type /Pages /Kids [3 0 R] >>"}
+	for i := range n {
+		objs = append(objs, fmt.Sprintf("<< /Type /Pages /Kids [%d 0 R] >>", i+4))
+	}
+	return append(objs, "<< /Type /Page >>")
+}
+
 func TestPDFPagesScript(t *testing.T) {
 	needTools(t, "mutool")
 	dir := t.TempDir()
@@ -254,6 +265,17 @@ func TestPDFPagesScript(t *testing.T) {
 		{"encrypted: its /Count", encrypted, 7, false},
 		{"a loop", tree("loop.pdf", "<< /Type /Pages /Kids [3 0 R] /Count 1 >>", "<< /Type /Pages /Kids [2 0 R] >>"), 0, true},
 		{"a root of another type", tree("foo.pdf", "<< /Type /Foo >>"), 0, false},
+		// pypdf 6's walk, as OSWorld installs it.
+		{"a page listed twice", tree("twice.pdf", "<< /Type /Pages /Kids [3 0 R 4 0 R] >>", "<< /Type /Pages /Kids [5 0 R] >>", "<< /Type /Pages /Kids [5 0 R] >>", page), 2, false},
+		{"kids Python finds false", tree("falsy.pdf", "<< /Type /Pages /Kids [<< >> [ ] 0 () 3 0 R] >>", page), 1, false},
+		{"a branch without kids", tree("nokids.pdf", "<< /Type /Pages /Kids [3 0 R 4 0 R] >>", "<< /Type /Pages /Kids null >>", page), 1, false},
+		{"an untyped node with a null /Kids", tree("nullkids.pdf", "<< /Type /Pages /Kids [3 0 R] >>", "<< /Kids null >>"), 0, false},
+		{"a /Type that is a string", tree("string.pdf", "<< /Type /Pages /Kids [3 0 R 4 0 R] >>", "<< /Type (/Page) >>", "<< /Type (Page) >>"), 1, false},
+		{"a null kid", tree("nullkid.pdf", "<< /Type /Pages /Kids [3 0 R null] >>", page), 0, true},
+		{"a kid that is a number", tree("number.pdf", "<< /Type /Pages /Kids [3 0 R 5] >>", page), 0, true},
+		{"/Kids that is no array", tree("kidsnum.pdf", "<< /Type /Pages /Kids 3 >>"), 0, true},
+		{"100 levels", tree("deep100.pdf", chain(99)...), 1, false},
+		{"101 levels", tree("deep101.pdf", chain(100)...), 0, true},
 	}
 	script, err := writePagesScript()
 	if err != nil {
