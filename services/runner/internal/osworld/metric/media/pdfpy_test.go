@@ -121,3 +121,112 @@ func TestCheckPDFPagesMatchesPdfPy(t *testing.T) {
 		return Metrics()["check_pdf_pages"].Fn(context.Background(), c.Result, c.Expected, true, c.Options)
 	})
 }
+
+// pdfImagesPyDriver makes random PDFs of random images, with PIL (each
+// image a page, as a JPEG or with Flate) and with PyMuPDF (insert_image
+// of PNG or JPEG bytes, some images twice, some pages without images),
+// each with a variant (the same images the other way, mirrored, darker,
+// flat, another image, one image fewer or more, none), and files that
+// are no PDF, and scores the pairs with chrome.py's compare_pdf_images,
+// through PyMuPDF and imagehash, printing osworldpy.Case JSON. argv:
+// metrics directory, output directory, seed, number of cases.
+const pdfImagesPyDriver = `
+import json, random, os, io, contextlib
+import fitz
+from PIL import Image, ImageDraw, ImageEnhance, ImageOps
+stub("bs4", BeautifulSoup=None, Tag=None); stub("rapidfuzz", fuzz=stub("rapidfuzz.fuzz"))
+stub("borb", pdf=stub("borb.pdf", Document=None, PDF=None)); stub("PyPDF2")
+load(PKG + ".utils", os.path.join(sys.argv[1], "utils.py"))
+chrome = load(PKG + ".chrome", os.path.join(sys.argv[1], "chrome.py"))
+out, rng, n = sys.argv[2], random.Random(int(sys.argv[3])), int(sys.argv[4])
+
+def image():
+    w, h = rng.choice([16, 33, 64, 120]), rng.choice([16, 40, 64, 90])
+    img = Image.new("RGB", (w, h), tuple(rng.randrange(256) for _ in range(3)))
+    if rng.random() < 0.85:
+        d = ImageDraw.Draw(img)
+        for _ in range(rng.randrange(1, 6)):
+            x0, y0 = rng.randrange(w), rng.randrange(h)
+            d.rectangle([x0, y0, x0 + rng.randrange(w), y0 + rng.randrange(h)], fill=tuple(rng.randrange(256) for _ in range(3)))
+    return img.convert(rng.choice(["RGB", "RGB", "L", "RGBA", "P"]))
+
+def variant(imgs):
+    k = rng.randrange(8)
+    imgs = list(imgs)
+    if k == 0 and imgs:
+        i = rng.randrange(len(imgs)); imgs[i] = ImageOps.mirror(imgs[i])
+    elif k == 1 and imgs:
+        i = rng.randrange(len(imgs)); imgs[i] = ImageEnhance.Brightness(imgs[i].convert("RGB")).enhance(rng.choice([0.7, 0.95]))
+    elif k == 2 and imgs:
+        i = rng.randrange(len(imgs)); imgs[i] = image()
+    elif k == 3 and imgs:
+        imgs.pop(rng.randrange(len(imgs)))
+    elif k == 4:
+        imgs.append(image())
+    elif k == 5:
+        imgs = []
+    return imgs
+
+count = 0
+def make(imgs):
+    global count
+    count += 1
+    path = os.path.join(out, "d%05d.pdf" % count)
+    if imgs and rng.random() < 0.4:
+        # PIL: one page per image; RGBA and P are converted as PIL does.
+        first = imgs[0] if imgs[0].mode in ("RGB", "L") else imgs[0].convert("RGB")
+        rest = [im if im.mode in ("RGB", "L") else im.convert("RGB") for im in imgs[1:]]
+        first.save(path, "PDF", save_all=True, append_images=rest, resolution=72)
+        return path
+    doc = fitz.open()
+    page = doc.new_page(width=200, height=200)
+    for i, im in enumerate(imgs):
+        if rng.random() < 0.3:
+            page = doc.new_page(width=200, height=200)
+        buf = io.BytesIO()
+        fmt = "JPEG" if im.mode in ("RGB", "L") and rng.random() < 0.3 else "PNG"
+        im.save(buf, fmt, quality=90)
+        page.insert_image(fitz.Rect(10, 10 + i, 100, 100 + i), stream=buf.getvalue())
+    if not imgs:
+        page.insert_text((20, 50), "no images")
+    doc.save(path)
+    return path
+
+cases = []
+for i in range(n):
+    if rng.random() < 0.06:
+        a = os.path.join(out, "x%05d.pdf" % i)
+        if rng.random() < 0.5:
+            with open(a, "wb") as f:
+                f.write(b"not a pdf")
+        b = make([image()])
+    else:
+        imgs = [image() for _ in range(rng.randrange(0, 4))]
+        a = make(imgs)
+        b = make(variant(imgs) if rng.random() < 0.7 else imgs)
+    if rng.random() < 0.5:
+        a, b = b, a
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            score = float(chrome.compare_pdf_images(a, b))
+    except BaseException as e:
+        score = {"raise": type(e).__name__}
+    cases.append({"metric": "compare_pdf_images", "result": a, "expected": b, "options": {}, "score": score})
+print(json.dumps(cases))
+`
+
+// TestComparePDFImagesMatchesChromePy scores random pairs of PDFs of
+// images with compare_pdf_images here and in OSWorld's chrome.py, which
+// extracts the images with PyMuPDF (Debian's python3-fitz) and hashes them
+// with imagehash (IMAGEHASH names its source), and wants the same scores.
+// It runs only when OSWORLD_REF names an OSWorld checkout.
+func TestComparePDFImagesMatchesChromePy(t *testing.T) {
+	metrics := osworldpy.MetricsDir(t)
+	needTools(t, "mutool")
+	path := pythonPathFrom(t, "IMAGEHASH", "import fitz, imagehash, scipy.fftpack",
+		"PyMuPDF (python3-fitz), SciPy (python3-scipy) or imagehash (IMAGEHASH names its source)")
+	out := osworldpy.Run(t, pdfImagesPyDriver, path, metrics, t.TempDir(), "1", "600")
+	osworldpy.Compare(t, osworldpy.Cases(t, out), func(c osworldpy.Case) (float64, error) {
+		return Metrics()["compare_pdf_images"].Fn(context.Background(), c.Result, c.Expected, true, c.Options)
+	})
+}
