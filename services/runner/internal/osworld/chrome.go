@@ -259,10 +259,13 @@ func getPreference(read func([]byte) any) getterFunc {
 		if err != nil {
 			return nil, err
 		}
+		v := read(data)
 		if data == nil {
 			noProfileFile(ctx, chrome.PreferencesFile)
+		} else if p := chrome.PrefsProblem(data); p != "" {
+			metric.Notef(ctx, "Chrome's %s %s; OSWorld's fallback %s stands in", chrome.PreferencesFile, p, metric.PyStr(v))
 		}
-		return read(data), nil
+		return v, nil
 	}
 }
 

@@ -48,6 +48,23 @@ func parsePrefs(data []byte) (map[string]any, bool) {
 	return m, true
 }
 
+// PrefsProblem says why a Preferences file does not read as the JSON
+// object the profile getters look in (where they give OSWorld's
+// fallbacks), "" when it does or is missing.
+func PrefsProblem(data []byte) string {
+	if data == nil {
+		return ""
+	}
+	var v any
+	if err := json.Unmarshal(data, &v); err != nil {
+		return fmt.Sprintf("is not JSON (%v)", err)
+	}
+	if _, ok := v.(map[string]any); !ok {
+		return "holds a JSON " + jsonKind(v) + ", not an object"
+	}
+	return ""
+}
+
 // dictPath is Python's d.get(k1, {}).get(k2, {})...get(kn, def) on a
 // decoded JSON value: ok is false where a value on the way is not an
 // object (an AttributeError there, which OSWorld's getters answer with
