@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -231,5 +232,6 @@ func videoOpt(opts map[string]any, key string, def float64) (float64, error) {
 		}
 		return 0, nil
 	}
-	return 0, fmt.Errorf("compare_videos: option %s must be a number, got %s", key, metric.PyStr(v))
+	text, _ := json.Marshal(v)
+	return 0, fmt.Errorf("compare_videos: option %s must be a number, got %.100s", key, text)
 }

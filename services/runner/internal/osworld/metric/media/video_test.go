@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -78,8 +79,11 @@ func TestCompareVideos(t *testing.T) {
 
 func TestCompareVideosOptions(t *testing.T) {
 	for _, opts := range []map[string]any{{"threshold": "5"}, {"max_frames_to_check": nil}} {
-		if _, err := metricCompareVideos(context.Background(), "a.mp4", "b.mp4", true, opts); err == nil {
-			t.Errorf("compare_videos with %v: no error, want one naming the option", opts)
+		_, err := metricCompareVideos(context.Background(), "a.mp4", "b.mp4", true, opts)
+		for k := range opts {
+			if err == nil || !strings.Contains(err.Error(), "option "+k+" must be a number") {
+				t.Errorf("compare_videos with %v: %v, want an error naming the option", opts, err)
+			}
 		}
 	}
 }
