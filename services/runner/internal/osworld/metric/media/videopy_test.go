@@ -160,8 +160,8 @@ print(json.dumps(cases))
 //
 // OSWorld pins OpenCV 4.8, Debian has 4.6, over the same libavcodec and
 // swscale. A display matrix of 90° or 270° is not among the variants:
-// 4.6 turns the frames the other way from ffmpeg, and 4.8 could not be run
-// here (the runner README lists it among the differences).
+// 4.6 turns the frames the other way from ffmpeg and from 4.7 on
+// (OpenCV's issue 22088, a regression of 4.6).
 func TestCompareVideosMatchesVLCPy(t *testing.T) {
 	metrics := osworldpy.MetricsDir(t)
 	needTools(t, "ffmpeg")
