@@ -253,17 +253,17 @@ func profileFile(ctx context.Context, s *Session, name string) ([]byte, error) {
 	return data, err
 }
 
-func getPreference(read func([]byte) any) getterFunc {
+func getPreference(read func([]byte) (any, string)) getterFunc {
 	return func(ctx context.Context, s *Session, _ map[string]any) (any, error) {
 		data, err := profileFile(ctx, s, chrome.PreferencesFile)
 		if err != nil {
 			return nil, err
 		}
-		v := read(data)
+		v, why := read(data)
 		if data == nil {
 			noProfileFile(ctx, chrome.PreferencesFile)
-		} else if p := chrome.PrefsProblem(data); p != "" {
-			metric.Notef(ctx, "Chrome's %s %s; OSWorld's fallback %s stands in", chrome.PreferencesFile, p, metric.PyStr(v))
+		} else if why != "" {
+			metric.Notef(ctx, "Chrome's %s: %s; OSWorld's fallback %s stands in", chrome.PreferencesFile, why, metric.PyStr(v))
 		}
 		return v, nil
 	}

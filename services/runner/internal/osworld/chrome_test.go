@@ -399,7 +399,7 @@ func TestChromeProfileGetters(t *testing.T) {
 	if got, err := s.get(ctx, "result", map[string]any{"type": "default_search_engine"}); err != nil || got != "Google" {
 		t.Errorf("default_search_engine from a cut Preferences = %#v, %v; want Google", got, err)
 	}
-	const note = `the result getter "default_search_engine": Chrome's Default/Preferences is not JSON (unexpected end of JSON input); OSWorld's fallback Google stands in`
+	const note = `the result getter "default_search_engine": Chrome's Default/Preferences: not JSON (unexpected end of JSON input); OSWorld's fallback Google stands in`
 	if n := notes.List(); len(n) != 1 || n[0] != note {
 		t.Errorf("notes %q; want [%q]", n, note)
 	}
@@ -408,7 +408,7 @@ func TestChromeProfileGetters(t *testing.T) {
 	if got, _ := s.get(ctx, "result", map[string]any{"type": "profile_name"}); got != nil {
 		t.Errorf("profile_name from an array = %#v, want nil", got)
 	}
-	if n := notes.List(); len(n) != 1 || n[0] != `the result getter "profile_name" gave None: Chrome's Default/Preferences holds a JSON array, not an object; OSWorld's fallback None stands in` {
+	if n := notes.List(); len(n) != 1 || n[0] != `the result getter "profile_name" gave None: Chrome's Default/Preferences: a JSON array, not an object; OSWorld's fallback None stands in` {
 		t.Errorf("notes %q; want one on the array", n)
 	}
 	// Without Chrome, the appearance comes from Preferences.

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	_ "modernc.org/sqlite" // the SQLite driver for History and Cookies
@@ -34,47 +35,34 @@ const (
 	ARMProfileDir     = "~/snap/chromium/common/chromium"
 )
 
-// parsePrefs decodes a Preferences (or Bookmarks) file; ok is false when
-// data is missing or not a JSON object, where OSWorld's getters fall back
-// to their defaults.
-func parsePrefs(data []byte) (map[string]any, bool) {
+// parsePrefs decodes a Preferences (or Bookmarks) file; why says what
+// stops it reading ("" when it reads), where OSWorld's getters raise and
+// answer their fallbacks.
+func parsePrefs(data []byte) (m map[string]any, why string) {
 	if data == nil {
-		return nil, false
-	}
-	var m map[string]any
-	if err := json.Unmarshal(data, &m); err != nil || m == nil {
-		return nil, false
-	}
-	return m, true
-}
-
-// PrefsProblem says why a Preferences file does not read as the JSON
-// object the profile getters look in (where they give OSWorld's
-// fallbacks), "" when it does or is missing.
-func PrefsProblem(data []byte) string {
-	if data == nil {
-		return ""
+		return nil, "no file"
 	}
 	var v any
 	if err := json.Unmarshal(data, &v); err != nil {
-		return fmt.Sprintf("is not JSON (%v)", err)
+		return nil, fmt.Sprintf("not JSON (%v)", err)
 	}
-	if _, ok := v.(map[string]any); !ok {
-		return "holds a JSON " + jsonKind(v) + ", not an object"
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, "a JSON " + jsonKind(v) + ", not an object"
 	}
-	return ""
+	return m, ""
 }
 
 // dictPath is Python's d.get(k1, {}).get(k2, {})...get(kn, def) on a
-// decoded JSON value: ok is false where a value on the way is not an
+// decoded JSON value; why names the value on the way that is not an
 // object (an AttributeError there, which OSWorld's getters answer with
-// their fallback).
-func dictPath(d any, def any, keys ...string) (any, bool) {
-	v := d
+// their fallback), "" when there is none.
+func dictPath(d any, def any, keys ...string) (v any, why string) {
+	v = d
 	for i, k := range keys {
 		m, ok := v.(map[string]any)
 		if !ok {
-			return nil, false
+			return nil, notObject(keys[:i], v)
 		}
 		x, present := m[k]
 		switch {
@@ -86,7 +74,15 @@ func dictPath(d any, def any, keys ...string) (any, bool) {
 			v = map[string]any{}
 		}
 	}
-	return v, true
+	return v, ""
+}
+
+// notObject says that the value at path is not an object.
+func notObject(path []string, v any) string {
+	if len(path) == 0 {
+		return "a JSON " + jsonKind(v) + ", not an object"
+	}
+	return strings.Join(path, ".") + " is a JSON " + jsonKind(v) + ", not an object"
 }
 
 func pyBool(b bool) string {
@@ -96,134 +92,145 @@ func pyBool(b bool) string {
 	return "false"
 }
 
+// The Preferences readers below return what their OSWorld getter answers
+// and, when that is the getter's fallback after a raise, why (the runner
+// notes it); "" when the value was read, a default included.
+
 // DefaultSearchEngine is get_default_search_engine:
 // default_search_provider_data.template_url_data.short_name, "Google" when
 // unset or unreadable.
-func DefaultSearchEngine(prefs []byte) any {
-	m, ok := parsePrefs(prefs)
-	if !ok {
-		return "Google"
+func DefaultSearchEngine(prefs []byte) (any, string) {
+	m, why := parsePrefs(prefs)
+	if why != "" {
+		return "Google", why
 	}
-	if v, ok := dictPath(m, "Google", "default_search_provider_data", "template_url_data", "short_name"); ok {
-		return v
+	v, why := dictPath(m, "Google", "default_search_provider_data", "template_url_data", "short_name")
+	if why != "" {
+		return "Google", why
 	}
-	return "Google"
+	return v, ""
 }
 
 // ProfileName is get_profile_name: profile.name, nil when unset.
-func ProfileName(prefs []byte) any {
-	m, ok := parsePrefs(prefs)
-	if !ok {
-		return nil
+func ProfileName(prefs []byte) (any, string) {
+	m, why := parsePrefs(prefs)
+	if why != "" {
+		return nil, why
 	}
-	v, _ := dictPath(m, nil, "profile", "name")
-	return v
+	return dictPath(m, nil, "profile", "name")
 }
 
 // FontSize is get_chrome_font_size: webkit.webprefs, Chrome's three
 // defaults when unset, and two of them (OSWorld's fallback) when the file
 // or a value on the way is unreadable.
-func FontSize(prefs []byte) any {
+func FontSize(prefs []byte) (any, string) {
 	unreadable := map[string]any{"default_fixed_font_size": 13.0, "default_font_size": 16.0}
-	m, ok := parsePrefs(prefs)
-	if !ok {
-		return unreadable
+	m, why := parsePrefs(prefs)
+	if why != "" {
+		return unreadable, why
 	}
-	v, ok := dictPath(m, map[string]any{"default_fixed_font_size": 13.0, "default_font_size": 16.0, "minimum_font_size": 13.0}, "webkit", "webprefs")
-	if !ok {
-		return unreadable
+	v, why := dictPath(m, map[string]any{"default_fixed_font_size": 13.0, "default_font_size": 16.0, "minimum_font_size": 13.0}, "webkit", "webprefs")
+	if why != "" {
+		return unreadable, why
 	}
-	return v
+	return v, ""
 }
 
 // DoNotTrack is get_enable_do_not_track: "true" when enable_do_not_track
 // is truthy.
-func DoNotTrack(prefs []byte) any {
-	m, ok := parsePrefs(prefs)
-	if !ok {
-		return "false"
+func DoNotTrack(prefs []byte) (any, string) {
+	m, why := parsePrefs(prefs)
+	if why != "" {
+		return "false", why
 	}
-	return pyBool(metric.Truthy(m["enable_do_not_track"]))
+	return pyBool(metric.Truthy(m["enable_do_not_track"])), ""
 }
 
 // SafeBrowsing is get_enable_safe_browsing: "true" when safebrowsing
 // .enhanced or .enabled is truthy.
-func SafeBrowsing(prefs []byte) any {
-	m, ok := parsePrefs(prefs)
-	if !ok {
-		return "false"
+func SafeBrowsing(prefs []byte) (any, string) {
+	m, why := parsePrefs(prefs)
+	if why != "" {
+		return "false", why
 	}
-	sb, ok := dictPath(m, map[string]any{}, "safebrowsing")
+	sb, _ := dictPath(m, map[string]any{}, "safebrowsing")
 	o, isObj := sb.(map[string]any)
-	if !ok || !isObj {
-		return "false" // .get on a non-dict raises; OSWorld answers "false"
+	if !isObj {
+		// .get on a non-dict raises; OSWorld answers "false".
+		return "false", notObject([]string{"safebrowsing"}, sb)
 	}
-	return pyBool(metric.Truthy(o["enhanced"]) || metric.Truthy(o["enabled"]))
+	return pyBool(metric.Truthy(o["enhanced"]) || metric.Truthy(o["enabled"])), ""
 }
 
 // NewStartupPage is get_new_startup_page: "true" without a session key,
 // else whether session.restore_on_startup is 5. An unreadable file gives
 // OSWorld's odd "Google".
-func NewStartupPage(prefs []byte) any {
-	m, ok := parsePrefs(prefs)
-	if !ok {
-		return "Google"
+func NewStartupPage(prefs []byte) (any, string) {
+	m, why := parsePrefs(prefs)
+	if why != "" {
+		return "Google", why
 	}
 	if _, present := m["session"]; !present {
-		return "true"
+		return "true", ""
 	}
-	v, ok := dictPath(m, map[string]any{}, "session", "restore_on_startup")
-	if !ok {
-		return "Google"
+	v, why := dictPath(m, map[string]any{}, "session", "restore_on_startup")
+	if why != "" {
+		return "Google", why
 	}
 	n, _ := v.(float64)
-	return pyBool(n == 5)
+	return pyBool(n == 5), ""
 }
 
 // DataDeleteAutomatically is get_data_delete_automacally: "true" when
 // profile.default_content_setting_values is present and not null; a
 // missing profile key gives "Google".
-func DataDeleteAutomatically(prefs []byte) any {
-	m, ok := parsePrefs(prefs)
-	if !ok {
-		return "Google"
+func DataDeleteAutomatically(prefs []byte) (any, string) {
+	m, why := parsePrefs(prefs)
+	if why != "" {
+		return "Google", why
 	}
-	p, isObj := m["profile"].(map[string]any)
-	if !isObj {
-		return "Google"
+	v, present := m["profile"]
+	p, isObj := v.(map[string]any)
+	switch {
+	case !present:
+		return "Google", "no profile key"
+	case !isObj:
+		return "Google", notObject([]string{"profile"}, v)
 	}
-	return pyBool(p["default_content_setting_values"] != nil)
+	return pyBool(p["default_content_setting_values"] != nil), ""
 }
 
 // extensionSettings returns extensions.settings and its keys in the
 // file's order (Python's dict keeps it: a key given twice stays where it
-// first was, with its last value), or ok false where OSWorld's getters
+// first was, with its last value), or why not where OSWorld's getters
 // raise: a value on the way that is not an object.
-func extensionSettings(prefs []byte) (settings map[string]any, ids []string, ok bool) {
-	m, ok := parsePrefs(prefs)
-	if !ok {
-		return nil, nil, false
+func extensionSettings(prefs []byte) (settings map[string]any, ids []string, why string) {
+	m, why := parsePrefs(prefs)
+	if why != "" {
+		return nil, nil, why
 	}
-	v, ok := dictPath(m, map[string]any{}, "extensions", "settings")
-	if s, isObj := v.(map[string]any); ok && isObj {
-		settings = s
-	} else {
-		return nil, nil, false
+	v, why := dictPath(m, map[string]any{}, "extensions", "settings")
+	if why != "" {
+		return nil, nil, why
+	}
+	settings, isObj := v.(map[string]any)
+	if !isObj {
+		return nil, nil, notObject([]string{"extensions", "settings"}, v)
 	}
 	if len(settings) == 0 {
-		return settings, nil, true
+		return settings, nil, ""
 	}
 	// Maps, not structs: a key given twice keeps its last value whole, as
 	// in Python, and keys match exactly.
 	var top, ext map[string]json.RawMessage
 	if json.Unmarshal(prefs, &top) != nil || json.Unmarshal(top["extensions"], &ext) != nil {
-		return nil, nil, false
+		return nil, nil, "extensions does not read"
 	}
 	ids, err := objectKeys(ext["settings"])
 	if err != nil || len(ids) != len(settings) {
-		return nil, nil, false
+		return nil, nil, "extensions.settings does not read"
 	}
-	return settings, ids, true
+	return settings, ids, ""
 }
 
 // objectKeys is the keys of the JSON object raw in the order they first
@@ -259,30 +266,30 @@ func objectKeys(raw json.RawMessage) ([]string, error) {
 // UnpackedExtensionPaths is get_find_unpacked_extension_path: every
 // extensions.settings entry's path, in the file's order; an entry without
 // one (a missing key raises in OSWorld) gives "Google".
-func UnpackedExtensionPaths(prefs []byte) any {
-	s, ids, ok := extensionSettings(prefs)
-	if !ok {
-		return "Google"
+func UnpackedExtensionPaths(prefs []byte) (any, string) {
+	s, ids, why := extensionSettings(prefs)
+	if why != "" {
+		return "Google", why
 	}
 	out := []any{}
 	for _, id := range ids {
 		e, _ := s[id].(map[string]any)
 		p, present := e["path"]
 		if !present {
-			return "Google"
+			return "Google", fmt.Sprintf("extension %q has no path", id)
 		}
 		out = append(out, p)
 	}
-	return out
+	return out, ""
 }
 
 // InstalledExtensionNames is get_find_installed_extension_name: every
 // extensions.settings entry's manifest.name, in the file's order;
 // "Google" when one lacks it.
-func InstalledExtensionNames(prefs []byte) any {
-	s, ids, ok := extensionSettings(prefs)
-	if !ok {
-		return "Google"
+func InstalledExtensionNames(prefs []byte) (any, string) {
+	s, ids, why := extensionSettings(prefs)
+	if why != "" {
+		return "Google", why
 	}
 	out := []any{}
 	for _, id := range ids {
@@ -290,11 +297,11 @@ func InstalledExtensionNames(prefs []byte) any {
 		man, _ := e["manifest"].(map[string]any)
 		n, present := man["name"]
 		if !present {
-			return "Google"
+			return "Google", fmt.Sprintf("extension %q has no manifest.name", id)
 		}
 		out = append(out, n)
 	}
-	return out
+	return out, ""
 }
 
 // Bookmarks is get_bookmarks: the roots object of the Bookmarks file, an
@@ -310,8 +317,8 @@ func Bookmarks(data []byte) (any, error) {
 	}
 	// data.get("roots", {}) raises on anything but an object, null
 	// included.
-	r, ok := dictPath(v, map[string]any{}, "roots")
-	if !ok {
+	r, why := dictPath(v, map[string]any{}, "roots")
+	if why != "" {
 		return nil, fmt.Errorf("chrome: Bookmarks: the file holds a JSON %s, not an object", jsonKind(v))
 	}
 	return r, nil
@@ -489,13 +496,13 @@ var colorSchemes = map[string]string{
 // "system" when unset. ok is false where OSWorld's reading raises: the
 // file is unreadable or a value on the way is not an object.
 func ColorScheme(prefs []byte) (mode string, ok bool) {
-	m, ok := parsePrefs(prefs)
-	if !ok {
+	m, why := parsePrefs(prefs)
+	if why != "" {
 		return "", false
 	}
-	t, ok := dictPath(m, map[string]any{}, "browser", "theme")
+	t, why := dictPath(m, map[string]any{}, "browser", "theme")
 	theme, isObj := t.(map[string]any)
-	if !ok || !isObj {
+	if why != "" || !isObj {
 		return "", false
 	}
 	raw, present := theme["color_scheme2"]
@@ -516,8 +523,8 @@ func ColorScheme(prefs []byte) (mode string, ok bool) {
 			mode = colorSchemes[strconv.Itoa(int(v))]
 		}
 	}
-	flag, ok := dictPath(m, nil, "extensions", "theme", "system_theme")
-	if !ok {
+	flag, why := dictPath(m, nil, "extensions", "theme", "system_theme")
+	if why != "" {
 		return "", false
 	}
 	switch v := flag.(type) {

@@ -27,7 +27,7 @@ func TestPreferenceReaders(t *testing.T) {
 	empty := []byte(`{}`)
 	tests := []struct {
 		name string
-		fn   func([]byte) any
+		fn   func([]byte) (any, string)
 		data []byte
 		want any
 	}{
@@ -64,8 +64,38 @@ func TestPreferenceReaders(t *testing.T) {
 		{"corrupt file", InstalledExtensionNames, []byte(`{"extensions": `), "Google"},
 	}
 	for _, tt := range tests {
-		if got := tt.fn(tt.data); !reflect.DeepEqual(got, tt.want) {
+		if got, _ := tt.fn(tt.data); !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("%s: got %#v, want %#v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestPreferenceFallbackReasons: where a reader answers OSWorld's
+// fallback because its getter raises, it says why; a value read from the
+// file, a default included, has no reason.
+func TestPreferenceFallbackReasons(t *testing.T) {
+	tests := []struct {
+		name string
+		fn   func([]byte) (any, string)
+		data string
+		want string
+	}{
+		{"read", DefaultSearchEngine, `{"default_search_provider_data": {"template_url_data": {"short_name": "Bing"}}}`, ""},
+		{"default", DefaultSearchEngine, `{}`, ""},
+		{"cut", DefaultSearchEngine, `{"default_search`, "not JSON (unexpected end of JSON input)"},
+		{"array", ProfileName, `[]`, "a JSON array, not an object"},
+		{"a string on the way", DefaultSearchEngine, `{"default_search_provider_data": {"template_url_data": "x"}}`,
+			"default_search_provider_data.template_url_data is a JSON string, not an object"},
+		{"webkit null", FontSize, `{"webkit": null}`, "webkit is a JSON null, not an object"},
+		{"safebrowsing a number", SafeBrowsing, `{"safebrowsing": 1}`, "safebrowsing is a JSON number, not an object"},
+		{"no profile", DataDeleteAutomatically, `{}`, "no profile key"},
+		{"settings a list", InstalledExtensionNames, `{"extensions": {"settings": []}}`, "extensions.settings is a JSON array, not an object"},
+		{"no path", UnpackedExtensionPaths, `{"extensions": {"settings": {"a": {}}}}`, `extension "a" has no path`},
+		{"no name", InstalledExtensionNames, `{"extensions": {"settings": {"a": {"manifest": {}}}}}`, `extension "a" has no manifest.name`},
+	}
+	for _, tt := range tests {
+		if _, got := tt.fn([]byte(tt.data)); got != tt.want {
+			t.Errorf("%s: why %q, want %q", tt.name, got, tt.want)
 		}
 	}
 }
