@@ -32,6 +32,27 @@ stub("fastdtw", fastdtw=None)
 vlc = load("vlc", os.path.join(sys.argv[1], "vlc.py"))
 out, rng, n = sys.argv[2], random.Random(int(sys.argv[3])), int(sys.argv[4])
 
+# OpenCV 4.6 (Debian's) reads a display matrix's angle with the wrong sign,
+# which 4.7 fixed (OpenCV's issue 22088); OSWorld pins 4.8. vlc.py gets a
+# cv2 whose VideoCapture turns frames as 4.7 and later do: the angle's
+# sign corrected, then quarter turns only, as OpenCV applies them.
+import cv2, types
+class VideoCapture:
+    def __init__(self, path):
+        self.cap = cv2.VideoCapture(path)
+        self.cap.set(cv2.CAP_PROP_ORIENTATION_AUTO, 0)
+        self.turn = {90: cv2.ROTATE_90_CLOCKWISE, 180: cv2.ROTATE_180, 270: cv2.ROTATE_90_COUNTERCLOCKWISE}.get(
+            (360 - int(self.cap.get(cv2.CAP_PROP_ORIENTATION_META))) % 360)
+    def read(self):
+        ok, frame = self.cap.read()
+        if ok and self.turn is not None:
+            frame = cv2.rotate(frame, self.turn)
+        return ok, frame
+shim = types.ModuleType("cv2")
+shim.__dict__.update(cv2.__dict__)
+shim.VideoCapture = VideoCapture
+vlc.cv2 = shim
+
 SOURCES = ["testsrc2", "testsrc", "smptebars", "rgbtestsrc", "mandelbrot", "life=mold=10:ratio=0.2", "cellauto",
            "color=c=0x3070c0", "gradients"]
 # (extension, codec arguments, whether the codec needs even sizes)
@@ -159,9 +180,9 @@ print(json.dumps(cases))
 // only when OSWORLD_REF names an OSWorld checkout.
 //
 // OSWorld pins OpenCV 4.8, Debian has 4.6, over the same libavcodec and
-// swscale. A display matrix of 90° or 270° is not among the variants:
-// 4.6 turns the frames the other way from ffmpeg and from 4.7 on
-// (OpenCV's issue 22088, a regression of 4.6).
+// swscale. 4.6 reads a display matrix's angle with the wrong sign (OpenCV's
+// issue 22088, fixed in 4.7): the driver gives vlc.py a VideoCapture that
+// corrects the sign and turns the frames as 4.7 and later do.
 func TestCompareVideosMatchesVLCPy(t *testing.T) {
 	metrics := osworldpy.MetricsDir(t)
 	needTools(t, "ffmpeg")
