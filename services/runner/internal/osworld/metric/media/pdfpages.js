@@ -57,7 +57,7 @@ if (present(trailer.get("Encrypt"))) {
     node.forEach(function (k) { if (k == key) found = true; });
     return found;
   };
-  // kidsOf gives the kids of a node to walk, [] for a page or a node that
+  // kidsOf gives the kids of a node to walk, null for a page or a node that
   // is neither, counting the page.
   var kidsOf = function (node, depth) {
     if (depth > 100) throw new Error("page tree deeper than 100 levels");
