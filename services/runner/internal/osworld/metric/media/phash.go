@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/bits"
 	"slices"
+	"sync"
 )
 
 // phash is imagehash.phash (hash_size 8): the image in L, resized with
@@ -80,15 +81,40 @@ func dctHalf(x, out []float64) {
 	// odd ones are direct sums over the differences.
 	even := make([]float64, h)
 	dctHalf(sum, even)
+	cos := oddCos(n)
 	for k := range h {
 		out[2*k] = even[k]
 		s := 0.0
 		for i := range h {
-			s += diff[i] * math.Cos(math.Pi*float64(2*k+1)*float64(2*i+1)/float64(2*n))
+			s += diff[i] * cos[k*h+i]
 		}
 		out[2*k+1] = s
 	}
 }
+
+// oddCos is cos(π(2k+1)(2i+1)/2n) for k, i < n/2, row k first: the odd
+// outputs' weights, made once per length (phash uses 2 to 32).
+func oddCos(n int) []float64 {
+	oddCosMu.Lock()
+	defer oddCosMu.Unlock()
+	if t, ok := oddCosTabs[n]; ok {
+		return t
+	}
+	h := n / 2
+	t := make([]float64, h*h)
+	for k := range h {
+		for i := range h {
+			t[k*h+i] = math.Cos(math.Pi * float64(2*k+1) * float64(2*i+1) / float64(2*n))
+		}
+	}
+	oddCosTabs[n] = t
+	return t
+}
+
+var (
+	oddCosMu   sync.Mutex
+	oddCosTabs = map[int][]float64{}
+)
 
 // hashDistance is ImageHash.__sub__: the number of differing bits.
 func hashDistance(a, b uint64) int { return bits.OnesCount64(a ^ b) }
