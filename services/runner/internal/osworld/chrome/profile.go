@@ -48,7 +48,7 @@ func parsePrefs(data []byte) (m map[string]any, why string) {
 	}
 	m, ok := v.(map[string]any)
 	if !ok {
-		return nil, "a JSON " + jsonKind(v) + ", not an object"
+		return nil, notObject(nil, v)
 	}
 	return m, ""
 }
