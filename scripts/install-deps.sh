@@ -32,6 +32,9 @@ pkgs=(
 	# mutagen for the MP3 tags, odfpy for .odt, Python's csv module for
 	# check_csv, PyYAML for check_json's YAML
 	mupdf-tools libjpeg-turbo-progs python3-fitz python3-pil python3-scipy python3-mutagen python3-odf python3-yaml
+	# Ogg Vorbis and Opus decoded by libsndfile, as librosa's soundfile
+	# decodes them (compare_audios)
+	sndfile-programs
 	# the desktop guest image, and its QEMU disk image (mkfs.ext4 -d,
 	# qemu-img) booted by the qemu provider under software emulation
 	debootstrap e2fsprogs qemu-system-x86 qemu-utils

@@ -36,10 +36,11 @@ else
 	image="${1:-rolloutmesh/desktop:dev}"
 fi
 suite="${SUITE:-bookworm}"
-# The last five are for the runner image built on this one
+# The last six are for the runner image built on this one
 # (deploy/runner/Dockerfile): the tools its OSWorld metrics run (PDF text
-# and images, OCR, JPEG pixels as Pillow decodes them).
-packages="xvfb,openbox,xterm,mousepad,ffmpeg,python3,python-is-python3,dbus,dbus-x11,at-spi2-core,libatk-adaptor,fonts-dejavu-core,wmctrl,x11-utils,xdg-utils,ca-certificates,procps,util-linux,poppler-utils,mupdf-tools,tesseract-ocr,tesseract-ocr-eng,libjpeg-turbo-progs"
+# and images, OCR, JPEG pixels as Pillow decodes them, Ogg audio as
+# libsndfile decodes it).
+packages="xvfb,openbox,xterm,mousepad,ffmpeg,python3,python-is-python3,dbus,dbus-x11,at-spi2-core,libatk-adaptor,fonts-dejavu-core,wmctrl,x11-utils,xdg-utils,ca-certificates,procps,util-linux,poppler-utils,mupdf-tools,tesseract-ocr,tesseract-ocr-eng,libjpeg-turbo-progs,sndfile-programs"
 
 if [ -z "${MIRROR:-}" ]; then
 	MIRROR=$(grep -hoE '^URIs: *http[^ ]+/debian/?$' /etc/apt/sources.list.d/*.sources 2>/dev/null | head -n1 | sed 's/^URIs: *//')

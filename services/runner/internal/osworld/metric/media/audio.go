@@ -1,14 +1,19 @@
 package media
 
 import (
+	"bufio"
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/binary"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"math/cmplx"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,12 +23,21 @@ import (
 
 // compare_audios in vlc.py: librosa.load (22050 Hz mono, soxr_hq), 20
 // MFCCs, each coefficient scaled by its peak, fastdtw with cosine distance,
-// exp(-distance/path length). Here ffmpeg decodes, averages the channels
-// with equal gains (librosa's to_mono) and resamples with libsoxr at 20
-// bits (soxr_hq). From the samples on, the MFCCs and scores match librosa
-// 0.10 and fastdtw to about 1e-8 (librosa computes in float32); decoders
-// and the resampler's filter edges may differ slightly from soundfile's
-// and python-soxr's.
+// exp(-distance/path length).
+//
+// librosa.load reads a file with soundfile (libsndfile) as float32 when
+// libsndfile knows the format, and otherwise through audioread, which has
+// the ffmpeg command write 16-bit samples. Here ffmpeg decodes both ways
+// (librosaDecoding picks which), except Ogg Vorbis and Opus, which
+// libsndfile's sndfile-convert decodes; the channels are averaged in
+// float32 as numpy's mean does, and ffmpeg resamples the mono samples with
+// libsoxr at librosa's quality (soxr_hq) and to librosa's length. For WAV,
+// AIFF, AU, CAF, FLAC, Ogg and audioread's formats the samples are
+// libsndfile's or audioread's bit for bit; MP3's differ from libmpg123's
+// in the last bits of float32. From the samples on, the MFCCs and scores
+// match librosa 0.11 and fastdtw to about 1e-6 (librosa computes in
+// float32). TestCompareAudiosMatchesVLCPy checks all of it against
+// OSWorld's vlc.py.
 
 const (
 	audioRate = 22050
@@ -31,47 +45,367 @@ const (
 	hopLength = 512
 	nMels     = 128
 	nMFCC     = 20
-	// maxAudioSeconds bounds the decoded audio (about 80 MB of samples);
-	// librosa loads any length, so longer audio is not scored
-	// (metric.ErrOverCap).
+	// maxAudioSeconds bounds the decoded audio (about 80 MB of samples at
+	// librosa's rate); librosa loads any length, so longer audio is not
+	// scored (metric.ErrOverCap).
 	maxAudioSeconds = 15 * 60
+	// maxAudioRate and maxAudioChannels bound what the decoder is let to
+	// write per second. libsndfile and ffmpeg take more, which no real
+	// recording nears: such a file fails to load (score 0).
+	maxAudioRate     = 768000
+	maxAudioChannels = 64
 )
 
-// loadAudio is librosa.load(path): mono float samples at 22050 Hz.
+// errNotDecodedAlike marks a file that librosa would decode with a
+// decoder whose samples ffmpeg's do not match: a score computed from
+// ffmpeg's would differ from OSWorld's, so the metric fails instead.
+var errNotDecodedAlike = errors.New("OSWorld decodes it otherwise than ffmpeg can: not scored")
+
+// audioStream is what ffprobe reports of a file's first audio stream;
+// demuxer, when set, is the format ffmpeg is told the file has.
+type audioStream struct {
+	format, codec, demuxer string
+	channels, rate         int
+}
+
+// probeAudio asks ffprobe about path's first audio stream. ffmpeg's
+// format detection passes over some files that libsndfile opens (an MP3
+// of a few frames behind an ID3 tag), which soundfile reads in OSWorld:
+// when ffprobe finds nothing, libsndfile is asked which format the file
+// is, and ffprobe is told.
+func probeAudio(ctx context.Context, path string) (audioStream, error) {
+	s, err := ffprobeAudio(ctx, path, "")
+	if err == nil {
+		return s, nil
+	}
+	out, infoErr := runTool(ctx, "sndfile-info", path)
+	if infoErr != nil {
+		return audioStream{}, err
+	}
+	info, ok := parseSndfileInfo(string(out))
+	if !ok {
+		return audioStream{}, err
+	}
+	demuxer, known := sndfileDemuxers[info.format&sndfileTypeMask]
+	if !known {
+		return audioStream{}, fmt.Errorf("audio %s: libsndfile reads it as format %#x, which ffmpeg does not recognise: %w",
+			path, info.format, errNotDecodedAlike)
+	}
+	return ffprobeAudio(ctx, path, demuxer)
+}
+
+// sndfileTypeMask is libsndfile's SF_FORMAT_TYPEMASK: the container part
+// of a format code. sndfileDemuxers names ffmpeg's demuxer for the
+// containers both read.
+const sndfileTypeMask = 0x0FFF0000
+
+var sndfileDemuxers = map[int]string{
+	0x010000: "wav",  // SF_FORMAT_WAV
+	0x130000: "wav",  // SF_FORMAT_WAVEX
+	0x220000: "wav",  // SF_FORMAT_RF64
+	0x020000: "aiff", // SF_FORMAT_AIFF
+	0x030000: "au",   // SF_FORMAT_AU
+	0x0B0000: "w64",  // SF_FORMAT_W64
+	0x170000: "flac", // SF_FORMAT_FLAC
+	0x180000: "caf",  // SF_FORMAT_CAF
+	0x200000: "ogg",  // SF_FORMAT_OGG
+	0x230000: "mp3",  // SF_FORMAT_MPEG
+}
+
+func ffprobeAudio(ctx context.Context, path, demuxer string) (audioStream, error) {
+	args := []string{"-v", "error"}
+	if demuxer != "" {
+		args = append(args, "-f", demuxer)
+	}
+	out, err := runTool(ctx, "ffprobe", append(args, "-select_streams", "a:0",
+		"-show_entries", "format=format_name:stream=codec_name,channels,sample_rate", "-of", "json", path)...)
+	if err != nil {
+		return audioStream{}, err
+	}
+	var probe struct {
+		Streams []struct {
+			Codec      string `json:"codec_name"`
+			Channels   int    `json:"channels"`
+			SampleRate string `json:"sample_rate"`
+		} `json:"streams"`
+		Format struct {
+			Name string `json:"format_name"`
+		} `json:"format"`
+	}
+	if err := json.Unmarshal(out, &probe); err != nil || len(probe.Streams) == 0 {
+		return audioStream{}, fmt.Errorf("audio %s: no audio stream", path)
+	}
+	st := probe.Streams[0]
+	rate, err := strconv.Atoi(st.SampleRate)
+	if err != nil || rate < 1 || rate > maxAudioRate || st.Channels < 1 || st.Channels > maxAudioChannels {
+		return audioStream{}, fmt.Errorf("audio %s: %d channels at %q Hz are outside 1-%d channels at 1-%d Hz",
+			path, st.Channels, st.SampleRate, maxAudioChannels, maxAudioRate)
+	}
+	return audioStream{format: probe.Format.Name, codec: st.Codec, demuxer: demuxer, channels: st.Channels, rate: rate}, nil
+}
+
+// How ffmpeg gives what librosa.load reads (librosaDecoding).
+const (
+	// decodeFloat: soundfile reads the file, and libsndfile decodes PCM,
+	// FLAC and MPEG audio to the same float32 samples as ffmpeg.
+	decodeFloat = "f32le"
+	// decodeInt16: libsndfile does not know the format; audioread asks
+	// the ffmpeg command for 16-bit samples.
+	decodeInt16 = "s16le"
+	// decodeSndfile: Ogg Vorbis and Opus, which libsndfile decodes with
+	// other lengths (and Opus at another rate) than ffmpeg; libsndfile's
+	// own sndfile-convert decodes them first (sndfileDecode), and ffmpeg
+	// gives its float64 samples (decodeDouble).
+	decodeSndfile = "sndfile"
+	decodeDouble  = "f64le"
+)
+
+// librosaDecoding says how ffmpeg gives what librosa.load reads of s.
+// ADPCM and GSM in WAV, and FLAC in Ogg, are libsndfile's, which decodes
+// them otherwise than ffmpeg does: they wrap errNotDecodedAlike.
+func librosaDecoding(s audioStream) (string, error) {
+	switch {
+	case s.format == "flac" || s.format == "mp3":
+		return decodeFloat, nil
+	case s.format == "wav" || s.format == "w64" || s.format == "aiff" || s.format == "au" || s.format == "caf":
+		if strings.HasPrefix(s.codec, "pcm_") {
+			return decodeFloat, nil
+		}
+		if strings.HasPrefix(s.codec, "adpcm_") || strings.HasPrefix(s.codec, "gsm") {
+			return "", fmt.Errorf("%s in %s, which libsndfile decodes: %w", s.codec, s.format, errNotDecodedAlike)
+		}
+	case s.format == "ogg" && (s.codec == "vorbis" || s.codec == "opus"):
+		return decodeSndfile, nil
+	case s.format == "ogg" && s.codec == "flac":
+		return "", fmt.Errorf("FLAC in Ogg, which libsndfile decodes: %w", errNotDecodedAlike)
+	}
+	return decodeInt16, nil
+}
+
+// loadAudio is librosa.load(path): mono float32 samples at 22050 Hz.
 func loadAudio(ctx context.Context, path string) ([]float32, error) {
 	if fi, err := os.Stat(path); err != nil || !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("audio %s is not a readable file", path)
 	}
-	probe, err := runTool(ctx, "ffprobe", "-v", "error", "-select_streams", "a:0",
-		"-show_entries", "stream=channels", "-of", "csv=p=0", path)
+	s, err := probeAudio(ctx, path)
 	if err != nil {
 		return nil, err
 	}
-	channels, err := strconv.Atoi(strings.TrimSpace(strings.Split(string(probe), "\n")[0]))
-	if err != nil || channels < 1 || channels > 64 {
-		return nil, fmt.Errorf("audio %s: no audio stream", path)
+	how, err := librosaDecoding(s)
+	if err != nil {
+		return nil, fmt.Errorf("audio %s: %w", path, err)
 	}
-	gains := make([]string, channels)
-	for i := range gains {
-		gains[i] = fmt.Sprintf("%.17g*c%d", 1/float64(channels), i)
+	name, gain := path, 1.0
+	if how == decodeSndfile {
+		dir, err := os.MkdirTemp("", "compare-audios-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		converted, info, err := sndfileDecode(ctx, path, dir)
+		switch {
+		case errors.Is(err, errNotSndfile):
+			// soundfile raises; librosa falls back to audioread.
+			how = decodeInt16
+		case err != nil:
+			return nil, fmt.Errorf("audio %s: %w", path, err)
+		case converted == "":
+			return silence(info), nil
+		default:
+			name, how, gain = converted, decodeDouble, info.gain
+			s = audioStream{rate: info.rate, channels: info.channels}
+		}
 	}
-	filter := "pan=mono|c0=" + strings.Join(gains, "+") + ",aresample=" + strconv.Itoa(audioRate)
-	if hasSoxr(ctx) {
-		filter += ":resampler=soxr:precision=20"
+	if s.rate != audioRate && !hasSoxr(ctx) {
+		return nil, fmt.Errorf("audio %s at %d Hz: ffmpeg was built without libsoxr, which librosa resamples with: %w",
+			path, s.rate, errNotDecodedAlike)
 	}
-	out, wait, err := startTool(ctx, "ffmpeg", "-nostdin", "-v", "error", "-i", path,
-		"-map", "0:a:0", "-af", filter, "-f", "f32le", "-acodec", "pcm_f32le", "-")
+	args := []string{"-nostdin", "-v", "error"}
+	if s.demuxer != "" {
+		args = append(args, "-f", s.demuxer)
+	}
+	decoded, wait, err := startTool(ctx, "ffmpeg", append(args, "-i", name,
+		"-map", "0:a:0", "-f", how, "-acodec", "pcm_"+how, "-")...)
 	if err != nil {
 		return nil, err
 	}
 	defer wait()
-	const maxBytes = maxAudioSeconds * audioRate * 4
-	data, err := io.ReadAll(io.LimitReader(out, maxBytes+1))
+	mono := &monoReader{src: bufio.NewReaderSize(decoded, 1<<16), channels: s.channels, format: how, gain: gain,
+		maxFrames: maxAudioSeconds * s.rate}
+	var y []float32
+	if s.rate == audioRate {
+		y, err = readFloats(mono, maxAudioSeconds*audioRate)
+	} else {
+		y, err = resampleAudio(ctx, mono, s.rate)
+	}
+	if mono.over {
+		return nil, fmt.Errorf("audio %s is longer than the cap of %d s: %w", path, maxAudioSeconds, metric.ErrOverCap)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("audio %s: %w", path, err)
+	}
+	return y, nil
+}
+
+// sndfileInfo is what sndfile-info reports of a file libsndfile opens.
+type sndfileInfo struct {
+	rate, channels, frames int
+	format                 int // SF_FORMAT_* container | encoding
+	silent                 bool
+	// gain undoes sndfile-convert's division by the peak, which it makes
+	// when the peak is 1.0 or more (a loud lossy file decodes past full
+	// scale): the peak as sndfile-info prints it, to six digits, so such
+	// samples are libsndfile's to about 1e-6; 1 otherwise.
+	gain float64
+}
+
+// errNotSndfile: libsndfile does not open the file, so soundfile raises
+// and librosa reads it with audioread.
+var errNotSndfile = errors.New("libsndfile does not open it")
+
+// maxSndfileSamples bounds the float WAV sndfile-convert writes to disk
+// (512 MiB: 15 minutes of 48 kHz stereo fit in 346 MB).
+const maxSndfileSamples = 128 << 20
+
+// sndfileDecode has libsndfile decode path, an Ogg Vorbis or Opus file,
+// as soundfile does in OSWorld: sndfile-convert writes its float samples
+// into a float WAV in dir, whose name it returns, unchanged when their
+// peak is below 1.0 and divided by the peak otherwise (info.gain undoes
+// that). A silent file, which sndfile-convert refuses, gives no name: its
+// info says how long it is.
+func sndfileDecode(ctx context.Context, path, dir string) (string, sndfileInfo, error) {
+	out, err := runTool(ctx, "sndfile-info", path)
+	if err != nil {
+		return "", sndfileInfo{}, err
+	}
+	if bytes.HasPrefix(out, []byte("Error : Not able to open input file")) {
+		return "", sndfileInfo{}, errNotSndfile
+	}
+	info, ok := parseSndfileInfo(string(out))
+	if !ok {
+		return "", sndfileInfo{}, fmt.Errorf("sndfile-info printed no summary of rate, frames and channels: %.200q", out)
+	}
+	if info.rate < 1 || info.rate > maxAudioRate || info.channels < 1 || info.channels > maxAudioChannels {
+		return "", sndfileInfo{}, fmt.Errorf("%d channels at %d Hz are outside 1-%d channels at 1-%d Hz",
+			info.channels, info.rate, maxAudioChannels, maxAudioRate)
+	}
+	if info.frames > maxAudioSeconds*info.rate {
+		return "", sndfileInfo{}, fmt.Errorf("longer than the cap of %d s: %w", maxAudioSeconds, metric.ErrOverCap)
+	}
+	if info.frames*info.channels > maxSndfileSamples {
+		return "", sndfileInfo{}, fmt.Errorf("%d frames of %d channels are over the cap of %d samples: %w",
+			info.frames, info.channels, maxSndfileSamples, metric.ErrOverCap)
+	}
+	if info.silent {
+		return "", info, nil
+	}
+	wav := filepath.Join(dir, "decoded.wav")
+	if _, err := runTool(ctx, "sndfile-convert", "-float32", path, wav); err != nil {
+		return "", sndfileInfo{}, err
+	}
+	return wav, info, nil
+}
+
+// parseSndfileInfo reads the summary sndfile-info prints after a file's
+// header dump, below its last line of dashes (the dump has lines such as
+// "Channels : 6" of its own); ok is false when it is not all there (the
+// peak is missing past 100 Mi frames).
+func parseSndfileInfo(out string) (sndfileInfo, bool) {
+	const rule = "\n----------------------------------------\n"
+	i := strings.LastIndex(out, rule)
+	if i < 0 {
+		return sndfileInfo{}, false
+	}
+	var info sndfileInfo
+	seen := map[string]bool{}
+	for line := range strings.Lines(out[i+len(rule):]) {
+		key, value, found := strings.Cut(line, ":")
+		if !found {
+			continue
+		}
+		value = strings.TrimSpace(value)
+		var err error
+		key = strings.TrimSpace(key)
+		switch key {
+		case "Sample Rate":
+			info.rate, err = strconv.Atoi(value)
+		case "Frames":
+			info.frames, err = strconv.Atoi(value)
+		case "Channels":
+			info.channels, err = strconv.Atoi(value)
+		case "Format":
+			var f uint64
+			f, err = strconv.ParseUint(value, 0, 32)
+			info.format = int(f)
+		case "Signal Max":
+			// "0.5 (-6.02 dB)"; 0 means every sample is 0, which
+			// sndfile-convert refuses to copy.
+			var peak float64
+			peak, err = strconv.ParseFloat(strings.Fields(value + " x")[0], 64)
+			info.silent, info.gain = peak == 0, max(1, peak)
+		default:
+			continue
+		}
+		if err != nil {
+			return sndfileInfo{}, false
+		}
+		seen[key] = true
+	}
+	if len(seen) != 5 {
+		return sndfileInfo{}, false
+	}
+	return info, true
+}
+
+// silence is librosa.load of a file of info.frames zero samples: zeros at
+// 22050 Hz, as many as resampling gives.
+func silence(info sndfileInfo) []float32 {
+	return make([]float32, resampledLength(info.frames, info.rate))
+}
+
+// resampledLength is the length librosa.resample cuts or pads its output
+// to: ceil(n·target/orig), computed as librosa computes it.
+func resampledLength(n, rate int) int {
+	if rate == audioRate {
+		return n
+	}
+	return int(math.Ceil(float64(n) * (float64(audioRate) / float64(rate))))
+}
+
+// resampleAudio is librosa.resample(y, orig_sr=rate, target_sr=22050,
+// res_type="soxr_hq") of the samples mono gives: libsoxr at its HQ recipe
+// (20 bits), as python-soxr calls it, through ffmpeg, then cut or padded
+// with zeros to ceil(len·ratio) samples, as librosa's fix_length does.
+func resampleAudio(ctx context.Context, mono *monoReader, rate int) ([]float32, error) {
+	out, wait, err := startToolInput(ctx, mono, "ffmpeg", "-nostdin", "-v", "error",
+		"-f", "f32le", "-ar", strconv.Itoa(rate), "-ac", "1", "-i", "pipe:0",
+		"-af", "aresample="+strconv.Itoa(audioRate)+":resampler=soxr:precision=20",
+		"-f", "f32le", "-acodec", "pcm_f32le", "-")
 	if err != nil {
 		return nil, err
 	}
-	if len(data) > maxBytes {
-		return nil, fmt.Errorf("audio %s is longer than the cap of %d s: %w", path, maxAudioSeconds, metric.ErrOverCap)
+	// libsoxr writes about len·ratio samples; the slack covers its flush.
+	y, err := readFloats(out, maxAudioSeconds*audioRate+audioRate)
+	// Waiting also waits for the copy from mono, so its count is final.
+	wait()
+	if err != nil {
+		return nil, err
+	}
+	want := resampledLength(mono.frames, rate)
+	if len(y) >= want {
+		return y[:want], nil
+	}
+	return append(y, make([]float32, want-len(y))...), nil
+}
+
+// readFloats reads little-endian float32 samples, at most maxSamples.
+func readFloats(r io.Reader, maxSamples int) ([]float32, error) {
+	data, err := io.ReadAll(io.LimitReader(r, int64(maxSamples)*4+4))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxSamples*4 {
+		return nil, fmt.Errorf("more than %d samples: %w", maxSamples, metric.ErrOverCap)
 	}
 	y := make([]float32, len(data)/4)
 	for i := range y {
@@ -80,14 +414,80 @@ func loadAudio(ctx context.Context, path string) ([]float32, error) {
 	return y, nil
 }
 
+// monoReader reads interleaved frames of int16, float32 or float64
+// samples (int16 scaled by 1/32768, as librosa's buf_to_float does;
+// float64 multiplied by gain, then made float32) and gives their mean over
+// the channels as little-endian float32: librosa's to_mono, numpy's
+// float32 mean, the channels summed in turn and the sum divided by their
+// number. Past maxFrames frames it stops with over set.
+type monoReader struct {
+	src       io.Reader
+	channels  int
+	format    string // decodeInt16, decodeFloat or decodeDouble
+	gain      float64
+	maxFrames int
+	frames    int
+	over      bool
+	frame     []byte
+}
+
+func (m *monoReader) Read(p []byte) (int, error) {
+	width := map[string]int{decodeInt16: 2, decodeFloat: 4, decodeDouble: 8}[m.format]
+	if m.frame == nil {
+		m.frame = make([]byte, width*m.channels)
+	}
+	n := 0
+	for n+4 <= len(p) {
+		if _, err := io.ReadFull(m.src, m.frame); err != nil {
+			if n > 0 {
+				return n, nil
+			}
+			if err == io.ErrUnexpectedEOF {
+				err = io.EOF // a partial frame at the end is dropped, as numpy's reshape would refuse it
+			}
+			return 0, err
+		}
+		if m.frames++; m.frames > m.maxFrames {
+			m.over = true
+			return n, errAudioOverCap
+		}
+		var sum float32
+		for c := range m.channels {
+			switch m.format {
+			case decodeInt16:
+				sum += float32(int16(binary.LittleEndian.Uint16(m.frame[2*c:]))) * (1.0 / 32768)
+			case decodeFloat:
+				sum += math.Float32frombits(binary.LittleEndian.Uint32(m.frame[4*c:]))
+			default:
+				sum += float32(math.Float64frombits(binary.LittleEndian.Uint64(m.frame[8*c:])) * m.gain)
+			}
+		}
+		if m.channels > 1 {
+			sum /= float32(m.channels)
+		}
+		binary.LittleEndian.PutUint32(p[n:], math.Float32bits(sum))
+		n += 4
+	}
+	return n, nil
+}
+
+var errAudioOverCap = errors.New("audio over the length cap")
+
+// notDecodedAlike returns err if it wraps errNotDecodedAlike, else nil.
+func notDecodedAlike(err error) error {
+	if errors.Is(err, errNotDecodedAlike) {
+		return err
+	}
+	return nil
+}
+
 var (
 	soxrOnce sync.Once
 	soxrOK   bool
 )
 
-// hasSoxr reports whether ffmpeg was built with libsoxr; without it the
-// audio is resampled with swresample's default filter, which differs from
-// soxr_hq only near the band edge.
+// hasSoxr reports whether ffmpeg was built with libsoxr, which librosa
+// resamples with; without it the audio is not scored.
 func hasSoxr(ctx context.Context) bool {
 	soxrOnce.Do(func() {
 		_, err := runTool(ctx, "ffmpeg", "-nostdin", "-v", "error", "-f", "lavfi", "-i", "anullsrc=r=44100:cl=mono",
@@ -213,17 +613,17 @@ func mfcc(y []float32) [][]float64 {
 		for m := range row {
 			row[m] = max(row[m], peak-80)
 		}
-		c := make([]float64, nMFCC)
-		for k := range nMFCC {
-			s := 0.0
-			for n, v := range row {
-				s += v * math.Cos(math.Pi*float64(k)*float64(2*n+1)/(2*nMels))
-			}
+		// dctII, not a direct sum: a frame whose mel bands are all at the
+		// floor (silence) is constant, and its coefficients past the first
+		// must come out exactly 0, as scipy's do. normalizeRows would
+		// scale a direct sum's rounding noise there up to ±1.
+		c := dctII(row)[:nMFCC]
+		for k := range c {
 			f := math.Sqrt(1.0 / (2 * nMels))
 			if k == 0 {
 				f = math.Sqrt(1.0 / (4 * nMels))
 			}
-			c[k] = 2 * s * f
+			c[k] *= f
 		}
 		out[t] = c
 	}
@@ -394,12 +794,14 @@ func metricCompareAudios(ctx context.Context, result, expected any, _ bool, _ ma
 	if p1 == "" || p2 == "" {
 		return 0, nil
 	}
-	if err := requireTools("compare_audios", "ffmpeg", "ffprobe"); err != nil {
+	// libsndfile's programs decode Ogg and tell formats ffmpeg does not
+	// find, as soundfile does in OSWorld.
+	if err := requireTools("compare_audios", "ffmpeg", "ffprobe", "sndfile-info", "sndfile-convert"); err != nil {
 		return 0, err
 	}
 	y1, err1 := loadAudio(ctx, p1)
 	y2, err2 := loadAudio(ctx, p2)
-	if err := cmp.Or(metric.OverCap(err1), metric.OverCap(err2)); err != nil {
+	if err := cmp.Or(metric.OverCap(err1), metric.OverCap(err2), notDecodedAlike(err1), notDecodedAlike(err2)); err != nil {
 		return 0, fmt.Errorf("compare_audios: %w", err)
 	}
 	bad1, bad2 := err1 != nil || len(y1) == 0, err2 != nil || len(y2) == 0

@@ -7,7 +7,9 @@
 // SSIM), because OSWorld's thresholds were tuned on those numbers. PDFs
 // go through MuPDF's mutool (the engine of PyMuPDF, which OSWorld reads
 // them with), poppler-utils standing in for text without it; audio and
-// video through ffmpeg; all as bounded subprocesses.
+// video through ffmpeg, and Ogg audio through libsndfile's sndfile-convert
+// (soundfile's library, which librosa reads it with); all as bounded
+// subprocesses.
 package media
 
 import "github.com/rolloutmesh/rolloutmesh/services/runner/internal/osworld/metric"

@@ -115,7 +115,7 @@ print(json.dumps(cases))
 func TestCheckPDFPagesMatchesPdfPy(t *testing.T) {
 	metrics := osworldpy.MetricsDir(t)
 	needTools(t, "mutool")
-	path := pythonPathFrom(t, "PYPDF", "import pypdf, fitz", "pypdf (PYPDF names its source) and PyMuPDF (python3-fitz)")
+	path := pythonPathFrom(t, "import pypdf, fitz", "pypdf (PYPDF names its source) and PyMuPDF (python3-fitz)", "PYPDF")
 	out := osworldpy.Run(t, pdfPagesPyDriver, path, metrics, t.TempDir(), "1", "1500")
 	osworldpy.Compare(t, osworldpy.Cases(t, out), func(c osworldpy.Case) (float64, error) {
 		return Metrics()["check_pdf_pages"].Fn(context.Background(), c.Result, c.Expected, true, c.Options)
@@ -223,8 +223,8 @@ print(json.dumps(cases))
 func TestComparePDFImagesMatchesChromePy(t *testing.T) {
 	metrics := osworldpy.MetricsDir(t)
 	needTools(t, "mutool")
-	path := pythonPathFrom(t, "IMAGEHASH", "import fitz, imagehash, scipy.fftpack",
-		"PyMuPDF (python3-fitz), SciPy (python3-scipy) or imagehash (IMAGEHASH names its source)")
+	path := pythonPathFrom(t, "import fitz, imagehash, scipy.fftpack",
+		"PyMuPDF (python3-fitz), SciPy (python3-scipy) or imagehash (IMAGEHASH names its source)", "IMAGEHASH")
 	out := osworldpy.Run(t, pdfImagesPyDriver, path, metrics, t.TempDir(), "1", "600")
 	osworldpy.Compare(t, osworldpy.Cases(t, out), func(c osworldpy.Case) (float64, error) {
 		return Metrics()["compare_pdf_images"].Fn(context.Background(), c.Result, c.Expected, true, c.Options)

@@ -98,6 +98,12 @@ func runToolInput(ctx context.Context, stdin []byte, maxOut int, name string, ar
 // startTool starts name with args under toolTimeout and returns its
 // stdout as a stream; wait reaps the process.
 func startTool(ctx context.Context, name string, args ...string) (io.Reader, func() error, error) {
+	return startToolInput(ctx, nil, name, args...)
+}
+
+// startToolInput is startTool with stdin (when not nil) copied to the
+// tool's standard input; wait also waits for that copy to end.
+func startToolInput(ctx context.Context, stdin io.Reader, name string, args ...string) (io.Reader, func() error, error) {
 	path, err := exec.LookPath(name)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s is not installed: %w", name, err)
@@ -106,6 +112,9 @@ func startTool(ctx context.Context, name string, args ...string) (io.Reader, fun
 	cmd := exec.CommandContext(ctx, path, args...)
 	cmd.Stderr = &cappedBuffer{max: 64 << 10, discard: true}
 	cmd.WaitDelay = time.Second
+	if stdin != nil {
+		cmd.Stdin = stdin
+	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		cancel()

@@ -186,8 +186,8 @@ print(json.dumps(cases))
 func TestCompareVideosMatchesVLCPy(t *testing.T) {
 	metrics := osworldpy.MetricsDir(t)
 	needTools(t, "ffmpeg")
-	path := pythonPathFrom(t, "IMAGEHASH", "import cv2, imagehash, scipy.fftpack",
-		"OpenCV (python3-opencv), SciPy (python3-scipy) or imagehash (IMAGEHASH names its source)")
+	path := pythonPathFrom(t, "import cv2, imagehash, scipy.fftpack",
+		"OpenCV (python3-opencv), SciPy (python3-scipy) or imagehash (IMAGEHASH names its source)", "IMAGEHASH")
 	out := osworldpy.Run(t, videoPyDriver, path, metrics, t.TempDir(), "1", "200")
 	cases := osworldpy.Cases(t, out)
 	osworldpy.Compare(t, cases, func(c osworldpy.Case) (float64, error) {
@@ -195,13 +195,15 @@ func TestCompareVideosMatchesVLCPy(t *testing.T) {
 	})
 }
 
-// pythonPathFrom returns the source tree env names (if it is set) as the
-// oracle's PYTHONPATH, and skips the test when imports fail under it.
-func pythonPathFrom(t *testing.T, env, imports, what string) []string {
+// pythonPathFrom returns the source trees the envs name (those set) as
+// the oracle's PYTHONPATH, and skips the test when imports fail under it.
+func pythonPathFrom(t *testing.T, imports, what string, envs ...string) []string {
 	t.Helper()
 	var path []string
-	if p := os.Getenv(env); p != "" {
-		path = append(path, p)
+	for _, env := range envs {
+		if p := os.Getenv(env); p != "" {
+			path = append(path, p)
+		}
 	}
 	py := exec.Command(cmp.Or(os.Getenv("OSWORLD_PYTHON"), "python3"), "-c", imports)
 	py.Env = append(os.Environ(), "PYTHONPATH="+strings.Join(path, ":"))

@@ -146,14 +146,24 @@ func Cases(t testing.TB, out []byte) []Case {
 // scored 1 in OSWorld, so that a test of only zeros shows.
 func Compare(t testing.TB, cases []Case, ours func(Case) (float64, error)) {
 	t.Helper()
-	bad, ones := 0, map[string]int{}
+	CompareWithin(t, cases, 1e-9, ours)
+}
+
+// CompareWithin is Compare for a metric whose scores are continuous and
+// computed in floating point of another width (librosa's float32): a
+// score within tol of OSWorld's agrees. It also logs the largest
+// difference among those that agree.
+func CompareWithin(t testing.TB, cases []Case, tol float64, ours func(Case) (float64, error)) {
+	t.Helper()
+	bad, ones, worst := 0, map[string]int{}, 0.0
 	for _, c := range cases {
 		want, _ := c.Want()
 		if want == 1 {
 			ones[c.Metric]++
 		}
 		got, err := ours(c)
-		if err == nil && math.Abs(got-want) <= 1e-9 {
+		if d := math.Abs(got - want); err == nil && d <= tol {
+			worst = max(worst, d)
 			continue
 		}
 		if bad++; bad <= 10 {
@@ -168,7 +178,7 @@ func Compare(t testing.TB, cases []Case, ours func(Case) (float64, error)) {
 			t.Error(msg)
 		}
 	}
-	t.Logf("%d cases; scored 1 by OSWorld: %v", len(cases), ones)
+	t.Logf("%d cases; scored 1 by OSWorld: %v; largest difference of those that agree: %.3g", len(cases), ones, worst)
 	if bad > 0 {
 		t.Errorf("%d of %d scores differ from OSWorld's", bad, len(cases))
 	}
