@@ -18,7 +18,7 @@ func ffmpegAudio(t *testing.T, dir, name, src string, args ...string) string {
 }
 
 func TestCompareAudios(t *testing.T) {
-	needTools(t, "ffmpeg", "ffprobe")
+	needTools(t, "ffmpeg", "ffprobe", "sndfile-info", "sndfile-convert")
 	dir := t.TempDir()
 	// A melody: three tones in turn, as a stereo WAV at 44.1 kHz and the
 	// same as a mono MP3.

@@ -148,28 +148,31 @@ func TestVideoFrameOverCap(t *testing.T) {
 	})
 }
 
-// TestAudioOverCap: audio one sample longer than the 15-minute cap, as
-// librosa.load decodes it (22050 Hz mono), is not scored: compare_audios
-// returns an error wrapping metric.ErrOverCap that names the cap, on
-// either side. Audio of exactly 15 minutes loads: paired with a missing
+// TestAudioOverCap: audio one sample longer than the 15-minute cap, at
+// librosa's rate (22050 Hz) or before resampling to it, is not scored:
+// compare_audios returns an error wrapping metric.ErrOverCap that names
+// the cap, on either side. Audio of exactly 15 minutes loads: paired with a missing
 // file it scores 0 as OSWorld does, with no error (the missing file also
 // spares the test 15 minutes of MFCCs).
 func TestAudioOverCap(t *testing.T) {
-	needTools(t, "ffmpeg", "ffprobe")
+	needTools(t, "ffmpeg", "ffprobe", "sndfile-info", "sndfile-convert")
 	dir := t.TempDir()
 	// Silence at librosa's rate, so that the decoded length is exact; FLAC
 	// holds 15 minutes of it in about 120 kB.
-	silence := func(name string, samples int) string {
-		return ffmpegAudio(t, dir, name, "anullsrc=r=22050:cl=mono", "-af", fmt.Sprintf("atrim=end_sample=%d", samples), "-c:a", "flac")
+	silence := func(name string, rate, samples int) string {
+		return ffmpegAudio(t, dir, name, fmt.Sprintf("anullsrc=r=%d:cl=mono", rate), "-af", fmt.Sprintf("atrim=end_sample=%d", samples), "-c:a", "flac")
 	}
-	over := silence("over.flac", maxAudioSeconds*audioRate+1)
-	at := silence("at.flac", maxAudioSeconds*audioRate)
+	over := silence("over.flac", audioRate, maxAudioSeconds*audioRate+1)
+	at := silence("at.flac", audioRate, maxAudioSeconds*audioRate)
+	// At another rate the cap is counted before resampling.
+	over44 := silence("over44.flac", 44100, maxAudioSeconds*44100+1)
 	tone := ffmpegAudio(t, dir, "tone.wav", "sine=frequency=440:duration=1")
 	missing := filepath.Join(dir, "missing.wav")
 	const capText = "is longer than the cap of 900 s"
 	runCapCases(t, []capCase{
 		{"result over", "compare_audios", over, tone, capText, 0},
 		{"expected over", "compare_audios", tone, over, capText, 0},
+		{"result over at 44.1 kHz", "compare_audios", over44, tone, capText, 0},
 		{"at the cap", "compare_audios", at, missing, "", 0},
 	})
 }
