@@ -1060,23 +1060,35 @@ func getAppearanceModeUI(ctx context.Context, s *Session, _ map[string]any) (any
 // colorSchemeFromFile reads the mode from Preferences up to five times a
 // second apart, as OSWorld does because Chrome writes the file a moment
 // after the settings change: light ends the wait, and the last mode read
-// (system if none) is the answer.
+// (system if none) is the answer. When no read gave a mode, a note says
+// why OSWorld's fallback stands in.
 func colorSchemeFromFile(ctx context.Context, s *Session) (any, error) {
-	final := "system"
+	final, read := "system", false
+	var data []byte
+	why := ""
 	for i := 0; i < 5; i++ {
-		data, err := profileFile(ctx, s, chrome.PreferencesFile)
+		var err error
+		data, err = profileFile(ctx, s, chrome.PreferencesFile)
 		if err != nil {
 			return nil, err
 		}
-		if mode, ok := chrome.ColorScheme(data); ok {
+		var mode string
+		if mode, why = chrome.ColorScheme(data); why == "" {
 			if mode == "light" {
 				return mode, nil
 			}
-			final = mode
+			final, read = mode, true
 		}
 		if err := s.sleep(ctx, time.Second); err != nil {
 			return nil, err
 		}
+	}
+	switch {
+	case read:
+	case data == nil:
+		noProfileFile(ctx, chrome.PreferencesFile)
+	default:
+		metric.Notef(ctx, "Chrome's %s: %s; OSWorld's fallback %s stands in", chrome.PreferencesFile, why, final)
 	}
 	return final, nil
 }

@@ -416,6 +416,15 @@ func TestChromeProfileGetters(t *testing.T) {
 	if mode := get(map[string]any{"type": "chrome_appearance_mode_ui"}); mode != "dark" {
 		t.Errorf("chrome_appearance_mode_ui from Preferences = %v, want dark", mode)
 	}
+	// Five reads that each raise: OSWorld's "system", with the reason.
+	write("Preferences", `{"browser": {"theme": 7}}`)
+	ctx, notes = metric.WithNotes(context.Background())
+	if got, err := s.get(ctx, "result", map[string]any{"type": "chrome_appearance_mode_ui"}); err != nil || got != "system" {
+		t.Errorf("chrome_appearance_mode_ui from an unreadable theme = %#v, %v; want system", got, err)
+	}
+	if n := notes.List(); len(n) != 1 || n[0] != `the result getter "chrome_appearance_mode_ui": Chrome's Default/Preferences: browser.theme is a JSON number, not an object; OSWorld's fallback system stands in` {
+		t.Errorf("notes %q; want one on the theme", n)
+	}
 	// A corrupt History database is None, which scores 0.
 	if score, _ := evalTask(t, s, `{"func": "check_history_deleted", "result": {"type": "history", "dest": "h.sqlite"}, "expected": {"type": "rule", "rules": {"type": "keywords", "keywords": ["x"]}}}`); score != 0 {
 		t.Errorf("check_history_deleted on a corrupt History = %v, want 0", score)

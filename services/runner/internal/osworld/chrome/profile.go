@@ -493,17 +493,21 @@ var colorSchemes = map[string]string{
 // boolean truncated to 0, 1 or 2), except that an
 // extensions.theme.system_theme equal to 0 or "0" (False is 0 in Python)
 // reads as "light" (OSWorld's reading of the Linux classic theme);
-// "system" when unset. ok is false where OSWorld's reading raises: the
-// file is unreadable or a value on the way is not an object.
-func ColorScheme(prefs []byte) (mode string, ok bool) {
+// "system" when unset. Where OSWorld's reading raises (the file is
+// unreadable or a value on the way is not an object), why says so and
+// mode is empty.
+func ColorScheme(prefs []byte) (mode, why string) {
 	m, why := parsePrefs(prefs)
 	if why != "" {
-		return "", false
+		return "", why
 	}
 	t, why := dictPath(m, map[string]any{}, "browser", "theme")
+	if why != "" {
+		return "", why
+	}
 	theme, isObj := t.(map[string]any)
-	if why != "" || !isObj {
-		return "", false
+	if !isObj {
+		return "", notObject([]string{"browser", "theme"}, t)
 	}
 	raw, present := theme["color_scheme2"]
 	if !present {
@@ -525,24 +529,24 @@ func ColorScheme(prefs []byte) (mode string, ok bool) {
 	}
 	flag, why := dictPath(m, nil, "extensions", "theme", "system_theme")
 	if why != "" {
-		return "", false
+		return "", why
 	}
 	switch v := flag.(type) {
 	case float64:
 		if v == 0 {
-			return "light", true
+			return "light", ""
 		}
 	case bool:
 		if !v {
-			return "light", true
+			return "light", ""
 		}
 	case string:
 		if v == "0" {
-			return "light", true
+			return "light", ""
 		}
 	}
 	if mode == "" {
 		mode = "system"
 	}
-	return mode, true
+	return mode, ""
 }

@@ -139,12 +139,23 @@ func TestColorScheme(t *testing.T) {
 		{`{"browser": {"theme": {"color_scheme": 2}}, "extensions": {"theme": {"system_theme": false}}}`, "light", true},
 		{`{"browser": {"theme": {"color_scheme": 2}}, "extensions": null}`, "", false},
 		{`{"browser": []}`, "", false},
+		{`{"browser": {"theme": 7}}`, "", false},
 		{`not json`, "", false},
 	}
 	for _, tt := range tests {
-		got, ok := ColorScheme([]byte(tt.prefs))
-		if got != tt.want || ok != tt.ok {
-			t.Errorf("ColorScheme(%s) = %q, %v; want %q, %v", tt.prefs, got, ok, tt.want, tt.ok)
+		got, why := ColorScheme([]byte(tt.prefs))
+		if got != tt.want || (why == "") != tt.ok {
+			t.Errorf("ColorScheme(%s) = %q, %q; want %q, ok %v", tt.prefs, got, why, tt.want, tt.ok)
+		}
+	}
+	// What the reading raises on, named as the other readers name it.
+	for prefs, want := range map[string]string{
+		`{"browser": {"theme": {"color_scheme": 2}}, "extensions": null}`: "extensions is a JSON null, not an object",
+		`{"browser": {"theme": 7}}`:                                       "browser.theme is a JSON number, not an object",
+		`[1]`:                                                             "a JSON array, not an object",
+	} {
+		if _, why := ColorScheme([]byte(prefs)); why != want {
+			t.Errorf("ColorScheme(%s): why %q, want %q", prefs, why, want)
 		}
 	}
 }

@@ -81,7 +81,7 @@ var profileGetters = map[string]func([]byte) (any, error){
 	// get_chrome_color_scheme polls the file; on one that does not
 	// change, that is its mode, or "system" when it does not read.
 	"chrome_color_scheme": func(b []byte) (any, error) {
-		if mode, ok := ColorScheme(b); ok {
+		if mode, why := ColorScheme(b); why == "" {
 			return mode, nil
 		}
 		return "system", nil
