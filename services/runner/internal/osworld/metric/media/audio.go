@@ -285,9 +285,9 @@ func sndfileDecode(ctx context.Context, path, dir string) (string, sndfileInfo, 
 	if !ok {
 		return "", sndfileInfo{}, fmt.Errorf("sndfile-info printed no summary of rate, frames and channels: %.200q", out)
 	}
-	if info.rate < 1 || info.rate > maxAudioRate || info.channels < 1 || info.channels > maxAudioChannels {
-		return "", sndfileInfo{}, fmt.Errorf("%d channels at %d Hz are outside 1-%d channels at 1-%d Hz",
-			info.channels, info.rate, maxAudioChannels, maxAudioRate)
+	if info.rate < 1 || info.rate > maxAudioRate || info.channels < 1 || info.channels > maxAudioChannels || info.frames < 0 {
+		return "", sndfileInfo{}, fmt.Errorf("%d frames of %d channels at %d Hz are outside 1-%d channels at 1-%d Hz",
+			info.frames, info.channels, info.rate, maxAudioChannels, maxAudioRate)
 	}
 	if info.frames > maxAudioSeconds*info.rate {
 		return "", sndfileInfo{}, fmt.Errorf("longer than the cap of %d s: %w", maxAudioSeconds, metric.ErrOverCap)
