@@ -283,7 +283,9 @@ func sndfileDecode(ctx context.Context, path, dir string) (string, sndfileInfo, 
 	}
 	info, ok := parseSndfileInfo(string(out))
 	if !ok {
-		return "", sndfileInfo{}, fmt.Errorf("sndfile-info printed no summary of rate, frames and channels: %.200q", out)
+		// libsndfile opened the file, so soundfile reads it in OSWorld.
+		return "", sndfileInfo{}, fmt.Errorf("sndfile-info printed no summary of rate, frames, channels and peak (%.200q): %w",
+			out, errNotDecodedAlike)
 	}
 	if info.rate < 1 || info.rate > maxAudioRate || info.channels < 1 || info.channels > maxAudioChannels || info.frames < 0 {
 		return "", sndfileInfo{}, fmt.Errorf("%d frames of %d channels at %d Hz are outside 1-%d channels at 1-%d Hz",
@@ -301,7 +303,9 @@ func sndfileDecode(ctx context.Context, path, dir string) (string, sndfileInfo, 
 	}
 	wav := filepath.Join(dir, "decoded.wav")
 	if _, err := runTool(ctx, "sndfile-convert", "-float32", path, wav); err != nil {
-		return "", sndfileInfo{}, err
+		// It refuses a peak that is NaN, infinite or subnormal, which
+		// soundfile reads.
+		return "", sndfileInfo{}, fmt.Errorf("%w: %w", err, errNotDecodedAlike)
 	}
 	return wav, info, nil
 }
@@ -432,8 +436,8 @@ type monoReader struct {
 }
 
 func (m *monoReader) Read(p []byte) (int, error) {
-	width := map[string]int{decodeInt16: 2, decodeFloat: 4, decodeDouble: 8}[m.format]
 	if m.frame == nil {
+		width := map[string]int{decodeInt16: 2, decodeFloat: 4, decodeDouble: 8}[m.format]
 		m.frame = make([]byte, width*m.channels)
 	}
 	n := 0
