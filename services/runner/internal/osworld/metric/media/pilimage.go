@@ -616,6 +616,15 @@ func (img *pimg) convert(mode string) (*pimg, error) {
 	}
 	switch mode {
 	case "L":
+		if img.mode == "RGB" {
+			// The common case (every video frame), without a call per
+			// pixel; a transparent colour changes only alpha, which L drops.
+			src, dst := img.pix[:3*n], out.pix[:n]
+			for i := range dst {
+				dst[i] = luma(src[3*i], src[3*i+1], src[3*i+2])
+			}
+			break
+		}
 		for i := range n {
 			if img.mode == "LA" {
 				out.pix[i] = img.pix[2*i]

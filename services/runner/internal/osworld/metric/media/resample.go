@@ -125,10 +125,21 @@ func (img *pimg) resampleConv(w, h int, f filter) *pimg {
 		tmp := &pimg{mode: img.mode, w: w, h: last - first, pal: img.pal, format: img.format}
 		tmp.pix = make([]uint8, tmp.w*tmp.h*nb)
 		for yy := 0; yy < tmp.h; yy++ {
-			row := img.pix[(yy+first)*img.w*nb:]
+			row := img.pix[(yy+first)*img.w*nb : (yy+first+1)*img.w*nb]
 			for xx := 0; xx < w; xx++ {
 				xmin, xmax := bh[2*xx], bh[2*xx+1]
-				k := kh[xx*ksh:]
+				k := kh[xx*ksh : xx*ksh+xmax]
+				if nb == 1 {
+					// One band (L, every hash's input): the same sum,
+					// over slices the compiler need not check per tap.
+					src := row[xmin : xmin+xmax]
+					ss := int64(1) << (precisionBits - 1)
+					for x, kx := range k {
+						ss += int64(src[x]) * int64(kx)
+					}
+					tmp.pix[yy*w+xx] = clipFixed(ss)
+					continue
+				}
 				for c := 0; c < nb; c++ {
 					ss := int64(1) << (precisionBits - 1)
 					for x := 0; x < xmax; x++ {

@@ -69,7 +69,8 @@ CODECS = [
     ("webm", ["-c:v", "libvpx", "-b:v", "200k", "-pix_fmt", "yuv420p"], True),
     ("gif", ["-pix_fmt", "rgb8"], False),
 ]
-ROTATIONS = [180, 45, 90, 270]
+# ffprobe's rotation field cuts 89.7 to 89; OpenCV rounds it to 90.
+ROTATIONS = [180, 45, 90, 270, 89.7, 180.4, -90.3, 134.6]
 SIZES = [(64, 48), (160, 120), (32, 32), (33, 17), (100, 30), (8, 8)]
 FRAMES = [1, 2, 5, 20, 60, 99, 100, 101, 130]
 
@@ -91,7 +92,7 @@ def render(src, size, rate, frames, vf, codec, rotate=0):
         # A display matrix, as a phone writes: the frames are untouched.
         turned = path + ".mp4"
         subprocess.run(["ffmpeg", "-nostdin", "-loglevel", "error", "-y", "-i", path, "-c", "copy",
-                        "-metadata:s:v:0", "rotate=%d" % rotate, turned], check=True)
+                        "-metadata:s:v:0", "rotate=%g" % rotate, turned], check=True)
         return turned
     return path
 
