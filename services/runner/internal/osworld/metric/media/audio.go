@@ -66,6 +66,9 @@ var errNotDecodedAlike = errors.New("OSWorld decodes it otherwise than ffmpeg ca
 type audioStream struct {
 	format, codec, demuxer string
 	channels, rate         int
+	// seconds is the length ffprobe gives (an estimate for some formats,
+	// 0 when it gives none): only a hint for how much to allocate.
+	seconds float64
 }
 
 // probeAudio asks ffprobe about path's first audio stream. ffmpeg's
@@ -118,7 +121,7 @@ func ffprobeAudio(ctx context.Context, path, demuxer string) (audioStream, error
 		args = append(args, "-f", demuxer)
 	}
 	out, err := runTool(ctx, "ffprobe", append(args, "-select_streams", "a:0",
-		"-show_entries", "format=format_name:stream=codec_name,channels,sample_rate", "-of", "json", path)...)
+		"-show_entries", "format=format_name,duration:stream=codec_name,channels,sample_rate", "-of", "json", path)...)
 	if err != nil {
 		return audioStream{}, err
 	}
@@ -129,7 +132,8 @@ func ffprobeAudio(ctx context.Context, path, demuxer string) (audioStream, error
 			SampleRate string `json:"sample_rate"`
 		} `json:"streams"`
 		Format struct {
-			Name string `json:"format_name"`
+			Name     string `json:"format_name"`
+			Duration string `json:"duration"`
 		} `json:"format"`
 	}
 	if err := json.Unmarshal(out, &probe); err != nil || len(probe.Streams) == 0 {
@@ -141,7 +145,8 @@ func ffprobeAudio(ctx context.Context, path, demuxer string) (audioStream, error
 		return audioStream{}, fmt.Errorf("audio %s: %d channels at %q Hz are outside 1-%d channels at 1-%d Hz",
 			path, st.Channels, st.SampleRate, maxAudioChannels, maxAudioRate)
 	}
-	return audioStream{format: probe.Format.Name, codec: st.Codec, demuxer: demuxer, channels: st.Channels, rate: rate}, nil
+	seconds, _ := strconv.ParseFloat(probe.Format.Duration, 64)
+	return audioStream{format: probe.Format.Name, codec: st.Codec, demuxer: demuxer, channels: st.Channels, rate: rate, seconds: seconds}, nil
 }
 
 // How ffmpeg gives what librosa.load reads (librosaDecoding).
@@ -213,7 +218,7 @@ func loadAudio(ctx context.Context, path string) ([]float32, error) {
 			return silence(info), nil
 		default:
 			name, how, gain = converted, decodeDouble, info.gain
-			s = audioStream{rate: info.rate, channels: info.channels}
+			s = audioStream{rate: info.rate, channels: info.channels, seconds: float64(info.frames) / float64(info.rate)}
 		}
 	}
 	if s.rate != audioRate && !hasSoxr(ctx) {
@@ -232,11 +237,14 @@ func loadAudio(ctx context.Context, path string) ([]float32, error) {
 	defer wait()
 	mono := &monoReader{src: bufio.NewReaderSize(decoded, 1<<16), channels: s.channels, format: how, gain: gain,
 		maxFrames: maxAudioSeconds * s.rate}
+	// Room for the samples the length promises, so that they are not
+	// copied as they grow (fresh pages are dear on a VM).
+	hint := int(min(max(s.seconds, 0), maxAudioSeconds)*audioRate) + audioRate
 	var y []float32
 	if s.rate == audioRate {
-		y, err = readFloats(mono, maxAudioSeconds*audioRate)
+		y, err = readFloats(mono, maxAudioSeconds*audioRate, hint)
 	} else {
-		y, err = resampleAudio(ctx, mono, s.rate)
+		y, err = resampleAudio(ctx, mono, s.rate, hint)
 	}
 	if mono.over {
 		return nil, fmt.Errorf("audio %s is longer than the cap of %d s: %w", path, maxAudioSeconds, metric.ErrOverCap)
@@ -380,7 +388,7 @@ func resampledLength(n, rate int) int {
 // res_type="soxr_hq") of the samples mono gives: libsoxr at its HQ recipe
 // (20 bits), as python-soxr calls it, through ffmpeg, then cut or padded
 // with zeros to ceil(len·ratio) samples, as librosa's fix_length does.
-func resampleAudio(ctx context.Context, mono *monoReader, rate int) ([]float32, error) {
+func resampleAudio(ctx context.Context, mono *monoReader, rate, hint int) ([]float32, error) {
 	out, wait, err := startToolInput(ctx, mono, "ffmpeg", "-nostdin", "-v", "error",
 		"-f", "f32le", "-ar", strconv.Itoa(rate), "-ac", "1", "-i", "pipe:0",
 		"-af", "aresample="+strconv.Itoa(audioRate)+":resampler=soxr:precision=20",
@@ -389,7 +397,7 @@ func resampleAudio(ctx context.Context, mono *monoReader, rate int) ([]float32, 
 		return nil, err
 	}
 	// libsoxr writes about len·ratio samples; the slack covers its flush.
-	y, err := readFloats(out, maxAudioSeconds*audioRate+audioRate)
+	y, err := readFloats(out, maxAudioSeconds*audioRate+audioRate, hint)
 	// Waiting also waits for the copy from mono, so its count is final.
 	wait()
 	if err != nil {
@@ -402,20 +410,30 @@ func resampleAudio(ctx context.Context, mono *monoReader, rate int) ([]float32, 
 	return append(y, make([]float32, want-len(y))...), nil
 }
 
-// readFloats reads little-endian float32 samples, at most maxSamples.
-func readFloats(r io.Reader, maxSamples int) ([]float32, error) {
-	data, err := io.ReadAll(io.LimitReader(r, int64(maxSamples)*4+4))
-	if err != nil {
-		return nil, err
+// readFloats reads little-endian float32 samples, at most maxSamples,
+// with room for hint of them at first.
+func readFloats(r io.Reader, maxSamples, hint int) ([]float32, error) {
+	buf := make([]byte, 1<<16)
+	y := make([]float32, 0, min(max(hint, 0), maxSamples))
+	have := 0 // bytes in buf not yet made samples
+	for {
+		n, err := r.Read(buf[have:])
+		have += n
+		whole := have &^ 3
+		if len(y)+whole/4 > maxSamples {
+			return nil, fmt.Errorf("more than %d samples: %w", maxSamples, metric.ErrOverCap)
+		}
+		for i := 0; i < whole; i += 4 {
+			y = append(y, math.Float32frombits(binary.LittleEndian.Uint32(buf[i:])))
+		}
+		have = copy(buf, buf[whole:have])
+		if err == io.EOF {
+			return y, nil
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
-	if len(data) > maxSamples*4 {
-		return nil, fmt.Errorf("more than %d samples: %w", maxSamples, metric.ErrOverCap)
-	}
-	y := make([]float32, len(data)/4)
-	for i := range y {
-		y[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
-	}
-	return y, nil
 }
 
 // monoReader reads interleaved frames of int16, float32 or float64
@@ -432,38 +450,58 @@ type monoReader struct {
 	maxFrames int
 	frames    int
 	over      bool
-	frame     []byte
+	// frameSize is a frame's size in bytes; buf holds up to monoBatch
+	// frames read at once.
+	frameSize int
+	buf       []byte
 }
 
+// monoBatch is how many frames monoReader reads from its source at once.
+const monoBatch = 4096
+
 func (m *monoReader) Read(p []byte) (int, error) {
-	if m.frame == nil {
-		width := map[string]int{decodeInt16: 2, decodeFloat: 4, decodeDouble: 8}[m.format]
-		m.frame = make([]byte, width*m.channels)
+	if m.frameSize == 0 {
+		m.frameSize = map[string]int{decodeInt16: 2, decodeFloat: 4, decodeDouble: 8}[m.format] * m.channels
+	}
+	want := min(len(p)/4, monoBatch)
+	if want == 0 {
+		return 0, nil
+	}
+	if len(m.buf) < want*m.frameSize {
+		m.buf = make([]byte, monoBatch*m.frameSize)
+	}
+	buf := m.buf[:want*m.frameSize]
+	got, err := io.ReadAtLeast(m.src, buf, m.frameSize)
+	if got < m.frameSize {
+		if err == io.ErrUnexpectedEOF {
+			err = io.EOF // a partial frame at the end is dropped, as numpy's reshape would refuse it
+		}
+		return 0, err
+	}
+	if rest := got % m.frameSize; rest != 0 {
+		// Complete the last frame, or drop it at the end.
+		if _, err := io.ReadFull(m.src, buf[got:got+m.frameSize-rest]); err == nil {
+			got += m.frameSize - rest
+		} else {
+			got -= rest
+		}
 	}
 	n := 0
-	for n+4 <= len(p) {
-		if _, err := io.ReadFull(m.src, m.frame); err != nil {
-			if n > 0 {
-				return n, nil
-			}
-			if err == io.ErrUnexpectedEOF {
-				err = io.EOF // a partial frame at the end is dropped, as numpy's reshape would refuse it
-			}
-			return 0, err
-		}
+	for f := 0; f+m.frameSize <= got; f += m.frameSize {
 		if m.frames++; m.frames > m.maxFrames {
 			m.over = true
 			return n, errAudioOverCap
 		}
+		frame := buf[f : f+m.frameSize]
 		var sum float32
 		for c := range m.channels {
 			switch m.format {
 			case decodeInt16:
-				sum += float32(int16(binary.LittleEndian.Uint16(m.frame[2*c:]))) * (1.0 / 32768)
+				sum += float32(int16(binary.LittleEndian.Uint16(frame[2*c:]))) * (1.0 / 32768)
 			case decodeFloat:
-				sum += math.Float32frombits(binary.LittleEndian.Uint32(m.frame[4*c:]))
+				sum += math.Float32frombits(binary.LittleEndian.Uint32(frame[4*c:]))
 			default:
-				sum += float32(math.Float64frombits(binary.LittleEndian.Uint64(m.frame[8*c:])) * m.gain)
+				sum += float32(math.Float64frombits(binary.LittleEndian.Uint64(frame[8*c:])) * m.gain)
 			}
 		}
 		if m.channels > 1 {
@@ -543,9 +581,28 @@ func melFilters() [][]float64 {
 	return w
 }
 
-// fft is an in-place radix-2 complex FFT of a power-of-two length.
-func fft(a []complex128) {
-	n := len(a)
+// fftPlan is an in-place radix-2 complex FFT of one power-of-two length,
+// its twiddle factors worked out once, each from its own sine and cosine.
+type fftPlan struct {
+	n       int
+	twiddle [][]complex128 // per stage (size 2, 4, ... n): size/2 factors
+}
+
+func newFFTPlan(n int) *fftPlan {
+	p := &fftPlan{n: n}
+	for size := 2; size <= n; size <<= 1 {
+		tw := make([]complex128, size/2)
+		for k := range tw {
+			sin, cos := math.Sincos(2 * math.Pi * float64(k) / float64(size))
+			tw[k] = complex(cos, -sin)
+		}
+		p.twiddle = append(p.twiddle, tw)
+	}
+	return p
+}
+
+func (p *fftPlan) transform(a []complex128) {
+	n := p.n
 	for i, j := 1, 0; i < n; i++ {
 		bit := n >> 1
 		for ; j&bit != 0; bit >>= 1 {
@@ -556,17 +613,86 @@ func fft(a []complex128) {
 			a[i], a[j] = a[j], a[i]
 		}
 	}
+	stage := 0
 	for size := 2; size <= n; size <<= 1 {
-		step := cmplx.Exp(complex(0, -2*math.Pi/float64(size)))
+		tw, half := p.twiddle[stage], size/2
 		for start := 0; start < n; start += size {
-			w := complex(1, 0)
-			for k := 0; k < size/2; k++ {
-				u, v := a[start+k], a[start+k+size/2]*w
-				a[start+k], a[start+k+size/2] = u+v, u-v
-				w *= step
+			lo, hi := a[start:start+half], a[start+half:start+size]
+			for k, w := range tw {
+				u, v := lo[k], hi[k]*w
+				lo[k], hi[k] = u+v, u-v
 			}
 		}
+		stage++
 	}
+}
+
+// realFFT gives the power spectrum |X[k]|², k = 0 to n/2, of n real
+// samples through a complex FFT of half the length (the even samples as
+// real parts, the odd ones as imaginary parts), whose bins are then told
+// apart with one twiddle each: half the work of a complex FFT of length n.
+// An all-zero frame gives exact zeros.
+type realFFT struct {
+	n    int
+	half *fftPlan
+	z    []complex128
+	rot  []complex128 // e^(-2πik/n), k < n/2
+}
+
+func newRealFFT(n int) *realFFT {
+	r := &realFFT{n: n, half: newFFTPlan(n / 2), z: make([]complex128, n/2), rot: make([]complex128, n/2)}
+	for k := range r.rot {
+		sin, cos := math.Sincos(2 * math.Pi * float64(k) / float64(n))
+		r.rot[k] = complex(cos, -sin)
+	}
+	return r
+}
+
+// power writes |X[k]|² of x (n samples) into out (n/2+1 bins).
+func (r *realFFT) power(x, out []float64) {
+	h := r.n / 2
+	for i := range h {
+		r.z[i] = complex(x[2*i], x[2*i+1])
+	}
+	r.half.transform(r.z)
+	z0 := r.z[0]
+	out[0] = (real(z0) + imag(z0)) * (real(z0) + imag(z0))
+	out[h] = (real(z0) - imag(z0)) * (real(z0) - imag(z0))
+	for k := 1; k < h; k++ {
+		a, b := r.z[k], cmplx.Conj(r.z[h-k])
+		sum, d := a+b, a-b
+		even := complex(real(sum)*0.5, imag(sum)*0.5)
+		odd := complex(imag(d)*0.5, -real(d)*0.5) // (a-b)/2i
+		x := even + r.rot[k]*odd
+		out[k] = real(x)*real(x) + imag(x)*imag(x)
+	}
+}
+
+// melBand is one mel filter's non-zero span: weights w over the FFT bins
+// from lo on.
+type melBand struct {
+	lo int
+	w  []float64
+}
+
+// melBands is melFilters cut to each filter's span, so that a frame's
+// band energies skip the bins a filter gives no weight, which are most.
+func melBands() []melBand {
+	filters := melFilters()
+	bands := make([]melBand, len(filters))
+	for m, f := range filters {
+		lo, hi := 0, 0
+		for k, wk := range f {
+			if wk != 0 {
+				if hi == 0 {
+					lo = k
+				}
+				hi = k + 1
+			}
+		}
+		bands[m] = melBand{lo: lo, w: f[lo:hi]}
+	}
+	return bands
 }
 
 // mfcc is librosa.feature.mfcc(y=y, sr=22050): a centred, zero-padded
@@ -580,9 +706,11 @@ func mfcc(y []float32) [][]float64 {
 	for i := range window {
 		window[i] = 0.5 - 0.5*math.Cos(2*math.Pi*float64(i)/nFFT)
 	}
-	mel := melFilters()
+	mel := melBands()
+	rfft := newRealFFT(nFFT)
 	spec := make([][]float64, frames) // frames × mels, in dB
-	buf := make([]complex128, nFFT)
+	bands := make([]float64, frames*nMels)
+	buf := make([]float64, nFFT)
 	power := make([]float64, nFFT/2+1)
 	peak := math.Inf(-1)
 	for t := range frames {
@@ -592,19 +720,16 @@ func mfcc(y []float32) [][]float64 {
 			if j := start + i; j >= 0 && j < len(y) {
 				v = float64(y[j])
 			}
-			buf[i] = complex(v*window[i], 0)
+			buf[i] = v * window[i]
 		}
-		fft(buf)
-		for k := range power {
-			re, im := real(buf[k]), imag(buf[k])
-			power[k] = re*re + im*im
-		}
-		row := make([]float64, nMels)
+		rfft.power(buf, power)
+		row := bands[t*nMels : (t+1)*nMels : (t+1)*nMels]
 		for m := range nMels {
 			s := 0.0
-			for k, wk := range mel[m] {
+			band := power[mel[m].lo:]
+			for k, wk := range mel[m].w {
 				if wk != 0 {
-					s += wk * power[k]
+					s += wk * band[k]
 				}
 			}
 			row[m] = 10 * math.Log10(max(1e-10, s))
@@ -613,6 +738,7 @@ func mfcc(y []float32) [][]float64 {
 		spec[t] = row
 	}
 	out := make([][]float64, frames)
+	coeffs := make([]float64, frames*nMFCC) // one array for every frame's 20
 	for t, row := range spec {
 		for m := range row {
 			row[m] = max(row[m], peak-80)
@@ -621,7 +747,8 @@ func mfcc(y []float32) [][]float64 {
 		// floor (silence) is constant, and its coefficients past the first
 		// must come out exactly 0, as scipy's do. normalizeRows would
 		// scale a direct sum's rounding noise there up to ±1.
-		c := dctII(row)[:nMFCC]
+		c := coeffs[t*nMFCC : (t+1)*nMFCC : (t+1)*nMFCC]
+		copy(c, dctII(row))
 		for k := range c {
 			f := math.Sqrt(1.0 / (2 * nMels))
 			if k == 0 {
@@ -790,6 +917,25 @@ func dtw(x, y [][]float64, window []cell, dist func(a, b []float64) float64) (fl
 	return d[cell{len(x), len(y)}].cost, path
 }
 
+// audioFeatures is a file as compare_audios reads it: librosa.load's
+// samples, and their MFCCs normalised per coefficient (when there are
+// samples).
+type audioFeatures struct {
+	y    []float32
+	mfcc [][]float64
+	err  error
+}
+
+func loadFeatures(ctx context.Context, path string) audioFeatures {
+	y, err := loadAudio(ctx, path)
+	f := audioFeatures{y: y, err: err}
+	if err == nil && len(y) > 0 {
+		f.mfcc = mfcc(y)
+		normalizeRows(f.mfcc)
+	}
+	return f
+}
+
 // metricCompareAudios is vlc.py's compare_audios. An unreadable or empty
 // file counts as empty: two empty files score 1, one scores 0.
 func metricCompareAudios(ctx context.Context, result, expected any, _ bool, _ map[string]any) (float64, error) {
@@ -803,8 +949,14 @@ func metricCompareAudios(ctx context.Context, result, expected any, _ bool, _ ma
 	if err := requireTools("compare_audios", "ffmpeg", "ffprobe", "sndfile-info", "sndfile-convert"); err != nil {
 		return 0, err
 	}
-	y1, err1 := loadAudio(ctx, p1)
-	y2, err2 := loadAudio(ctx, p2)
+	// The two files are decoded and their features worked out side by
+	// side: each is a pipeline of ffmpeg processes, then Go's MFCC.
+	var f1, f2 audioFeatures
+	var wg sync.WaitGroup
+	wg.Go(func() { f1 = loadFeatures(ctx, p1) })
+	f2 = loadFeatures(ctx, p2)
+	wg.Wait()
+	y1, err1, y2, err2 := f1.y, f1.err, f2.y, f2.err
 	if err := cmp.Or(metric.OverCap(err1), metric.OverCap(err2), notDecodedAlike(err1), notDecodedAlike(err2)); err != nil {
 		return 0, fmt.Errorf("compare_audios: %w", err)
 	}
@@ -818,10 +970,7 @@ func metricCompareAudios(ctx context.Context, result, expected any, _ bool, _ ma
 		}
 		return 0, nil
 	}
-	m1, m2 := mfcc(y1), mfcc(y2)
-	normalizeRows(m1)
-	normalizeRows(m2)
-	distance, path := fastDTW(m1, m2, 1, cosineDistance)
+	distance, path := fastDTW(f1.mfcc, f2.mfcc, 1, cosineDistance)
 	if len(path) == 0 {
 		return 0, nil
 	}
