@@ -254,7 +254,7 @@ bench-storage: ## AppendSteps steps/s against the disk's durable rate; ListEpiso
 	cd services/storage && $(GO) run ./cmd/benchviewer
 
 .PHONY: bench-osworld-eval
-bench-osworld-eval: ## OSWorld metric evaluation time (compare_table, pptx, docx, pdfs, images) on files of realistic size
+bench-osworld-eval: ## OSWorld metric evaluation time (compare_table, pptx, docx, pdfs, images, audios, videos) on files of realistic size
 	cd services/runner && $(GO) run ./cmd/benchosworldeval
 
 .PHONY: bench-osworld-setup

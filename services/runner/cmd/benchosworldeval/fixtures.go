@@ -20,6 +20,7 @@ import (
 // end, so that a metric cannot stop early on the first page.
 type fixtureSet struct {
 	sheet, deck, doc, pdf, shot pair
+	song, video                 pair
 }
 
 type pair struct {
@@ -37,7 +38,7 @@ const (
 
 // makeFixtures writes the sources and has the real applications build the
 // files: LibreOffice the xlsx, pptx, docx and PDF files, headless Chromium
-// the screenshots.
+// the screenshots, ffmpeg the song and the video.
 func makeFixtures(ctx context.Context, dir string) (fixtureSet, error) {
 	var fs fixtureSet
 	src := filepath.Join(dir, "src")
@@ -102,11 +103,15 @@ func makeFixtures(ctx context.Context, dir string) (fixtureSet, error) {
 			differ: filepath.Join(d, prefix+"_differ."+ext),
 		}
 	}
+	song, video, err := makeMedia(ctx, out)
+	if err != nil {
+		return fs, err
+	}
 	fs = fixtureSet{
 		sheet: mk(out, "sheet", "xlsx"), deck: mk(out, "deck", "pptx"), doc: mk(out, "doc", "docx"),
-		pdf: mk(pdfDir, "doc", "pdf"), shot: mk(out, "shot", "png"),
+		pdf: mk(pdfDir, "doc", "pdf"), shot: mk(out, "shot", "png"), song: song, video: video,
 	}
-	for _, p := range []pair{fs.sheet, fs.deck, fs.doc, fs.pdf, fs.shot} {
+	for _, p := range []pair{fs.sheet, fs.deck, fs.doc, fs.pdf, fs.shot, fs.song, fs.video} {
 		for _, f := range []string{p.result, p.same, p.differ} {
 			if st, err := os.Stat(f); err != nil || st.Size() == 0 {
 				return fs, fmt.Errorf("fixture %s was not made: %v", f, err)
