@@ -19,8 +19,8 @@ import (
 
 // compare_videos reads frames as OpenCV does (every decoded frame, RGB
 // after a bicubic swscale conversion, a display matrix's quarter turns
-// applied as OpenCV rounds its angle); ffmpeg decodes here, streaming PPM frames so that only one
-// frame per video is held.
+// applied as OpenCV rounds its angle); ffmpeg decodes here, streaming PPM
+// frames so that only one frame per video is held.
 
 // compare_videos's defaults: max_frames_to_check, and threshold (hash
 // bits, and mismatching frames).
