@@ -153,8 +153,8 @@ func run(ctx context.Context, o options) error {
 	fmt.Printf("Load average at the end: %s. p50, p99 and max are wall time, which other work on the machine\n", benchstat.LoadAverage())
 	fmt.Println("lengthens; cpu is the CPU time the evaluation used (this process and the tools it ran), which it does less.")
 	fmt.Println("Scores are OSWorld's: a matching pair scores 1; a differing pair 0, except compare_pdfs (the fuzzy")
-	fmt.Println("ratio of the two texts), compare_images (the SSIM of the two screenshots) and compare_audios (1 less")
-	fmt.Println("the MFCCs' DTW distance over its bound), which score a fraction; the song's gold copy is another")
+	fmt.Println("ratio of the two texts), compare_images (the SSIM of the two screenshots) and compare_audios (e to")
+	fmt.Println("the minus the MFCCs' mean DTW distance), which score a fraction; the song's gold copy is another")
 	fmt.Println("encoding, so its matching pair scores a little under 1, as a gold file made on another machine does.")
 	return nil
 }

@@ -22,7 +22,7 @@ const (
 	videoW        = 854
 	videoH        = 480
 	videoFPS      = 30
-	videoDifferAt = 3 // seconds: the differing video is flipped from here on, within the 100 frames compare_videos reads
+	videoDifferAt = 3 // seconds: the differing video is upside down from here on, within the 100 frames compare_videos reads
 )
 
 // songExpr is a stereo signal with the shape of music: a bass note and a
