@@ -255,6 +255,13 @@ func runInstructions(ctx context.Context, o Options, w io.Writer) error {
 			}
 			return bareGRPCDoer(conn, body), func() { conn.Close(); bare.stop() }, nil
 		}},
+		{name: "event-loop proxy (gnet) -> fakellm", start: func(ctx context.Context, wrap func(string, ...string) (string, []string)) (func(context.Context) error, func(), error) {
+			event, err := startChild(ctx, wrap, "eventproxy", fakeURL)
+			if err != nil {
+				return nil, nil, err
+			}
+			return httpSend(event.addrs[0]), func() { hc.CloseIdleConnections(); event.stop() }, nil
+		}},
 	}
 	warm, n := 200, o.InstrRequests
 	fmt.Fprintf(w, "(c) instructions per request under valgrind --tool=callgrind (all threads and processes of\n")
@@ -296,8 +303,9 @@ func runInstructions(ctx context.Context, o Options, w io.Writer) error {
 		verdict(per[1] <= 1.5*per[0]), per[1]/per[0], verdict(per[2] <= 1.5*per[0]), per[2]/per[0])
 	fmt.Fprintf(w, "    HTTP floor: a bare fasthttp proxy (no gateway code) runs %.2fx nginx's instructions; the gateway's own code adds %.0f per request\n",
 		per[3]/per[0], per[1]-per[3])
-	fmt.Fprintf(w, "    gRPC floor: a bare grpc-go proxy (no gateway code) runs %.2fx nginx's instructions; the gateway's own code adds %.0f per request\n\n",
+	fmt.Fprintf(w, "    gRPC floor: a bare grpc-go proxy (no gateway code) runs %.2fx nginx's instructions; the gateway's own code adds %.0f per request\n",
 		per[4]/per[0], per[2]-per[4])
+	fmt.Fprintf(w, "    event-loop floor: the same job on gnet's event loops runs %.2fx nginx's instructions\n\n", per[5]/per[0])
 	benchreport.Goal(w, "gateway-instructions", "gateway instructions per request ≤ 1.5× nginx's, both fronts (callgrind)",
 		fmt.Sprintf("HTTP %.2f×, gRPC %.2f× (nginx %.0f)", per[1]/per[0], per[2]/per[0], per[0]), benchreport.Judge(per[1] <= 1.5*per[0] && per[2] <= 1.5*per[0]))
 	return nil

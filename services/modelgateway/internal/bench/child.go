@@ -48,6 +48,8 @@ func Child(ctx context.Context, what, arg string, in io.Reader, out io.Writer) e
 		return serveBareProxy(ctx, arg, out)
 	case "baregrpc":
 		return serveBareGRPCProxy(ctx, arg, out)
+	case "eventproxy":
+		return serveEventProxy(ctx, arg, out)
 	case "gateway":
 		// As the gateway binary runs.
 		modelgateway.SetGCDefaults()

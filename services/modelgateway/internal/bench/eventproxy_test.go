@@ -1,0 +1,192 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestEventProxyForwards wants the event-loop proxy to do nginx's job as
+// the bare proxy does: the backend's status, type and body back to the
+// caller, over real sockets, for several requests on one connection.
+func TestEventProxyForwards(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fakeURL, proxy, done := startBare(t, ctx, serveEventProxy)
+	client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 1}}
+	post := func(base string, body []byte) (int, string, string) {
+		t.Helper()
+		resp, err := client.Post(base+"/v1/chat/completions", "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, resp.Header.Get("Content-Type"), string(b)
+	}
+	// fakellm's answers carry an id and a timestamp of their own.
+	strip := regexp.MustCompile(`"(id|created)":("[^"]*"|\d+)`)
+	for range 3 {
+		for _, body := range [][]byte{chatBody(nil), []byte(`{"messages":`)} {
+			wantCode, wantType, wantBody := post(fakeURL, body)
+			gotCode, gotType, gotBody := post(proxy, body)
+			if gotCode != wantCode || gotType != wantType || strip.ReplaceAllString(gotBody, "") != strip.ReplaceAllString(wantBody, "") {
+				t.Errorf("through the event proxy: %d %q %s\nwant (direct) %d %q %s", gotCode, gotType, gotBody, wantCode, wantType, wantBody)
+			}
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("serveEventProxy: %v", err)
+	}
+}
+
+// TestEventProxyFraming drives the proxy over a raw socket against a
+// backend that answers in chunks and says what it was sent: pipelined
+// requests, a request written a byte at a time, the hop's Connection
+// header, and the requests it must refuse.
+func TestEventProxyFraming(t *testing.T) {
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		// Two flushes make net/http send chunks.
+		fmt.Fprintf(w, "%s %s connection=%q ", r.Method, r.URL.Path, r.Header.Get("Connection"))
+		w.(http.Flusher).Flush()
+		fmt.Fprintf(w, "body=%s", body)
+	}))
+	defer backend.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r, w := io.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- serveEventProxy(ctx, backend.URL, w) }()
+	line, err := bufio.NewReader(r).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	go io.Copy(io.Discard, r)
+	addr := strings.TrimPrefix(strings.TrimSpace(strings.TrimPrefix(line, "ADDR ")), "http://")
+
+	dial := func() (net.Conn, *bufio.Reader) {
+		t.Helper()
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		return c, bufio.NewReader(c)
+	}
+	read := func(br *bufio.Reader) (int, string) {
+		t.Helper()
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, string(b)
+	}
+	req := func(path, body string, headers ...string) string {
+		return fmt.Sprintf("POST %s HTTP/1.1\r\nHost: x\r\n%sContent-Length: %d\r\n\r\n%s", path, strings.Join(headers, ""), len(body), body)
+	}
+
+	t.Run("pipelined", func(t *testing.T) {
+		c, br := dial()
+		io.WriteString(c, req("/a", "one", "Connection: keep-alive\r\n")+req("/b", "")+req("/c", "three"))
+		for _, want := range []string{`POST /a connection="" body=one`, `POST /b connection="" body=`, `POST /c connection="" body=three`} {
+			if code, got := read(br); code != 200 || got != want {
+				t.Errorf("got %d %q, want 200 %q", code, got, want)
+			}
+		}
+	})
+	t.Run("a byte at a time", func(t *testing.T) {
+		c, br := dial()
+		for _, b := range []byte(req("/slow", "0123456789")) {
+			if _, err := c.Write([]byte{b}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if code, got := read(br); code != 200 || got != `POST /slow connection="" body=0123456789` {
+			t.Errorf("got %d %q", code, got)
+		}
+	})
+	for _, tt := range []struct {
+		name, req string
+		want      int
+	}{
+		{"chunked request", "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n", 501},
+		{"two lengths", "POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\nab", 400},
+		{"bare LF", "GET / HTTP/1.1\nHost: x\r\n\r\n", 400},
+		{"head over the bound", "GET / HTTP/1.1\r\nX: " + strings.Repeat("a", eventMaxHead) + "\r\n", 431},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, br := dial()
+			io.WriteString(c, tt.req)
+			if code, _ := read(br); code != tt.want {
+				t.Errorf("status %d, want %d", code, tt.want)
+			}
+			// The connection is closed: what follows cannot be framed.
+			if _, err := br.ReadByte(); !errors.Is(err, io.EOF) {
+				t.Errorf("after the refusal: %v, want EOF", err)
+			}
+		})
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("serveEventProxy: %v", err)
+	}
+}
+
+// TestResponseFrame wants answers framed whole however the stream is cut.
+func TestResponseFrame(t *testing.T) {
+	answers := "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello" +
+		"HTTP/1.1 204 No Content\r\n\r\n" +
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3;ext=1\r\nabc\r\nA\r\n0123456789\r\n0\r\nX-Trailer: 1\r\n\r\n" +
+		"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n"
+	for cut := 1; cut <= len(answers); cut++ {
+		var f responseFrame
+		pending := ""
+		for i := 0; i < len(answers); i += cut {
+			pending += answers[i:min(i+cut, len(answers))]
+			n, err := f.consume([]byte(pending))
+			if err != nil {
+				t.Fatalf("cut %d: %v", cut, err)
+			}
+			pending = pending[n:]
+		}
+		if pending != "" || f.state != frameHead {
+			t.Errorf("cut %d: %q left unframed, state %d", cut, pending, f.state)
+		}
+	}
+	for _, bad := range []string{
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcXY",
+		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nab",
+		"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nno colon\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + strings.Repeat("1", eventMaxChunkLine+1),
+		"HTTP/1.1 200 OK\r\n" + strings.Repeat("a", eventMaxHead+1),
+	} {
+		var f responseFrame
+		if _, err := f.consume([]byte(bad)); !errors.Is(err, errFraming) {
+			t.Errorf("consume(%.60q) = %v, want errFraming", bad, err)
+		}
+	}
+}
