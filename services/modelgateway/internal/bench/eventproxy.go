@@ -88,11 +88,22 @@ func (p *eventProxy) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	}
 	pair := &eventPair{down: c}
 	c.SetContext(pair)
-	if _, err := c.EventLoop().Register(gnet.NewContext(context.Background(), pair), p.upstream); err != nil {
+	registered, err := c.EventLoop().Register(gnet.NewContext(context.Background(), pair), p.upstream)
+	if err != nil {
 		return nil, gnet.Close
 	}
+	go func() {
+		// Only a dial that failed is news: the client then gets nginx's
+		// answer to an upstream it cannot reach instead of waiting. The
+		// write must go through the loop (AsyncWrite), which then closes.
+		if res := <-registered; res.Err != nil {
+			c.AsyncWrite([]byte(badGateway), func(c gnet.Conn, _ error) error { return c.Close() })
+		}
+	}()
 	return nil, gnet.None
 }
+
+const badGateway = "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
 
 func (p *eventProxy) OnClose(c gnet.Conn, _ error) gnet.Action {
 	pair, _ := c.Context().(*eventPair)

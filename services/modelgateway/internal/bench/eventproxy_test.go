@@ -190,3 +190,45 @@ func TestResponseFrame(t *testing.T) {
 		}
 	}
 }
+
+// TestEventProxyUpstreamDown wants a client whose upstream cannot be
+// dialled answered 502, not left waiting.
+func TestEventProxyUpstreamDown(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := "http://" + ln.Addr().String()
+	ln.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r, w := io.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- serveEventProxy(ctx, down, w) }()
+	line, err := bufio.NewReader(r).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	go io.Copy(io.Discard, r)
+	// A raw socket: the answer may come before the request is read, and
+	// net/http's client may report the write's error instead.
+	c, err := net.Dial("tcp", strings.TrimPrefix(strings.TrimSpace(strings.TrimPrefix(line, "ADDR ")), "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(c, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadGateway {
+		t.Errorf("status %d, want 502", resp.StatusCode)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("serveEventProxy: %v", err)
+	}
+}
