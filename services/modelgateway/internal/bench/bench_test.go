@@ -86,48 +86,71 @@ func startBare(t *testing.T, ctx context.Context, serve func(context.Context, st
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
+	addr, done = serveAt(t, ctx, serve, f.URL)
+	return f.URL, addr, done
+}
+
+// serveAt runs serve in front of backend (a base URL) and returns the
+// address it printed, and its result once ctx ends.
+func serveAt(t *testing.T, ctx context.Context, serve func(context.Context, string, io.Writer) error, backend string) (addr string, done <-chan error) {
+	t.Helper()
 	r, w := io.Pipe()
 	served := make(chan error, 1)
-	go func() { served <- serve(ctx, f.URL, w) }()
+	go func() { served <- serve(ctx, backend, w) }()
 	line, err := bufio.NewReader(r).ReadString('\n')
 	if err != nil {
 		t.Fatal(err)
 	}
 	go io.Copy(io.Discard, r)
-	return f.URL, strings.TrimSpace(strings.TrimPrefix(line, "ADDR ")), served
+	return strings.TrimSpace(strings.TrimPrefix(line, "ADDR ")), served
 }
 
-// TestBareProxyForwards wants the HTTP floor to do nginx's job: the
-// backend's status, type and body back to the caller, over real sockets.
+// TestBareProxyForwards wants the HTTP floors to do nginx's job: the
+// backend's status, type and body back to the caller, over real sockets,
+// for several requests on one kept-alive connection.
 func TestBareProxyForwards(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	fakeURL, proxy, done := startBare(t, ctx, serveBareProxy)
-	post := func(base string, body []byte) (int, string, string) {
-		t.Helper()
-		resp, err := http.Post(base+"/v1/chat/completions", "application/json", bytes.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp.StatusCode, resp.Header.Get("Content-Type"), string(b)
-	}
-	for _, body := range [][]byte{chatBody(nil), []byte(`{"messages":`)} {
-		wantCode, wantType, wantBody := post(fakeURL, body)
-		gotCode, gotType, gotBody := post(proxy, body)
-		// fakellm's answers carry an id and a timestamp of their own.
-		strip := regexp.MustCompile(`"(id|created)":("[^"]*"|\d+)`)
-		if gotCode != wantCode || gotType != wantType || strip.ReplaceAllString(gotBody, "") != strip.ReplaceAllString(wantBody, "") {
-			t.Errorf("through the bare proxy: %d %q %s\nwant (direct) %d %q %s", gotCode, gotType, gotBody, wantCode, wantType, wantBody)
-		}
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Errorf("serveBareProxy: %v", err)
+	for _, tt := range []struct {
+		name  string
+		serve func(context.Context, string, io.Writer) error
+	}{
+		{"fasthttp", serveBareProxy},
+		{"event loop", serveEventProxy},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			fakeURL, proxy, done := startBare(t, ctx, tt.serve)
+			client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 1}}
+			defer client.CloseIdleConnections()
+			post := func(base string, body []byte) (int, string, string) {
+				t.Helper()
+				resp, err := client.Post(base+"/v1/chat/completions", "application/json", bytes.NewReader(body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				b, err := io.ReadAll(resp.Body)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return resp.StatusCode, resp.Header.Get("Content-Type"), string(b)
+			}
+			// fakellm's answers carry an id and a timestamp of their own.
+			strip := regexp.MustCompile(`"(id|created)":("[^"]*"|\d+)`)
+			for range 3 {
+				for _, body := range [][]byte{chatBody(nil), []byte(`{"messages":`)} {
+					wantCode, wantType, wantBody := post(fakeURL, body)
+					gotCode, gotType, gotBody := post(proxy, body)
+					if gotCode != wantCode || gotType != wantType || strip.ReplaceAllString(gotBody, "") != strip.ReplaceAllString(wantBody, "") {
+						t.Errorf("through the proxy: %d %q %s\nwant (direct) %d %q %s", gotCode, gotType, gotBody, wantCode, wantType, wantBody)
+					}
+				}
+			}
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("serve: %v", err)
+			}
+		})
 	}
 }
 

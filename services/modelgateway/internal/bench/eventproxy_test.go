@@ -2,7 +2,6 @@ package bench
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,49 +9,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
 )
-
-// TestEventProxyForwards wants the event-loop proxy to do nginx's job as
-// the bare proxy does: the backend's status, type and body back to the
-// caller, over real sockets, for several requests on one connection.
-func TestEventProxyForwards(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	fakeURL, proxy, done := startBare(t, ctx, serveEventProxy)
-	client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 1}}
-	post := func(base string, body []byte) (int, string, string) {
-		t.Helper()
-		resp, err := client.Post(base+"/v1/chat/completions", "application/json", bytes.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp.StatusCode, resp.Header.Get("Content-Type"), string(b)
-	}
-	// fakellm's answers carry an id and a timestamp of their own.
-	strip := regexp.MustCompile(`"(id|created)":("[^"]*"|\d+)`)
-	for range 3 {
-		for _, body := range [][]byte{chatBody(nil), []byte(`{"messages":`)} {
-			wantCode, wantType, wantBody := post(fakeURL, body)
-			gotCode, gotType, gotBody := post(proxy, body)
-			if gotCode != wantCode || gotType != wantType || strip.ReplaceAllString(gotBody, "") != strip.ReplaceAllString(wantBody, "") {
-				t.Errorf("through the event proxy: %d %q %s\nwant (direct) %d %q %s", gotCode, gotType, gotBody, wantCode, wantType, wantBody)
-			}
-		}
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Errorf("serveEventProxy: %v", err)
-	}
-}
 
 // TestEventProxyFraming drives the proxy over a raw socket against a
 // backend that answers in chunks and says what it was sent: pipelined
@@ -69,15 +29,8 @@ func TestEventProxyFraming(t *testing.T) {
 	defer backend.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	r, w := io.Pipe()
-	done := make(chan error, 1)
-	go func() { done <- serveEventProxy(ctx, backend.URL, w) }()
-	line, err := bufio.NewReader(r).ReadString('\n')
-	if err != nil {
-		t.Fatal(err)
-	}
-	go io.Copy(io.Discard, r)
-	addr := strings.TrimPrefix(strings.TrimSpace(strings.TrimPrefix(line, "ADDR ")), "http://")
+	url, done := serveAt(t, ctx, serveEventProxy, backend.URL)
+	addr := strings.TrimPrefix(url, "http://")
 
 	dial := func() (net.Conn, *bufio.Reader) {
 		t.Helper()
@@ -202,17 +155,10 @@ func TestEventProxyUpstreamDown(t *testing.T) {
 	ln.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	r, w := io.Pipe()
-	done := make(chan error, 1)
-	go func() { done <- serveEventProxy(ctx, down, w) }()
-	line, err := bufio.NewReader(r).ReadString('\n')
-	if err != nil {
-		t.Fatal(err)
-	}
-	go io.Copy(io.Discard, r)
+	url, done := serveAt(t, ctx, serveEventProxy, down)
 	// A raw socket: the answer may come before the request is read, and
 	// net/http's client may report the write's error instead.
-	c, err := net.Dial("tcp", strings.TrimPrefix(strings.TrimSpace(strings.TrimPrefix(line, "ADDR ")), "http://"))
+	c, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
