@@ -43,6 +43,7 @@ var errFraming = errors.New("event proxy: response not framed as HTTP/1.1")
 // touches it.
 type eventPair struct {
 	down, up gnet.Conn
+	downGone bool          // the client left before its upstream half opened
 	reqBody  int64         // bytes of the current request's body still to forward
 	resp     responseFrame // where the upstream's byte stream stands
 	pieces   [][]byte      // a request head, cut around its Connection header
@@ -78,6 +79,9 @@ func (p *eventProxy) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 		// The upstream half, registered below: requests the client sent
 		// while it was dialled wait in the client's buffer.
 		pair.up = c
+		if pair.downGone {
+			return nil, gnet.Close
+		}
 		if pair.down.InboundBuffered() > 0 {
 			if p.request(pair) != gnet.None {
 				pair.down.Close()
@@ -92,6 +96,8 @@ func (p *eventProxy) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	if err != nil {
 		return nil, gnet.Close
 	}
+	// A goroutine of the connection's, but only until its upstream is
+	// dialled, off every request's path.
 	go func() {
 		// Only a dial that failed is news: the client then gets nginx's
 		// answer to an upstream it cannot reach instead of waiting. The
@@ -112,8 +118,11 @@ func (p *eventProxy) OnClose(c gnet.Conn, _ error) gnet.Action {
 	}
 	// Either half gone ends the other: a request in flight has no answer,
 	// an answer no one to take it.
-	if c == pair.down && pair.up != nil {
-		pair.up.Close()
+	if c == pair.down {
+		pair.downGone = true
+		if pair.up != nil {
+			pair.up.Close()
+		}
 	} else if c == pair.up {
 		pair.down.Close()
 	}
