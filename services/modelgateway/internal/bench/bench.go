@@ -229,9 +229,16 @@ func runOverhead(ctx context.Context, o Options, w io.Writer) error {
 	// machineCPU reads the CPU time of the target's first process and
 	// that of every process of the measurement: this one (the load
 	// generator), fakellm, and the proxy when it is another process.
-	type cpuReading struct{ target, all time.Duration }
+	type cpuReading struct {
+		target, all time.Duration
+		sleeps      int64
+	}
 	machineCPU := func(pid int) (cpuReading, error) {
 		t, err := cpuTime(pid)
+		if err != nil {
+			return cpuReading{}, err
+		}
+		sl, err := sleeps(pid)
 		if err != nil {
 			return cpuReading{}, err
 		}
@@ -247,7 +254,7 @@ func runOverhead(ctx context.Context, o Options, w io.Writer) error {
 			}
 			all += f
 		}
-		return cpuReading{target: t, all: all}, nil
+		return cpuReading{target: t, all: all, sleeps: sl}, nil
 	}
 	type target struct {
 		name string
@@ -316,7 +323,7 @@ func runOverhead(ctx context.Context, o Options, w io.Writer) error {
 				if err != nil {
 					return nil, fmt.Errorf("%s: %w", targets[i].name, err)
 				}
-				s.cpu, s.cpuAll = after.target-before.target, after.all-before.all
+				s.cpu, s.cpuAll, s.sleeps = after.target-before.target, after.all-before.all, after.sleeps-before.sleeps
 				out[i] = out[i].merge(s)
 			}
 		}
@@ -329,7 +336,7 @@ func runOverhead(ctx context.Context, o Options, w io.Writer) error {
 	fmt.Fprintf(w, "(a) added latency: open loop at each rate for %v per target, then max req/s with %d closed-loop\n", o.Duration, o.Conns)
 	fmt.Fprintf(w, "    connections for %v per target; targets interleaved in %d rounds; zero-latency fakellm,\n", o.Duration, o.Rounds)
 	fmt.Fprintf(w, "    %d-byte chat request; fakellm, gateway and nginx (%d workers) each in its own process;\n    the generator drives the HTTP targets with one fasthttp client (the same for each) and the\n    gRPC ones with grpc-go; the health check reaches no backend and shows what a grpc-go round\n    trip (client and server) takes here; the bare Go proxy is nginx's job in Go with fasthttp\n    (the gateway's HTTP libraries) and none of the gateway's code, the bare grpc-go proxy the\n    same job over gRPC (the request's JSON as raw bytes, the mesh's transport settings), the\n    event-loop proxy the same job as nginx does it, on one gnet event loop per CPU and no\n    goroutine per connection; CPU %s.\n", len(body), len(lay.proxy), lay)
-	fmt.Fprintf(w, "    CPU/req is the CPU time of the process a path enters first (fakellm, nginx with its workers,\n    the gateway) per request it served; all CPU/req adds the load generator's and fakellm's, and\n    CPUs busy is that time over the run's wall time and %d CPUs: near 100%%, requests queue for a CPU.\n    The open loop is paced by a timerfd; sent late is how long after its slot in the schedule each\n    request went out (large figures: the generator itself waited for a CPU).\n\n", runtime.NumCPU())
+	fmt.Fprintf(w, "    CPU/req is the CPU time of the process a path enters first (fakellm, nginx with its workers,\n    the gateway) per request it served; sleeps/req how often one of its threads blocked (voluntary\n    context switches), each a wake-up to pay for; all CPU/req adds the load generator's and fakellm's, and\n    CPUs busy is that time over the run's wall time and %d CPUs: near 100%%, requests queue for a CPU.\n    The open loop is paced by a timerfd; sent late is how long after its slot in the schedule each\n    request went out (large figures: the generator itself waited for a CPU).\n\n", runtime.NumCPU())
 	for _, rate := range o.Rates {
 		lats, err := interleave(func(do doer) (sample, error) { return openLoop(ctx, do, rate, slice, 1024) })
 		if err != nil {
@@ -338,7 +345,7 @@ func runOverhead(ctx context.Context, o Options, w io.Writer) error {
 		direct := lats[0]
 		fmt.Fprintf(w, "  at %d req/s:\n", rate)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "path\tp50\tp90\tp99\tp99 (median round)\tadded p50\tadded p90\tadded p99\tadded p99 (median round)\tCPU/req\tall CPU/req\tCPUs busy\tsent late p50/p99\tnot sent (overload)\tfailed\tmax req/s\t")
+		fmt.Fprintln(tw, "path\tp50\tp90\tp99\tp99 (median round)\tadded p50\tadded p90\tadded p99\tadded p99 (median round)\tCPU/req\tsleeps/req\tall CPU/req\tCPUs busy\tsent late p50/p99\tnot sent (overload)\tfailed\tmax req/s\t")
 		for i, t := range targets {
 			added := [4]string{"-", "-", "-", "-"}
 			if i > 0 && !t.floor {
@@ -347,8 +354,8 @@ func runOverhead(ctx context.Context, o Options, w io.Writer) error {
 				}
 				added[3] = us(addedRoundP99(lats[i], direct))
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f%%\t%s/%s\t%d\t%d\t%.0f\t\n", t.name, us(lats[i].pct(.5)), us(lats[i].pct(.9)), us(lats[i].pct(.99)),
-				us(roundP99(lats[i])), added[0], added[1], added[2], added[3], us(lats[i].cpuPerRequest()), us(lats[i].allCPUPerRequest()),
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.2f\t%s\t%.0f%%\t%s/%s\t%d\t%d\t%.0f\t\n", t.name, us(lats[i].pct(.5)), us(lats[i].pct(.9)), us(lats[i].pct(.99)),
+				us(roundP99(lats[i])), added[0], added[1], added[2], added[3], us(lats[i].cpuPerRequest()), lats[i].sleepsPerRequest(), us(lats[i].allCPUPerRequest()),
 				100*lats[i].busy(), us(pct(lats[i].late, .5)), us(pct(lats[i].late, .99)), lats[i].shed, lats[i].errors+maxes[i].errors, maxes[i].rate())
 		}
 		tw.Flush()

@@ -153,6 +153,60 @@ func cpuTime(pid int) (time.Duration, error) {
 	return own, nil
 }
 
+// sleeps counts the voluntary context switches of every thread of pid and
+// of its children (nginx's workers): the times one blocked, in epoll_wait,
+// a futex or a read, to be woken later. Threads that have exited are not
+// counted; the servers measured keep theirs.
+func sleeps(pid int) (int64, error) {
+	n, err := taskSleeps(pid)
+	if err != nil {
+		return 0, err
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	for _, e := range entries {
+		cpid, err := strconv.Atoi(e.Name())
+		if err != nil || cpid == pid {
+			continue
+		}
+		if _, ppid, err := procTimes(cpid); err == nil && ppid == pid {
+			if c, err := taskSleeps(cpid); err == nil {
+				n += c
+			}
+		}
+	}
+	return n, nil
+}
+
+// taskSleeps sums voluntary_ctxt_switches over /proc/PID/task/*/status.
+func taskSleeps(pid int) (int64, error) {
+	dir := filepath.Join("/proc", strconv.Itoa(pid), "task")
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, t := range tasks {
+		b, err := os.ReadFile(filepath.Join(dir, t.Name(), "status"))
+		if err != nil {
+			continue // the thread exited meanwhile
+		}
+		_, rest, ok := bytes.Cut(b, []byte("\nvoluntary_ctxt_switches:"))
+		if !ok {
+			return 0, fmt.Errorf("%s/%s/status: no voluntary_ctxt_switches", dir, t.Name())
+		}
+		line, _, _ := bytes.Cut(rest, []byte("\n"))
+		v, err := strconv.ParseInt(string(bytes.TrimSpace(line)), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s/%s/status: voluntary_ctxt_switches: %w", dir, t.Name(), err)
+		}
+		n += v
+	}
+	return n, nil
+}
+
 // procTimes reads utime+stime and the parent pid from /proc/PID/stat.
 func procTimes(pid int) (time.Duration, int, error) {
 	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))

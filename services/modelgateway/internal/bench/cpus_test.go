@@ -106,3 +106,43 @@ func TestCPUTimeCountsChildren(t *testing.T) {
 		t.Errorf("parent's CPU time grew by %v while its child used %v", got, own)
 	}
 }
+
+// TestSleepsCountsChildren wants a child's blocking counted in its
+// parent's sleeps, as nginx's workers are in their master's, and a thread
+// that blocks over and over counted each time.
+func TestSleepsCountsChildren(t *testing.T) {
+	before, err := sleeps(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A shell that waits for 20 sleeps in turn blocks at least 20 times,
+	// and each sleep at least once.
+	napper := exec.Command("sh", "-c", "for i in $(seq 20); do sleep 0.01; done; read line")
+	stdin, err := napper.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := napper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		stdin.Close()
+		napper.Wait()
+	}()
+	var own int64
+	for deadline := time.Now().Add(20 * time.Second); own < 20; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the child blocked %d times in 20 s, want 20", own)
+		}
+		if own, err = taskSleeps(napper.Process.Pid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after, err := sleeps(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := after - before; got < own {
+		t.Errorf("parent's sleeps grew by %d while its child blocked %d times", got, own)
+	}
+}

@@ -35,6 +35,9 @@ type sample struct {
 	// cpu is the CPU time the target's first process spent on the run,
 	// cpuAll that of every process of the measurement.
 	cpu, cpuAll time.Duration
+	// sleeps counts the times a thread of the target's processes blocked
+	// (voluntary context switches): each is a wake-up later.
+	sleeps int64
 	// roundP99 is the p99 of each run merged in, in run order.
 	roundP99 []time.Duration
 }
@@ -46,6 +49,16 @@ func (s sample) cpuPerRequest() time.Duration {
 		return 0
 	}
 	return s.cpu / time.Duration(n)
+}
+
+// sleepsPerRequest divides the target's sleeps by the requests answered or
+// failed.
+func (s sample) sleepsPerRequest() float64 {
+	n := int64(len(s.lats)) + s.errors
+	if n == 0 {
+		return 0
+	}
+	return float64(s.sleeps) / float64(n)
 }
 
 // allCPUPerRequest is cpuPerRequest for every process of the measurement.
@@ -107,7 +120,7 @@ func (s sample) merge(o sample) sample {
 	late := append(slices.Clone(s.late), o.late...)
 	slices.Sort(late)
 	return sample{lats: lats, late: late, errors: s.errors + o.errors, firstErr: fe, shed: s.shed + o.shed, elapsed: s.elapsed + o.elapsed, cpu: s.cpu + o.cpu, cpuAll: s.cpuAll + o.cpuAll,
-		roundP99: append(slices.Clone(s.roundP99), o.roundP99...)}
+		sleeps: s.sleeps + o.sleeps, roundP99: append(slices.Clone(s.roundP99), o.roundP99...)}
 }
 
 // doer sends one request and reports an error unless it fully succeeded.
