@@ -136,21 +136,35 @@ func cpuTime(pid int) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	entries, err := os.ReadDir("/proc")
+	kids, err := children(pid)
 	if err != nil {
 		return 0, err
 	}
+	for _, c := range kids {
+		if t, _, err := procTimes(c); err == nil {
+			own += t
+		}
+	}
+	return own, nil
+}
+
+// children lists the processes whose parent is pid (nginx's workers).
+func children(pid int) ([]int, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	var kids []int
 	for _, e := range entries {
 		cpid, err := strconv.Atoi(e.Name())
 		if err != nil || cpid == pid {
 			continue
 		}
-		t, ppid, err := procTimes(cpid)
-		if err == nil && ppid == pid {
-			own += t
+		if _, ppid, err := procTimes(cpid); err == nil && ppid == pid {
+			kids = append(kids, cpid)
 		}
 	}
-	return own, nil
+	return kids, nil
 }
 
 // sleeps counts the voluntary context switches of every thread of pid and
@@ -162,19 +176,13 @@ func sleeps(pid int) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	entries, err := os.ReadDir("/proc")
+	kids, err := children(pid)
 	if err != nil {
 		return 0, err
 	}
-	for _, e := range entries {
-		cpid, err := strconv.Atoi(e.Name())
-		if err != nil || cpid == pid {
-			continue
-		}
-		if _, ppid, err := procTimes(cpid); err == nil && ppid == pid {
-			if c, err := taskSleeps(cpid); err == nil {
-				n += c
-			}
+	for _, c := range kids {
+		if k, err := taskSleeps(c); err == nil {
+			n += k
 		}
 	}
 	return n, nil
