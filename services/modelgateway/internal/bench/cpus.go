@@ -132,60 +132,41 @@ const clockTick = 10 * time.Millisecond
 // cpuTime is the user+system CPU time used so far by pid and by its live
 // children (nginx's workers are children of its master process).
 func cpuTime(pid int) (time.Duration, error) {
-	own, _, err := procTimes(pid)
-	if err != nil {
-		return 0, err
-	}
-	kids, err := children(pid)
-	if err != nil {
-		return 0, err
-	}
-	for _, c := range kids {
-		if t, _, err := procTimes(c); err == nil {
-			own += t
-		}
-	}
-	return own, nil
-}
-
-// children lists the processes whose parent is pid (nginx's workers).
-func children(pid int) ([]int, error) {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil, err
-	}
-	var kids []int
-	for _, e := range entries {
-		cpid, err := strconv.Atoi(e.Name())
-		if err != nil || cpid == pid {
-			continue
-		}
-		if _, ppid, err := procTimes(cpid); err == nil && ppid == pid {
-			kids = append(kids, cpid)
-		}
-	}
-	return kids, nil
+	return family(pid, func(p int) (time.Duration, error) {
+		t, _, err := procTimes(p)
+		return t, err
+	})
 }
 
 // sleeps counts the voluntary context switches of every thread of pid and
 // of its children (nginx's workers): the times one blocked, in epoll_wait,
 // a futex or a read, to be woken later. Threads that have exited are not
 // counted; the servers measured keep theirs.
-func sleeps(pid int) (int64, error) {
-	n, err := taskSleeps(pid)
+func sleeps(pid int) (int64, error) { return family(pid, taskSleeps) }
+
+// family sums read over pid and its live children; a child that exits
+// meanwhile is left out.
+func family[T time.Duration | int64](pid int, read func(int) (T, error)) (T, error) {
+	sum, err := read(pid)
 	if err != nil {
 		return 0, err
 	}
-	kids, err := children(pid)
+	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return 0, err
 	}
-	for _, c := range kids {
-		if k, err := taskSleeps(c); err == nil {
-			n += k
+	for _, e := range entries {
+		cpid, err := strconv.Atoi(e.Name())
+		if err != nil || cpid == pid {
+			continue
+		}
+		if _, ppid, err := procTimes(cpid); err == nil && ppid == pid {
+			if v, err := read(cpid); err == nil {
+				sum += v
+			}
 		}
 	}
-	return n, nil
+	return sum, nil
 }
 
 // taskSleeps sums voluntary_ctxt_switches over /proc/PID/task/*/status.
