@@ -111,13 +111,10 @@ func TestCPUTimeCountsChildren(t *testing.T) {
 // parent's sleeps, as nginx's workers are in their master's, and a thread
 // that blocks over and over counted each time.
 func TestSleepsCountsChildren(t *testing.T) {
-	before, err := sleeps(os.Getpid())
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A shell that waits for 20 sleeps in turn blocks at least 20 times,
-	// and each sleep at least once.
-	napper := exec.Command("sh", "-c", "for i in $(seq 20); do sleep 0.01; done; read line")
+	// A shell that waits for 200 commands in turn blocks at least 200
+	// times, far more than this process's own threads block in the
+	// moments between two readings (a few dozen at most here).
+	napper := exec.Command("sh", "-c", "for i in $(seq 200); do sleep 0; done; read line")
 	stdin, err := napper.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -130,19 +127,27 @@ func TestSleepsCountsChildren(t *testing.T) {
 		napper.Wait()
 	}()
 	var own int64
-	for deadline := time.Now().Add(20 * time.Second); own < 20; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(20 * time.Second); own < 200; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the child blocked %d times in 20 s, want 20", own)
+			t.Fatalf("the child blocked %d times in 20 s, want 200", own)
 		}
 		if own, err = taskSleeps(napper.Process.Pid); err != nil {
 			t.Fatal(err)
 		}
 	}
-	after, err := sleeps(os.Getpid())
+	// This process blocks too, so its own threads' count, read first, is
+	// taken away: it only grows, so what is left is at least the child's
+	// when the child is counted, and only this process's few blockings in
+	// between when it is not.
+	self, err := taskSleeps(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := after - before; got < own {
-		t.Errorf("parent's sleeps grew by %d while its child blocked %d times", got, own)
+	all, err := sleeps(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := all - self; got < own {
+		t.Errorf("parent's sleeps less its own threads' are %d while its child blocked %d times", got, own)
 	}
 }
