@@ -375,6 +375,12 @@ func serveEventProxy(ctx context.Context, backend string, out io.Writer) error {
 	case err := <-done:
 		return err
 	}
-	eng := <-p.engine
-	return eng.Stop(context.Background())
+	// The engine is handed over at boot; a Run that failed before it
+	// never hands one over.
+	select {
+	case eng := <-p.engine:
+		return eng.Stop(context.Background())
+	case err := <-done:
+		return err
+	}
 }
