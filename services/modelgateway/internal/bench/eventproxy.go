@@ -3,17 +3,17 @@ package bench
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
-	"strconv"
 
 	"github.com/panjf2000/gnet/v2"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"golang.org/x/sys/unix"
+
+	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/h1"
 )
 
 // The event-loop proxy asks whether the HTTP floor is Go's or that of
@@ -29,15 +29,8 @@ import (
 // is read and its body counted by Content-Length or its chunks. Request
 // bodies in chunks are refused (501): every client here sends a length.
 
-const (
-	// eventMaxHead bounds a request's or a response's head.
-	eventMaxHead = 64 << 10
-	// eventMaxChunkLine bounds a chunk's size line, and a trailer line.
-	eventMaxChunkLine = 4 << 10
-)
-
-// errFraming is an upstream answer the proxy cannot frame.
-var errFraming = errors.New("event proxy: response not framed as HTTP/1.1")
+// eventMaxHead bounds a request's or a response's head.
+const eventMaxHead = 64 << 10
 
 // eventPair is the state two paired connections share; only their loop
 // touches it.
@@ -45,7 +38,7 @@ type eventPair struct {
 	down, up gnet.Conn
 	downGone bool          // the client left before its upstream half opened
 	reqBody  int64         // bytes of the current request's body still to forward
-	resp     responseFrame // where the upstream's byte stream stands
+	resp     h1.Frame // where the upstream's byte stream stands
 	pieces   [][]byte      // a request head, cut around its Connection header
 }
 
@@ -90,7 +83,7 @@ func (p *eventProxy) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 		}
 		return nil, gnet.None
 	}
-	pair := &eventPair{down: c}
+	pair := &eventPair{down: c, resp: h1.Frame{MaxHead: eventMaxHead}}
 	c.SetContext(pair)
 	registered, err := c.EventLoop().Register(gnet.NewContext(context.Background(), pair), p.upstream)
 	if err != nil {
@@ -163,19 +156,19 @@ func (p *eventProxy) request(pair *eventPair) gnet.Action {
 			break
 		}
 		head := buf[used : used+end+4]
-		length, chunked, conn, ok := scanHead(head)
+		h, ok := h1.ScanHead(head)
 		if !ok {
 			return p.refuse(pair, "400 Bad Request")
 		}
-		if chunked {
+		if h.Chunked {
 			return p.refuse(pair, "501 Not Implemented")
 		}
-		if conn.end > conn.start {
-			pair.pieces = append(pair.pieces, head[:conn.start], head[conn.end:])
+		if h.Conn.End > h.Conn.Start {
+			pair.pieces = append(pair.pieces, head[:h.Conn.Start], head[h.Conn.End:])
 		} else {
 			pair.pieces = append(pair.pieces, head)
 		}
-		pair.reqBody = length
+		pair.reqBody = h.Length
 		used += len(head)
 	}
 	if len(pair.pieces) > 0 {
@@ -201,9 +194,16 @@ func (p *eventProxy) refuse(pair *eventPair, status string) gnet.Action {
 func (p *eventProxy) response(pair *eventPair) gnet.Action {
 	c := pair.up
 	buf, _ := c.Peek(-1)
-	used, err := pair.resp.consume(buf)
-	if err != nil {
-		return gnet.Close
+	used := 0
+	for used < len(buf) {
+		n, _, err := pair.resp.Consume(buf[used:])
+		if err != nil {
+			return gnet.Close
+		}
+		if n == 0 {
+			break
+		}
+		used += n
 	}
 	if used > 0 {
 		if _, err := pair.down.Write(buf[:used]); err != nil {
@@ -212,148 +212,6 @@ func (p *eventProxy) response(pair *eventPair) gnet.Action {
 		c.Discard(used)
 	}
 	return gnet.None
-}
-
-// span is a part of a head: [start, end).
-type span struct{ start, end int }
-
-// scanHead reads what framing needs from a head that ends in CRLF CRLF:
-// its body's length, whether the body comes in chunks, and where its
-// Connection header line is (to drop it). ok is false for a head that is
-// not HTTP/1.1's: a bare LF, a line without a colon, a length given twice
-// or not a number.
-func scanHead(head []byte) (length int64, chunked bool, conn span, ok bool) {
-	line := bytes.IndexByte(head, '\n')
-	if line < 1 || head[line-1] != '\r' {
-		return 0, false, span{}, false
-	}
-	seenLength := false
-	for i := line + 1; i < len(head)-2; {
-		n := bytes.IndexByte(head[i:], '\n')
-		if n < 1 || head[i+n-1] != '\r' {
-			return 0, false, span{}, false
-		}
-		field := head[i : i+n-1]
-		colon := bytes.IndexByte(field, ':')
-		if colon < 1 {
-			return 0, false, span{}, false
-		}
-		name, value := field[:colon], bytes.TrimSpace(field[colon+1:])
-		switch {
-		case bytes.EqualFold(name, []byte("Content-Length")):
-			v, err := strconv.ParseInt(string(value), 10, 63)
-			if seenLength || err != nil || len(value) == 0 || value[0] < '0' || value[0] > '9' {
-				return 0, false, span{}, false
-			}
-			seenLength, length = true, v
-		case bytes.EqualFold(name, []byte("Transfer-Encoding")):
-			chunked = true
-		case bytes.EqualFold(name, []byte("Connection")):
-			conn = span{i, i + n + 1}
-		}
-		i += n + 1
-	}
-	if chunked && seenLength {
-		return 0, false, span{}, false
-	}
-	return length, chunked, conn, true
-}
-
-// responseFrame follows an upstream's byte stream answer by answer, so
-// that the proxy knows where each ends.
-type responseFrame struct {
-	state  frameState
-	remain int64 // body or chunk bytes still to come
-}
-
-type frameState int
-
-const (
-	frameHead      frameState = iota // reading a head
-	frameBody                        // remain bytes of a body with a length
-	frameChunkSize                   // reading a chunk's size line
-	frameChunkData                   // remain bytes of a chunk
-	frameChunkEnd                    // the CRLF after a chunk, remain bytes of it to come
-	frameTrailer                     // reading trailer lines to the empty one
-)
-
-// consume frames as much of buf as has arrived whole enough, returning
-// how many bytes it framed; the rest waits for more.
-func (f *responseFrame) consume(buf []byte) (int, error) {
-	used := 0
-	for used < len(buf) {
-		rest := buf[used:]
-		switch f.state {
-		case frameHead:
-			end := bytes.Index(rest, []byte("\r\n\r\n"))
-			if end < 0 {
-				if len(rest) > eventMaxHead {
-					return used, errFraming
-				}
-				return used, nil
-			}
-			length, chunked, _, ok := scanHead(rest[:end+4])
-			if !ok {
-				return used, errFraming
-			}
-			used += end + 4
-			switch {
-			case chunked:
-				f.state = frameChunkSize
-			case length > 0:
-				f.state, f.remain = frameBody, length
-			}
-		case frameBody:
-			n := min(int64(len(rest)), f.remain)
-			used += int(n)
-			if f.remain -= n; f.remain == 0 {
-				f.state = frameHead
-			}
-		case frameChunkSize, frameTrailer:
-			end := bytes.Index(rest, []byte("\r\n"))
-			if end < 0 {
-				if len(rest) > eventMaxChunkLine {
-					return used, errFraming
-				}
-				return used, nil
-			}
-			line := rest[:end]
-			used += end + 2
-			if f.state == frameTrailer {
-				if end == 0 {
-					f.state = frameHead
-				}
-				continue
-			}
-			if i := bytes.IndexByte(line, ';'); i >= 0 {
-				line = line[:i]
-			}
-			size, err := strconv.ParseInt(string(bytes.TrimSpace(line)), 16, 63)
-			if err != nil || size < 0 {
-				return used, errFraming
-			}
-			if size == 0 {
-				f.state = frameTrailer
-			} else {
-				f.state, f.remain = frameChunkData, size
-			}
-		case frameChunkData:
-			n := min(int64(len(rest)), f.remain)
-			used += int(n)
-			if f.remain -= n; f.remain == 0 {
-				f.state, f.remain = frameChunkEnd, 2
-			}
-		case frameChunkEnd:
-			if rest[0] != "\r\n"[2-f.remain] {
-				return used, errFraming
-			}
-			used++
-			if f.remain--; f.remain == 0 {
-				f.state = frameChunkSize
-			}
-		}
-	}
-	return used, nil
 }
 
 // serveEventProxy proxies every connection to backend (a base URL) until

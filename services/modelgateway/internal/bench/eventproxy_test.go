@@ -106,44 +106,6 @@ func TestEventProxyFraming(t *testing.T) {
 	}
 }
 
-// TestResponseFrame wants answers framed whole however the stream is cut.
-func TestResponseFrame(t *testing.T) {
-	answers := "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello" +
-		"HTTP/1.1 204 No Content\r\n\r\n" +
-		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3;ext=1\r\nabc\r\nA\r\n0123456789\r\n0\r\nX-Trailer: 1\r\n\r\n" +
-		"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n"
-	for cut := 1; cut <= len(answers); cut++ {
-		var f responseFrame
-		pending := ""
-		for i := 0; i < len(answers); i += cut {
-			pending += answers[i:min(i+cut, len(answers))]
-			n, err := f.consume([]byte(pending))
-			if err != nil {
-				t.Fatalf("cut %d: %v", cut, err)
-			}
-			pending = pending[n:]
-		}
-		if pending != "" || f.state != frameHead {
-			t.Errorf("cut %d: %q left unframed, state %d", cut, pending, f.state)
-		}
-	}
-	for _, bad := range []string{
-		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
-		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcXY",
-		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nab",
-		"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n",
-		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n",
-		"HTTP/1.1 200 OK\r\nno colon\r\n\r\n",
-		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + strings.Repeat("1", eventMaxChunkLine+1),
-		"HTTP/1.1 200 OK\r\n" + strings.Repeat("a", eventMaxHead+1),
-	} {
-		var f responseFrame
-		if _, err := f.consume([]byte(bad)); !errors.Is(err, errFraming) {
-			t.Errorf("consume(%.60q) = %v, want errFraming", bad, err)
-		}
-	}
-}
-
 // TestEventProxyUpstreamDown wants a client whose upstream cannot be
 // dialled answered 502, not left waiting.
 func TestEventProxyUpstreamDown(t *testing.T) {
