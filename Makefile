@@ -114,6 +114,8 @@ test-go: ## Run every Go module's tests (starts PostgreSQL, builds the S3 server
 	test_servers_env=$$(scripts/build-test-servers.sh) || exit 1; eval "$$test_servers_env"; \
 	status=0; \
 	ROLLOUTMESH_VIEWER_ARTIFACTS=$(VIEWER_ARTIFACTS) $(GO) test $(TESTFLAGS) $(PKGS) || status=$$?; \
+	echo "modelgateway's tests again, its HTTP front on engine goroutines (the default is the event loop)"; \
+	(cd services/modelgateway && MODELGATEWAY_TEST_HTTP_ENGINE=goroutines $(GO) test $(TESTFLAGS) .) || status=$$?; \
 	echo "viewer page screenshots (headless Chromium): $(VIEWER_ARTIFACTS)"; exit $$status
 
 .PHONY: test-python

@@ -61,7 +61,24 @@ type FileConfig struct {
 	// Checkpoints, when set, loads each new complete checkpoint found in
 	// a directory (UpdateWeights with it as the source).
 	Checkpoints *CheckpointsConfig `yaml:"checkpoints"`
+	// HTTPFront tunes the OpenAI HTTP front.
+	HTTPFront HTTPFrontConfig `yaml:"http_front"`
 }
+
+// HTTPFrontConfig tunes the OpenAI HTTP front.
+type HTTPFrontConfig struct {
+	// Engine serves the front: EngineEventLoop (gnet, one event loop per
+	// CPU and no goroutine per connection; plain HTTP only) or
+	// EngineGoroutines (fasthttp, a goroutine per connection). The
+	// default is the event loop, and goroutines over TLS.
+	Engine string `yaml:"engine"`
+}
+
+// HTTP front engines for HTTPFrontConfig.Engine.
+const (
+	EngineGoroutines = "goroutines"
+	EngineEventLoop  = "event_loop"
+)
 
 // Limits bound requests. Zero fields take the defaults.
 type Limits struct {
@@ -161,6 +178,11 @@ func (fc *FileConfig) Validate() error {
 	}
 	if _, err := routing.New(fc.Routing, routing.Hooks{}); err != nil {
 		return fmt.Errorf("routing.policy: %w", err)
+	}
+	switch fc.HTTPFront.Engine {
+	case "", EngineGoroutines, EngineEventLoop:
+	default:
+		return fmt.Errorf("http_front.engine: %q is not %s or %s", fc.HTTPFront.Engine, EngineGoroutines, EngineEventLoop)
 	}
 	if fc.Checkpoints != nil {
 		cc := *fc.Checkpoints

@@ -55,10 +55,10 @@ func startFuzzGateway(f *testing.F) *fuzzGateway {
 	f.Cleanup(func() { fake.Close() })
 	env := daemon.Env{Logger: zap.NewNop(), Registry: daemon.NewRegistry()}
 	svc, err := New(context.Background(), Config{
-		File: &FileConfig{
+		File: withEngine(&FileConfig{
 			Backends: []BackendConfig{{ID: "b0", BaseURL: fake.URL, Model: "fake-model"}},
 			Limits:   Limits{MaxImageBytes: 64 << 10, MaxRequestBytes: 1 << 20, MaxResponseBytes: 1 << 20, RequestTimeout: 5 * time.Second},
-		},
+		}),
 		OpenAIAddr: "127.0.0.1:0",
 		AuthToken:  fuzzToken,
 	}, env)

@@ -81,7 +81,7 @@ func (k *keyFake) chatAuths() []string {
 func startWithToken(t *testing.T, fc *FileConfig, token string) *harness {
 	t.Helper()
 	env := daemontest.Env(t)
-	svc, err := New(context.Background(), Config{File: fc, OpenAIAddr: "127.0.0.1:0", AuthToken: token}, env)
+	svc, err := New(context.Background(), Config{File: withEngine(fc), OpenAIAddr: "127.0.0.1:0", AuthToken: token}, env)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -747,7 +747,7 @@ func TestOpenFrontWarned(t *testing.T) {
 			core, logs := observer.New(zap.WarnLevel)
 			env := daemontest.Env(t)
 			env.Logger = zap.New(core)
-			svc, err := New(context.Background(), Config{File: &FileConfig{Backends: backends("vllm", f)}, OpenAIAddr: tt.addr, AuthToken: tt.token}, env)
+			svc, err := New(context.Background(), Config{File: withEngine(&FileConfig{Backends: backends("vllm", f)}), OpenAIAddr: tt.addr, AuthToken: tt.token}, env)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -765,7 +765,7 @@ func TestOpenFrontWarned(t *testing.T) {
 func TestCloseRightAfterNew(t *testing.T) {
 	f := startFake(t, fakellm.Config{})
 	for i := range 50 {
-		svc, err := New(context.Background(), Config{File: &FileConfig{Backends: backends("vllm", f)}, OpenAIAddr: "127.0.0.1:0"}, daemontest.Env(t))
+		svc, err := New(context.Background(), Config{File: withEngine(&FileConfig{Backends: backends("vllm", f)}), OpenAIAddr: "127.0.0.1:0"}, daemontest.Env(t))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,6 +8,7 @@ package modelgateway
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"flag"
 	"fmt"
 	"math"
@@ -109,6 +110,8 @@ type Service struct {
 
 	openai   *openaihttp.Handler
 	httpSrv  *fasthttp.Server
+	// loopSrv serves the front instead of httpSrv with engine event_loop.
+	loopSrv  *openaihttp.LoopServer
 	httpLn   net.Listener
 	httpDone chan struct{}
 }
@@ -187,33 +190,55 @@ func New(ctx context.Context, cfg Config, env daemon.Env) (*Service, error) {
 			tlsCfg = tlsCfg.Clone()
 			tlsCfg.NextProtos = []string{"http/1.1"} // fasthttp speaks no HTTP/2
 		}
-		var lc net.ListenConfig
-		ln, err := lc.Listen(ctx, "tcp", cfg.OpenAIAddr)
-		if err != nil {
-			return nil, fmt.Errorf("--openai-addr: listen: %w", err)
+		engine := fc.HTTPFront.Engine
+		switch {
+		case engine == EngineEventLoop && tlsCfg != nil:
+			return nil, errors.New("http_front.engine: event_loop serves plain HTTP only; TLS needs engine goroutines")
+		case engine == "" && tlsCfg != nil:
+			engine = EngineGoroutines
+		case engine == "":
+			engine = EngineEventLoop
 		}
-		ln = linger.NewListener(ln, maxDraining, drainWait)
-		if tlsCfg != nil {
-			ln, openaiTLS = tls.NewListener(ln, tlsCfg), true
-		}
-		if token == "" && !loopback(ln.Addr()) {
-			env.Logger.Warn("openai http front reachable beyond loopback without a token; anyone who reaches it spends the backends' API keys",
-				zap.String("openai_addr", ln.Addr().String()))
-		}
-		s.httpLn = ln
 		s.openai = openaihttp.New(g, met, env.Logger, openaihttp.Options{
 			MaxRequestBytes: limits.MaxRequestBytes, MaxImageBytes: limits.MaxImageBytes,
 			MaxResponseBytes: limits.MaxResponseBytes, Timeout: limits.RequestTimeout,
 			MaxMessages: limits.MaxMessages, MaxImages: limits.MaxImages, AuthToken: token,
 		})
-		s.httpSrv = newHTTPServer(s.openai, limits, env.Logger)
-		s.httpDone = make(chan struct{})
-		go func() {
-			defer close(s.httpDone)
-			if err := s.httpSrv.Serve(ln); err != nil {
-				env.Logger.Error("openai http server failed", zap.Error(err))
+		if engine == EngineEventLoop {
+			ls, err := openaihttp.ServeLoop(s.openai, openaihttp.LoopOptions{
+				Addr: cfg.OpenAIAddr, MaxHead: maxRequestHead, ReadTimeout: time.Minute, IdleTimeout: 90 * time.Second,
+				DrainWait: drainWait, Logger: env.Logger,
+			})
+			if err != nil {
+				return nil, fmt.Errorf("--openai-addr: %w", err)
 			}
-		}()
+			s.loopSrv = ls
+			if token == "" && !loopback(ls.Addr()) {
+				warnOpenFront(env.Logger, ls.Addr())
+			}
+		} else {
+			var lc net.ListenConfig
+			ln, err := lc.Listen(ctx, "tcp", cfg.OpenAIAddr)
+			if err != nil {
+				return nil, fmt.Errorf("--openai-addr: listen: %w", err)
+			}
+			ln = linger.NewListener(ln, maxDraining, drainWait)
+			if tlsCfg != nil {
+				ln, openaiTLS = tls.NewListener(ln, tlsCfg), true
+			}
+			if token == "" && !loopback(ln.Addr()) {
+				warnOpenFront(env.Logger, ln.Addr())
+			}
+			s.httpLn = ln
+			s.httpSrv = newHTTPServer(s.openai, limits, env.Logger)
+			s.httpDone = make(chan struct{})
+			go func() {
+				defer close(s.httpDone)
+				if err := s.httpSrv.Serve(ln); err != nil {
+					env.Logger.Error("openai http server failed", zap.Error(err))
+				}
+			}()
+		}
 	}
 	g.Start()
 	s.startLaunched(launched, fc.InitialVersion)
@@ -249,6 +274,15 @@ const (
 	drainWait   = 6 * time.Second
 )
 
+// warnOpenFront warns of a front without a token beyond loopback.
+func warnOpenFront(log *zap.Logger, addr net.Addr) {
+	log.Warn("openai http front reachable beyond loopback without a token; anyone who reaches it spends the backends' API keys",
+		zap.String("openai_addr", addr.String()))
+}
+
+// maxRequestHead bounds a request's head on the HTTP front.
+const maxRequestHead = 16 << 10
+
 // newHTTPServer serves the OpenAI front with fasthttp. Bodies over the
 // limit are refused before they are read whole (and a request without the
 // token gets a few kilobytes); a request (headers and body) must arrive
@@ -259,7 +293,7 @@ func newHTTPServer(h *openaihttp.Handler, limits Limits, log *zap.Logger) *fasth
 		ErrorHandler:          h.ServeError,
 		HeaderReceived:        h.HeaderReceived,
 		MaxRequestBodySize:    int(min(limits.MaxRequestBytes, math.MaxInt32)),
-		ReadBufferSize:        16 << 10, // request headers up to 16 KiB
+		ReadBufferSize:        maxRequestHead,
 		ReadTimeout:           time.Minute,
 		IdleTimeout:           90 * time.Second,
 		NoDefaultServerHeader: true,
@@ -289,6 +323,9 @@ func loopback(addr net.Addr) bool {
 
 // OpenAIAddr is the address the HTTP front listens on ("" when disabled).
 func (s *Service) OpenAIAddr() string {
+	if s.loopSrv != nil {
+		return s.loopSrv.Addr().String()
+	}
 	if s.httpLn == nil {
 		return ""
 	}
@@ -301,6 +338,12 @@ func (s *Service) Register(srv *grpc.Server) { rmv1.RegisterModelGatewayServer(s
 // Drain stops the HTTP front from taking new requests and waits for the
 // in-flight ones (streams included) to finish, within ctx.
 func (s *Service) Drain(ctx context.Context) error {
+	if s.loopSrv != nil {
+		if err := s.loopSrv.Drain(ctx); err != nil {
+			return fmt.Errorf("drain openai http: %w", err)
+		}
+		return nil
+	}
 	if s.httpSrv == nil {
 		return nil
 	}
@@ -317,6 +360,11 @@ func (s *Service) Drain(ctx context.Context) error {
 // Close ends the HTTP front's requests in flight, stops it and health
 // probing.
 func (s *Service) Close(ctx context.Context) error {
+	if s.loopSrv != nil {
+		sctx, cancel := context.WithTimeout(ctx, time.Second)
+		s.loopSrv.Close(sctx)
+		cancel()
+	}
 	if s.httpSrv != nil {
 		s.openai.Close()
 		sctx, cancel := context.WithTimeout(ctx, time.Second)

@@ -10,6 +10,7 @@ import (
 	"image/png"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -47,10 +48,23 @@ type harness struct {
 	http string // base URL of the OpenAI front
 }
 
+// engineEnv names the HTTP front engine the tests run against when set
+// (make test runs the HTTP front's tests once with each).
+const engineEnv = "MODELGATEWAY_TEST_HTTP_ENGINE"
+
+// withEngine sets fc's HTTP front engine from engineEnv, unless the test
+// chose one.
+func withEngine(fc *FileConfig) *FileConfig {
+	if fc.HTTPFront.Engine == "" {
+		fc.HTTPFront.Engine = os.Getenv(engineEnv)
+	}
+	return fc
+}
+
 func startGateway(t *testing.T, fc *FileConfig, clk clock.Clock) *harness {
 	t.Helper()
 	env := daemontest.Env(t)
-	svc, err := New(context.Background(), Config{File: fc, OpenAIAddr: "127.0.0.1:0", Clock: clk}, env)
+	svc, err := New(context.Background(), Config{File: withEngine(fc), OpenAIAddr: "127.0.0.1:0", Clock: clk}, env)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -724,7 +738,7 @@ func BenchmarkHTTPFront(b *testing.B) {
 	defer f.Close()
 	env := daemontest.Env(b)
 	env.Logger = zap.NewNop()
-	svc, err := New(context.Background(), Config{File: &FileConfig{Backends: backends("vllm", f)}, OpenAIAddr: "127.0.0.1:0"}, env)
+	svc, err := New(context.Background(), Config{File: withEngine(&FileConfig{Backends: backends("vllm", f)}), OpenAIAddr: "127.0.0.1:0"}, env)
 	if err != nil {
 		b.Fatal(err)
 	}

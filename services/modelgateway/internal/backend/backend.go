@@ -134,6 +134,7 @@ type Backend struct {
 	apiKey string
 	client *http.Client
 	fast   *fasthttp.HostClient
+	wire   *Wire
 	// target is the last path Send posted to (the chat path).
 	target  atomic.Pointer[postTarget]
 	clk     clock.Clock
@@ -220,6 +221,7 @@ func New(cfg Config, opts Options) (*Backend, error) {
 		return nil, fmt.Errorf("backend %q: base_url: %w", cfg.ID, err)
 	}
 	b.fast = fast
+	b.wire = newWire(b.base, key)
 	b.breaker = breaker.New(opts.Breaker, opts.Clock, func(from, to breaker.State) {
 		if opts.OnBreaker != nil {
 			opts.OnBreaker(cfg.ID, from, to)

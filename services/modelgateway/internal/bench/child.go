@@ -26,6 +26,7 @@ import (
 const ChildFlag = "bench-child"
 
 // Child runs the server named by what ("fakellm", or "gateway",
+// "gateway-goroutines" (its HTTP front on engine goroutines),
 // "bareproxy" or "baregrpc" with the backend URL as arg), prints "ADDR <addr>..." on out and serves until its
 // standard input closes, which happens when the parent exits.
 func Child(ctx context.Context, what, arg string, in io.Reader, out io.Writer) error {
@@ -50,7 +51,7 @@ func Child(ctx context.Context, what, arg string, in io.Reader, out io.Writer) e
 		return serveBareGRPCProxy(ctx, arg, out)
 	case "eventproxy":
 		return serveEventProxy(ctx, arg, out)
-	case "gateway":
+	case "gateway", "gateway-goroutines":
 		// As the gateway binary runs.
 		modelgateway.SetGCDefaults()
 		if path := os.Getenv("BENCHGATEWAY_GATEWAY_CPUPROFILE"); path != "" {
@@ -84,9 +85,14 @@ func Child(ctx context.Context, what, arg string, in io.Reader, out io.Writer) e
 			}
 			defer trace.Stop()
 		}
-		svc, stop, grpcAddr, err := newGateway(ctx, &modelgateway.FileConfig{
+		fc := &modelgateway.FileConfig{
 			Backends: []modelgateway.BackendConfig{{ID: "fake", BaseURL: arg, Model: "fake-model"}},
-		})
+		}
+		if what == "gateway-goroutines" {
+			// The HTTP front on its other engine, for comparison.
+			fc.HTTPFront.Engine = modelgateway.EngineGoroutines
+		}
+		svc, stop, grpcAddr, err := newGateway(ctx, fc)
 		if err != nil {
 			return err
 		}

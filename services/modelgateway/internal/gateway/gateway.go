@@ -300,7 +300,9 @@ func (r *Response) Finish(ok bool, errText string) (versionChanged bool) {
 	if !r.done.CompareAndSwap(false, true) {
 		return r.Backend.Epoch() != r.epoch
 	}
-	r.Answer.Close()
+	if r.Answer != nil {
+		r.Answer.Close()
+	}
 	r.Backend.Release()
 	r.Backend.Result(ok, time.Since(r.Start), errText, true)
 	return r.Backend.Epoch() != r.epoch
@@ -356,7 +358,9 @@ func (r *Response) FinishCanceled() {
 	if !r.done.CompareAndSwap(false, true) {
 		return
 	}
-	r.Answer.Close()
+	if r.Answer != nil {
+		r.Answer.Close()
+	}
 	r.Backend.Release()
 	r.Backend.Breaker().Cancel()
 }
@@ -368,21 +372,139 @@ const chatPath = "/v1/chat/completions"
 // after connection errors and 408/429/5xx answers while attempts and the
 // caller's deadline allow. ctx bounds the whole request, body included.
 func (g *Gateway) Do(ctx context.Context, req *Request) (*Response, error) {
-	var triedBuf [4]*backend.Backend // on the stack, for the usual one or two
-	tried := triedBuf[:0]
-	var lastErr error = ErrNoBackend
-	var openAIBody []byte
-	for attempt := 1; attempt <= g.cfg.Retry.MaxAttempts; attempt++ {
-		if attempt > 1 {
-			if err := g.backoff(ctx, attempt); err != nil {
-				return nil, g.explain(lastErr, req.Model)
+	var a Attempts
+	return g.Resume(ctx, req, &a)
+}
+
+// Attempts is where a request's attempts stand: how many were made, the
+// backends tried and the last error. A caller that makes the first
+// attempt itself (the event-loop HTTP front, which cannot block) starts
+// with First and hands the rest to Resume, which goes on as Do would
+// have.
+type Attempts struct {
+	n       int
+	tried   []*backend.Backend
+	buf     [4]*backend.Backend // tried's first array, for the usual one or two
+	lastErr error
+	openAI  []byte
+}
+
+// N is the number of attempts made.
+func (a *Attempts) N() int { return a.n }
+
+// First chooses the backend of the first attempt without waiting: routed,
+// acquired and let through by its breaker, as Do's first attempt does. It
+// returns nil when that attempt needs a wait (a weight update holds every
+// backend) or found no backend, or when the backend chosen is not one the
+// caller can send to (can false); Resume then goes on from there. body is
+// what to send it.
+func (g *Gateway) First(req *Request, a *Attempts, can func(*backend.Backend) bool) (b *backend.Backend, body []byte, epoch int64) {
+	a.tried = a.buf[:0]
+	a.n = 1
+	b = g.pick(req.Model, req.RoutingKey, nil)
+	if b == nil {
+		if g.updating(req.Model) {
+			a.n = 0 // Resume waits for the update, as Do does
+		} else {
+			g.met.Retries.WithLabelValues("no_backend").Inc()
+		}
+		return nil, nil, 0
+	}
+	if (b.Kind() == backend.KindOpenAI && req.OpenAIBody != nil) || !can(b) {
+		a.n = 0 // Resume makes the first attempt itself
+		return nil, nil, 0
+	}
+	a.tried = append(a.tried, b)
+	if !g.admit(b) {
+		return nil, nil, 0
+	}
+	return b, req.Body, b.Epoch()
+}
+
+// admit counts a request in at b and asks b's breaker, as each attempt
+// does; false when either refused (and the refusal is counted).
+func (g *Gateway) admit(b *backend.Backend) bool {
+	if !b.Acquire() {
+		g.met.Retries.WithLabelValues("busy").Inc()
+		return false
+	}
+	if !b.Breaker().Allow() {
+		b.Release()
+		g.met.Retries.WithLabelValues("breaker_open").Inc()
+		return false
+	}
+	return true
+}
+
+// Failed records an attempt on b that got no answer (err, after start),
+// as Do does before it tries again. When ctx ended (the caller went away
+// or ran out of time), it is not the backend's failure: Failed returns
+// ctx's error, and the request is over.
+func (g *Gateway) Failed(ctx context.Context, a *Attempts, b *backend.Backend, start time.Time, err error) error {
+	b.Release()
+	if ctx.Err() != nil {
+		b.Breaker().Cancel()
+		return ctx.Err()
+	}
+	g.met.Requests.WithLabelValues(b.ID(), "error").Inc()
+	g.met.Retries.WithLabelValues("connection").Inc()
+	b.Result(false, time.Since(start), err.Error(), true)
+	a.lastErr = fmt.Errorf("%w: backend %s: %v", ErrNoBackend, b.ID(), err)
+	return nil
+}
+
+// Answered records an answer's status from b. It reports whether another
+// attempt is due (408, 429, 5xx): the answer is then recorded as failed,
+// msg (its start) kept as the last error, and b released. Otherwise the
+// caller has the answer and must end it with Response.Finish.
+func (g *Gateway) Answered(a *Attempts, b *backend.Backend, start time.Time, code int, msg []byte) (retry bool) {
+	if code == http.StatusOK {
+		g.counters[b].OK.Inc()
+	} else {
+		g.met.Requests.WithLabelValues(b.ID(), statusLabel(code)).Inc()
+	}
+	if !retryable(code) {
+		return false
+	}
+	b.Release()
+	// Overload (408, 429) is not breakage: only 5xx trips the breaker.
+	b.Result(false, time.Since(start), fmt.Sprintf("status %d", code), code >= 500)
+	if code < 500 {
+		b.Breaker().Cancel()
+	}
+	g.met.Retries.WithLabelValues(statusLabel(code)).Inc()
+	// msg may be the caller's buffer, reused once this returns.
+	a.lastErr = &StatusError{Backend: b.ID(), Code: code, Body: append([]byte(nil), msg...)}
+	return true
+}
+
+// NewResponse is the Response of an answer the caller read itself (First's
+// attempt): Finish ends it, with no Answer to close.
+func NewResponse(a *Attempts, b *backend.Backend, start time.Time, epoch int64) *Response {
+	return &Response{Backend: b, Attempts: a.n, Start: start, epoch: epoch}
+}
+
+// Resume makes the attempts after those a records, until one is answered
+// or none is left; Do is Resume from the start.
+func (g *Gateway) Resume(ctx context.Context, req *Request, a *Attempts) (*Response, error) {
+	if a.tried == nil {
+		a.tried = a.buf[:0]
+	}
+	if a.lastErr == nil {
+		a.lastErr = ErrNoBackend
+	}
+	for a.n < g.cfg.Retry.MaxAttempts {
+		a.n++
+		if a.n > 1 {
+			if err := g.backoff(ctx, a.n); err != nil {
+				return nil, g.explain(a.lastErr, req.Model)
 			}
 		}
-		b := g.pick(req.Model, req.RoutingKey, tried)
-		if b == nil && len(tried) > 0 {
+		b := g.pick(req.Model, req.RoutingKey, a.tried)
+		if b == nil && len(a.tried) > 0 {
 			// Every backend failed once; give them another chance.
-			tried = tried[:0]
-			b = g.pick(req.Model, req.RoutingKey, tried)
+			a.tried = a.tried[:0]
+			b = g.pick(req.Model, req.RoutingKey, a.tried)
 		}
 		if b == nil && g.updating(req.Model) {
 			// A weight update holds every backend: wait for it rather
@@ -390,71 +512,46 @@ func (g *Gateway) Do(ctx context.Context, req *Request) (*Response, error) {
 			if err := g.waitUpdate(ctx, req.Model); err != nil {
 				return nil, err
 			}
-			attempt--
+			a.n--
 			continue
 		}
 		if b == nil {
 			g.met.Retries.WithLabelValues("no_backend").Inc()
 			continue
 		}
-		tried = append(tried, b)
+		a.tried = append(a.tried, b)
 		body := req.Body
 		if b.Kind() == backend.KindOpenAI && req.OpenAIBody != nil {
-			if openAIBody == nil {
+			if a.openAI == nil {
 				var err error
-				if openAIBody, err = req.OpenAIBody(); err != nil {
+				if a.openAI, err = req.OpenAIBody(); err != nil {
 					return nil, err
 				}
 			}
-			body = openAIBody
+			body = a.openAI
 		}
-		if !b.Acquire() {
-			g.met.Retries.WithLabelValues("busy").Inc()
-			continue
-		}
-		if !b.Breaker().Allow() {
-			b.Release()
-			g.met.Retries.WithLabelValues("breaker_open").Inc()
+		if !g.admit(b) {
 			continue
 		}
 		start, epoch := time.Now(), b.Epoch()
 		resp, err := b.Send(ctx, chatPath, body, req.RoutingKey)
 		if err != nil {
-			b.Release()
-			if ctx.Err() != nil {
-				// The caller went away or ran out of time: not the
-				// backend's fault, and no point in retrying.
-				b.Breaker().Cancel()
-				return nil, ctx.Err()
+			if err := g.Failed(ctx, a, b, start, err); err != nil {
+				return nil, err
 			}
-			g.met.Requests.WithLabelValues(b.ID(), "error").Inc()
-			g.met.Retries.WithLabelValues("connection").Inc()
-			b.Result(false, time.Since(start), err.Error(), true)
-			lastErr = fmt.Errorf("%w: backend %s: %v", ErrNoBackend, b.ID(), err)
 			continue
 		}
-		if resp.StatusCode == http.StatusOK {
-			g.counters[b].OK.Inc()
-		} else {
-			g.met.Requests.WithLabelValues(b.ID(), statusLabel(resp.StatusCode)).Inc()
-		}
-		if retryable(resp.StatusCode) {
+		if g.Answered(a, b, start, resp.StatusCode, nil) {
+			// The message is read only now: Answered released b, but
+			// the answer is still open.
 			msg, _ := io.ReadAll(io.LimitReader(resp, 4096))
 			resp.Close()
-			b.Release()
-			// Overload (408, 429) is not breakage: only 5xx trips the
-			// breaker.
-			b.Result(false, time.Since(start), fmt.Sprintf("status %d", resp.StatusCode), resp.StatusCode >= 500)
-			if resp.StatusCode < 500 {
-				b.Breaker().Cancel()
-			}
-			g.met.Retries.WithLabelValues(statusLabel(resp.StatusCode)).Inc()
-			lastErr = &StatusError{Backend: b.ID(), Code: resp.StatusCode, Body: msg}
+			a.lastErr.(*StatusError).Body = msg
 			continue
 		}
-		return &Response{Answer: resp, Backend: b, Attempts: attempt, Start: start, epoch: epoch}, nil
+		return &Response{Answer: resp, Backend: b, Attempts: a.n, Start: start, epoch: epoch}, nil
 	}
-	return nil, g.explain(lastErr, req.Model)
+	return nil, g.explain(a.lastErr, req.Model)
 }
 
 // explain gives a bare ErrNoBackend the last errors of the model's

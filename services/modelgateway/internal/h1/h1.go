@@ -25,8 +25,10 @@ type Span struct{ Start, End int }
 // Head is what framing needs from a head, and what a proxy reads of an
 // answer's.
 type Head struct {
-	// Length is the body's length (0 when none was given).
-	Length int64
+	// Length is the body's length (0 when none was given); HasLength
+	// says whether it was.
+	Length    int64
+	HasLength bool
 	// Chunked is set when the body comes in chunks.
 	Chunked bool
 	// Conn is the Connection header's line, CRLF included, to drop it.
@@ -89,7 +91,7 @@ func ScanHead(head []byte) (h Head, ok bool) {
 			if seenLength || err != nil || len(value) == 0 || value[0] < '0' || value[0] > '9' {
 				return Head{}, false
 			}
-			seenLength, h.Length = true, v
+			seenLength, h.Length, h.HasLength = true, v, true
 		case bytes.EqualFold(name, []byte("Transfer-Encoding")):
 			h.Chunked = true
 		case bytes.EqualFold(name, []byte("Connection")):
@@ -136,6 +138,16 @@ const (
 
 // InHead reports whether the frame waits for a head: between messages.
 func (f *Frame) InHead() bool { return f.state == frameHead }
+
+// BodyLeft is how many bytes of a body with a length are still to come
+// (0 in any other state): a reader can wait for that many before it
+// looks again.
+func (f *Frame) BodyLeft() int64 {
+	if f.state != frameBody {
+		return 0
+	}
+	return f.remain
+}
 
 // Consume frames as much of buf as has arrived whole enough, up to the end
 // of the first message that ends in it. It returns how many bytes it

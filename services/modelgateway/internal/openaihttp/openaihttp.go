@@ -71,6 +71,8 @@ type Handler struct {
 	// served maps each served model name to itself, so that a request
 	// naming one costs no string of its own.
 	served map[string]string
+	// onClose ends the requests in flight on the event-loop front.
+	onClose func()
 }
 
 // New builds the handler.
@@ -88,7 +90,11 @@ var (
 )
 
 // Serve serves the API.
-func (h *Handler) Serve(rc *fasthttp.RequestCtx) {
+func (h *Handler) Serve(rc *fasthttp.RequestCtx) { h.route(rc, h.chat) }
+
+// route serves rc, handing chat completions to chat: the event-loop front
+// has its own, which does not block.
+func (h *Handler) route(rc *fasthttp.RequestCtx, chat func(*fasthttp.RequestCtx)) {
 	path := string(rc.Path())
 	// Before routing, so that an unknown path or a wrong method tells a
 	// caller without the token nothing either.
@@ -100,7 +106,7 @@ func (h *Handler) Serve(rc *fasthttp.RequestCtx) {
 	switch path {
 	case "/v1/chat/completions":
 		if rc.IsPost() {
-			h.chat(rc)
+			chat(rc)
 			return
 		}
 		allow = "POST"
@@ -157,8 +163,13 @@ func (h *Handler) ServeError(rc *fasthttp.RequestCtx, err error) {
 	writeError(rc, fasthttp.StatusBadRequest, "read request: "+err.Error(), "", "invalid_request")
 }
 
-// Close ends the requests in flight.
-func (h *Handler) Close() { h.watches.close() }
+// Close ends the requests in flight, and those that come after.
+func (h *Handler) Close() {
+	h.watches.close()
+	if h.onClose != nil {
+		h.onClose()
+	}
+}
 
 // unauthBodyBytes is all of a body the server reads from a request without
 // the token: enough for any request that needs none, too little to make
@@ -371,64 +382,92 @@ func routingKeyOfUser(user string) string {
 	return "user-sha256:" + hex.EncodeToString(sum[:])
 }
 
-func (h *Handler) chat(rc *fasthttp.RequestCtx) {
-	start := time.Now()   // the latency metrics and the deadline count the body's check too
-	body := rc.PostBody() // valid until Serve returns; Do is done with it by then
+// chatCall is a chat request checked and ready to route.
+type chatCall struct {
+	start  time.Time // the latency metrics and the deadline count the body's check too
+	req    gateway.Request
+	stream bool
+}
+
+// checkChat checks a chat request and makes its routing request; a bad
+// one gets its error answer in rc, and false.
+func (h *Handler) checkChat(rc *fasthttp.RequestCtx, cc *chatCall) bool {
+	cc.start = time.Now()
+	body := rc.PostBody() // valid until the answer is written; the backend call is done with it by then
 	p, fe := h.readRequest(body)
 	if fe != nil {
 		writeError(rc, fasthttp.StatusBadRequest, fe.field+": "+fe.problem, fe.field, "invalid_request")
-		return
+		return false
 	}
 	model, err := h.g.ResolveModel(p.Model)
 	if err != nil {
 		writeError(rc, fasthttp.StatusNotFound, "model: the model "+reqcheck.Quote(p.Model)+" is not served by this gateway", "model", "model_not_found")
-		return
+		return false
 	}
 	if p.Model == "" {
 		// Backends need a model name; this path is rare, so the re-encode
 		// is acceptable.
 		if body, err = openaiapi.MergeExtra(body, `{"model":`+strconv.Quote(model)+`}`); err != nil {
 			writeError(rc, fasthttp.StatusBadRequest, err.Error(), "", "invalid_request")
-			return
+			return false
 		}
 	}
 	key := string(rc.Request.Header.Peek("X-Routing-Key"))
 	if len(key) > reqcheck.MaxRoutingKey {
 		writeError(rc, fasthttp.StatusBadRequest, fmt.Sprintf("X-Routing-Key: longer than %d bytes", reqcheck.MaxRoutingKey), "X-Routing-Key", "invalid_request")
-		return
+		return false
 	}
 	if key == "" {
 		key = routingKeyOfUser(p.User)
+	}
+	cc.req = gateway.Request{Model: model, RoutingKey: key, Body: body}
+	cc.stream = p.Stream
+	return true
+}
+
+func (h *Handler) chat(rc *fasthttp.RequestCtx) {
+	var cc chatCall
+	if !h.checkChat(rc, &cc) {
+		return
 	}
 	// The request's context is its entry in the watch list, not one
 	// derived from a context of the handler's: that one would keep every
 	// request's in a map, under a lock all requests take. fasthttp does
 	// not tell a handler that its client went away; the watch list does,
 	// so that the backend stops generating for nobody.
-	c := h.watches.begin(rc.Conn(), start, h.opts.Timeout)
+	c := h.watches.begin(rc.Conn(), cc.start, h.opts.Timeout)
+	var a gateway.Attempts
+	h.relay(rc, &cc, c, &a)
+}
+
+// inflight is a request in flight as the front sees it: the context it is
+// routed under, which the front ends when the client goes away or the
+// deadline passes (cancel), and leave, called once when the answer is done
+// with it.
+type inflight interface {
+	context.Context
+	leave()
+	cancel(error)
+}
+
+// relay routes a checked request from where a stands and puts the answer
+// in rc: whole, or as a body stream for a streamed one.
+func (h *Handler) relay(rc *fasthttp.RequestCtx, cc *chatCall, c inflight, a *gateway.Attempts) {
 	streaming := false
 	defer func() {
 		if !streaming {
 			c.leave()
 		}
 	}()
-	resp, err := h.g.Do(c, &gateway.Request{Model: model, RoutingKey: key, Body: body})
+	resp, err := h.g.Resume(c, &cc.req, a)
 	if err != nil {
 		h.fail(rc, err)
 		return
 	}
-	hdr := &rc.Response.Header
-	if ct := resp.ContentType(); len(ct) > 0 {
-		hdr.SetContentTypeBytes(ct)
-	}
-	var num [20]byte
-	hdr.SetCanonical(headerBackend, []byte(resp.Backend.ID()))
-	hdr.SetCanonical(headerAttempts, strconv.AppendInt(num[:0], int64(resp.Attempts), 10))
-	rc.SetStatusCode(resp.StatusCode)
-	ok2xx := resp.StatusCode/100 == 2
-	if p.Stream && ok2xx {
+	h.answerHead(rc, resp, resp.StatusCode, resp.ContentType())
+	if cc.stream && resp.StatusCode/100 == 2 {
 		streaming = true
-		h.stream(rc, &sseStream{h: h, resp: resp, call: c, hdr: hdr, start: start})
+		h.stream(rc, &sseStream{h: h, resp: resp, call: c, hdr: &rc.Response.Header, start: cc.start})
 		return
 	}
 	out, err := gateway.ReadAnswer(resp, h.opts.MaxResponseBytes)
@@ -442,6 +481,26 @@ func (h *Handler) chat(rc *fasthttp.RequestCtx) {
 		writeError(rc, fasthttp.StatusBadGateway, "backend "+resp.Backend.ID()+": read answer: "+err.Error(), "", "bad_gateway")
 		return
 	}
+	h.answerBody(rc, resp, out, cc.start)
+}
+
+// answerHead starts the answer to a request a backend answered.
+func (h *Handler) answerHead(rc *fasthttp.RequestCtx, resp *gateway.Response, status int, contentType []byte) {
+	hdr := &rc.Response.Header
+	if len(contentType) > 0 {
+		hdr.SetContentTypeBytes(contentType)
+	}
+	var num [20]byte
+	hdr.SetCanonical(headerBackend, []byte(resp.Backend.ID()))
+	hdr.SetCanonical(headerAttempts, strconv.AppendInt(num[:0], int64(resp.Attempts), 10))
+	rc.SetStatusCode(status)
+}
+
+// answerBody ends the answer to a request with the backend's answer read
+// whole, out, and ends resp.
+func (h *Handler) answerBody(rc *fasthttp.RequestCtx, resp *gateway.Response, out []byte, start time.Time) {
+	hdr := &rc.Response.Header
+	ok2xx := rc.Response.StatusCode()/100 == 2
 	// out is the backend's buffer until Finish: copy it into the
 	// response's (pooled) one first.
 	rc.Response.SetBody(out)
@@ -449,6 +508,7 @@ func (h *Handler) chat(rc *fasthttp.RequestCtx) {
 		h.countTokens(resp.Backend, out)
 	}
 	changed := resp.Finish(ok2xx, "")
+	var num [20]byte
 	hdr.SetCanonical(headerModelVersion, strconv.AppendInt(num[:0], resp.Backend.Version(), 10))
 	hdr.SetCanonical(headerVersionChanged, strconv.AppendBool(num[:0], changed))
 	if ok2xx {
@@ -488,7 +548,7 @@ func (h *Handler) stream(rc *fasthttp.RequestCtx, s *sseStream) {
 type sseStream struct {
 	h     *Handler
 	resp  *gateway.Response
-	call  *call
+	call  inflight
 	hdr   *fasthttp.ResponseHeader
 	start time.Time
 	got   bool
