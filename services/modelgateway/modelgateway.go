@@ -108,8 +108,8 @@ type Service struct {
 	watchStop context.CancelFunc
 	watchDone chan struct{}
 
-	openai   *openaihttp.Handler
-	httpSrv  *fasthttp.Server
+	openai  *openaihttp.Handler
+	httpSrv *fasthttp.Server
 	// loopSrv serves the front instead of httpSrv with engine event_loop.
 	loopSrv  *openaihttp.LoopServer
 	httpLn   net.Listener

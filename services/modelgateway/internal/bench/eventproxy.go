@@ -36,10 +36,10 @@ const eventMaxHead = 64 << 10
 // touches it.
 type eventPair struct {
 	down, up gnet.Conn
-	downGone bool          // the client left before its upstream half opened
-	reqBody  int64         // bytes of the current request's body still to forward
+	downGone bool     // the client left before its upstream half opened
+	reqBody  int64    // bytes of the current request's body still to forward
 	resp     h1.Frame // where the upstream's byte stream stands
-	pieces   [][]byte      // a request head, cut around its Connection header
+	pieces   [][]byte // a request head, cut around its Connection header
 }
 
 type eventProxy struct {

@@ -342,8 +342,8 @@ type client struct {
 	ex *exchange
 	// last is when the connection last finished a request or, with bytes
 	// buffered, when its next request began to arrive.
-	last     time.Time
-	partial  bool // the buffer holds the start of a request
+	last    time.Time
+	partial bool // the buffer holds the start of a request
 	// need is how many bytes the request being read takes, once its head
 	// gave its length: until they are buffered, nothing is looked at
 	// again (gnet copies what it holds into one slice on every look).
