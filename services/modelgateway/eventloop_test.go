@@ -61,10 +61,15 @@ const wireAnswer = `{"id":"c","object":"chat.completion","choices":[{"index":0,"
 
 func startLoopGateway(t *testing.T, b *wireBackend, limits Limits) *harness {
 	t.Helper()
+	return startEngineGateway(t, b, limits, EngineEventLoop)
+}
+
+func startEngineGateway(t *testing.T, b *wireBackend, limits Limits, engine string) *harness {
+	t.Helper()
 	return startGateway(t, &FileConfig{
 		Backends:  []BackendConfig{{ID: "w", BaseURL: b.srv.URL, Model: "fake-model"}},
 		Limits:    limits,
-		HTTPFront: HTTPFrontConfig{Engine: EngineEventLoop},
+		HTTPFront: HTTPFrontConfig{Engine: engine},
 	}, nil)
 }
 
@@ -301,5 +306,58 @@ func TestDrainAnswersInFlight(t *testing.T) {
 		if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err == nil {
 			t.Errorf("a request after the drain answered %d", resp.StatusCode)
 		}
+	}
+}
+
+// TestEventLoopRelaysStreams wants streamed answers passed on as they
+// come, each ended with the version trailers: one the backend sends in
+// chunks, one with a length, and one it breaks off midway, which the
+// client gets without [DONE] and with the trailers all the same. Both
+// engines must do the same.
+func TestEventLoopRelaysStreams(t *testing.T) {
+	for _, engine := range []string{EngineEventLoop, EngineGoroutines} {
+		t.Run(engine, func(t *testing.T) { testRelaysStreams(t, engine) })
+	}
+}
+
+func testRelaysStreams(t *testing.T, engine string) {
+	const first, last = "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n", "data: [DONE]\n\n"
+	b := startWireBackend(t, func(n int, w http.ResponseWriter) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		switch n {
+		case 1:
+			io.WriteString(w, first)
+			w.(http.Flusher).Flush()
+			io.WriteString(w, last)
+		case 2:
+			w.Header().Set("Content-Length", fmt.Sprint(len(first+last)))
+			io.WriteString(w, first+last)
+		case 3:
+			io.WriteString(w, first)
+			w.(http.Flusher).Flush()
+			conn, buf, _ := w.(http.Hijacker).Hijack()
+			buf.Flush()
+			conn.Close()
+		}
+	})
+	h := startEngineGateway(t, b, Limits{}, engine)
+	stream := `{"model":"fake-model","stream":true,"messages":[{"role":"user","content":"x"}]}`
+	for i, want := range []string{first + last, first + last, first} {
+		c := dialRaw(t, h)
+		c.write(chatRequest(stream))
+		resp, body := c.read()
+		if resp.StatusCode != 200 || body != want || resp.Header.Get("Content-Type") != "text/event-stream" {
+			t.Errorf("stream %d: %d %q (%s), want 200 %q", i+1, resp.StatusCode, body, resp.Header.Get("Content-Type"), want)
+		}
+		if resp.Trailer.Get("X-Model-Version-End") != "0" || resp.Trailer.Get("X-Version-Changed") != "false" {
+			t.Errorf("stream %d: trailers %v", i+1, resp.Trailer)
+		}
+	}
+	// fasthttp's client reads a chunked body cut by the close as ended,
+	// so the goroutines engine counts no failure there; the event loop
+	// sees the cut.
+	wantFailures := map[string]int64{EngineEventLoop: 1, EngineGoroutines: 0}[engine]
+	if got := listBackend(t, h, "w"); got.GetFailures() != wantFailures || got.GetInFlight() != 0 {
+		t.Errorf("backend after two whole streams and one broken off: %d failures, %d in flight; want %d, 0", got.GetFailures(), got.GetInFlight(), wantFailures)
 	}
 }

@@ -557,6 +557,9 @@ func runAffinity(ctx context.Context, o Options, w io.Writer) error {
 	return nil
 }
 
+// unplaced runs a command where the system puts it.
+func unplaced(name string, args ...string) (string, []string) { return name, args }
+
 func ms(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond)) }
 
 type affinity struct {
@@ -590,13 +593,12 @@ func (a *affinity) add(b *affinity) *affinity {
 
 func affinityRun(ctx context.Context, o Options, policy string) (*affinity, error) {
 	var fakes []*fakellm.Instance
-	var bcs []modelgateway.BackendConfig
 	defer func() {
 		for _, f := range fakes {
 			f.Close()
 		}
 	}()
-	for i := range o.Backends {
+	for range o.Backends {
 		f, err := fakellm.Start(ctx, "127.0.0.1:0", fakellm.Config{
 			TTFT: o.MissTTFT, CachedTTFT: o.HitTTFT, PerToken: o.PerToken, CacheKeys: o.CacheKeys,
 			Script: []fakellm.Rule{{Match: "", Reply: "I will click the terminal icon and then type the command."}},
@@ -605,14 +607,17 @@ func affinityRun(ctx context.Context, o Options, policy string) (*affinity, erro
 			return nil, err
 		}
 		fakes = append(fakes, f)
-		bcs = append(bcs, modelgateway.BackendConfig{ID: fmt.Sprint("fake", i), BaseURL: f.URL, Model: "fake-model"})
 	}
-	svc, stop, _, err := newGateway(ctx, &modelgateway.FileConfig{Backends: bcs, Routing: modelgateway.RoutingConfig{Policy: policy}})
+	urls := make([]string, len(fakes))
+	for i, f := range fakes {
+		urls[i] = f.URL
+	}
+	gw, err := startChild(ctx, unplaced, "gateway-affinity", policy+" "+strings.Join(urls, ","))
 	if err != nil {
 		return nil, err
 	}
-	defer stop()
-	url := "http://" + svc.OpenAIAddr() + "/v1/chat/completions"
+	defer gw.stop()
+	url := gw.addrs[0] + "/v1/chat/completions"
 	client := newHTTPClient(o.Sessions * 2)
 
 	var (

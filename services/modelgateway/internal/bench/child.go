@@ -51,6 +51,24 @@ func Child(ctx context.Context, what, arg string, in io.Reader, out io.Writer) e
 		return serveBareGRPCProxy(ctx, arg, out)
 	case "eventproxy":
 		return serveEventProxy(ctx, arg, out)
+	case "gateway-affinity":
+		// arg is "POLICY URL,URL,...": part (b)'s gateway, in a process
+		// of its own as users run it, so that its event loops do not
+		// share a Go scheduler with the sessions and the backends.
+		policy, urls, _ := strings.Cut(arg, " ")
+		fc := &modelgateway.FileConfig{Routing: modelgateway.RoutingConfig{Policy: policy}}
+		for i, u := range strings.Split(urls, ",") {
+			fc.Backends = append(fc.Backends, modelgateway.BackendConfig{ID: fmt.Sprint("fake", i), BaseURL: u, Model: "fake-model"})
+		}
+		fc.HTTPFront.Engine = os.Getenv("BENCHGATEWAY_AFFINITY_ENGINE")
+		svc, stop, grpcAddr, err := newGateway(ctx, fc)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "ADDR http://%s %s\n", svc.OpenAIAddr(), grpcAddr)
+		<-ctx.Done()
+		stop()
+		return nil
 	case "gateway", "gateway-goroutines":
 		// As the gateway binary runs.
 		modelgateway.SetGCDefaults()

@@ -278,3 +278,65 @@ func Dechunk(dst, src []byte, limit int64) ([]byte, error) {
 
 // ErrTooLong is a body over the limit given to Dechunk.
 var ErrTooLong = errors.New("h1: body over the limit")
+
+// Dechunker decodes a chunked body as it arrives, for a reader that
+// passes its data on piece by piece (a streamed answer).
+type Dechunker struct {
+	state  frameState // frameChunkSize to frameTrailer, frameHead once done
+	remain int64
+}
+
+// NewDechunker starts at a body's first chunk.
+func NewDechunker() Dechunker { return Dechunker{state: frameChunkSize} }
+
+// Next decodes from the start of buf: it returns the data found there (a
+// part of buf, maybe empty), how many bytes of buf it used, and done once
+// the last chunk and the trailers were read. A call that uses nothing
+// waits for more.
+func (d *Dechunker) Next(buf []byte) (data []byte, used int, done bool, err error) {
+	switch d.state {
+	case frameChunkSize, frameTrailer:
+		end := bytes.Index(buf, []byte("\r\n"))
+		if end < 0 {
+			if len(buf) > MaxChunkLine {
+				return nil, 0, false, ErrFraming
+			}
+			return nil, 0, false, nil
+		}
+		if d.state == frameTrailer {
+			if end == 0 {
+				d.state = frameHead
+				return nil, 2, true, nil
+			}
+			return nil, end + 2, false, nil
+		}
+		size, err := chunkSize(buf[:end])
+		if err != nil {
+			return nil, 0, false, err
+		}
+		if size == 0 {
+			d.state = frameTrailer
+		} else {
+			d.state, d.remain = frameChunkData, size
+		}
+		return nil, end + 2, false, nil
+	case frameChunkData:
+		n := min(int64(len(buf)), d.remain)
+		if d.remain -= n; d.remain == 0 {
+			d.state, d.remain = frameChunkEnd, 2
+		}
+		return buf[:n], int(n), false, nil
+	case frameChunkEnd:
+		if len(buf) == 0 {
+			return nil, 0, false, nil
+		}
+		if buf[0] != "\r\n"[2-d.remain] {
+			return nil, 0, false, ErrFraming
+		}
+		if d.remain--; d.remain == 0 {
+			d.state = frameChunkSize
+		}
+		return nil, 1, false, nil
+	}
+	return nil, 0, true, nil
+}

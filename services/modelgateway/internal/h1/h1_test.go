@@ -100,3 +100,45 @@ func TestDechunk(t *testing.T) {
 		}
 	}
 }
+
+// TestDechunker wants the same data however the body is cut.
+func TestDechunker(t *testing.T) {
+	body := "3;x=1\r\nabc\r\nA\r\n0123456789\r\n0\r\nX-T: 1\r\n\r\nNEXT"
+	for cut := 1; cut <= len(body); cut++ {
+		d := NewDechunker()
+		var got []byte
+		pending, done := "", false
+		for i := 0; i < len(body) && !done; i += cut {
+			pending += body[i:min(i+cut, len(body))]
+			for !done {
+				data, n, end, err := d.Next([]byte(pending))
+				if err != nil {
+					t.Fatalf("cut %d: %v", cut, err)
+				}
+				got = append(got, data...)
+				pending, done = pending[n:], end
+				if n == 0 {
+					break
+				}
+			}
+		}
+		if string(got) != "abc0123456789" || !done || !strings.HasPrefix("NEXT", pending) {
+			t.Errorf("cut %d: data %q, done %v, left %q", cut, got, done, pending)
+		}
+	}
+	for _, bad := range []string{"zz\r\n", "3\r\nabcX", strings.Repeat("1", MaxChunkLine+1)} {
+		d := NewDechunker()
+		var err error
+		for buf := []byte(bad); err == nil; {
+			var n int
+			_, n, _, err = d.Next(buf)
+			if n == 0 {
+				break
+			}
+			buf = buf[n:]
+		}
+		if !errors.Is(err, ErrFraming) {
+			t.Errorf("Next(%.40q): %v, want ErrFraming", bad, err)
+		}
+	}
+}

@@ -114,7 +114,7 @@ func ServeLoop(h *Handler, opts LoopOptions) (*LoopServer, error) {
 			gnet.WithMulticore(true),
 			gnet.WithTCPNoDelay(gnet.TCPNoDelay),
 			gnet.WithTCPKeepAlive(30*time.Second),
-			gnet.WithLogger(log.WithOptions(zap.IncreaseLevel(zap.WarnLevel)).Sugar()))
+			gnet.WithLogger(gnetLogger(log)))
 		s.runDone <- err
 		close(s.stopped)
 		select {
@@ -137,6 +137,15 @@ func ServeLoop(h *Handler, opts LoopOptions) (*LoopServer, error) {
 	go s.sweepEvery()
 	h.onClose = s.endAll
 	return s, nil
+}
+
+// gnetLogger is log for gnet's own messages, from warnings up: gnet logs
+// each connection at info level.
+func gnetLogger(log *zap.Logger) *zap.SugaredLogger {
+	if log.Core().Enabled(zap.InfoLevel) {
+		log = log.WithOptions(zap.IncreaseLevel(zap.WarnLevel))
+	}
+	return log.Sugar()
 }
 
 // Addr is the address the front listens on.
@@ -592,6 +601,8 @@ func (w *loopWriter) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
+func (w *loopWriter) Close() error { return nil }
 
 // sanitizeHeaderValue replaces the line breaks and other control bytes of
 // a value going into a head with spaces: a routing key made from a

@@ -5,7 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"os"
+	"strconv"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
@@ -52,6 +55,16 @@ type exchange struct {
 	// slow is set once the request went to a goroutine, which has call.
 	slow bool
 	call *loopCall
+	// resp is set once a streamed answer's head was relayed: its body
+	// follows as it comes. streamed counts its bytes, tail keeps its end
+	// (where the usage chunk is), gotData is set at its first byte.
+	resp     *gateway.Response
+	streamed int64
+	tail     []byte
+	gotData  bool
+	// streamHeadBytes is the head of a streamed answer until its first
+	// data goes with it.
+	streamHeadBytes []byte
 }
 
 // hasWire is the backends a loop can send to: plain HTTP.
@@ -71,10 +84,6 @@ func (cl *client) chat(rc *fasthttp.RequestCtx) {
 	}
 	cl.ex = ex
 	cl.s.inflight.Add(1)
-	if ex.cc.stream {
-		ex.goSlow()
-		return
-	}
 	b, _, epoch := h.g.First(&ex.cc.req, &ex.a, hasWire)
 	if b == nil {
 		ex.goSlow()
@@ -145,7 +154,14 @@ func (ex *exchange) dial(w *backend.Wire) {
 // each request a wake-up of another thread: the runtime gets a thread
 // ready to run a new timer.)
 func (ex *exchange) timedOut() {
-	if ex.done || ex.slow || ex.b == nil {
+	if ex.done || ex.slow {
+		return
+	}
+	if ex.resp != nil {
+		ex.abortStream()
+		return
+	}
+	if ex.b == nil {
 		return
 	}
 	ex.dropUpstream()
@@ -164,6 +180,12 @@ func (ex *exchange) clientGone() {
 		ex.call.cancel(context.Canceled) // the goroutine ends it
 		return
 	}
+	if ex.resp != nil {
+		ex.dropUpstream()
+		ex.resp.FinishCanceled()
+		ex.end()
+		return
+	}
 	ex.dropAttempt()
 	ex.end()
 }
@@ -176,6 +198,10 @@ func (ex *exchange) abandon(err error) {
 	}
 	if ex.slow {
 		ex.call.cancel(err)
+		return
+	}
+	if ex.resp != nil {
+		ex.abortStream()
 		return
 	}
 	ex.dropAttempt()
@@ -302,16 +328,18 @@ func (ex *exchange) goSlow() {
 	cctx, stop := context.WithCancelCause(ctx)
 	ex.call = &loopCall{Context: cctx, stop: stop}
 	closeConn := cl.rc.Request.Header.ConnectionClose()
-	c, loop := cl.c, cl.ls.loop
+	loop := cl.ls.loop
+	out := cl.slowWriter()
 	s.slow.Add(1)
 	go func() {
 		defer s.slow.Done()
+		defer out.Close()
 		rc := &cl.rc
 		s.h.relay(rc, &ex.cc, ex.call, &ex.a)
 		if closeConn || s.draining.Load() {
 			rc.Response.SetConnectionClose()
 		}
-		bw := bufio.NewWriterSize(&loopWriter{c: c, stopped: s.stopped, done: make(chan error, 1)}, 16<<10)
+		bw := bufio.NewWriterSize(out, 16<<10)
 		err := rc.Response.Write(bw)
 		if err == nil {
 			err = bw.Flush()
@@ -324,6 +352,27 @@ func (ex *exchange) goSlow() {
 			return nil
 		}))
 	}()
+}
+
+// slowWriter is how a request's goroutine writes its answer: to a copy of
+// the client's socket, through Go's poller, as the other front writes;
+// or, when the loop still holds bytes of an earlier answer to write first
+// (or the copy cannot be made), through the loop. A write through the
+// loop costs each streamed chunk two more thread wake-ups (the loop's,
+// then the goroutine's), which added milliseconds to a streamed answer
+// of tokens.
+func (cl *client) slowWriter() io.WriteCloser {
+	if cl.c.OutboundBuffered() == 0 {
+		if fd, err := cl.c.Dup(); err == nil {
+			f := os.NewFile(uintptr(fd), "client")
+			nc, err := net.FileConn(f)
+			f.Close()
+			if err == nil {
+				return nc
+			}
+		}
+	}
+	return &loopWriter{c: cl.c, stopped: cl.s.stopped, done: make(chan error, 1)}
 }
 
 // slowDone takes the client back on its loop.
@@ -353,6 +402,11 @@ type upstream struct {
 	// abandoned is set when its exchange gave it up while it was dialled.
 	abandoned bool
 	idleSince time.Time
+	// A streamed answer's body is relayed as it comes: decoded by dech
+	// when chunked, else bodyLeft bytes of it (-1: up to the close).
+	chunked  bool
+	dech     h1.Dechunker
+	bodyLeft int64
 }
 
 // opened starts the exchange that dialled c, or keeps c for the next
@@ -386,6 +440,14 @@ func (up *upstream) closed() {
 		return
 	}
 	up.ex, ex.up = nil, nil
+	if ex.resp != nil {
+		if !up.chunked && up.bodyLeft < 0 {
+			ex.streamEnd(nil) // the close is the body's end
+		} else {
+			ex.streamEnd(errBackendClosed)
+		}
+		return
+	}
 	ex.failed(errBackendClosed)
 }
 
@@ -401,6 +463,9 @@ func (up *upstream) read() gnet.Action {
 	if ex == nil {
 		return gnet.Close // bytes nobody asked for
 	}
+	if ex.resp != nil {
+		return up.relay()
+	}
 	limit := ex.cl.s.h.opts.MaxResponseBytes
 	for {
 		if up.need > 0 && up.c.InboundBuffered() < up.need {
@@ -408,6 +473,39 @@ func (up *upstream) read() gnet.Action {
 		}
 		up.need = 0
 		buf, _ := up.c.Peek(-1)
+		if ex.cc.stream && up.framed == 0 {
+			// A streamed answer's head decides: a 2xx one is relayed
+			// as it comes; any other is read whole, as when not
+			// streamed.
+			end := h1.HeadEnd(buf)
+			if end < 0 {
+				if len(buf) > maxAnswerHead {
+					up.ex, ex.up = nil, nil
+					ex.failed(h1.ErrFraming)
+					return gnet.Close
+				}
+				return gnet.None
+			}
+			hd, ok := h1.ScanHead(buf[:end])
+			if !ok {
+				up.ex, ex.up = nil, nil
+				ex.failed(h1.ErrFraming)
+				return gnet.Close
+			}
+			if hd.Status < 200 {
+				up.c.Discard(end)
+				continue
+			}
+			if hd.Status/100 == 2 {
+				ex.streamHead(hd, buf[hd.ContentType.Start:hd.ContentType.End])
+				up.c.Discard(end)
+				up.chunked, up.dech, up.bodyLeft = hd.Chunked, h1.NewDechunker(), hd.Length
+				if !hd.Chunked && !hd.HasLength {
+					up.bodyLeft = -1
+				}
+				return up.relay()
+			}
+		}
 		n, ended, err := up.frame.Consume(buf[up.framed:])
 		up.framed += n
 		if err != nil {
@@ -455,6 +553,150 @@ func (up *upstream) read() gnet.Action {
 		}
 		up.ls.putIdle(up)
 		return gnet.None
+	}
+}
+
+// relay passes a streamed answer's body to the client as it comes.
+func (up *upstream) relay() gnet.Action {
+	ex := up.ex
+	buf, _ := up.c.Peek(-1)
+	used := 0
+	for {
+		rest := buf[used:]
+		var (
+			data []byte
+			n    int
+			done bool
+			err  error
+		)
+		switch {
+		case up.chunked:
+			data, n, done, err = up.dech.Next(rest)
+		case up.bodyLeft >= 0:
+			n = int(min(int64(len(rest)), up.bodyLeft))
+			data, up.bodyLeft = rest[:n], up.bodyLeft-int64(n)
+			done = up.bodyLeft == 0
+		default:
+			data, n = rest, len(rest)
+		}
+		used += n
+		if err != nil {
+			up.c.Discard(used)
+			up.ex, ex.up = nil, nil
+			ex.streamEnd(err)
+			return gnet.Close
+		}
+		if len(data) > 0 && !ex.streamData(data) {
+			up.c.Discard(used)
+			up.ex, ex.up = nil, nil
+			return gnet.Close
+		}
+		if done {
+			up.c.Discard(used)
+			up.ex, ex.up = nil, nil
+			ex.streamEnd(nil)
+			if up.ls.closing(ex.cl.s) {
+				return gnet.Close
+			}
+			up.ls.putIdle(up)
+			return gnet.None
+		}
+		if n == 0 || used == len(buf) {
+			break
+		}
+	}
+	up.c.Discard(used)
+	return gnet.None
+}
+
+// streamHead relays the head of a streamed 2xx answer.
+func (ex *exchange) streamHead(hd h1.Head, contentType []byte) {
+	h, cl := ex.cl.s.h, ex.cl
+	b := ex.b
+	ex.b = nil
+	h.g.Answered(&ex.a, b, ex.sent, hd.Status, nil) // a 2xx: never retried
+	ex.resp = gateway.NewResponse(&ex.a, b, ex.sent, ex.epoch)
+	h.answerHead(&cl.rc, ex.resp, hd.Status, contentType)
+	hdr := &cl.rc.Response.Header
+	h.streamHeaders(hdr, ex.resp)
+	hdr.SetContentLength(-1) // chunked
+	if cl.rc.Request.Header.ConnectionClose() || cl.s.draining.Load() {
+		hdr.SetConnectionClose()
+	}
+	// Written with the first data, as the other front does: a client
+	// reads the status once the answer has begun.
+	ex.streamHeadBytes = hdr.AppendBytes(ex.streamHeadBytes[:0])
+}
+
+// streamData relays a piece of a streamed answer's body as a chunk. It
+// reports false when the answer went over MaxResponseBytes: the client
+// has what came so far, without [DONE], as when a backend breaks off.
+func (ex *exchange) streamData(data []byte) bool {
+	h, cl, ls := ex.cl.s.h, ex.cl, ex.cl.ls
+	if !ex.gotData {
+		ex.gotData = true
+		h.front.TTFT.Observe(time.Since(ex.cc.start).Seconds())
+	}
+	ex.tail = keepTail(ex.tail, data)
+	ls.head = strconv.AppendInt(ls.head[:0], int64(len(data)), 16)
+	ls.head = append(ls.head, "\r\n"...)
+	ls.pieces = append(ls.pieces[:0], ex.streamHeadBytes, ls.head, data, []byte("\r\n"))
+	ex.streamHeadBytes = ex.streamHeadBytes[:0]
+	if _, err := cl.c.Writev(ls.pieces); err != nil {
+		cl.c.Close()
+	}
+	ex.streamed += int64(len(data))
+	if limit := h.opts.MaxResponseBytes; limit > 0 && ex.streamed > limit {
+		ex.dropUpstream()
+		ex.streamEnd(fmt.Errorf("streamed answer exceeds the %d-byte limit", limit))
+		return false
+	}
+	return true
+}
+
+// streamEnd ends a streamed answer the backend ended (readErr nil) or
+// broke off: the last chunk and the trailers, which carry the version at
+// the end.
+func (ex *exchange) streamEnd(readErr error) {
+	h, cl, ls := ex.cl.s.h, ex.cl, ex.cl.ls
+	errText := ""
+	if readErr != nil {
+		errText = readErr.Error()
+	}
+	changed := ex.resp.Finish(readErr == nil, errText)
+	if readErr == nil {
+		h.front.Latency.Observe(time.Since(ex.cc.start).Seconds())
+		h.countTokens(ex.resp.Backend, ex.tail)
+	}
+	t := append(ls.head[:0], "0\r\nX-Model-Version-End: "...)
+	t = strconv.AppendInt(t, ex.resp.Backend.Version(), 10)
+	t = append(t, "\r\nX-Version-Changed: "...)
+	t = strconv.AppendBool(t, changed)
+	ls.head = append(t, "\r\n\r\n"...)
+	ex.end()
+	if cl.gone {
+		return
+	}
+	ls.pieces = append(ls.pieces[:0], ex.streamHeadBytes, ls.head)
+	if _, err := cl.c.Writev(ls.pieces); err != nil || cl.rc.Response.ConnectionClose() {
+		cl.c.Close()
+		return
+	}
+	cl.last = time.Now()
+	if cl.c.InboundBuffered() > 0 {
+		cl.c.Wake(nil)
+	}
+}
+
+// abortStream ends a streamed answer the front gives up (its deadline
+// passed, or the front closed): the backend stops, and the client's
+// connection closes, since the answer cannot end cleanly.
+func (ex *exchange) abortStream() {
+	ex.dropUpstream()
+	ex.resp.FinishCanceled()
+	ex.end()
+	if !ex.cl.gone {
+		ex.cl.c.Close()
 	}
 }
 

@@ -534,12 +534,27 @@ var (
 // the backend sends it. The version stamp goes in a header (the version at
 // the start) and trailers (at the end).
 func (h *Handler) stream(rc *fasthttp.RequestCtx, s *sseStream) {
-	s.hdr.Set("X-Model-Version", strconv.FormatInt(s.resp.Backend.Version(), 10))
-	s.hdr.Set("Cache-Control", "no-cache")
-	if err := s.hdr.SetTrailer("X-Model-Version-End, X-Version-Changed"); err != nil {
+	h.streamHeaders(s.hdr, s.resp)
+	rc.SetBodyStream(s, -1)
+}
+
+// streamHeaders sets the headers of a streamed answer.
+func (h *Handler) streamHeaders(hdr *fasthttp.ResponseHeader, resp *gateway.Response) {
+	hdr.Set("X-Model-Version", strconv.FormatInt(resp.Backend.Version(), 10))
+	hdr.Set("Cache-Control", "no-cache")
+	if err := hdr.SetTrailer("X-Model-Version-End, X-Version-Changed"); err != nil {
 		h.log.Error("declare trailers", zap.Error(err))
 	}
-	rc.SetBodyStream(s, -1)
+}
+
+// keepTail appends p to the end of a stream kept for its usage chunk,
+// bounded to a few kilobytes.
+func keepTail(tail, p []byte) []byte {
+	tail = append(tail, p...)
+	if len(tail) > 8<<10 {
+		tail = append(tail[:0], tail[len(tail)-4<<10:]...)
+	}
+	return tail
 }
 
 // sseStream is the body of a streamed answer. fasthttp reads it after
@@ -579,10 +594,7 @@ func (s *sseStream) Read(p []byte) (int, error) {
 			s.got = true
 			s.h.front.TTFT.Observe(time.Since(s.start).Seconds())
 		}
-		s.tail = append(s.tail, p[:n]...)
-		if len(s.tail) > 8<<10 {
-			s.tail = append(s.tail[:0], s.tail[len(s.tail)-4<<10:]...)
-		}
+		s.tail = keepTail(s.tail, p[:n])
 	}
 	switch {
 	case err == nil:
