@@ -2,6 +2,8 @@ package modelgateway
 
 import (
 	"bufio"
+	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -12,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rolloutmesh/rolloutmesh/serverkit/daemon/daemontest"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/fakellm"
 )
 
@@ -359,5 +362,17 @@ func testRelaysStreams(t *testing.T, engine string) {
 	wantFailures := map[string]int64{EngineEventLoop: 1, EngineGoroutines: 0}[engine]
 	if got := listBackend(t, h, "w"); got.GetFailures() != wantFailures || got.GetInFlight() != 0 {
 		t.Errorf("backend after two whole streams and one broken off: %d failures, %d in flight; want %d, 0", got.GetFailures(), got.GetInFlight(), wantFailures)
+	}
+}
+
+// TestEventLoopRefusesTLS wants engine event_loop with TLS refused at
+// start, and TLS without an engine served by goroutines.
+func TestEventLoopRefusesTLS(t *testing.T) {
+	f := startFake(t, fakellm.Config{})
+	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	_, err := New(context.Background(), Config{File: &FileConfig{Backends: backends("vllm", f), HTTPFront: HTTPFrontConfig{Engine: EngineEventLoop}},
+		OpenAIAddr: "127.0.0.1:0", TLS: tlsCfg}, daemontest.Env(t))
+	if err == nil || !strings.Contains(err.Error(), "http_front.engine") {
+		t.Errorf("event_loop with TLS: %v, want an error naming http_front.engine", err)
 	}
 }

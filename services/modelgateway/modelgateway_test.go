@@ -638,6 +638,7 @@ func TestConfigErrors(t *testing.T) {
 		{"bad kind", "backends: [{id: a, base_url: 'http://x', model: m, kind: tgi}]", "backends[0].kind"},
 		{"unknown key", "backends: [{id: a, base_url: 'http://x', model: m, key: s}]", "key"},
 		{"bad policy", "backends: [{id: a, base_url: 'http://x', model: m}]\nrouting: {policy: random}", "routing.policy"},
+		{"bad engine", "backends: [{id: a, base_url: 'http://x', model: m}]\nhttp_front: {engine: threads}", "http_front.engine"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -403,18 +403,16 @@ func (cl *client) request(buf []byte) (gnet.Action, int) {
 		return gnet.None, 0
 	}
 	head, ok := h1.ScanHead(buf[:end])
+	if !ok {
+		return cl.refuse(fasthttp.StatusBadRequest, "read request: malformed head", "invalid_request"), 0
+	}
 	rc := &cl.rc
 	rc.Request.Reset()
 	rc.Response.Reset()
-	if ok {
-		cl.ls.rd.Reset(buf[:end])
-		cl.ls.br.Reset(&cl.ls.rd)
-		if err := rc.Request.Header.Read(cl.ls.br); err != nil {
-			return cl.refuse(fasthttp.StatusBadRequest, "read request: "+err.Error(), "invalid_request"), 0
-		}
-	}
-	if !ok {
-		return cl.refuse(fasthttp.StatusBadRequest, "read request: malformed head", "invalid_request"), 0
+	cl.ls.rd.Reset(buf[:end])
+	cl.ls.br.Reset(&cl.ls.rd)
+	if err := rc.Request.Header.Read(cl.ls.br); err != nil {
+		return cl.refuse(fasthttp.StatusBadRequest, "read request: "+err.Error(), "invalid_request"), 0
 	}
 	limit := h.opts.MaxRequestBytes
 	authorized := h.authorized(&rc.Request.Header)
