@@ -61,14 +61,7 @@ func Child(ctx context.Context, what, arg string, in io.Reader, out io.Writer) e
 			fc.Backends = append(fc.Backends, modelgateway.BackendConfig{ID: fmt.Sprint("fake", i), BaseURL: u, Model: "fake-model"})
 		}
 		fc.HTTPFront.Engine = os.Getenv("BENCHGATEWAY_AFFINITY_ENGINE")
-		svc, stop, grpcAddr, err := newGateway(ctx, fc)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "ADDR http://%s %s\n", svc.OpenAIAddr(), grpcAddr)
-		<-ctx.Done()
-		stop()
-		return nil
+		return serveGateway(ctx, fc, out)
 	case "gateway", "gateway-goroutines":
 		// As the gateway binary runs.
 		modelgateway.SetGCDefaults()
@@ -110,16 +103,22 @@ func Child(ctx context.Context, what, arg string, in io.Reader, out io.Writer) e
 			// The HTTP front on its other engine, for comparison.
 			fc.HTTPFront.Engine = modelgateway.EngineGoroutines
 		}
-		svc, stop, grpcAddr, err := newGateway(ctx, fc)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "ADDR http://%s %s\n", svc.OpenAIAddr(), grpcAddr)
-		<-ctx.Done()
-		stop()
-		return nil
+		return serveGateway(ctx, fc, out)
 	}
 	return fmt.Errorf("unknown child %q", what)
+}
+
+// serveGateway serves a gateway of fc until ctx ends, printing "ADDR
+// <http url> <grpc addr>" on out once it listens.
+func serveGateway(ctx context.Context, fc *modelgateway.FileConfig, out io.Writer) error {
+	svc, stop, grpcAddr, err := newGateway(ctx, fc)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "ADDR http://%s %s\n", svc.OpenAIAddr(), grpcAddr)
+	<-ctx.Done()
+	stop()
+	return nil
 }
 
 // child is a server process started by startChild.
