@@ -380,7 +380,7 @@ func (g *Gateway) Do(ctx context.Context, req *Request) (*Response, error) {
 // backends tried and the last error. A caller that makes the first
 // attempt itself (the event-loop HTTP front, which cannot block) starts
 // with First and hands the rest to Resume, which goes on as Do would
-// have.
+// have. It must not be copied once used (tried may point into it).
 type Attempts struct {
 	n       int
 	tried   []*backend.Backend
@@ -388,9 +388,6 @@ type Attempts struct {
 	lastErr error
 	openAI  []byte
 }
-
-// N is the number of attempts made.
-func (a *Attempts) N() int { return a.n }
 
 // First chooses the backend of the first attempt without waiting: routed,
 // acquired and let through by its breaker, as Do's first attempt does. It

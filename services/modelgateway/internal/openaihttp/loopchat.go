@@ -256,8 +256,12 @@ func (ex *exchange) answered(status int, contentType, raw []byte, chunked bool) 
 		var err error
 		body, err = h1.Dechunk(ls.answer[:0], raw, limit)
 		ls.answer = body[:0]
-		if err != nil {
+		switch {
+		case errors.Is(err, h1.ErrTooLong):
 			tooLong = fmt.Errorf("answer exceeds the %d-byte limit", limit)
+		case err != nil:
+			ex.failed(err) // the framer let it through: not expected
+			return
 		}
 	} else if limit > 0 && int64(len(body)) > limit {
 		tooLong = fmt.Errorf("answer of %d bytes exceeds the %d-byte limit", len(body), limit)
@@ -316,7 +320,7 @@ func (c *loopCall) leave()           {}
 func (c *loopCall) cancel(err error) { c.stop(err) }
 
 // goSlow hands the request to a goroutine, which makes the attempts left
-// as the other front does and writes the answer through the loop.
+// as the other front does and writes the answer itself (slowWriter).
 func (ex *exchange) goSlow() {
 	s, cl := ex.cl.s, ex.cl
 	ex.slow = true
