@@ -31,6 +31,8 @@ type wireBackend struct {
 	// conns are the remote addresses chat requests came from.
 	conns map[string]int
 	keys  []string
+	// sizes are the chat bodies' lengths.
+	sizes []int
 	// answer writes the answer of the n-th chat request (from 1).
 	answer func(n int, w http.ResponseWriter)
 	n      int
@@ -47,8 +49,9 @@ func startWireBackend(t *testing.T, answer func(n int, w http.ResponseWriter)) *
 			io.WriteString(w, `{"object":"list","data":[{"id":"fake-model","object":"model"}]}`)
 			return
 		}
-		io.Copy(io.Discard, r.Body)
+		size, _ := io.Copy(io.Discard, r.Body)
 		b.mu.Lock()
+		b.sizes = append(b.sizes, int(size))
 		b.conns[r.RemoteAddr]++
 		b.keys = append(b.keys, r.Header.Get("X-Routing-Key")+"|"+strings.Join(r.Header.Values("X-Injected"), ","))
 		b.n++
@@ -184,6 +187,33 @@ func TestEventLoopRequestFraming(t *testing.T) {
 	if resp, body := c.read(); resp.StatusCode != 200 || body != wireAnswer {
 		t.Errorf("chunked body a byte at a time: %d %q", resp.StatusCode, body)
 	}
+
+	// A body of megabytes in small chunks, written in pieces: it is
+	// moved out of gnet's buffer as it comes, and must arrive whole.
+	big := `{"model":"fake-model","messages":[{"role":"user","content":"` + strings.Repeat("x", 3<<20) + `"}]}`
+	hBig := startLoopGateway(t, b, Limits{})
+	c = dialRaw(t, hBig)
+	var chunks strings.Builder
+	for rest := big; rest != ""; {
+		n := min(len(rest), 1000)
+		fmt.Fprintf(&chunks, "%x\r\n%s\r\n", n, rest[:n])
+		rest = rest[n:]
+	}
+	chunks.WriteString("0\r\n\r\n")
+	all := "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" + chunks.String()
+	for len(all) > 0 {
+		n := min(len(all), 100<<10)
+		c.write(all[:n])
+		all = all[n:]
+	}
+	if resp, body := c.read(); resp.StatusCode != 200 || body != wireAnswer {
+		t.Errorf("3 MiB body in 1,000-byte chunks: %d %q", resp.StatusCode, body)
+	}
+	b.mu.Lock()
+	if got := b.sizes[len(b.sizes)-1]; got != len(big) {
+		t.Errorf("backend got a body of %d bytes, want %d", got, len(big))
+	}
+	b.mu.Unlock()
 
 	c = dialRaw(t, h)
 	req := chatRequest(wireChat, "Expect: 100-continue\r\n")

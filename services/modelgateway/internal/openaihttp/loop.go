@@ -276,7 +276,7 @@ func (ls *loopState) sweep(s *LoopServer, now time.Time) {
 			if now.Sub(cl.last) > s.opts.DrainWait {
 				cl.c.Close()
 			}
-		case cl.c.InboundBuffered() > 0:
+		case cl.c.InboundBuffered() > 0 || cl.chunks.on:
 			if s.opts.ReadTimeout > 0 && now.Sub(cl.last) > s.opts.ReadTimeout {
 				// As the other front does: no answer, for a client that
 				// is most often gone.
@@ -362,11 +362,24 @@ type client struct {
 	// continued is set once 100 Continue was sent for the request
 	// waiting for its body.
 	continued bool
+	// chunks is a request with a body in chunks, while it arrives.
+	chunks chunkedBody
 }
 
 // serve answers the requests that have arrived whole.
 func (cl *client) serve() gnet.Action {
 	for cl.ex == nil && !cl.gone {
+		if cl.chunks.on && !cl.draining {
+			buf, _ := cl.c.Next(-1)
+			if len(buf) == 0 {
+				return gnet.None
+			}
+			cl.chunks.buf = append(cl.chunks.buf, buf...)
+			if act := cl.moreChunks(); act != gnet.None || cl.chunks.on {
+				return act
+			}
+			continue
+		}
 		if cl.need > 0 && cl.c.InboundBuffered() < cl.need && !cl.draining {
 			return gnet.None
 		}
@@ -419,58 +432,96 @@ func (cl *client) request(buf []byte) (gnet.Action, int) {
 	if !authorized {
 		limit = unauthBodyBytes
 	}
-	tooLarge := func() gnet.Action {
-		if !authorized {
-			return cl.refuseUnauthorized()
-		}
-		return cl.refuse(fasthttp.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds %d bytes", h.opts.MaxRequestBytes), "request_too_large")
+	if head.Chunked {
+		cl.chunks = chunkedBody{on: true, headEnd: end, limit: limit, authorized: authorized}
+		cl.chunks.buf = append(cl.chunks.buf[:0], buf...)
+		cl.c.Discard(len(buf))
+		return cl.moreChunks(), 0
 	}
-	var body []byte
-	used := end
+	if limit > 0 && head.Length > limit {
+		return cl.tooLarge(authorized), 0
+	}
+	if int64(len(buf)-end) < head.Length {
+		cl.need = end + int(head.Length)
+		return cl.waitBody(), 0
+	}
+	used := end + int(head.Length)
+	return cl.dispatch(buf[end:used], used), used
+}
+
+// chunkedBody is a request whose body comes in chunks, moved out of
+// gnet's buffer as it arrives: gnet copies all it holds into one slice on
+// every look, which over a body of megabytes in 64 KiB reads would copy
+// it thousands of times.
+type chunkedBody struct {
+	on         bool
+	buf        []byte   // the request from its head on
+	frame      h1.Frame // where the framing of buf stands
+	framed     int
+	headEnd    int
+	limit      int64
+	authorized bool
+}
+
+// moreChunks frames what has come of a chunked request and serves it once
+// whole. What a client pipelined after such a request is not read: the
+// connection closes after the answer.
+func (cl *client) moreChunks() gnet.Action {
+	ch := &cl.chunks
+	n, ended, err := ch.frame.Consume(ch.buf[ch.framed:])
+	ch.framed += n
+	if err != nil {
+		ch.on = false
+		return cl.refuse(fasthttp.StatusBadRequest, "read request: body not framed in chunks", "invalid_request")
+	}
+	if !ended {
+		if ch.limit > 0 && int64(ch.framed-ch.headEnd) > 2*ch.limit+h1.MaxChunkLine {
+			ch.on = false
+			return cl.tooLarge(ch.authorized)
+		}
+		return cl.waitBody()
+	}
+	ch.on = false
+	body, err := h1.Dechunk(cl.ls.answer[:0], ch.buf[ch.headEnd:ch.framed], ch.limit)
+	cl.ls.answer = body[:0]
 	switch {
-	case head.Chunked:
-		f := h1.Frame{}
-		n, ended, err := f.Consume(buf)
-		if err != nil {
-			return cl.refuse(fasthttp.StatusBadRequest, "read request: body not framed in chunks", "invalid_request"), 0
-		}
-		if !ended {
-			if limit > 0 && int64(len(buf)-end) > 2*limit+h1.MaxChunkLine {
-				return tooLarge(), 0
-			}
-			return cl.waitBody(), 0
-		}
-		var derr error
-		if body, derr = h1.Dechunk(cl.ls.answer[:0], buf[end:n], limit); derr != nil {
-			if errors.Is(derr, h1.ErrTooLong) {
-				return tooLarge(), 0
-			}
-			return cl.refuse(fasthttp.StatusBadRequest, "read request: body not framed in chunks", "invalid_request"), 0
-		}
-		cl.ls.answer = body[:0]
-		used = n
-	default:
-		if limit > 0 && head.Length > limit {
-			return tooLarge(), 0
-		}
-		if int64(len(buf)-end) < head.Length {
-			cl.need = end + int(head.Length)
-			return cl.waitBody(), 0
-		}
-		body = buf[end : end+int(head.Length)]
-		used = end + int(head.Length)
+	case errors.Is(err, h1.ErrTooLong):
+		return cl.tooLarge(ch.authorized)
+	case err != nil:
+		return cl.refuse(fasthttp.StatusBadRequest, "read request: body not framed in chunks", "invalid_request")
 	}
+	if len(ch.buf) > ch.framed {
+		cl.rc.Request.Header.SetConnectionClose()
+	}
+	return cl.dispatch(body, 0)
+}
+
+// tooLarge refuses a body over the limit: 401 for a caller without the
+// token, whose limit is a few kilobytes, 413 for one with it.
+func (cl *client) tooLarge(authorized bool) gnet.Action {
+	if !authorized {
+		return cl.refuseUnauthorized()
+	}
+	return cl.refuse(fasthttp.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds %d bytes", cl.s.h.opts.MaxRequestBytes), "request_too_large")
+}
+
+// dispatch hands a whole request (its head parsed into rc) with body to
+// the handler, after dropping the used bytes from gnet's buffer.
+func (cl *client) dispatch(body []byte, used int) gnet.Action {
+	rc := &cl.rc
 	rc.Request.SetBody(body)
-	cl.c.Discard(used)
+	if used > 0 {
+		cl.c.Discard(used)
+	}
 	cl.partial, cl.continued, cl.need = false, false, 0
 	if rc.Request.Header.IsHead() {
 		rc.Response.SkipBody = true
 	}
-	h.route(rc, cl.chatFn)
+	cl.s.h.route(rc, cl.chatFn)
 	if cl.ex != nil {
-		return gnet.None, used // answered later
+		return gnet.None // answered later
 	}
-	return cl.reply(), used
+	return cl.reply()
 }
 
 // waitBody waits for the rest of a body, telling a client that asked for
