@@ -142,3 +142,12 @@ func TestDechunker(t *testing.T) {
 		}
 	}
 }
+
+func BenchmarkScanHead(b *testing.B) {
+	head := []byte("HTTP/1.1 200 OK\r\ndate: Sun, 06 Dec 2026 15:00:00 GMT\r\nserver: uvicorn\r\ncontent-length: 612\r\ncontent-type: application/json\r\nx-request-id: 1234\r\n\r\n")
+	for b.Loop() {
+		if _, ok := ScanHead(head); !ok {
+			b.Fatal("not ok")
+		}
+	}
+}
