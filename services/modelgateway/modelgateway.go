@@ -206,7 +206,7 @@ func New(ctx context.Context, cfg Config, env daemon.Env) (*Service, error) {
 		})
 		if engine == EngineEventLoop {
 			ls, err := openaihttp.ServeLoop(s.openai, openaihttp.LoopOptions{
-				Addr: cfg.OpenAIAddr, MaxHead: maxRequestHead, ReadTimeout: time.Minute, IdleTimeout: 90 * time.Second,
+				Addr: cfg.OpenAIAddr, MaxHead: maxRequestHead, ReadTimeout: requestReadTimeout, IdleTimeout: idleConnTimeout,
 				DrainWait: drainWait, Logger: env.Logger,
 			})
 			if err != nil {
@@ -280,8 +280,14 @@ func warnOpenFront(log *zap.Logger, addr net.Addr) {
 		zap.String("openai_addr", addr.String()))
 }
 
-// maxRequestHead bounds a request's head on the HTTP front.
-const maxRequestHead = 16 << 10
+// The HTTP front's bounds, on either engine: a request's head, the time a
+// request (head and body) may take to arrive once begun, and how long a
+// kept-alive connection may idle.
+const (
+	maxRequestHead     = 16 << 10
+	requestReadTimeout = time.Minute
+	idleConnTimeout    = 90 * time.Second
+)
 
 // newHTTPServer serves the OpenAI front with fasthttp. Bodies over the
 // limit are refused before they are read whole (and a request without the
@@ -294,23 +300,12 @@ func newHTTPServer(h *openaihttp.Handler, limits Limits, log *zap.Logger) *fasth
 		HeaderReceived:        h.HeaderReceived,
 		MaxRequestBodySize:    int(min(limits.MaxRequestBytes, math.MaxInt32)),
 		ReadBufferSize:        maxRequestHead,
-		ReadTimeout:           time.Minute,
-		IdleTimeout:           90 * time.Second,
+		ReadTimeout:           requestReadTimeout,
+		IdleTimeout:           idleConnTimeout,
 		NoDefaultServerHeader: true,
 		NoDefaultContentType:  true,
 		CloseOnShutdown:       true,
-		Logger:                fasthttpLogger{log},
-	}
-}
-
-// fasthttpLogger passes fasthttp's messages (connection errors) to zap at
-// debug level: a client that drops its connection is not the gateway's
-// error.
-type fasthttpLogger struct{ log *zap.Logger }
-
-func (l fasthttpLogger) Printf(format string, args ...any) {
-	if ce := l.log.Check(zap.DebugLevel, "openai http connection"); ce != nil {
-		ce.Write(zap.String("detail", fmt.Sprintf(format, args...)))
+		Logger:                openaihttp.FastHTTPLogger{Log: log},
 	}
 }
 

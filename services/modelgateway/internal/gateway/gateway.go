@@ -438,16 +438,24 @@ func (g *Gateway) admit(b *backend.Backend) bool {
 // or ran out of time), it is not the backend's failure: Failed returns
 // ctx's error, and the request is over.
 func (g *Gateway) Failed(ctx context.Context, a *Attempts, b *backend.Backend, start time.Time, err error) error {
-	b.Release()
 	if ctx.Err() != nil {
-		b.Breaker().Cancel()
+		Abandon(b)
 		return ctx.Err()
 	}
+	b.Release()
 	g.met.Requests.WithLabelValues(b.ID(), "error").Inc()
 	g.met.Retries.WithLabelValues("connection").Inc()
 	b.Result(false, time.Since(start), err.Error(), true)
 	a.lastErr = fmt.Errorf("%w: backend %s: %v", ErrNoBackend, b.ID(), err)
 	return nil
+}
+
+// Abandon ends an attempt on b whose caller went away or ran out of time
+// before an answer: not the backend's failure, so neither the breaker nor
+// the failure count hear of it.
+func Abandon(b *backend.Backend) {
+	b.Release()
+	b.Breaker().Cancel()
 }
 
 // Answered records an answer's status from b. It reports whether another

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
+	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/backend"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/h1"
 )
 
@@ -30,10 +31,11 @@ import (
 // second was twice nginx's, most of it the wake-ups of those goroutines
 // (docs/benchmarks.md, session 46).
 //
-// What an event loop cannot do without blocking runs on a goroutine, as
-// on the other front: streamed answers, TLS backends, a request that must
-// wait (retry backoff, a weight update) or whose first attempt failed.
-// Such a goroutine writes its answer through the loop (AsyncWrite).
+// Streamed answers are relayed on the loop too. What a loop cannot do
+// without blocking runs on a goroutine with the other front's code: TLS
+// backends, and a request that must wait (retry backoff, a weight update)
+// or whose first attempt failed. Such a goroutine writes its answer to a
+// copy of the client's socket (slowWriter).
 
 // LoopOptions configure the event-loop front.
 type LoopOptions struct {
@@ -61,8 +63,7 @@ type LoopServer struct {
 
 	addr    net.Addr
 	eng     gnet.Engine
-	booted  chan error
-	runDone chan error
+	booted  chan error    // nil from OnBoot, or why the engine did not start
 	stopped chan struct{} // closed when the engine stopped
 	tick    *time.Ticker
 
@@ -86,7 +87,7 @@ type LoopServer struct {
 type loopState struct {
 	loop    gnet.EventLoop
 	clients map[*client]struct{}
-	idle    map[*upstreamKey][]*upstream
+	idle    map[*backend.Wire][]*upstream
 	br      *bufio.Reader
 	rd      bytes.Reader
 	aw      appendWriter
@@ -96,13 +97,10 @@ type loopState struct {
 	answer  []byte
 }
 
-// upstreamKey is a backend's wire, by which idle connections are pooled.
-type upstreamKey = backendWire
-
 // ServeLoop starts the event-loop front; it listens once it returns.
 func ServeLoop(h *Handler, opts LoopOptions) (*LoopServer, error) {
 	s := &LoopServer{
-		h: h, opts: opts, booted: make(chan error, 1), runDone: make(chan error, 1),
+		h: h, opts: opts, booted: make(chan error, 1),
 		stopped: make(chan struct{}), loops: map[gnet.EventLoop]*loopState{},
 	}
 	log := opts.Logger
@@ -115,22 +113,17 @@ func ServeLoop(h *Handler, opts LoopOptions) (*LoopServer, error) {
 			gnet.WithTCPNoDelay(gnet.TCPNoDelay),
 			gnet.WithTCPKeepAlive(30*time.Second),
 			gnet.WithLogger(gnetLogger(log)))
-		s.runDone <- err
 		close(s.stopped)
-		select {
-		case s.booted <- err:
-		default:
-		}
-	}()
-	select {
-	case err := <-s.booted:
-		if err != nil {
-			return nil, err
-		}
-	case err := <-s.runDone:
+		// Only OnBoot says nil: a Run that ended before it failed.
 		if err == nil {
 			err = errors.New("event loop stopped at start")
 		}
+		select {
+		case s.booted <- err:
+		default: // booted, and OnBoot's nil taken
+		}
+	}()
+	if err := <-s.booted; err != nil {
 		return nil, err
 	}
 	s.tick = time.NewTicker(sweepInterval(h.opts.Timeout))
@@ -183,7 +176,7 @@ func (s *LoopServer) state(c gnet.Conn) *loopState {
 	defer s.mu.Unlock()
 	ls := s.loops[el]
 	if ls == nil {
-		ls = &loopState{loop: el, clients: map[*client]struct{}{}, idle: map[*upstreamKey][]*upstream{}}
+		ls = &loopState{loop: el, clients: map[*client]struct{}{}, idle: map[*backend.Wire][]*upstream{}}
 		ls.br = bufio.NewReaderSize(&ls.rd, s.opts.MaxHead+4096)
 		ls.bw = bufio.NewWriterSize(&ls.aw, 16<<10)
 		s.loops[el] = ls
@@ -201,7 +194,7 @@ func (s *LoopServer) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	}
 	cl := &client{s: s, c: c, ls: s.state(c), last: time.Now()}
 	cl.chatFn = cl.chat
-	cl.rc.Init2(addrConn{local: c.LocalAddr(), remote: c.RemoteAddr()}, fasthttpLogger{s.opts.Logger}, false)
+	cl.rc.Init2(addrConn{local: c.LocalAddr(), remote: c.RemoteAddr()}, FastHTTPLogger{s.opts.Logger}, false)
 	cl.ls.clients[cl] = struct{}{}
 	c.SetContext(cl)
 	return nil, gnet.None
@@ -542,18 +535,19 @@ func (cl *client) waitBody() gnet.Action {
 func (cl *client) refuse(code int, msg, typ string) gnet.Action {
 	cl.rc.Response.Reset()
 	writeError(&cl.rc, code, msg, "", typ)
-	return cl.closeAfter(true)
+	return cl.closeAfter()
 }
 
 func (cl *client) refuseUnauthorized() gnet.Action {
 	cl.rc.Response.Reset()
 	cl.s.h.unauthorized(&cl.rc)
-	return cl.closeAfter(true)
+	return cl.closeAfter()
 }
 
-func (cl *client) closeAfter(drain bool) gnet.Action {
+// closeAfter writes the answer in rc and closes the connection.
+func (cl *client) closeAfter() gnet.Action {
 	cl.rc.Response.SetConnectionClose()
-	if cl.write() != nil || !drain {
+	if cl.write() != nil {
 		return gnet.Close
 	}
 	// Half-closed: the client reads the answer and its end, and what it
@@ -613,14 +607,16 @@ type addrConn struct {
 func (a addrConn) LocalAddr() net.Addr  { return a.local }
 func (a addrConn) RemoteAddr() net.Addr { return a.remote }
 
-// fasthttpLogger passes fasthttp's messages to zap at debug level.
-type fasthttpLogger struct{ log *zap.Logger }
+// FastHTTPLogger passes fasthttp's messages (connection errors) to log at
+// debug level: a client that drops its connection is not the gateway's
+// error. Both engines use it.
+type FastHTTPLogger struct{ Log *zap.Logger }
 
-func (l fasthttpLogger) Printf(format string, args ...any) {
-	if l.log == nil {
+func (l FastHTTPLogger) Printf(format string, args ...any) {
+	if l.Log == nil {
 		return
 	}
-	if ce := l.log.Check(zap.DebugLevel, "openai http connection"); ce != nil {
+	if ce := l.Log.Check(zap.DebugLevel, "openai http connection"); ce != nil {
 		ce.Write(zap.String("detail", fmt.Sprintf(format, args...)))
 	}
 }
@@ -653,9 +649,9 @@ func (w *loopWriter) Write(p []byte) (int, error) {
 
 func (w *loopWriter) Close() error { return nil }
 
-// sanitizeHeaderValue replaces the line breaks and other control bytes of
-// a value going into a head with spaces: a routing key made from a
-// caller's user member may hold any.
+// appendHeaderValue appends v, with the line breaks and other control
+// bytes of a value going into a head made spaces: a routing key made from
+// a caller's user member may hold any.
 func appendHeaderValue(dst []byte, v string) []byte {
 	for i := 0; i < len(v); i++ {
 		c := v[i]

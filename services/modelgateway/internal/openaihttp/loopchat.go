@@ -19,25 +19,8 @@ import (
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/h1"
 )
 
-// backendWire keys a loop's idle backend connections.
-type backendWire = backend.Wire
-
 // loopDialTimeout bounds connecting to a backend, as the other client's.
 const loopDialTimeout = 5 * time.Second
-
-// Contexts already over, for the gateway's accounting of an attempt the
-// front abandoned: the client went away, or the deadline passed.
-var (
-	canceledCtx, deadlineCtx context.Context
-)
-
-func init() {
-	var cancel context.CancelFunc
-	canceledCtx, cancel = context.WithCancel(context.Background())
-	cancel()
-	deadlineCtx, cancel = context.WithDeadline(context.Background(), time.Unix(0, 0))
-	cancel()
-}
 
 // exchange is a chat request on the event-loop front, from its check to
 // its answer. Until it goes slow, only its loop touches it.
@@ -114,7 +97,7 @@ func (ex *exchange) write(up *upstream) {
 	ls.pieces = append(ls.pieces[:0], head, body)
 	// gnet keeps what the socket does not take at once.
 	if _, err := up.c.Writev(ls.pieces); err != nil {
-		up.ex, ex.up = nil, nil
+		up.detach()
 		up.c.Close()
 		ex.failed(err)
 	}
@@ -164,10 +147,8 @@ func (ex *exchange) timedOut() {
 	if ex.b == nil {
 		return
 	}
-	ex.dropUpstream()
-	err := ex.cl.s.h.g.Failed(deadlineCtx, &ex.a, ex.b, ex.sent, context.DeadlineExceeded)
-	ex.b = nil
-	ex.cl.s.h.fail(&ex.cl.rc, err)
+	ex.dropAttempt()
+	ex.cl.s.h.fail(&ex.cl.rc, context.DeadlineExceeded)
 	ex.finish()
 }
 
@@ -209,11 +190,12 @@ func (ex *exchange) abandon(err error) {
 	ex.finish()
 }
 
-// dropAttempt gives up the attempt on the loop: not the backend's fault.
+// dropAttempt gives up the attempt on the loop (the client left, the
+// deadline passed): not the backend's fault.
 func (ex *exchange) dropAttempt() {
 	ex.dropUpstream()
 	if ex.b != nil {
-		ex.cl.s.h.g.Failed(canceledCtx, &ex.a, ex.b, ex.sent, context.Canceled)
+		gateway.Abandon(ex.b)
 		ex.b = nil
 	}
 }
@@ -222,7 +204,7 @@ func (ex *exchange) dropAttempt() {
 // midway: the backend sees the caller go away and stops generating.
 func (ex *exchange) dropUpstream() {
 	if up := ex.up; up != nil {
-		up.ex, ex.up = nil, nil
+		up.detach()
 		if up.c != nil {
 			up.c.Close()
 		} else {
@@ -251,20 +233,22 @@ const chatPath = "/v1/chat/completions"
 func (ex *exchange) answered(status int, contentType, raw []byte, chunked bool) {
 	h, rc, ls := ex.cl.s.h, &ex.cl.rc, ex.cl.ls
 	limit := h.opts.MaxResponseBytes
-	body, tooLong := raw, error(nil)
+	body := raw
 	if chunked {
 		var err error
 		body, err = h1.Dechunk(ls.answer[:0], raw, limit)
 		ls.answer = body[:0]
 		switch {
 		case errors.Is(err, h1.ErrTooLong):
-			tooLong = fmt.Errorf("answer exceeds the %d-byte limit", limit)
+			ex.answeredTooLong(status, contentType, body, tooLong(-1, limit))
+			return
 		case err != nil:
 			ex.failed(err) // the framer let it through: not expected
 			return
 		}
 	} else if limit > 0 && int64(len(body)) > limit {
-		tooLong = fmt.Errorf("answer of %d bytes exceeds the %d-byte limit", len(body), limit)
+		ex.answeredTooLong(status, contentType, body, tooLong(int64(len(body)), limit))
+		return
 	}
 	b := ex.b
 	ex.b = nil
@@ -274,13 +258,17 @@ func (ex *exchange) answered(status int, contentType, raw []byte, chunked bool) 
 	}
 	resp := gateway.NewResponse(&ex.a, b, ex.sent, ex.epoch)
 	h.answerHead(rc, resp, status, contentType)
-	if tooLong != nil {
-		resp.Finish(false, tooLong.Error())
-		writeError(rc, fasthttp.StatusBadGateway, "backend "+b.ID()+": read answer: "+tooLong.Error(), "", "bad_gateway")
-	} else {
-		h.answerBody(rc, resp, body, ex.cc.start)
-	}
+	h.answerBody(rc, resp, body, ex.cc.start)
 	ex.finish()
+}
+
+// tooLong says why an answer of length bytes (-1: not known) is refused
+// over limit, in the words ReadAnswer uses on the other engine.
+func tooLong(length, limit int64) string {
+	if length >= 0 {
+		return fmt.Sprintf("answer of %d bytes exceeds the %d-byte limit", length, limit)
+	}
+	return fmt.Sprintf("answer exceeds the %d-byte limit", limit)
 }
 
 // end ends the exchange's hold on its client.
@@ -425,25 +413,30 @@ func (up *upstream) opened(c gnet.Conn) {
 	up.ex.write(up)
 }
 
+// detach ends up's hold on its exchange, which it returns.
+func (up *upstream) detach() *exchange {
+	ex := up.ex
+	up.ex, ex.up = nil, nil
+	return ex
+}
+
 // maxAnswerHead bounds the head of a backend's answer.
 const maxAnswerHead = 64 << 10
 
 func (up *upstream) dialFailed(err error) {
 	if ex := up.ex; ex != nil && ex.up == up {
-		up.ex, ex.up = nil, nil
-		ex.failed(err)
+		up.detach().failed(err)
 	}
 }
 
 // closed is the connection's end: an idle one leaves the pool, and an
 // answer cut short fails its attempt.
 func (up *upstream) closed() {
-	ex := up.ex
-	if ex == nil {
+	if up.ex == nil {
 		up.ls.dropIdle(up)
 		return
 	}
-	up.ex, ex.up = nil, nil
+	ex := up.detach()
 	if ex.resp != nil {
 		if !up.chunked && up.bodyLeft < 0 {
 			ex.streamEnd(nil) // the close is the body's end
@@ -484,16 +477,14 @@ func (up *upstream) read() gnet.Action {
 			end := h1.HeadEnd(buf)
 			if end < 0 {
 				if len(buf) > maxAnswerHead {
-					up.ex, ex.up = nil, nil
-					ex.failed(h1.ErrFraming)
+					up.detach().failed(h1.ErrFraming)
 					return gnet.Close
 				}
 				return gnet.None
 			}
 			hd, ok := h1.ScanHead(buf[:end])
 			if !ok {
-				up.ex, ex.up = nil, nil
-				ex.failed(h1.ErrFraming)
+				up.detach().failed(h1.ErrFraming)
 				return gnet.Close
 			}
 			if hd.Status < 200 {
@@ -513,8 +504,7 @@ func (up *upstream) read() gnet.Action {
 		n, ended, err := up.frame.Consume(buf[up.framed:])
 		up.framed += n
 		if err != nil {
-			up.ex, ex.up = nil, nil
-			ex.failed(err)
+			up.detach().failed(err)
 			return gnet.Close
 		}
 		if !ended {
@@ -523,8 +513,11 @@ func (up *upstream) read() gnet.Action {
 			if !up.frame.InHead() && limit > 0 {
 				hd := up.frame.Head
 				if (!hd.Chunked && hd.Length > limit) || (hd.Chunked && int64(up.framed) > 2*limit+maxAnswerHead) {
-					up.ex, ex.up = nil, nil
-					ex.answeredTooLong(hd.Status, buf[hd.ContentType.Start:hd.ContentType.End], hd.Length)
+					length := hd.Length
+					if hd.Chunked {
+						length = -1
+					}
+					up.detach().answeredTooLong(hd.Status, buf[hd.ContentType.Start:hd.ContentType.End], nil, tooLong(length, limit))
 					return gnet.Close
 				}
 			}
@@ -543,16 +536,14 @@ func (up *upstream) read() gnet.Action {
 		if !hd.HasLength && !hd.Chunked && hd.Status != 204 && hd.Status != 304 {
 			// A body that runs to the connection's end (HTTP/1.0's
 			// way): the other client reads those; the loop does not.
-			up.ex, ex.up = nil, nil
-			ex.failed(errNoLength)
+			up.detach().failed(errNoLength)
 			return gnet.Close
 		}
 		msg := buf[:up.framed]
-		up.ex, ex.up = nil, nil
-		ex.answered(hd.Status, msg[hd.ContentType.Start:hd.ContentType.End], msg[up.frame.HeadLen:], hd.Chunked)
+		up.detach().answered(hd.Status, msg[hd.ContentType.Start:hd.ContentType.End], msg[up.frame.HeadLen:], hd.Chunked)
 		up.c.Discard(up.framed)
 		up.framed = 0
-		if hd.Close || up.ls.closing(ex.cl.s) {
+		if hd.Close || ex.cl.s.draining.Load() {
 			return gnet.Close
 		}
 		up.ls.putIdle(up)
@@ -586,20 +577,18 @@ func (up *upstream) relay() gnet.Action {
 		used += n
 		if err != nil {
 			up.c.Discard(used)
-			up.ex, ex.up = nil, nil
-			ex.streamEnd(err)
+			up.detach().streamEnd(err)
 			return gnet.Close
 		}
 		if len(data) > 0 && !ex.streamData(data) {
+			// streamData ended the answer and dropped this connection.
 			up.c.Discard(used)
-			up.ex, ex.up = nil, nil
 			return gnet.Close
 		}
 		if done {
 			up.c.Discard(used)
-			up.ex, ex.up = nil, nil
-			ex.streamEnd(nil)
-			if up.ls.closing(ex.cl.s) {
+			up.detach().streamEnd(nil)
+			if ex.cl.s.draining.Load() {
 				return gnet.Close
 			}
 			up.ls.putIdle(up)
@@ -705,29 +694,22 @@ func (ex *exchange) abortStream() {
 }
 
 // answeredTooLong answers a request whose backend answer is over the
-// limit, as a whole answer over it is answered.
-func (ex *exchange) answeredTooLong(status int, contentType []byte, length int64) {
+// limit (why): 502, or another attempt when the status asks for one
+// (start is what came of the answer, kept as its message).
+func (ex *exchange) answeredTooLong(status int, contentType, start []byte, why string) {
 	h, rc := ex.cl.s.h, &ex.cl.rc
-	limit := h.opts.MaxResponseBytes
 	b := ex.b
 	ex.b = nil
-	if h.g.Answered(&ex.a, b, ex.sent, status, nil) {
+	if h.g.Answered(&ex.a, b, ex.sent, status, start[:min(len(start), 4096)]) {
 		ex.goSlow()
 		return
 	}
-	msg := fmt.Sprintf("answer exceeds the %d-byte limit", limit)
-	if length > 0 {
-		msg = fmt.Sprintf("answer of %d bytes exceeds the %d-byte limit", length, limit)
-	}
 	resp := gateway.NewResponse(&ex.a, b, ex.sent, ex.epoch)
 	h.answerHead(rc, resp, status, contentType)
-	resp.Finish(false, msg)
-	writeError(rc, fasthttp.StatusBadGateway, "backend "+b.ID()+": read answer: "+msg, "", "bad_gateway")
+	resp.Finish(false, why)
+	writeError(rc, fasthttp.StatusBadGateway, "backend "+b.ID()+": read answer: "+why, "", "bad_gateway")
 	ex.finish()
 }
-
-// closing reports whether backend connections should close once idle.
-func (ls *loopState) closing(s *LoopServer) bool { return s.draining.Load() }
 
 // upstreamIdleTimeout closes a backend connection idle this long: servers
 // close theirs after a few seconds anyway.
