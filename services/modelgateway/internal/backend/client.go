@@ -129,7 +129,8 @@ func (ctxTransport) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Request, re
 		a.finishConn(false)
 		return false, a.ctxErr(err)
 	}
-	br := hc.AcquireReader(conn)
+	a.wire.Conn = conn
+	br := hc.AcquireReader(&a.wire)
 	a.br, a.hc = br, hc
 	if err := resp.ReadLimitBody(br, inlineAnswer); err != nil {
 		a.finishConn(false)
@@ -171,9 +172,10 @@ type Answer struct {
 	release  func(reuse bool)
 	hc       *fasthttp.HostClient
 	br       *bufio.Reader
-	reusable bool // the exchange allows keep-alive
-	eof      bool // the body was read to its end
-	inline   bool // the body was read with the headers
+	wire     endSeen // what br reads from
+	reusable bool    // the exchange allows keep-alive
+	eof      bool    // the body was read to its end
+	inline   bool    // the body was read with the headers
 	closed   bool
 	// raw is the body when inline.
 	raw []byte
@@ -193,6 +195,13 @@ func (a *Answer) Read(p []byte) (int, error) {
 		return 0, io.EOF
 	}
 	n, err := a.body.Read(p)
+	if errors.Is(err, io.EOF) && a.wire.ended && a.resp.Header.ContentLength() == -1 {
+		// fasthttp reads a chunked body whose connection closed between
+		// two chunks as ended, but a chunked body ends with its last
+		// chunk, which needs no read past it: a read that met the close
+		// means the backend went away mid-answer.
+		return n, io.ErrUnexpectedEOF
+	}
 	if errors.Is(err, io.EOF) {
 		a.eof = true
 		return n, io.EOF
@@ -214,7 +223,7 @@ func (a *Answer) Close() error {
 	a.finishConn((a.eof || a.inline) && a.reusable)
 	fasthttp.ReleaseRequest(a.req)
 	fasthttp.ReleaseResponse(a.resp)
-	a.req, a.resp, a.body, a.raw = nil, nil, nil, nil
+	a.req, a.resp, a.body, a.raw, a.wire = nil, nil, nil, nil, endSeen{}
 	return nil
 }
 
@@ -237,6 +246,21 @@ func (a *Answer) finishConn(reuse bool) {
 		a.release(reuse)
 		a.release = nil
 	}
+}
+
+// endSeen is a backend connection that remembers whether a read met its
+// end (the backend closed it).
+type endSeen struct {
+	net.Conn
+	ended bool
+}
+
+func (c *endSeen) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if errors.Is(err, io.EOF) {
+		c.ended = true
+	}
+	return n, err
 }
 
 // ctxErr prefers the caller's context error to the I/O error it caused.

@@ -148,3 +148,52 @@ func TestSendCancellationClosesTheConnection(t *testing.T) {
 		t.Fatal("the backend did not see the connection close")
 	}
 }
+
+// TestAnswerSeesACut wants a body the backend broke off read as an error,
+// and one it ended read whole, whether or not it closed the connection
+// after: fasthttp alone reads a chunked body cut between two chunks as
+// ended.
+func TestAnswerSeesACut(t *testing.T) {
+	const head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+	chunked := head + "Transfer-Encoding: chunked\r\n\r\n"
+	for _, tc := range []struct {
+		name, answer, want string
+		wantErr            error
+	}{
+		{"chunked, cut between chunks", chunked + "6\r\ndata:1\r\n", "data:1", io.ErrUnexpectedEOF},
+		{"chunked, cut inside a chunk", chunked + "6\r\ndata:1\r\n6\r\nda", "data:1da", io.ErrUnexpectedEOF},
+		{"chunked, cut after a size", chunked + "6\r\ndata:1\r\n6\r\n", "data:1", io.ErrUnexpectedEOF},
+		{"chunked, ended, closed", chunked + "6\r\ndata:1\r\n0\r\n\r\n", "data:1", nil},
+		{"chunked with a trailer, ended, closed", chunked + "6\r\ndata:1\r\n0\r\nX-End: 1\r\n\r\n", "data:1", nil},
+		{"no length, closed", head + "Connection: close\r\n\r\ndata:1", "data:1", nil},
+		{"a length, closed", head + "Content-Length: 6\r\n\r\ndata:1", "data:1", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			go func() {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				defer c.Close()
+				if _, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
+					io.WriteString(c, tc.answer)
+				}
+			}()
+			b := newTestBackend(t, "http://"+ln.Addr().String())
+			a, err := b.Send(context.Background(), "/v1/chat/completions", []byte(`{}`), "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Close()
+			got, err := io.ReadAll(a)
+			if string(got) != tc.want || !errors.Is(err, tc.wantErr) {
+				t.Errorf("read %q, %v; want %q, %v", got, err, tc.want, tc.wantErr)
+			}
+		})
+	}
+}
