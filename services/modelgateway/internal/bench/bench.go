@@ -203,6 +203,11 @@ func runOverhead(ctx context.Context, o Options, w io.Writer) error {
 		return err
 	}
 	defer gwGo.stop()
+	eventGRPC, err := startChild(ctx, lay.proxyCommand, "eventgrpc", fakeURL)
+	if err != nil {
+		return err
+	}
+	defer eventGRPC.stop()
 	if lay.pinned() {
 		unpin, err := pinSelf(lay.driver)
 		if err != nil {
@@ -221,6 +226,11 @@ func runOverhead(ctx context.Context, o Options, w io.Writer) error {
 		return err
 	}
 	defer bareConn.Close()
+	eventConn, err := runnerConn(eventGRPC.addrs[0])
+	if err != nil {
+		return err
+	}
+	defer eventConn.Close()
 	gc := rmv1.NewModelGatewayClient(conn)
 	image := screenshot(o.ImageBytes)
 	body, grpcReq := chatBody(image), chatRequest(image)
@@ -306,6 +316,7 @@ func runOverhead(ctx context.Context, o Options, w io.Writer) error {
 		return err
 	}
 	targets = append(targets, target{name: "gateway HTTP, engine goroutines -> fakellm", do: gwGoDo, pid: gwGo.cmd.Process.Pid})
+	targets = append(targets, target{name: "event-loop gRPC proxy (gnet, HTTP/2) -> fakellm", do: bareGRPCDoer(eventConn, body), pid: eventGRPC.cmd.Process.Pid})
 	// Targets take turns in short slices, in rotating order, so that
 	// background load on a shared machine falls on all of them alike
 	// instead of on whichever ran while a compiler was busy.
@@ -345,7 +356,7 @@ func runOverhead(ctx context.Context, o Options, w io.Writer) error {
 	}
 	fmt.Fprintf(w, "(a) added latency: open loop at each rate for %v per target, then max req/s with %d closed-loop\n", o.Duration, o.Conns)
 	fmt.Fprintf(w, "    connections for %v per target; targets interleaved in %d rounds; zero-latency fakellm,\n", o.Duration, o.Rounds)
-	fmt.Fprintf(w, "    %d-byte chat request; fakellm, gateway and nginx (%d workers) each in its own process;\n    the generator drives the HTTP targets with one fasthttp client (the same for each) and the\n    gRPC ones with grpc-go; the health check reaches no backend and shows what a grpc-go round\n    trip (client and server) takes here; the bare Go proxy is nginx's job in Go with fasthttp\n    (the gateway's HTTP libraries) and none of the gateway's code, the bare grpc-go proxy the\n    same job over gRPC (the request's JSON as raw bytes, the mesh's transport settings), the\n    event-loop proxy the same job as nginx does it, on one gnet event loop per CPU and no\n    goroutine per connection (the gateway's HTTP front runs on the same engine by default;\n    \"engine goroutines\" is that front on fasthttp, a goroutine per connection); CPU %s.\n", len(body), len(lay.proxy), lay)
+	fmt.Fprintf(w, "    %d-byte chat request; fakellm, gateway and nginx (%d workers) each in its own process;\n    the generator drives the HTTP targets with one fasthttp client (the same for each) and the\n    gRPC ones with grpc-go; the health check reaches no backend and shows what a grpc-go round\n    trip (client and server) takes here; the bare Go proxy is nginx's job in Go with fasthttp\n    (the gateway's HTTP libraries) and none of the gateway's code, the bare grpc-go proxy the\n    same job over gRPC (the request's JSON as raw bytes, the mesh's transport settings), the\n    event-loop proxy the same job as nginx does it, on one gnet event loop per CPU and no\n    goroutine per connection (the gateway's HTTP front runs on the same engine by default;\n    \"engine goroutines\" is that front on fasthttp, a goroutine per connection), and the\n    event-loop gRPC proxy the bare grpc-go proxy's job on the same engine, HTTP/2 without\n    grpc-go (frames and HPACK by golang.org/x/net/http2); CPU %s.\n", len(body), len(lay.proxy), lay)
 	fmt.Fprintf(w, "    CPU/req is the CPU time of the process a path enters first (fakellm, nginx with its workers,\n    the gateway) per request it served; sleeps/req how often one of its threads blocked (voluntary\n    context switches), each a wake-up to pay for; all CPU/req adds the load generator's and fakellm's, and\n    CPUs busy is that time over the run's wall time and %d CPUs: near 100%%, requests queue for a CPU.\n    The open loop is paced by a timerfd; sent late is how long after its slot in the schedule each\n    request went out (large figures: the generator itself waited for a CPU).\n\n", runtime.NumCPU())
 	for _, rate := range o.Rates {
 		lats, err := interleave(func(do doer) (sample, error) { return openLoop(ctx, do, rate, slice, 1024) })
@@ -377,8 +388,8 @@ func runOverhead(ctx context.Context, o Options, w io.Writer) error {
 		if rate == o.GoalRate {
 			verdicts(w, rate, targets[1].name, targets[2].name, lats)
 		}
-		costVerdicts(w, rate, lats[1], lats[2], lats[3], lats[6], direct, o.Rates[0])
-		grpcFloor(w, rate, lats[1], lats[3], lats[4], lats[6])
+		costVerdicts(w, rate, lats[1], lats[2], lats[3], lats[6], lats[9], direct, o.Rates[0])
+		grpcFloor(w, rate, lats[1], lats[3], lats[4], lats[6], lats[9])
 		httpFloor(w, rate, lats[1], lats[2], lats[8], lats[5], lats[7])
 		fmt.Fprintln(w)
 	}
@@ -428,7 +439,7 @@ func addedRoundP99(s, direct sample) time.Duration {
 // request on each front at most 1.5x nginx's; and, at the lowest rate,
 // the gRPC front's added p99 (median round) no more than the HTTP front's,
 // beside the bare grpc-go proxy's, that goal's floor.
-func costVerdicts(w io.Writer, rate int, ng, httpFront, grpcFront, bareGRPC, direct sample, lowest int) {
+func costVerdicts(w io.Writer, rate int, ng, httpFront, grpcFront, bareGRPC, eventGRPC, direct sample, lowest int) {
 	ngCPU := ng.cpuPerRequest()
 	if ngCPU <= 0 {
 		fmt.Fprintf(w, "    cost goal at %d req/s not measurable: no CPU time read for nginx\n", rate)
@@ -463,6 +474,11 @@ func costVerdicts(w io.Writer, rate int, ng, httpFront, grpcFront, bareGRPC, dir
 	}
 	fmt.Fprintf(w, "    gRPC p99 floor at %d req/s: a bare grpc-go proxy (no gateway code) adds %s at p99 (median round), the HTTP front %s; the goal is %s\n",
 		rate, us(b), us(h), reachP99)
+	if len(eventGRPC.lats) > 0 {
+		e := addedRoundP99(eventGRPC, direct)
+		fmt.Fprintf(w, "    without grpc-go at %d req/s: the event-loop gRPC proxy adds %s at p99 (median round), %s the HTTP front's %s\n",
+			rate, us(e), map[bool]string{true: "within", false: "over"}[e <= h], us(h))
+	}
 }
 
 // grpcFloor says what grpc-go costs the gateway with none of its code,
@@ -471,7 +487,7 @@ func costVerdicts(w io.Writer, rate int, ng, httpFront, grpcFront, bareGRPC, dir
 // When the bare proxy alone is over 1.5x, no change to the gateway's own
 // code can meet the gRPC front's cost goal, and the summary says so rather
 // than leave it to be inferred.
-func grpcFloor(w io.Writer, rate int, ng, grpcFront, health, bare sample) {
+func grpcFloor(w io.Writer, rate int, ng, grpcFront, health, bare, event sample) {
 	ngCPU, fCPU, hCPU, bCPU := ng.cpuPerRequest(), grpcFront.cpuPerRequest(), health.cpuPerRequest(), bare.cpuPerRequest()
 	if ngCPU <= 0 || hCPU <= 0 || bCPU <= 0 {
 		return
@@ -479,6 +495,11 @@ func grpcFloor(w io.Writer, rate int, ng, grpcFront, health, bare sample) {
 	r := float64(bCPU) / float64(ngCPU)
 	fmt.Fprintf(w, "    gRPC floor at %d req/s: a bare grpc-go proxy (no gateway code) costs %s, %.2fx nginx's request (%s), and a health check (no backend) %s, %.2fx; the gateway's own code adds %s (%s in all); the 1.5x goal on the gRPC front is %s\n",
 		rate, us(bCPU), r, us(ngCPU), us(hCPU), float64(hCPU)/float64(ngCPU), us(fCPU-bCPU), us(fCPU), reach(r, "grpc-go's"))
+	if eCPU := event.cpuPerRequest(); eCPU > 0 {
+		e := float64(eCPU) / float64(ngCPU)
+		fmt.Fprintf(w, "    without grpc-go at %d req/s: the event-loop gRPC proxy (HTTP/2 on the HTTP front's engine, no gateway code) costs %s, %.2fx nginx's request; the 1.5x goal on a gRPC front built that way is %s\n",
+			rate, us(eCPU), e, reach(e, "gRPC's on an event loop"))
+	}
 }
 
 // reach says whether a floor r times nginx's cost leaves the 1.5x goal to

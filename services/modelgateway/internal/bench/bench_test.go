@@ -154,10 +154,25 @@ func TestBareProxyForwards(t *testing.T) {
 	}
 }
 
+// TestBareGRPCProxyForwards wants both gRPC floors, grpc-go's and the
+// event loop's, to do the same job: fakellm's answer back as it would
+// have given it directly, and its refusal as an error.
 func TestBareGRPCProxyForwards(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		serve func(context.Context, string, io.Writer) error
+	}{
+		{"grpc-go", serveBareGRPCProxy},
+		{"event loop", serveEventGRPCProxy},
+	} {
+		t.Run(tt.name, func(t *testing.T) { testGRPCFloorForwards(t, tt.serve) })
+	}
+}
+
+func testGRPCFloorForwards(t *testing.T, serve func(context.Context, string, io.Writer) error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	fakeURL, addr, done := startBare(t, ctx, serveBareGRPCProxy)
+	fakeURL, addr, done := startBare(t, ctx, serve)
 	conn, err := runnerConn(addr)
 	if err != nil {
 		t.Fatal(err)
@@ -193,7 +208,7 @@ func TestBareGRPCProxyForwards(t *testing.T) {
 	}
 	cancel()
 	if err := <-done; err != nil {
-		t.Errorf("serveBareGRPCProxy: %v", err)
+		t.Errorf("serve: %v", err)
 	}
 }
 

@@ -263,6 +263,18 @@ func runInstructions(ctx context.Context, o Options, w io.Writer) error {
 			return httpSend(event.addrs[0]), func() { hc.CloseIdleConnections(); event.stop() }, nil
 		}},
 		{name: "gateway HTTP, engine goroutines -> fakellm", start: gateway("gateway-goroutines", false)},
+		{name: "event-loop gRPC proxy (gnet, HTTP/2) -> fakellm", start: func(ctx context.Context, wrap func(string, ...string) (string, []string)) (func(context.Context) error, func(), error) {
+			event, err := startChild(ctx, wrap, "eventgrpc", fakeURL)
+			if err != nil {
+				return nil, nil, err
+			}
+			conn, err := runnerConn(event.addrs[0])
+			if err != nil {
+				event.stop()
+				return nil, nil, err
+			}
+			return bareGRPCDoer(conn, body), func() { conn.Close(); event.stop() }, nil
+		}},
 	}
 	warm, n := 200, o.InstrRequests
 	fmt.Fprintf(w, "(c) instructions per request under valgrind --tool=callgrind (all threads and processes of\n")
@@ -308,6 +320,8 @@ func runInstructions(ctx context.Context, o Options, w io.Writer) error {
 		per[6]/per[0], per[3]/per[0])
 	fmt.Fprintf(w, "    gRPC floor: a bare grpc-go proxy (no gateway code) runs %.2fx nginx's instructions; the gateway's own code adds %.0f per request\n",
 		per[4]/per[0], per[2]-per[4])
+	fmt.Fprintf(w, "    without grpc-go: the event-loop gRPC proxy (HTTP/2 on the HTTP front's engine, no gateway code) runs %.2fx nginx's instructions\n",
+		per[7]/per[0])
 	fmt.Fprintln(w)
 	benchreport.Goal(w, "gateway-instructions", "gateway instructions per request ≤ 1.5× nginx's, both fronts (callgrind)",
 		fmt.Sprintf("HTTP %.2f×, gRPC %.2f× (nginx %.0f)", per[1]/per[0], per[2]/per[0], per[0]), benchreport.Judge(per[1] <= 1.5*per[0] && per[2] <= 1.5*per[0]))

@@ -27,7 +27,8 @@ const ChildFlag = "bench-child"
 
 // Child runs the server named by what ("fakellm", or "gateway",
 // "gateway-goroutines" (its HTTP front on engine goroutines),
-// "bareproxy" or "baregrpc" with the backend URL as arg), prints "ADDR <addr>..." on out and serves until its
+// "bareproxy", "baregrpc", "eventproxy" or "eventgrpc" with the backend
+// URL as arg), prints "ADDR <addr>..." on out and serves until its
 // standard input closes, which happens when the parent exits.
 func Child(ctx context.Context, what, arg string, in io.Reader, out io.Writer) error {
 	ctx, cancel := context.WithCancel(ctx)
@@ -51,6 +52,8 @@ func Child(ctx context.Context, what, arg string, in io.Reader, out io.Writer) e
 		return serveBareGRPCProxy(ctx, arg, out)
 	case "eventproxy":
 		return serveEventProxy(ctx, arg, out)
+	case "eventgrpc":
+		return serveEventGRPCProxy(ctx, arg, out)
 	case "gateway-affinity":
 		// arg is "POLICY URL,URL,...": part (b)'s gateway, in a process
 		// of its own as users run it, so that its event loops do not
