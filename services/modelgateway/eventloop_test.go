@@ -345,8 +345,8 @@ func TestDrainAnswersInFlight(t *testing.T) {
 // TestEventLoopRelaysStreams wants streamed answers passed on as they
 // come, each ended with the version trailers: one the backend sends in
 // chunks, one with a length, and one it breaks off midway, which the
-// client gets without [DONE] and with the trailers all the same. Both
-// engines must do the same.
+// client gets without [DONE] and with the trailers all the same; and a
+// 204, which has no body to wait for. Both engines must do the same.
 func TestEventLoopRelaysStreams(t *testing.T) {
 	for _, engine := range []string{EngineEventLoop, EngineGoroutines} {
 		t.Run(engine, func(t *testing.T) { testRelaysStreams(t, engine) })
@@ -371,6 +371,10 @@ func testRelaysStreams(t *testing.T, engine string) {
 			conn, buf, _ := w.(http.Hijacker).Hijack()
 			buf.Flush()
 			conn.Close()
+		case 4:
+			// No body, and no length or chunks to say so, on a
+			// connection kept alive: the status alone ends it.
+			w.WriteHeader(http.StatusNoContent)
 		}
 	})
 	h := startEngineGateway(t, b, Limits{}, engine)
@@ -385,6 +389,11 @@ func testRelaysStreams(t *testing.T, engine string) {
 		if resp.Trailer.Get("X-Model-Version-End") != "0" || resp.Trailer.Get("X-Version-Changed") != "false" {
 			t.Errorf("stream %d: trailers %v", i+1, resp.Trailer)
 		}
+	}
+	c := dialRaw(t, h)
+	c.write(chatRequest(stream))
+	if resp, body := c.read(); resp.StatusCode != http.StatusNoContent || body != "" {
+		t.Errorf("stream answered 204: %d %q, want 204 and no body", resp.StatusCode, body)
 	}
 	// The stream broken off between two chunks is the backend's failure
 	// on both engines (fasthttp alone reads it as ended).

@@ -471,9 +471,9 @@ func (up *upstream) read() gnet.Action {
 		up.need = 0
 		buf, _ := up.c.Peek(-1)
 		if ex.cc.stream && up.framed == 0 {
-			// A streamed answer's head decides: a 2xx one is relayed
-			// as it comes; any other is read whole, as when not
-			// streamed.
+			// A streamed answer's head decides: a 2xx one with a body
+			// is relayed as it comes; any other is read whole, as when
+			// not streamed.
 			end := h1.HeadEnd(buf)
 			if end < 0 {
 				if len(buf) > maxAnswerHead {
@@ -491,7 +491,8 @@ func (up *upstream) read() gnet.Action {
 				up.c.Discard(end)
 				continue
 			}
-			if hd.Status/100 == 2 {
+			// A 204 has no body to relay, whatever its head says.
+			if hd.Status/100 == 2 && hd.Status != 204 {
 				ex.streamHead(hd, buf[hd.ContentType.Start:hd.ContentType.End])
 				up.c.Discard(end)
 				up.chunked, up.dech, up.bodyLeft = hd.Chunked, h1.NewDechunker(), hd.Length
