@@ -94,7 +94,7 @@ type loopState struct {
 	bw      *bufio.Writer
 	head    []byte
 	pieces  [][]byte
-	answer  []byte
+	answer  []byte // where bodies in chunks are decoded (keepScratch)
 }
 
 // ServeLoop starts the event-loop front; it listens once it returns.
@@ -476,7 +476,7 @@ func (cl *client) moreChunks() gnet.Action {
 	}
 	ch.on = false
 	body, err := h1.Dechunk(cl.ls.answer[:0], ch.buf[ch.headEnd:ch.framed], ch.limit)
-	cl.ls.answer = body[:0]
+	cl.ls.answer = keepScratch(body)
 	switch {
 	case errors.Is(err, h1.ErrTooLong):
 		return cl.tooLarge(ch.authorized)
@@ -668,4 +668,18 @@ func appendContentLength(dst []byte, n int) []byte {
 	dst = append(dst, "Content-Length: "...)
 	dst = strconv.AppendInt(dst, int64(n), 10)
 	return append(dst, "\r\n\r\n"...)
+}
+
+// maxKeptScratch bounds the buffer a loop keeps for decoding bodies in
+// chunks: a body of up to max_response_bytes would otherwise stay held by
+// its loop for good after the largest one.
+const maxKeptScratch = 1 << 20
+
+// keepScratch returns b emptied to be used again, or nil when it grew
+// past maxKeptScratch.
+func keepScratch(b []byte) []byte {
+	if cap(b) > maxKeptScratch {
+		return nil
+	}
+	return b[:0]
 }

@@ -237,7 +237,7 @@ func (ex *exchange) answered(status int, contentType, raw []byte, chunked bool) 
 	if chunked {
 		var err error
 		body, err = h1.Dechunk(ls.answer[:0], raw, limit)
-		ls.answer = body[:0]
+		ls.answer = keepScratch(body)
 		switch {
 		case errors.Is(err, h1.ErrTooLong):
 			ex.answeredTooLong(status, contentType, body, tooLong(-1, limit))

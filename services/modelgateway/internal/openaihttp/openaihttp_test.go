@@ -151,3 +151,18 @@ func TestUsageCounts(t *testing.T) {
 		})
 	}
 }
+
+// TestKeepScratch wants a loop's decoding buffer kept for the next body
+// while it is small, and let go once a large body made it large.
+func TestKeepScratch(t *testing.T) {
+	for _, tt := range []struct {
+		cap      int
+		wantKept bool
+	}{{0, true}, {4 << 10, true}, {maxKeptScratch, true}, {maxKeptScratch + 1, false}, {64 << 20, false}} {
+		b := make([]byte, min(tt.cap, 1), tt.cap)
+		got := keepScratch(b)
+		if kept := got != nil; kept != tt.wantKept || len(got) != 0 {
+			t.Errorf("keepScratch(cap %d) = len %d, kept %v; want kept %v, empty", cap(b), len(got), kept, tt.wantKept)
+		}
+	}
+}
