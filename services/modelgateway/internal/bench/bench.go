@@ -476,8 +476,12 @@ func costVerdicts(w io.Writer, rate int, ng, httpFront, grpcFront, bareGRPC, eve
 		rate, us(b), us(h), reachP99)
 	if len(eventGRPC.lats) > 0 {
 		e := addedRoundP99(eventGRPC, direct)
+		than := "over"
+		if e <= h {
+			than = "within"
+		}
 		fmt.Fprintf(w, "    without grpc-go at %d req/s: the event-loop gRPC proxy adds %s at p99 (median round), %s the HTTP front's %s\n",
-			rate, us(e), map[bool]string{true: "within", false: "over"}[e <= h], us(h))
+			rate, us(e), than, us(h))
 	}
 }
 
@@ -486,7 +490,9 @@ func costVerdicts(w io.Writer, rate int, ng, httpFront, grpcFront, bareGRPC, eve
 // the bare gRPC proxy (nginx's job over gRPC, the backend leg included).
 // When the bare proxy alone is over 1.5x, no change to the gateway's own
 // code can meet the gRPC front's cost goal, and the summary says so rather
-// than leave it to be inferred.
+// than leave it to be inferred. Beside it, the event-loop gRPC proxy (the
+// same job without grpc-go) says whether a gRPC front could meet it at
+// all.
 func grpcFloor(w io.Writer, rate int, ng, grpcFront, health, bare, event sample) {
 	ngCPU, fCPU, hCPU, bCPU := ng.cpuPerRequest(), grpcFront.cpuPerRequest(), health.cpuPerRequest(), bare.cpuPerRequest()
 	if ngCPU <= 0 || hCPU <= 0 || bCPU <= 0 {

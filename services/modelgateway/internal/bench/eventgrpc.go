@@ -14,11 +14,8 @@ import (
 	"sync"
 
 	"github.com/panjf2000/gnet/v2"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
-	"golang.org/x/sys/unix"
 
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/h1"
 )
@@ -126,7 +123,8 @@ type egStream struct {
 	method, path, ctype string
 	bad                 bool // a header field was refused
 	noMessage           bool // the client ended the stream with its headers
-	// the answer: its DATA payload not yet sent, and its status
+	// out is the answer's DATA payload not yet sent (flow control holds
+	// it back); answered is set once an answer or a failure began.
 	out      []byte
 	answered bool
 	closed   bool // ended or reset: nothing more is sent on it
@@ -143,20 +141,13 @@ type egUpstream struct {
 }
 
 func (p *egProxy) OnBoot(eng gnet.Engine) gnet.Action {
-	fd, err := eng.Dup()
+	port, err := listenPort(eng)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "event gRPC proxy: listener: %v\n", err)
-		return gnet.Shutdown
-	}
-	sa, err := unix.Getsockname(fd)
-	unix.Close(fd)
-	in4, ok := sa.(*unix.SockaddrInet4)
-	if err != nil || !ok {
-		fmt.Fprintf(os.Stderr, "event gRPC proxy: listener address: %v %T\n", err, sa)
+		fmt.Fprintf(os.Stderr, "event gRPC proxy: %v\n", err)
 		return gnet.Shutdown
 	}
 	p.engine <- eng
-	fmt.Fprintf(p.out, "ADDR 127.0.0.1:%d\n", in4.Port)
+	fmt.Fprintf(p.out, "ADDR 127.0.0.1:%d\n", port)
 	return gnet.None
 }
 
@@ -695,21 +686,5 @@ func serveEventGRPCProxy(ctx context.Context, backend string, out io.Writer) err
 		return err
 	}
 	p := &egProxy{upstream: up, host: hostPort(backend), out: out, engine: make(chan gnet.Engine, 1), loops: map[gnet.EventLoop]*egLoop{}}
-	// gnet logs to standard output, which the parent reads for ADDR.
-	logger := zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.Lock(os.Stderr), zap.WarnLevel)).Sugar()
-	done := make(chan error, 1)
-	go func() {
-		done <- gnet.Run(p, "tcp://127.0.0.1:0", gnet.WithMulticore(true), gnet.WithTCPNoDelay(gnet.TCPNoDelay), gnet.WithLogger(logger))
-	}()
-	select {
-	case <-ctx.Done():
-	case err := <-done:
-		return err
-	}
-	select {
-	case eng := <-p.engine:
-		return eng.Stop(context.Background())
-	case err := <-done:
-		return err
-	}
+	return runLoops(ctx, p, p.engine)
 }

@@ -50,21 +50,29 @@ type eventProxy struct {
 }
 
 func (p *eventProxy) OnBoot(eng gnet.Engine) gnet.Action {
+	port, err := listenPort(eng)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "event proxy: %v\n", err)
+		return gnet.Shutdown
+	}
+	p.engine <- eng
+	fmt.Fprintf(p.out, "ADDR http://127.0.0.1:%d\n", port)
+	return gnet.None
+}
+
+// listenPort is the port of eng's listener.
+func listenPort(eng gnet.Engine) (int, error) {
 	fd, err := eng.Dup()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "event proxy: listener: %v\n", err)
-		return gnet.Shutdown
+		return 0, fmt.Errorf("listener: %w", err)
 	}
 	sa, err := unix.Getsockname(fd)
 	unix.Close(fd)
 	in4, ok := sa.(*unix.SockaddrInet4)
 	if err != nil || !ok {
-		fmt.Fprintf(os.Stderr, "event proxy: listener address: %v %T\n", err, sa)
-		return gnet.Shutdown
+		return 0, fmt.Errorf("listener address: %v %T", err, sa)
 	}
-	p.engine <- eng
-	fmt.Fprintf(p.out, "ADDR http://127.0.0.1:%d\n", in4.Port)
-	return gnet.None
+	return in4.Port, nil
 }
 
 func (p *eventProxy) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
@@ -222,11 +230,17 @@ func serveEventProxy(ctx context.Context, backend string, out io.Writer) error {
 		return err
 	}
 	p := &eventProxy{upstream: up, out: out, engine: make(chan gnet.Engine, 1)}
+	return runLoops(ctx, p, p.engine)
+}
+
+// runLoops runs h on one gnet event loop per CPU, listening on a port of
+// 127.0.0.1, until ctx ends; h hands its engine over on engine at boot.
+func runLoops(ctx context.Context, h gnet.EventHandler, engine <-chan gnet.Engine) error {
 	// gnet logs to standard output, which the parent reads for ADDR.
 	logger := zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.Lock(os.Stderr), zap.WarnLevel)).Sugar()
 	done := make(chan error, 1)
 	go func() {
-		done <- gnet.Run(p, "tcp://127.0.0.1:0", gnet.WithMulticore(true), gnet.WithTCPNoDelay(gnet.TCPNoDelay), gnet.WithLogger(logger))
+		done <- gnet.Run(h, "tcp://127.0.0.1:0", gnet.WithMulticore(true), gnet.WithTCPNoDelay(gnet.TCPNoDelay), gnet.WithLogger(logger))
 	}()
 	select {
 	case <-ctx.Done():
@@ -236,7 +250,7 @@ func serveEventProxy(ctx context.Context, backend string, out io.Writer) error {
 	// The engine is handed over at boot; a Run that failed before it
 	// never hands one over.
 	select {
-	case eng := <-p.engine:
+	case eng := <-engine:
 		return eng.Stop(context.Background())
 	case err := <-done:
 		return err
