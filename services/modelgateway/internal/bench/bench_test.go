@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"regexp"
 	"slices"
@@ -88,6 +89,17 @@ func startBare(t *testing.T, ctx context.Context, serve func(context.Context, st
 	t.Cleanup(func() { f.Close() })
 	addr, done = serveAt(t, ctx, serve, f.URL)
 	return f.URL, addr, done
+}
+
+// downURL is the base URL of a port nothing listens on.
+func downURL(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return "http://" + ln.Addr().String()
 }
 
 // serveAt runs serve in front of backend (a base URL) and returns the

@@ -569,9 +569,7 @@ func (cn *egConn) answer(st *egStream, msg []byte) {
 		return
 	}
 	st.answered = true
-	cn.hbuf.Reset()
-	cn.henc.WriteField(hpack.HeaderField{Name: ":status", Value: "200"})
-	cn.henc.WriteField(hpack.HeaderField{Name: "content-type", Value: "application/grpc"})
+	cn.responseHead()
 	cn.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: st.id, BlockFragment: cn.hbuf.Bytes(), EndHeaders: true})
 	var prefix [5]byte
 	binary.BigEndian.PutUint32(prefix[1:], uint32(len(msg)))
@@ -613,16 +611,21 @@ func (cn *egConn) resume() {
 	}
 }
 
-// fail ends a call with a status and no message (trailers only when
-// nothing was sent yet).
+// responseHead encodes an answer's header fields into hbuf.
+func (cn *egConn) responseHead() {
+	cn.hbuf.Reset()
+	cn.henc.WriteField(hpack.HeaderField{Name: ":status", Value: "200"})
+	cn.henc.WriteField(hpack.HeaderField{Name: "content-type", Value: "application/grpc"})
+}
+
+// fail ends a call that has sent nothing yet with a status alone: gRPC's
+// trailers-only answer.
 func (cn *egConn) fail(st *egStream, code int, msg string) {
 	if st.closed || cn.gone {
 		return
 	}
 	st.answered = true
-	cn.hbuf.Reset()
-	cn.henc.WriteField(hpack.HeaderField{Name: ":status", Value: "200"})
-	cn.henc.WriteField(hpack.HeaderField{Name: "content-type", Value: "application/grpc"})
+	cn.responseHead()
 	cn.trailerFields(code, msg)
 	cn.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: st.id, BlockFragment: cn.hbuf.Bytes(), EndHeaders: true, EndStream: true})
 	cn.end(st)

@@ -124,15 +124,9 @@ func TestEventGRPCProxy(t *testing.T) {
 // TestEventGRPCProxyUpstreamDown wants a call whose upstream cannot be
 // dialled failed Unavailable, not left waiting.
 func TestEventGRPCProxyUpstreamDown(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	down := "http://" + ln.Addr().String()
-	ln.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	addr, done := serveAt(t, ctx, serveEventGRPCProxy, down)
+	addr, done := serveAt(t, ctx, serveEventGRPCProxy, downURL(t))
 	conn, err := runnerConn(addr)
 	if err != nil {
 		t.Fatal(err)

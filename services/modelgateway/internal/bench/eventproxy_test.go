@@ -109,15 +109,9 @@ func TestEventProxyFraming(t *testing.T) {
 // TestEventProxyUpstreamDown wants a client whose upstream cannot be
 // dialled answered 502, not left waiting.
 func TestEventProxyUpstreamDown(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	down := "http://" + ln.Addr().String()
-	ln.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	url, done := serveAt(t, ctx, serveEventProxy, down)
+	url, done := serveAt(t, ctx, serveEventProxy, downURL(t))
 	// A raw socket: the answer may come before the request is read, and
 	// net/http's client may report the write's error instead.
 	c, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
