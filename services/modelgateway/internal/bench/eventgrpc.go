@@ -16,6 +16,7 @@ import (
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc/mem"
 
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/h1"
 )
@@ -117,7 +118,8 @@ type egStream struct {
 	id      uint32
 	cn      *egConn
 	body    []byte
-	unacked int64 // stream-level bytes received and not yet given back
+	pooled  *[]byte // body's buffer, from grpc-go's pool
+	unacked int64   // stream-level bytes received and not yet given back
 	sendWin int64
 	// request header fields that matter
 	method, path, ctype string
@@ -204,6 +206,7 @@ func (p *egProxy) OnClose(c gnet.Conn, _ error) gnet.Action {
 		x.gone = true
 		for _, st := range x.streams {
 			st.closed = true
+			st.release()
 		}
 	case *egUpstream:
 		for i, up := range x.l.idle {
@@ -355,6 +358,7 @@ func (cn *egConn) frame(f http2.Frame) gnet.Action {
 	case *http2.RSTStreamFrame:
 		if st := cn.streams[f.StreamID]; st != nil {
 			st.closed = true
+			st.release()
 			delete(cn.streams, f.StreamID)
 		}
 	case *http2.GoAwayFrame:
@@ -431,6 +435,19 @@ func (cn *egConn) data(f *http2.DataFrame) {
 		cn.reset(st.id, http2.ErrCodeCancel)
 		return
 	}
+	if len(st.body) == 0 && st.pooled == nil && len(f.Data()) >= 5 {
+		// The message's length comes first: its buffer is taken whole
+		// (from grpc-go's pool), not grown as the frames come, which
+		// for a screenshot copied it over and over.
+		size := 5 + int64(binary.BigEndian.Uint32(f.Data()[1:5]))
+		if size > 5+egMaxMessage {
+			cn.fail(st, egTooLarge, "message over "+strconv.Itoa(egMaxMessage)+" bytes")
+			cn.reset(st.id, http2.ErrCodeCancel)
+			return
+		}
+		st.pooled = mem.DefaultBufferPool().Get(int(size))
+		st.body = (*st.pooled)[:0]
+	}
 	st.body = append(st.body, f.Data()...)
 	if !f.StreamEnded() {
 		st.unacked += n
@@ -445,6 +462,7 @@ func (cn *egConn) data(f *http2.DataFrame) {
 
 // call sends a whole call's message to the upstream.
 func (cn *egConn) call(st *egStream) {
+	defer st.release()
 	b := st.body
 	if len(b) < 5 || b[0] != 0 || int(binary.BigEndian.Uint32(b[1:5])) != len(b)-5 {
 		if len(b) >= 5 && b[0] != 0 {
@@ -472,11 +490,9 @@ func (cn *egConn) call(st *egStream) {
 			up.c.Close()
 			cn.fail(st, egUnavailable, "write to upstream: "+err.Error())
 		}
-		st.body = nil
 		return
 	}
 	up := &egUpstream{l: l, st: st, frame: h1.Frame{MaxHead: eventMaxHead}, req: append(append([]byte(nil), head...), msg...)}
-	st.body = nil
 	res, err := l.loop.Register(gnet.NewContext(context.Background(), up), cn.p.upstream)
 	if err != nil {
 		up.st = nil
@@ -652,7 +668,17 @@ func (cn *egConn) trailerFields(code int, msg string) {
 func (cn *egConn) end(st *egStream) {
 	st.closed = true
 	st.out = nil
+	st.release()
 	delete(cn.streams, st.id)
+}
+
+// release gives back the buffer of a stream's message: gnet copied what
+// the upstream's socket did not take at once.
+func (st *egStream) release() {
+	if st.pooled != nil {
+		mem.DefaultBufferPool().Put(st.pooled)
+	}
+	st.pooled, st.body = nil, nil
 }
 
 // reset refuses a stream.
@@ -660,6 +686,7 @@ func (cn *egConn) reset(id uint32, code http2.ErrCode) {
 	cn.fr.WriteRSTStream(id, code)
 	if st := cn.streams[id]; st != nil {
 		st.closed = true
+		st.release()
 		delete(cn.streams, id)
 	}
 }
