@@ -16,6 +16,7 @@ import (
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/mem"
 
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/h1"
@@ -52,18 +53,6 @@ const (
 	egMaxHeaderList = 16 << 10
 	// egMaxAnswer bounds an upstream's answer.
 	egMaxAnswer = 16 << 20
-)
-
-// HTTP/2's connection preface, which a client sends first.
-const h2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-
-// gRPC status codes the proxy answers with (google.golang.org/grpc/codes).
-const (
-	egUnknown       = 2 // an upstream's refusal, as the bare grpc-go proxy says
-	egInternal      = 13
-	egUnimplemented = 12
-	egUnavailable   = 14
-	egTooLarge      = 8 // RESOURCE_EXHAUSTED
 )
 
 type egProxy struct {
@@ -217,7 +206,7 @@ func (p *egProxy) OnClose(c gnet.Conn, _ error) gnet.Action {
 		}
 		if st := x.st; st != nil {
 			x.st = nil
-			st.cn.fail(st, egUnavailable, "upstream closed the connection")
+			st.cn.fail(st, codes.Unavailable, "upstream closed the connection")
 			st.cn.flush()
 		}
 	}
@@ -239,17 +228,17 @@ func (cn *egConn) read() gnet.Action {
 	buf, _ := cn.c.Peek(-1)
 	used := 0
 	if !cn.preface {
-		if len(buf) < len(h2Preface) {
-			if !strings.HasPrefix(h2Preface, string(buf)) {
+		if len(buf) < len(http2.ClientPreface) {
+			if !strings.HasPrefix(http2.ClientPreface, string(buf)) {
 				return gnet.Close
 			}
 			return gnet.None
 		}
-		if string(buf[:len(h2Preface)]) != h2Preface {
+		if string(buf[:len(http2.ClientPreface)]) != http2.ClientPreface {
 			return gnet.Close
 		}
 		cn.preface = true
-		used = len(h2Preface)
+		used = len(http2.ClientPreface)
 	}
 	// The frames read whole: the Framer reads from them and never
 	// waits for more.
@@ -389,13 +378,13 @@ func (cn *egConn) headerBlock(frag []byte, ended, streamEnded bool) gnet.Action 
 	}
 	switch {
 	case st.bad:
-		cn.fail(st, egInternal, "header list too large")
+		cn.fail(st, codes.Internal, "header list too large")
 	case st.method != "POST" || !strings.HasPrefix(st.ctype, "application/grpc"):
-		cn.fail(st, egInternal, "not a gRPC call")
+		cn.fail(st, codes.Internal, "not a gRPC call")
 	case st.path != bareGRPCMethod:
-		cn.fail(st, egUnimplemented, "unknown method "+st.path)
+		cn.fail(st, codes.Unimplemented, "unknown method "+st.path)
 	case st.noMessage:
-		cn.fail(st, egInternal, "a call without a message")
+		cn.fail(st, codes.Internal, "a call without a message")
 	}
 	return gnet.None
 }
@@ -431,7 +420,7 @@ func (cn *egConn) data(f *http2.DataFrame) {
 		return
 	}
 	if len(st.body)+len(f.Data()) > 5+egMaxMessage {
-		cn.fail(st, egTooLarge, "message over "+strconv.Itoa(egMaxMessage)+" bytes")
+		cn.fail(st, codes.ResourceExhausted, "message over "+strconv.Itoa(egMaxMessage)+" bytes")
 		cn.reset(st.id, http2.ErrCodeCancel)
 		return
 	}
@@ -441,7 +430,7 @@ func (cn *egConn) data(f *http2.DataFrame) {
 		// for a screenshot copied it over and over.
 		size := 5 + int64(binary.BigEndian.Uint32(f.Data()[1:5]))
 		if size > 5+egMaxMessage {
-			cn.fail(st, egTooLarge, "message over "+strconv.Itoa(egMaxMessage)+" bytes")
+			cn.fail(st, codes.ResourceExhausted, "message over "+strconv.Itoa(egMaxMessage)+" bytes")
 			cn.reset(st.id, http2.ErrCodeCancel)
 			return
 		}
@@ -466,9 +455,9 @@ func (cn *egConn) call(st *egStream) {
 	b := st.body
 	if len(b) < 5 || b[0] != 0 || int(binary.BigEndian.Uint32(b[1:5])) != len(b)-5 {
 		if len(b) >= 5 && b[0] != 0 {
-			cn.fail(st, egUnimplemented, "compressed messages are not taken")
+			cn.fail(st, codes.Unimplemented, "compressed messages are not taken")
 		} else {
-			cn.fail(st, egInternal, "not one whole gRPC message")
+			cn.fail(st, codes.Internal, "not one whole gRPC message")
 		}
 		return
 	}
@@ -488,7 +477,7 @@ func (cn *egConn) call(st *egStream) {
 		if _, err := up.c.Writev(l.pieces); err != nil {
 			up.st = nil
 			up.c.Close()
-			cn.fail(st, egUnavailable, "write to upstream: "+err.Error())
+			cn.fail(st, codes.Unavailable, "write to upstream: "+err.Error())
 		}
 		return
 	}
@@ -496,7 +485,7 @@ func (cn *egConn) call(st *egStream) {
 	res, err := l.loop.Register(gnet.NewContext(context.Background(), up), cn.p.upstream)
 	if err != nil {
 		up.st = nil
-		cn.fail(st, egUnavailable, "dial upstream: "+err.Error())
+		cn.fail(st, codes.Unavailable, "dial upstream: "+err.Error())
 		return
 	}
 	// Only a dial that failed is news; the loop then fails the call.
@@ -505,7 +494,7 @@ func (cn *egConn) call(st *egStream) {
 			l.loop.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
 				if s := up.st; s != nil {
 					up.st = nil
-					s.cn.fail(s, egUnavailable, "dial upstream: "+r.Err.Error())
+					s.cn.fail(s, codes.Unavailable, "dial upstream: "+r.Err.Error())
 					s.cn.flush()
 				}
 				return nil
@@ -551,9 +540,9 @@ func (up *egUpstream) answer() gnet.Action {
 	up.st = nil
 	switch {
 	case !ok || err != nil:
-		st.cn.fail(st, egUnavailable, "unreadable upstream answer")
+		st.cn.fail(st, codes.Unavailable, "unreadable upstream answer")
 	case h.Status != 200:
-		st.cn.fail(st, egUnknown, "upstream status "+strconv.Itoa(h.Status))
+		st.cn.fail(st, codes.Unknown, "upstream status "+strconv.Itoa(h.Status))
 	default:
 		st.cn.answer(st, body)
 	}
@@ -572,7 +561,7 @@ func (up *egUpstream) answer() gnet.Action {
 func (up *egUpstream) broken(why string) gnet.Action {
 	if st := up.st; st != nil {
 		up.st = nil
-		st.cn.fail(st, egUnavailable, why)
+		st.cn.fail(st, codes.Unavailable, why)
 		st.cn.flush()
 	}
 	return gnet.Close
@@ -608,7 +597,7 @@ func (cn *egConn) send(st *egStream) bool {
 		st.sendWin -= n
 		st.out = st.out[n:]
 	}
-	cn.trailers(st, 0, "")
+	cn.trailers(st, codes.OK, "")
 	return true
 }
 
@@ -636,7 +625,7 @@ func (cn *egConn) responseHead() {
 
 // fail ends a call that has sent nothing yet with a status alone: gRPC's
 // trailers-only answer.
-func (cn *egConn) fail(st *egStream, code int, msg string) {
+func (cn *egConn) fail(st *egStream, code codes.Code, msg string) {
 	if st.closed || cn.gone {
 		return
 	}
@@ -648,15 +637,15 @@ func (cn *egConn) fail(st *egStream, code int, msg string) {
 }
 
 // trailers ends an answered call.
-func (cn *egConn) trailers(st *egStream, code int, msg string) {
+func (cn *egConn) trailers(st *egStream, code codes.Code, msg string) {
 	cn.hbuf.Reset()
 	cn.trailerFields(code, msg)
 	cn.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: st.id, BlockFragment: cn.hbuf.Bytes(), EndHeaders: true, EndStream: true})
 	cn.end(st)
 }
 
-func (cn *egConn) trailerFields(code int, msg string) {
-	cn.henc.WriteField(hpack.HeaderField{Name: "grpc-status", Value: strconv.Itoa(code)})
+func (cn *egConn) trailerFields(code codes.Code, msg string) {
+	cn.henc.WriteField(hpack.HeaderField{Name: "grpc-status", Value: strconv.Itoa(int(code))})
 	if msg != "" {
 		// grpc-message is percent-encoded; these messages are ASCII
 		// with no '%' but for what the upstream's error said.
