@@ -49,6 +49,16 @@ type HTTPService interface {
 	HTTPHandler() http.Handler
 }
 
+// GRPCServer is implemented by services that may serve their gRPC
+// listener on a transport of their own (the model gateway's event loops).
+// ServeGRPC is called once srv has every service registered; when it
+// reports true, the service owns ln from then on, serves the calls it
+// does not run itself with srv (grpc.Server.ServeHTTP), and stops taking
+// calls in its Drain. When it reports false, srv serves ln.
+type GRPCServer interface {
+	ServeGRPC(ln net.Listener, srv *grpcserver.Server) (bool, error)
+}
+
 // Serve runs svc until ctx is cancelled or a listener fails, then drains:
 //  1. health goes NOT_SERVING, so load balancers and probes stop sending work;
 //  2. the service drains its own work (Drainer), within the drain timeout;
@@ -93,12 +103,21 @@ func Serve(ctx context.Context, cfg ServeConfig, svc Service) error {
 	}
 	srv.Ready()
 
-	errc := make(chan error, 2)
-	go func() {
-		if err := srv.GRPC.Serve(cfg.GRPCListener); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-			errc <- fmt.Errorf("serve grpc: %w", err)
+	served := false
+	if gs, ok := svc.(GRPCServer); ok {
+		if served, err = gs.ServeGRPC(cfg.GRPCListener, srv); err != nil {
+			closeAll(cfg, services)
+			return fmt.Errorf("serve grpc: %w", err)
 		}
-	}()
+	}
+	errc := make(chan error, 2)
+	if !served {
+		go func() {
+			if err := srv.GRPC.Serve(cfg.GRPCListener); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+				errc <- fmt.Errorf("serve grpc: %w", err)
+			}
+		}()
+	}
 	var hs *http.Server
 	if cfg.HTTPListener != nil {
 		var handler http.Handler = adminhttp.Handler(cfg.Registry, func() error {

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -61,13 +62,24 @@ type Options struct {
 // windowBytes is the HTTP/2 flow-control window each stream starts with.
 const windowBytes = 1 << 20
 
+// MinPingInterval is how often a client may ping a server New builds
+// (keepalive enforcement): runners keep Work streams open for hours and
+// ping to notice a dead coordinator.
+const MinPingInterval = 5 * time.Second
+
 // Server is a gRPC server with its health service.
 type Server struct {
 	// GRPC is the server; register services on it before Serve.
 	GRPC *grpc.Server
 	// Health is the gRPC health service; Ready marks it SERVING and drain
 	// marks it NOT_SERVING.
-	Health  *health.Server
+	Health *health.Server
+	// Unary is the server's chain of unary interceptors as one, and Codec
+	// its codec: what another transport serving the same services (the
+	// model gateway's event loop) runs a unary call through, so that the
+	// call is counted, logged, authenticated and validated as on GRPC.
+	Unary   grpc.UnaryServerInterceptor
+	Codec   encoding.CodecV2
 	metrics *serverMetrics
 }
 
@@ -110,14 +122,16 @@ func New(opts Options) (*Server, error) {
 	if opts.Creds != nil {
 		credOpts = append(credOpts, grpc.Creds(opts.Creds))
 	}
+	unary := []grpc.UnaryServerInterceptor{
+		recovery.UnaryServerInterceptor(recoverOpt),
+		obs.unary,
+		selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(authFn), needsAuth),
+		validateUnary(opts.Validate),
+	}
+	codec := newServerCodec()
 	srv := grpc.NewServer(append(append(credOpts, TransportOptions(opts.MaxMsgBytes)...),
-		grpc.ForceServerCodecV2(newServerCodec()),
-		grpc.ChainUnaryInterceptor(
-			recovery.UnaryServerInterceptor(recoverOpt),
-			obs.unary,
-			selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(authFn), needsAuth),
-			validateUnary(opts.Validate),
-		),
+		grpc.ForceServerCodecV2(codec),
+		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(
 			recovery.StreamServerInterceptor(recoverOpt),
 			obs.stream,
@@ -130,7 +144,25 @@ func New(opts Options) (*Server, error) {
 	reflection.Register(srv)
 	// Until Ready, the overall status says the server is not serving yet.
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
-	return &Server{GRPC: srv, Health: hs, metrics: metrics}, nil
+	return &Server{GRPC: srv, Health: hs, Unary: chainUnary(unary), Codec: codec, metrics: metrics}, nil
+}
+
+// chainUnary makes one interceptor of several, the first outermost, as
+// grpc.ChainUnaryInterceptor does inside a server.
+func chainUnary(chain []grpc.UnaryServerInterceptor) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		return chain[0](ctx, req, info, nextUnary(chain, 0, info, handler))
+	}
+}
+
+// nextUnary is the handler the i-th interceptor of chain calls.
+func nextUnary(chain []grpc.UnaryServerInterceptor, i int, info *grpc.UnaryServerInfo, final grpc.UnaryHandler) grpc.UnaryHandler {
+	if i == len(chain)-1 {
+		return final
+	}
+	return func(ctx context.Context, req any) (any, error) {
+		return chain[i+1](ctx, req, info, nextUnary(chain, i+1, info, final))
+	}
 }
 
 // TransportOptions are the transport settings of every server New builds
@@ -165,9 +197,7 @@ func TransportOptions(maxMsgBytes int) []grpc.ServerOption {
 			Timeout: 10 * time.Second,
 		}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
-			// Runners keep Work streams open for hours and ping to notice a
-			// dead coordinator; allow that without GOAWAY.
-			MinTime:             5 * time.Second,
+			MinTime:             MinPingInterval,
 			PermitWithoutStream: true,
 		}),
 	}

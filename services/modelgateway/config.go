@@ -63,6 +63,18 @@ type FileConfig struct {
 	Checkpoints *CheckpointsConfig `yaml:"checkpoints"`
 	// HTTPFront tunes the OpenAI HTTP front.
 	HTTPFront HTTPFrontConfig `yaml:"http_front"`
+	// GRPCFront tunes the gRPC front.
+	GRPCFront GRPCFrontConfig `yaml:"grpc_front"`
+}
+
+// GRPCFrontConfig tunes the gRPC front.
+type GRPCFrontConfig struct {
+	// Engine serves the front: EngineGoroutines (grpc-go's server, the
+	// default) or EngineEventLoop (package grpcloop: HTTP/2 on gnet's
+	// event loops, which run Chat, ListBackends and UpdateWeights and
+	// hand health, reflection and streams to grpc-go's server; plain
+	// HTTP/2 only).
+	Engine string `yaml:"engine"`
 }
 
 // HTTPFrontConfig tunes the OpenAI HTTP front.
@@ -183,6 +195,11 @@ func (fc *FileConfig) Validate() error {
 	case "", EngineGoroutines, EngineEventLoop:
 	default:
 		return fmt.Errorf("http_front.engine: %q is not %s or %s", fc.HTTPFront.Engine, EngineGoroutines, EngineEventLoop)
+	}
+	switch fc.GRPCFront.Engine {
+	case "", EngineGoroutines, EngineEventLoop:
+	default:
+		return fmt.Errorf("grpc_front.engine: %q is not %s or %s", fc.GRPCFront.Engine, EngineGoroutines, EngineEventLoop)
 	}
 	if fc.Checkpoints != nil {
 		cc := *fc.Checkpoints

@@ -14,6 +14,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -21,9 +22,11 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/rolloutmesh/rolloutmesh/serverkit/daemon"
+	"github.com/rolloutmesh/rolloutmesh/serverkit/grpcserver"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/checkpoint"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/clock"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/gateway"
+	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/grpcloop"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/launch"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/linger"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/metrics"
@@ -108,6 +111,11 @@ type Service struct {
 	watchStop context.CancelFunc
 	watchDone chan struct{}
 
+	// grpcEngine serves the gRPC front (ServeGRPC); grpcLoop is the
+	// event loops' server when it is EngineEventLoop.
+	grpcEngine string
+	grpcLoop   atomic.Pointer[grpcloop.Server]
+
 	openai  *openaihttp.Handler
 	httpSrv *fasthttp.Server
 	// loopSrv serves the front instead of httpSrv with engine event_loop.
@@ -117,9 +125,10 @@ type Service struct {
 }
 
 var (
-	_ daemon.Service   = (*Service)(nil)
-	_ daemon.Drainer   = (*Service)(nil)
-	_ daemon.Validator = (*Service)(nil)
+	_ daemon.Service    = (*Service)(nil)
+	_ daemon.Drainer    = (*Service)(nil)
+	_ daemon.Validator  = (*Service)(nil)
+	_ daemon.GRPCServer = (*Service)(nil)
 )
 
 // New builds the gateway, starts health probing and, unless OpenAIAddr is
@@ -167,7 +176,10 @@ func New(ctx context.Context, cfg Config, env daemon.Env) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{g: g, met: met, log: env.Logger, limits: limits, clk: clk, front: met.Front("grpc")}
+	s := &Service{g: g, met: met, log: env.Logger, limits: limits, clk: clk, front: met.Front("grpc"), grpcEngine: fc.GRPCFront.Engine}
+	if s.grpcEngine == EngineEventLoop && env.TLS != nil {
+		return nil, errors.New("grpc_front.engine: event_loop serves plain HTTP/2 only; TLS needs engine goroutines")
+	}
 	for _, b := range backends {
 		s.anyOpenAI = s.anyOpenAI || b.Kind == KindOpenAI
 	}
@@ -330,9 +342,41 @@ func (s *Service) OpenAIAddr() string {
 // Register adds the gRPC handlers.
 func (s *Service) Register(srv *grpc.Server) { rmv1.RegisterModelGatewayServer(srv, s) }
 
-// Drain stops the HTTP front from taking new requests and waits for the
+// ServeGRPC serves the gRPC listener on the event loops when
+// grpc_front.engine is event_loop: they run the gateway's unary methods,
+// and hand every other call (health, reflection) to srv.
+func (s *Service) ServeGRPC(ln net.Listener, srv *grpcserver.Server) (bool, error) {
+	if s.grpcEngine != EngineEventLoop {
+		return false, nil
+	}
+	ls, err := grpcloop.New(grpcloop.Options{
+		Listener: ln, Fallback: srv.GRPC, Interceptor: srv.Unary, Codec: srv.Codec,
+		MaxMsgBytes: grpcserver.DefaultMaxMsgBytes, MinPingInterval: grpcserver.MinPingInterval, Logger: s.log,
+	})
+	if err != nil {
+		return false, err
+	}
+	rmv1.RegisterModelGatewayServer(ls, s)
+	if err := ls.Start(); err != nil {
+		return false, fmt.Errorf("grpc_front event loop on %s: %w", ln.Addr(), err)
+	}
+	s.grpcLoop.Store(ls)
+	return true, nil
+}
+
+// Drain stops both fronts from taking new requests and waits for the
 // in-flight ones (streams included) to finish, within ctx.
 func (s *Service) Drain(ctx context.Context) error {
+	err := s.drainHTTP(ctx)
+	if gl := s.grpcLoop.Load(); gl != nil {
+		if gerr := gl.Drain(ctx); gerr != nil {
+			err = errors.Join(err, fmt.Errorf("drain grpc: %w", gerr))
+		}
+	}
+	return err
+}
+
+func (s *Service) drainHTTP(ctx context.Context) error {
 	if s.loopSrv != nil {
 		if err := s.loopSrv.Drain(ctx); err != nil {
 			return fmt.Errorf("drain openai http: %w", err)
@@ -355,6 +399,11 @@ func (s *Service) Drain(ctx context.Context) error {
 // Close ends the HTTP front's requests in flight, stops it and health
 // probing.
 func (s *Service) Close(ctx context.Context) error {
+	if gl := s.grpcLoop.Load(); gl != nil {
+		sctx, cancel := context.WithTimeout(ctx, time.Second)
+		gl.Close(sctx)
+		cancel()
+	}
 	if s.loopSrv != nil {
 		sctx, cancel := context.WithTimeout(ctx, time.Second)
 		s.loopSrv.Close(sctx)

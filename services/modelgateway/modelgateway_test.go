@@ -44,19 +44,27 @@ func startFake(t *testing.T, cfg fakellm.Config) *fakellm.Instance {
 
 type harness struct {
 	svc  *Service
+	conn *grpc.ClientConn
 	cli  rmv1.ModelGatewayClient
 	http string // base URL of the OpenAI front
 }
 
-// engineEnv names the HTTP front engine the tests run against when set
-// (make test runs the HTTP front's tests once with each).
-const engineEnv = "MODELGATEWAY_TEST_HTTP_ENGINE"
+// engineEnv and grpcEngineEnv name the HTTP and gRPC front engines the
+// tests run against when set (make test runs the package's tests once
+// with each engine of each front).
+const (
+	engineEnv     = "MODELGATEWAY_TEST_HTTP_ENGINE"
+	grpcEngineEnv = "MODELGATEWAY_TEST_GRPC_ENGINE"
+)
 
-// withEngine sets fc's HTTP front engine from engineEnv, unless the test
-// chose one.
+// withEngine sets fc's front engines from engineEnv and grpcEngineEnv,
+// unless the test chose them.
 func withEngine(fc *FileConfig) *FileConfig {
 	if fc.HTTPFront.Engine == "" {
 		fc.HTTPFront.Engine = os.Getenv(engineEnv)
+	}
+	if fc.GRPCFront.Engine == "" {
+		fc.GRPCFront.Engine = os.Getenv(grpcEngineEnv)
 	}
 	return fc
 }
@@ -74,7 +82,7 @@ func startGateway(t *testing.T, fc *FileConfig, clk clock.Clock) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	return &harness{svc: svc, cli: rmv1.NewModelGatewayClient(conn), http: "http://" + svc.OpenAIAddr()}
+	return &harness{svc: svc, conn: conn, cli: rmv1.NewModelGatewayClient(conn), http: "http://" + svc.OpenAIAddr()}
 }
 
 func backends(kind string, fakes ...*fakellm.Instance) []BackendConfig {

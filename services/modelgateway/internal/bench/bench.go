@@ -208,6 +208,11 @@ func runOverhead(ctx context.Context, o Options, w io.Writer) error {
 		return err
 	}
 	defer eventGRPC.stop()
+	gwLoop, err := startChild(ctx, lay.proxyCommand, "gateway-grpc-loop", fakeURL)
+	if err != nil {
+		return err
+	}
+	defer gwLoop.stop()
 	if lay.pinned() {
 		unpin, err := pinSelf(lay.driver)
 		if err != nil {
@@ -231,10 +236,17 @@ func runOverhead(ctx context.Context, o Options, w io.Writer) error {
 		return err
 	}
 	defer eventConn.Close()
+	loopConn, err := runnerConn(gwLoop.addrs[1])
+	if err != nil {
+		return err
+	}
+	defer loopConn.Close()
 	gc := rmv1.NewModelGatewayClient(conn)
 	image := screenshot(o.ImageBytes)
 	body, grpcReq := chatBody(image), chatRequest(image)
 	grpcDo := func(ctx context.Context) error { _, err := gc.Chat(ctx, grpcReq); return err }
+	lc := rmv1.NewModelGatewayClient(loopConn)
+	loopDo := func(ctx context.Context) error { _, err := lc.Chat(ctx, grpcReq); return err }
 	hc := healthpb.NewHealthClient(conn)
 	healthDo := func(ctx context.Context) error {
 		_, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
@@ -316,7 +328,8 @@ func runOverhead(ctx context.Context, o Options, w io.Writer) error {
 		return err
 	}
 	targets = append(targets, target{name: "gateway HTTP, engine goroutines -> fakellm", do: gwGoDo, pid: gwGo.cmd.Process.Pid})
-	targets = append(targets, target{name: "event-loop gRPC proxy (gnet, HTTP/2) -> fakellm", do: bareGRPCDoer(eventConn, body), pid: eventGRPC.cmd.Process.Pid})
+	targets = append(targets, target{name: "event-loop gRPC proxy (gnet, HTTP/2) -> fakellm", do: bareGRPCDoer(eventConn, body), pid: eventGRPC.cmd.Process.Pid},
+		target{name: "gateway gRPC Chat, engine event_loop -> fakellm", do: loopDo, pid: gwLoop.cmd.Process.Pid})
 	// Targets take turns in short slices, in rotating order, so that
 	// background load on a shared machine falls on all of them alike
 	// instead of on whichever ran while a compiler was busy.
@@ -356,7 +369,7 @@ func runOverhead(ctx context.Context, o Options, w io.Writer) error {
 	}
 	fmt.Fprintf(w, "(a) added latency: open loop at each rate for %v per target, then max req/s with %d closed-loop\n", o.Duration, o.Conns)
 	fmt.Fprintf(w, "    connections for %v per target; targets interleaved in %d rounds; zero-latency fakellm,\n", o.Duration, o.Rounds)
-	fmt.Fprintf(w, "    %d-byte chat request; fakellm, gateway and nginx (%d workers) each in its own process;\n    the generator drives the HTTP targets with one fasthttp client (the same for each) and the\n    gRPC ones with grpc-go; the health check reaches no backend and shows what a grpc-go round\n    trip (client and server) takes here; the bare Go proxy is nginx's job in Go with fasthttp\n    (the gateway's HTTP libraries) and none of the gateway's code, the bare grpc-go proxy the\n    same job over gRPC (the request's JSON as raw bytes, the mesh's transport settings), the\n    event-loop proxy the same job as nginx does it, on one gnet event loop per CPU and no\n    goroutine per connection (the gateway's HTTP front runs on the same engine by default;\n    \"engine goroutines\" is that front on fasthttp, a goroutine per connection), and the\n    event-loop gRPC proxy the bare grpc-go proxy's job on the same engine, HTTP/2 without\n    grpc-go (frames and HPACK by golang.org/x/net/http2); CPU %s.\n", len(body), len(lay.proxy), lay)
+	fmt.Fprintf(w, "    %d-byte chat request; fakellm, gateway and nginx (%d workers) each in its own process;\n    the generator drives the HTTP targets with one fasthttp client (the same for each) and the\n    gRPC ones with grpc-go; the health check reaches no backend and shows what a grpc-go round\n    trip (client and server) takes here; the bare Go proxy is nginx's job in Go with fasthttp\n    (the gateway's HTTP libraries) and none of the gateway's code, the bare grpc-go proxy the\n    same job over gRPC (the request's JSON as raw bytes, the mesh's transport settings), the\n    event-loop proxy the same job as nginx does it, on one gnet event loop per CPU and no\n    goroutine per connection (the gateway's HTTP front runs on the same engine by default;\n    \"engine goroutines\" is that front on fasthttp, a goroutine per connection), and the\n    event-loop gRPC proxy the bare grpc-go proxy's job on the same engine, HTTP/2 without\n    grpc-go (frames and HPACK by golang.org/x/net/http2); \"gateway gRPC Chat, engine event_loop\"\n    is the gateway's gRPC front on that HTTP/2 (grpc_front.engine: event_loop), its Chat run\n    on a worker goroutine; CPU %s.\n", len(body), len(lay.proxy), lay)
 	fmt.Fprintf(w, "    CPU/req is the CPU time of the process a path enters first (fakellm, nginx with its workers,\n    the gateway) per request it served; sleeps/req how often one of its threads blocked (voluntary\n    context switches), each a wake-up to pay for; all CPU/req adds the load generator's and fakellm's, and\n    CPUs busy is that time over the run's wall time and %d CPUs: near 100%%, requests queue for a CPU.\n    The open loop is paced by a timerfd; sent late is how long after its slot in the schedule each\n    request went out (large figures: the generator itself waited for a CPU).\n\n", runtime.NumCPU())
 	for _, rate := range o.Rates {
 		lats, err := interleave(func(do doer) (sample, error) { return openLoop(ctx, do, rate, slice, 1024) })
@@ -391,6 +404,7 @@ func runOverhead(ctx context.Context, o Options, w io.Writer) error {
 		costVerdicts(w, rate, lats[1], lats[2], lats[3], lats[6], lats[9], direct, o.Rates[0])
 		grpcFloor(w, rate, lats[1], lats[3], lats[4], lats[6], lats[9])
 		httpFloor(w, rate, lats[1], lats[2], lats[8], lats[5], lats[7])
+		loopFront(w, rate, lats[1], lats[2], lats[3], lats[10], direct, o.Rates[0])
 		fmt.Fprintln(w)
 	}
 	return nil
@@ -506,6 +520,26 @@ func grpcFloor(w io.Writer, rate int, ng, grpcFront, health, bare, event sample)
 		fmt.Fprintf(w, "    without grpc-go at %d req/s: the event-loop gRPC proxy (HTTP/2 on the HTTP front's engine, no gateway code) costs %s, %.2fx nginx's request; the 1.5x goal on a gRPC front built that way is %s\n",
 			rate, us(eCPU), e, reach(e, "gRPC's on an event loop"))
 	}
+}
+
+// loopFront says what the gRPC front costs on its event_loop engine,
+// against nginx's request and the front on grpc-go, and at the lowest rate
+// what it adds at p99 against the HTTP front. The goal lines above are the
+// default engine's (grpc-go).
+func loopFront(w io.Writer, rate int, ng, httpFront, grpcFront, loop, direct sample, lowest int) {
+	ngCPU, gCPU, lCPU := ng.cpuPerRequest(), grpcFront.cpuPerRequest(), loop.cpuPerRequest()
+	if ngCPU <= 0 || lCPU <= 0 {
+		return
+	}
+	r := float64(lCPU) / float64(ngCPU)
+	fmt.Fprintf(w, "    gRPC front on engine event_loop at %d req/s: %s, %.2fx nginx's request (%s) and %.2fx the front on grpc-go (%s): goal <= 1.5x: %s\n",
+		rate, us(lCPU), r, us(ngCPU), float64(lCPU)/float64(max(gCPU, 1)), us(gCPU), verdict(r <= 1.5))
+	if rate != lowest || roundP99(direct) > 2*time.Millisecond {
+		return
+	}
+	l, h := addedRoundP99(loop, direct), addedRoundP99(httpFront, direct)
+	fmt.Fprintf(w, "    gRPC front on engine event_loop at %d req/s adds %s at p99 (median round; pooled %s), the HTTP front %s: goal gRPC added p99 <= HTTP's: %s\n",
+		rate, us(l), us(loop.pct(.99)-direct.pct(.99)), us(h), verdict(l <= h))
 }
 
 // reach says whether a floor r times nginx's cost leaves the 1.5x goal to

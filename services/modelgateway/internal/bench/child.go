@@ -65,7 +65,7 @@ func Child(ctx context.Context, what, arg string, in io.Reader, out io.Writer) e
 		}
 		fc.HTTPFront.Engine = os.Getenv("BENCHGATEWAY_AFFINITY_ENGINE")
 		return serveGateway(ctx, fc, out)
-	case "gateway", "gateway-goroutines":
+	case "gateway", "gateway-goroutines", "gateway-grpc-loop":
 		// As the gateway binary runs.
 		modelgateway.SetGCDefaults()
 		if path := os.Getenv("BENCHGATEWAY_GATEWAY_CPUPROFILE"); path != "" {
@@ -102,9 +102,13 @@ func Child(ctx context.Context, what, arg string, in io.Reader, out io.Writer) e
 		fc := &modelgateway.FileConfig{
 			Backends: []modelgateway.BackendConfig{{ID: "fake", BaseURL: arg, Model: "fake-model"}},
 		}
-		if what == "gateway-goroutines" {
+		switch what {
+		case "gateway-goroutines":
 			// The HTTP front on its other engine, for comparison.
 			fc.HTTPFront.Engine = modelgateway.EngineGoroutines
+		case "gateway-grpc-loop":
+			// The gRPC front on its other engine.
+			fc.GRPCFront.Engine = modelgateway.EngineEventLoop
 		}
 		return serveGateway(ctx, fc, out)
 	}
