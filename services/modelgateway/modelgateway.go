@@ -349,6 +349,13 @@ func (s *Service) ServeGRPC(ln net.Listener, srv *grpcserver.Server) (bool, erro
 	if s.grpcEngine != EngineEventLoop {
 		return false, nil
 	}
+	if _, ok := ln.(*net.TCPListener); !ok {
+		// gnet takes sockets: an in-memory listener (tests) stays
+		// with grpc-go.
+		s.log.Warn("grpc_front.engine event_loop serves TCP listeners only; grpc-go's server serves this one",
+			zap.String("listener", fmt.Sprintf("%T", ln)))
+		return false, nil
+	}
 	ls, err := grpcloop.New(grpcloop.Options{
 		Listener: ln, Fallback: srv.GRPC, Interceptor: srv.Unary, Codec: srv.Codec,
 		MaxMsgBytes: grpcserver.DefaultMaxMsgBytes, MinPingInterval: grpcserver.MinPingInterval, Logger: s.log,

@@ -636,6 +636,37 @@ func (cn *conn) send(st *stream) bool {
 	return true
 }
 
+// writeMessage writes a message (its 5-byte prefix, then the pieces of
+// payload) in DATA frames of the client's frame size, straight from the
+// pieces; the windows must take all of it.
+func (cn *conn) writeMessage(st *stream, prefix []byte, payload mem.BufferSlice) {
+	n := len(prefix) + payload.Len()
+	cn.sendWin -= int64(n)
+	st.sendWin -= int64(n)
+	cn.sentSince = true
+	pieces := append(make([][]byte, 0, 1+len(payload)), prefix)
+	for _, b := range payload {
+		pieces = append(pieces, b.ReadOnlyData())
+	}
+	for n > 0 {
+		size := min(n, cn.maxFrame)
+		n -= size
+		// A DATA frame's head: length, type 0, no flags, the stream.
+		var head [9]byte
+		head[0], head[1], head[2] = byte(size>>16), byte(size>>8), byte(size)
+		binary.BigEndian.PutUint32(head[5:], st.id)
+		cn.out.Write(head[:])
+		for size > 0 {
+			k := min(size, len(pieces[0]))
+			cn.out.Write(pieces[0][:k])
+			size -= k
+			if pieces[0] = pieces[0][k:]; len(pieces[0]) == 0 {
+				pieces = pieces[1:]
+			}
+		}
+	}
+}
+
 // end sends a stream's last header block and forgets it.
 func (cn *conn) end(st *stream, trailers []hpack.HeaderField) {
 	if len(trailers) == 0 {
@@ -681,14 +712,17 @@ func (cn *conn) fail(st *stream, s *status.Status) {
 }
 
 // responseHead is an answer's first header fields: the request's
-// content type mirrored, as grpc-go does.
+// content type mirrored, as grpc-go does. Callers append to it: the
+// shared slice is full, so an append copies it.
 func responseHead(st *stream) []hpack.HeaderField {
 	ct := st.ctype
-	if !grpcContentType(ct) {
-		ct = "application/grpc"
+	if ct == "application/grpc" || !grpcContentType(ct) {
+		return grpcHead
 	}
 	return []hpack.HeaderField{{Name: ":status", Value: "200"}, {Name: "content-type", Value: ct}}
 }
+
+var grpcHead = []hpack.HeaderField{{Name: ":status", Value: "200"}, {Name: "content-type", Value: "application/grpc"}}
 
 // goAway ends the connection for an error of the client's.
 func (cn *conn) goAway(code http2.ErrCode, debug string) gnet.Action {

@@ -150,6 +150,12 @@ func TestCallsBothWays(t *testing.T) {
 	if err != nil || len(resp.GetPayload().GetBody()) != 3<<20 {
 		t.Fatalf("3 MiB unary call: %d bytes, err %v; want 3 MiB back", len(resp.GetPayload().GetBody()), err)
 	}
+	// Within the windows but over a frame: written in frames straight
+	// from the codec's buffer.
+	resp, err = cli.UnaryCall(authed(t, 10*time.Second), &testpb.SimpleRequest{ResponseSize: 40000})
+	if err != nil || !bytes.Equal(resp.GetPayload().GetBody(), bytes.Repeat([]byte{'a'}, 40000)) {
+		t.Fatalf("40 kB answer: %d bytes, err %v", len(resp.GetPayload().GetBody()), err)
+	}
 	// And on the fallback: a stream through grpc-go's server.
 	stream, err := cli.FullDuplexCall(authed(t, 10*time.Second))
 	if err != nil {
