@@ -11,9 +11,9 @@ import (
 	"github.com/panjf2000/gnet/v2"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
-	"golang.org/x/sys/unix"
 
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/h1"
+	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/loopboot"
 )
 
 // The event-loop proxy asks whether the HTTP floor is Go's or that of
@@ -62,17 +62,11 @@ func (p *eventProxy) OnBoot(eng gnet.Engine) gnet.Action {
 
 // listenPort is the port of eng's listener.
 func listenPort(eng gnet.Engine) (int, error) {
-	fd, err := eng.Dup()
+	addr, err := loopboot.Addr(eng)
 	if err != nil {
-		return 0, fmt.Errorf("listener: %w", err)
+		return 0, err
 	}
-	sa, err := unix.Getsockname(fd)
-	unix.Close(fd)
-	in4, ok := sa.(*unix.SockaddrInet4)
-	if err != nil || !ok {
-		return 0, fmt.Errorf("listener address: %v %T", err, sa)
-	}
-	return in4.Port, nil
+	return addr.(*net.TCPAddr).Port, nil
 }
 
 func (p *eventProxy) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {

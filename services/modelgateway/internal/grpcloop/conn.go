@@ -482,9 +482,10 @@ func (cn *conn) tooLarge(st *stream, size int64) {
 
 // whole runs a registered method whose message has come.
 func (cn *conn) whole(st *stream) {
-	if st.m == nil || st.answered || st.call != nil {
+	if st.m == nil || st.answered || st.begun {
 		return
 	}
+	st.begun = true
 	b := st.body
 	switch {
 	case len(b) == 0:
@@ -495,6 +496,10 @@ func (cn *conn) whole(st *stream) {
 		return
 	case b[0] != 0:
 		cn.fail(st, status.New(codes.Internal, "grpc: compressed flag set with identity or empty encoding"))
+		return
+	}
+	if h := st.m.onLoop; h != nil {
+		h(&LoopCall{st: st})
 		return
 	}
 	cn.s.dispatch(newCall(st))
@@ -519,7 +524,8 @@ type stream struct {
 	recvLeft int64   // what the client may still send on it
 	sendWin  int64
 
-	call *call // the registered method's run, once begun
+	call  *call // the registered method's run on a worker, once begun
+	begun bool  // its message was whole, and it began
 	// out is the DATA not yet sent (flow control holds it back); ending,
 	// when set, is the trailer block to send after it; flushed are the
 	// fallback's writers waiting for out to go.

@@ -22,7 +22,6 @@ package grpcloop
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -34,9 +33,10 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 	"go.uber.org/zap"
-	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
+
+	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/loopboot"
 )
 
 // Options configure a Server.
@@ -97,11 +97,13 @@ type Server struct {
 	quit     chan struct{}
 }
 
-// method is a registered unary method.
+// method is a registered unary method: its handler runs on a worker, or
+// onLoop on the loop.
 type method struct {
 	name    string // full: /package.Service/Method
 	impl    any
 	handler grpc.MethodHandler
+	onLoop  LoopHandler
 }
 
 var _ grpc.ServiceRegistrar = (*Server)(nil)
@@ -157,7 +159,7 @@ func (s *Server) Start() error {
 			gnet.WithMulticore(true),
 			gnet.WithTCPNoDelay(gnet.TCPNoDelay),
 			gnet.WithTCPKeepAlive(30*time.Second),
-			gnet.WithLogger(gnetLogger(s.opts.Logger)))
+			gnet.WithLogger(loopboot.Logger(s.opts.Logger)))
 		close(s.stopped)
 		if err == nil {
 			err = errors.New("event loop stopped at start")
@@ -219,15 +221,6 @@ func (s *Server) accept(ln net.Listener) {
 	}
 }
 
-// gnetLogger is log for gnet's own messages, from warnings up: gnet logs
-// each connection at info level.
-func gnetLogger(log *zap.Logger) *zap.SugaredLogger {
-	if log.Core().Enabled(zap.InfoLevel) {
-		log = log.WithOptions(zap.IncreaseLevel(zap.WarnLevel))
-	}
-	return log.Sugar()
-}
-
 // Addr is the address the server listens on.
 func (s *Server) Addr() net.Addr { return s.addr }
 
@@ -237,26 +230,12 @@ func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
 		s.booted <- nil
 		return gnet.None
 	}
-	fd, err := eng.Dup()
+	addr, err := loopboot.Addr(eng)
 	if err != nil {
-		s.booted <- fmt.Errorf("listener: %w", err)
+		s.booted <- err
 		return gnet.Shutdown
 	}
-	sa, err := unix.Getsockname(fd)
-	unix.Close(fd)
-	switch a := sa.(type) {
-	case *unix.SockaddrInet4:
-		s.addr = &net.TCPAddr{IP: net.IP(a.Addr[:]), Port: a.Port}
-	case *unix.SockaddrInet6:
-		s.addr = &net.TCPAddr{IP: net.IP(a.Addr[:]), Port: a.Port}
-	default:
-		if err == nil {
-			err = fmt.Errorf("listener address of type %T", sa)
-		}
-		s.booted <- fmt.Errorf("listener: %w", err)
-		return gnet.Shutdown
-	}
-	s.eng = eng
+	s.addr, s.eng = addr, eng
 	s.booted <- nil
 	return gnet.None
 }
@@ -293,6 +272,9 @@ func (s *Server) eachLoop(f func(*loop)) {
 }
 
 func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
+	if lc, ok := c.Context().(LoopConn); ok {
+		return lc.OnOpen(c)
+	}
 	if c.LocalAddr() != nil && c.LocalAddr().Network() == "unix" {
 		return nil, gnet.Close // the private socket's: nobody should dial it
 	}
@@ -302,17 +284,23 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	return cn.open(), gnet.None
 }
 
-func (s *Server) OnClose(c gnet.Conn, _ error) gnet.Action {
-	if cn, ok := c.Context().(*conn); ok {
-		cn.closed()
-		delete(cn.l.conns, cn)
+func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
+	switch x := c.Context().(type) {
+	case *conn:
+		x.closed()
+		delete(x.l.conns, x)
+	case LoopConn:
+		return x.OnClose(c, err)
 	}
 	return gnet.None
 }
 
 func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
-	if cn, ok := c.Context().(*conn); ok {
-		return cn.read()
+	switch x := c.Context().(type) {
+	case *conn:
+		return x.read()
+	case LoopConn:
+		return x.OnTraffic(c)
 	}
 	return gnet.Close
 }

@@ -111,12 +111,16 @@ func (c *call) handle() (mem.BufferSlice, *status.Status) {
 	return payload, nil
 }
 
-// answer sends the call's answer, on the loop: headers, the message as
-// flow control lets it go, and the trailers; or, for a failure, the
-// status alone.
+// answer sends the call's answer, on the loop.
 func (c *call) answer(payload mem.BufferSlice, s *status.Status, header, trailer metadata.MD) {
 	defer payload.Free()
-	st, cn := c.st, c.st.cn
+	c.st.cn.reply(c.st, payload, s, header, trailer)
+}
+
+// reply sends a call's answer, on the loop: headers, the message as flow
+// control lets it go, and the trailers; or, for a failure (s not nil),
+// the status alone.
+func (cn *conn) reply(st *stream, payload mem.BufferSlice, s *status.Status, header, trailer metadata.MD) {
 	if st.closed || cn.gone || st.answered {
 		return
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/backend"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/h1"
+	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/loopboot"
 )
 
 // The event-loop front serves the same API as Serve, with the same
@@ -112,7 +113,7 @@ func ServeLoop(h *Handler, opts LoopOptions) (*LoopServer, error) {
 			gnet.WithMulticore(true),
 			gnet.WithTCPNoDelay(gnet.TCPNoDelay),
 			gnet.WithTCPKeepAlive(30*time.Second),
-			gnet.WithLogger(gnetLogger(log)))
+			gnet.WithLogger(loopboot.Logger(log)))
 		close(s.stopped)
 		// Only OnBoot says nil: a Run that ended before it failed.
 		if err == nil {
@@ -132,39 +133,16 @@ func ServeLoop(h *Handler, opts LoopOptions) (*LoopServer, error) {
 	return s, nil
 }
 
-// gnetLogger is log for gnet's own messages, from warnings up: gnet logs
-// each connection at info level.
-func gnetLogger(log *zap.Logger) *zap.SugaredLogger {
-	if log.Core().Enabled(zap.InfoLevel) {
-		log = log.WithOptions(zap.IncreaseLevel(zap.WarnLevel))
-	}
-	return log.Sugar()
-}
-
 // Addr is the address the front listens on.
 func (s *LoopServer) Addr() net.Addr { return s.addr }
 
 func (s *LoopServer) OnBoot(eng gnet.Engine) gnet.Action {
-	fd, err := eng.Dup()
+	addr, err := loopboot.Addr(eng)
 	if err != nil {
-		s.booted <- fmt.Errorf("listener: %w", err)
+		s.booted <- err
 		return gnet.Shutdown
 	}
-	sa, err := unix.Getsockname(fd)
-	unix.Close(fd)
-	switch a := sa.(type) {
-	case *unix.SockaddrInet4:
-		s.addr = &net.TCPAddr{IP: net.IP(a.Addr[:]), Port: a.Port}
-	case *unix.SockaddrInet6:
-		s.addr = &net.TCPAddr{IP: net.IP(a.Addr[:]), Port: a.Port}
-	default:
-		if err == nil {
-			err = fmt.Errorf("listener address of type %T", sa)
-		}
-		s.booted <- fmt.Errorf("listener: %w", err)
-		return gnet.Shutdown
-	}
-	s.eng = eng
+	s.addr, s.eng = addr, eng
 	s.booted <- nil
 	return gnet.None
 }
