@@ -403,7 +403,7 @@ func (s *Service) drainHTTP(ctx context.Context) error {
 	return nil
 }
 
-// Close ends the HTTP front's requests in flight, stops it and health
+// Close ends both fronts' requests in flight, stops them and health
 // probing.
 func (s *Service) Close(ctx context.Context) error {
 	if gl := s.grpcLoop.Load(); gl != nil {

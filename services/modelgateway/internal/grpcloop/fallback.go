@@ -65,7 +65,7 @@ func (cn *conn) startFallback(st *stream) {
 	if st.remoteEnded {
 		body.close(nil)
 	}
-	rw := &respWriter{st: st, el: cn.l.el, header: http.Header{}}
+	rw := &respWriter{st: st, el: cn.l.el, stopped: cn.s.stopped, header: http.Header{}}
 	cn.s.handlers.Add(1)
 	go func() {
 		defer cn.s.handlers.Done()
@@ -153,6 +153,7 @@ func (b *bodyPipe) Close() error {
 type respWriter struct {
 	st       *stream // only the loop touches it
 	el       gnet.EventLoop
+	stopped  <-chan struct{} // closed when the loops stopped
 	header   http.Header
 	head     http.Header // the header as it was at WriteHeader
 	code     int
@@ -220,7 +221,10 @@ func (rw *respWriter) push(end bool) {
 		return nil
 	}))
 	if err == nil && done != nil {
-		<-done
+		select {
+		case <-done:
+		case <-rw.stopped: // the loops stopped before they sent it
+		}
 	}
 }
 

@@ -170,6 +170,9 @@ func (s *Server) Start() error {
 		}
 	}()
 	if err := <-s.booted; err != nil {
+		if s.sockDir != "" {
+			os.RemoveAll(s.sockDir)
+		}
 		return err
 	}
 	// The loops are in place once the first tick came: before, gnet
