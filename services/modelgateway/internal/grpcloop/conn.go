@@ -55,6 +55,7 @@ type conn struct {
 	hbuf    bytes.Buffer
 	reading *stream // the stream whose header block is being decoded
 	listLen int     // bytes of header fields decoded for it
+	block   int     // bytes of its header block read so far
 	trailer bool    // the block being decoded is a stream's trailers
 
 	preface  bool
@@ -273,7 +274,7 @@ func (cn *conn) headers(f *http2.HeadersFrame) gnet.Action {
 		if !f.StreamEnded() {
 			return cn.goAway(http2.ErrCodeProtocol, "")
 		}
-		cn.reading, cn.listLen, cn.trailer = st, 0, true
+		cn.reading, cn.listLen, cn.block, cn.trailer = st, 0, 0, true
 		if st == nil {
 			cn.reading = &stream{id: f.StreamID, cn: cn}
 		}
@@ -294,7 +295,7 @@ func (cn *conn) headers(f *http2.HeadersFrame) gnet.Action {
 		cn.streams[st.id] = st
 		cn.s.active.Add(1)
 	}
-	cn.reading, cn.listLen, cn.trailer = st, 0, false
+	cn.reading, cn.listLen, cn.block, cn.trailer = st, 0, 0, false
 	return cn.headerBlock(f.HeaderBlockFragment(), f.HeadersEnded(), f.StreamEnded())
 }
 
@@ -304,8 +305,18 @@ func (cn *conn) headerBlock(frag []byte, ended, streamEnded bool) gnet.Action {
 	if streamEnded {
 		st.remoteEnded = true
 	}
+	// A header block far past the bound on a call's fields, in bytes or
+	// in what they decode to (indexed fields are a byte each), is a flood
+	// of CONTINUATION frames (CVE-2023-45288): decoding on would cost the
+	// loop without end.
+	if cn.block += len(frag); cn.block > 2*maxHeaderList {
+		return cn.goAway(http2.ErrCodeEnhanceYourCalm, "header block too large")
+	}
 	if _, err := cn.hdec.Write(frag); err != nil {
 		return cn.goAway(http2.ErrCodeCompression, "")
+	}
+	if cn.listLen > 4*maxHeaderList {
+		return cn.goAway(http2.ErrCodeEnhanceYourCalm, "header list too large")
 	}
 	if !ended {
 		return gnet.None

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
 	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -366,6 +367,40 @@ func TestTooManyPingsGetGoAway(t *testing.T) {
 		if ga, ok := f.(*http2.GoAwayFrame); ok {
 			if ga.ErrCode != http2.ErrCodeEnhanceYourCalm || string(ga.DebugData()) != "too_many_pings" {
 				t.Errorf("GOAWAY %v %q, want ENHANCE_YOUR_CALM too_many_pings", ga.ErrCode, ga.DebugData())
+			}
+			return
+		}
+	}
+}
+
+// TestHeaderFloodGetsGoAway sends a header block that never ends, in
+// CONTINUATION frames of valid fields, and wants the connection ended.
+func TestHeaderFloodGetsGoAway(t *testing.T) {
+	_, _, addr := startServer(t)
+	_, fr := rawConn(t, addr)
+	var block bytes.Buffer
+	enc := hpack.NewEncoder(&block)
+	enc.WriteField(hpack.HeaderField{Name: ":method", Value: "POST"})
+	enc.WriteField(hpack.HeaderField{Name: ":path", Value: "/grpc.testing.TestService/UnaryCall"})
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block.Bytes()})
+	// 500 kB of fields: past four times the 64 kB bound.
+	for range 50 {
+		block.Reset()
+		for range 10 {
+			enc.WriteField(hpack.HeaderField{Name: "x-flood", Value: strings.Repeat("f", 1000)})
+		}
+		if err := fr.WriteContinuation(1, false, block.Bytes()); err != nil {
+			break // the server closed the connection
+		}
+	}
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("connection ended without GOAWAY: %v", err)
+		}
+		if ga, ok := f.(*http2.GoAwayFrame); ok {
+			if ga.ErrCode != http2.ErrCodeEnhanceYourCalm {
+				t.Errorf("GOAWAY %v %q, want ENHANCE_YOUR_CALM", ga.ErrCode, ga.DebugData())
 			}
 			return
 		}
