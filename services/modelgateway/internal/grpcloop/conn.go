@@ -122,8 +122,8 @@ func (cn *conn) closed() {
 }
 
 var (
-	errConnClosed = errors.New("connection closed")
-	errStreamRST  = errors.New("stream reset by the client")
+	errConnClosed  = errors.New("connection closed")
+	errStreamReset = errors.New("stream reset")
 )
 
 // read handles the complete frames the client has sent.
@@ -242,7 +242,7 @@ func (cn *conn) frame(f http2.Frame) gnet.Action {
 		return cn.data(f)
 	case *http2.RSTStreamFrame:
 		if st := cn.streams[f.StreamID]; st != nil {
-			st.reset(errStreamRST)
+			st.reset(errStreamReset)
 		}
 	case *http2.GoAwayFrame:
 		// The client opens no more streams; it closes the connection
@@ -543,7 +543,6 @@ type stream struct {
 	out         []byte
 	ending      []hpack.HeaderField
 	flushed     []chan struct{}
-	headSent    bool
 	answered    bool // an answer began
 	remoteEnded bool // the client ended its side
 	closed      bool // ended or reset: nothing more is sent on it
@@ -593,7 +592,7 @@ func (st *stream) release() {
 func (cn *conn) refuse(id uint32, code http2.ErrCode) {
 	cn.fr.WriteRSTStream(id, code)
 	if st := cn.streams[id]; st != nil {
-		st.reset(errStreamRST)
+		st.reset(errStreamReset)
 	}
 }
 
