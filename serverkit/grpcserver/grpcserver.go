@@ -67,6 +67,14 @@ const windowBytes = 1 << 20
 // ping to notice a dead coordinator.
 const MinPingInterval = 5 * time.Second
 
+// KeepaliveTime and KeepaliveTimeout are the servers' own keepalive: a
+// connection silent for KeepaliveTime is pinged, and closed when the ping
+// goes unanswered for KeepaliveTimeout.
+const (
+	KeepaliveTime    = 30 * time.Second
+	KeepaliveTimeout = 10 * time.Second
+)
+
 // Server is a gRPC server with its health service.
 type Server struct {
 	// GRPC is the server; register services on it before Serve.
@@ -193,8 +201,8 @@ func TransportOptions(maxMsgBytes int) []grpc.ServerOption {
 		grpc.MaxRecvMsgSize(maxMsgBytes),
 		grpc.MaxSendMsgSize(maxMsgBytes),
 		grpc.KeepaliveParams(keepalive.ServerParameters{
-			Time:    30 * time.Second,
-			Timeout: 10 * time.Second,
+			Time:    KeepaliveTime,
+			Timeout: KeepaliveTimeout,
 		}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
 			MinTime:             MinPingInterval,

@@ -358,7 +358,8 @@ func (s *Service) ServeGRPC(ln net.Listener, srv *grpcserver.Server) (bool, erro
 	}
 	ls, err := grpcloop.New(grpcloop.Options{
 		Listener: ln, Fallback: srv.GRPC, Interceptor: srv.Unary, Codec: srv.Codec,
-		MaxMsgBytes: grpcserver.DefaultMaxMsgBytes, MinPingInterval: grpcserver.MinPingInterval, Logger: s.log,
+		MaxMsgBytes: grpcserver.DefaultMaxMsgBytes, MinPingInterval: grpcserver.MinPingInterval,
+		KeepaliveTime: grpcserver.KeepaliveTime, KeepaliveTimeout: grpcserver.KeepaliveTimeout, Logger: s.log,
 	})
 	if err != nil {
 		return false, err

@@ -38,8 +38,12 @@ const (
 	drainPingWait = time.Second
 )
 
-// drainPing is the data of the ping a drain sends between its two GOAWAYs.
-var drainPing = [8]byte{'d', 'r', 'a', 'i', 'n', 'i', 'n', 'g'}
+// drainPing is the data of the ping a drain sends between its two
+// GOAWAYs, and alivePing that of a keepalive ping.
+var (
+	drainPing = [8]byte{'d', 'r', 'a', 'i', 'n', 'i', 'n', 'g'}
+	alivePing = [8]byte{'a', 'l', 'i', 'v', 'e', '?', '?', '?'}
+)
 
 // conn is a client's HTTP/2 connection. Only its loop touches it.
 type conn struct {
@@ -75,6 +79,10 @@ type conn struct {
 	lastPing    time.Time
 	pingStrikes int
 	sentSince   bool
+	// Server keepalive: lastRead is when the client last sent anything;
+	// pingedAt, when set, is when the server pinged a silent client.
+	lastRead time.Time
+	pingedAt time.Time
 
 	// drain is 0, then 1 once the first GOAWAY and its ping went (at
 	// drainAt), then 2 once the final GOAWAY went.
@@ -128,6 +136,9 @@ var (
 
 // read handles the complete frames the client has sent.
 func (cn *conn) read() gnet.Action {
+	if cn.s.opts.KeepaliveTime > 0 {
+		cn.lastRead, cn.pingedAt = time.Now(), time.Time{}
+	}
 	buf, _ := cn.c.Peek(-1)
 	used := 0
 	if !cn.preface {
@@ -745,6 +756,26 @@ func (cn *conn) goAway(code http2.ErrCode, debug string) gnet.Action {
 	cn.fr.WriteGoAway(cn.lastID, code, []byte(debug))
 	cn.flush()
 	return gnet.Close
+}
+
+// keepalive pings a client silent for KeepaliveTime, and closes the
+// connection of one that stayed silent KeepaliveTimeout after the ping.
+func (cn *conn) keepalive(now time.Time) {
+	if cn.gone {
+		return
+	}
+	switch {
+	case cn.lastRead.IsZero():
+		cn.lastRead = now
+	case !cn.pingedAt.IsZero():
+		if now.Sub(cn.pingedAt) > cn.s.opts.KeepaliveTimeout {
+			cn.c.Close()
+		}
+	case now.Sub(cn.lastRead) >= cn.s.opts.KeepaliveTime:
+		cn.fr.WritePing(false, alivePing)
+		cn.pingedAt = now
+		cn.flush()
+	}
 }
 
 // drainStep moves a drain on: the first GOAWAY (no stream refused yet)

@@ -62,6 +62,11 @@ type Options struct {
 	// keepalive enforcement policy's MinTime: a client that pings more
 	// often three times is sent GOAWAY ENHANCE_YOUR_CALM.
 	MinPingInterval time.Duration
+	// KeepaliveTime and KeepaliveTimeout are grpc-go's server keepalive:
+	// a connection silent for KeepaliveTime is pinged, and closed when
+	// nothing comes within KeepaliveTimeout after (0: no pings), so that
+	// a client that vanished without a FIN does not hold its calls.
+	KeepaliveTime, KeepaliveTimeout time.Duration
 	// Workers is how many goroutines run registered methods and keep
 	// their grown stacks (default 4 per CPU); a call that finds all busy
 	// gets a goroutine of its own.
@@ -83,6 +88,7 @@ type Server struct {
 	stopped  chan struct{}
 	ticked   chan struct{} // closed at the first tick
 	tickOnce sync.Once
+	ticks    int // only OnTick touches it
 	work     chan *call
 
 	mu    sync.Mutex
@@ -314,11 +320,20 @@ const tickInterval = 100 * time.Millisecond
 
 func (s *Server) OnTick() (time.Duration, gnet.Action) {
 	s.tickOnce.Do(func() { close(s.ticked) })
-	if s.draining.Load() {
+	s.ticks++
+	draining := s.draining.Load()
+	// Keepalive is looked at every tenth tick: its times are seconds.
+	keepalive := s.opts.KeepaliveTime > 0 && s.ticks%10 == 0
+	if draining || keepalive {
 		now := time.Now()
 		s.eachLoop(func(l *loop) {
 			for cn := range l.conns {
-				cn.drainStep(now)
+				if keepalive {
+					cn.keepalive(now)
+				}
+				if draining {
+					cn.drainStep(now)
+				}
 			}
 		})
 	}

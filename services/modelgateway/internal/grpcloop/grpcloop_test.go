@@ -93,6 +93,12 @@ func (e *echo) FullDuplexCall(stream testpb.TestService_FullDuplexCallServer) er
 // required) behind them.
 func startServer(t *testing.T) (*Server, *echo, string) {
 	t.Helper()
+	return startServerWith(t, func(*Options) {})
+}
+
+// startServerWith is startServer with tweak applied to the options.
+func startServerWith(t *testing.T, tweak func(*Options)) (*Server, *echo, string) {
+	t.Helper()
 	gs, err := grpcserver.New(grpcserver.Options{Logger: zaptest.NewLogger(t), Registry: prometheus.NewRegistry(), AuthToken: "tok"})
 	if err != nil {
 		t.Fatal(err)
@@ -104,8 +110,10 @@ func startServer(t *testing.T) (*Server, *echo, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(Options{Listener: ln, Fallback: gs.GRPC, Interceptor: gs.Unary, Codec: gs.Codec,
-		MaxMsgBytes: 8 << 20, MinPingInterval: 5 * time.Second, Logger: zaptest.NewLogger(t)})
+	opts := Options{Listener: ln, Fallback: gs.GRPC, Interceptor: gs.Unary, Codec: gs.Codec,
+		MaxMsgBytes: 8 << 20, MinPingInterval: 5 * time.Second, Logger: zaptest.NewLogger(t)}
+	tweak(&opts)
+	s, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -404,6 +412,57 @@ func TestHeaderFloodGetsGoAway(t *testing.T) {
 			}
 			return
 		}
+	}
+}
+
+// TestKeepalive wants a silent client pinged, a client that answers kept,
+// and one that does not closed, as grpc-go's server keepalive does.
+func TestKeepalive(t *testing.T) {
+	_, _, addr := startServerWith(t, func(o *Options) {
+		o.KeepaliveTime, o.KeepaliveTimeout = 300*time.Millisecond, 300*time.Millisecond
+	})
+	nextPing := func(fr *http2.Framer) (*http2.PingFrame, error) {
+		for {
+			f, err := fr.ReadFrame()
+			if err != nil {
+				return nil, err
+			}
+			if p, ok := f.(*http2.PingFrame); ok && !p.IsAck() {
+				return p, nil
+			}
+		}
+	}
+	// Answered twice: the connection stays.
+	_, fr := rawConn(t, addr)
+	for i := range 2 {
+		p, err := nextPing(fr)
+		if err != nil {
+			t.Fatalf("ping %d to an idle client: %v", i, err)
+		}
+		fr.WritePing(true, p.Data)
+	}
+	fr.WritePing(false, [8]byte{'s', 't', 'i', 'l', 'l'})
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("a client that answered the pings was dropped: %v", err)
+		}
+		if p, ok := f.(*http2.PingFrame); ok && p.IsAck() {
+			break
+		}
+	}
+	// Not answered: closed.
+	c, fr := rawConn(t, addr)
+	if _, err := nextPing(fr); err != nil {
+		t.Fatalf("ping to an idle client: %v", err)
+	}
+	start := time.Now()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.Copy(io.Discard, c); err != nil {
+		t.Errorf("a client that did not answer the ping: %v, want its connection closed", err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("closed %v after the ping, want about the 300ms timeout", d)
 	}
 }
 
