@@ -730,12 +730,7 @@ func (cn *conn) fail(st *stream, s *status.Status) {
 		return
 	}
 	st.answered = true
-	fields := append(responseHead(st), statusFields(s)...)
-	cn.writeHeaders(st, fields, true)
-	if !st.remoteEnded {
-		cn.fr.WriteRSTStream(st.id, http2.ErrCodeNo)
-	}
-	cn.forget(st)
+	cn.end(st, append(responseHead(st), statusFields(s)...))
 }
 
 // responseHead is an answer's first header fields: the request's

@@ -198,19 +198,27 @@ func (s *Server) Start() error {
 }
 
 // accept hands each connection Listener takes to a loop, until it closes.
+// An accept that fails otherwise (no file descriptor left) is logged and
+// tried again after a pause, as net/http's and grpc-go's servers do: the
+// front must not stop taking connections for good.
 func (s *Server) accept(ln net.Listener) {
+	var pause time.Duration
 	for {
 		c, err := ln.Accept()
 		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			pause = min(max(2*pause, 5*time.Millisecond), time.Second)
+			s.opts.Logger.Error("grpc accept failed; trying again", zap.Error(err), zap.Duration("pause", pause))
+			select {
+			case <-time.After(pause):
 				continue
+			case <-s.stopped:
+				return
 			}
-			if !errors.Is(err, net.ErrClosed) {
-				s.opts.Logger.Error("grpc accept failed", zap.Error(err))
-			}
-			return
 		}
+		pause = 0
 		if s.draining.Load() {
 			c.Close()
 			continue

@@ -126,12 +126,9 @@ func (cn *conn) reply(st *stream, payload mem.BufferSlice, s *status.Status, hea
 	}
 	st.answered = true
 	if s != nil && len(header) == 0 {
+		// Trailers-only: the status in the one header block.
 		fields := append(responseHead(st), statusFields(s)...)
-		cn.writeHeaders(st, append(fields, outgoing(trailer)...), true)
-		if !st.remoteEnded {
-			cn.fr.WriteRSTStream(st.id, 0)
-		}
-		cn.forget(st)
+		cn.end(st, append(fields, outgoing(trailer)...))
 		cn.flush()
 		return
 	}
