@@ -89,6 +89,13 @@ type Server struct {
 	Unary   grpc.UnaryServerInterceptor
 	Codec   encoding.CodecV2
 	metrics *serverMetrics
+	// What Begin runs of the chain: the observer, the log of panics, the
+	// auth check and the validation.
+	obs       *callObserver
+	log       *zap.Logger
+	authFn    auth.AuthFunc
+	needsAuth func(service string) bool
+	validate  func(string, any) error
 }
 
 // New builds a Server. Register the services on s.GRPC, then call Ready.
@@ -112,9 +119,12 @@ func New(opts Options) (*Server, error) {
 		return status.Error(codes.Internal, "internal error")
 	})
 	authFn := bearerAuth(opts.AuthToken)
+	authService := func(service string) bool {
+		return opts.AuthToken != "" && service != healthpb.Health_ServiceDesc.ServiceName &&
+			service != "grpc.reflection.v1.ServerReflection" && service != "grpc.reflection.v1alpha.ServerReflection"
+	}
 	needsAuth := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool {
-		return opts.AuthToken != "" && c.Service != healthpb.Health_ServiceDesc.ServiceName &&
-			c.Service != "grpc.reflection.v1.ServerReflection" && c.Service != "grpc.reflection.v1alpha.ServerReflection"
+		return authService(c.Service)
 	})
 
 	// Interceptor order, outermost first:
@@ -152,7 +162,10 @@ func New(opts Options) (*Server, error) {
 	reflection.Register(srv)
 	// Until Ready, the overall status says the server is not serving yet.
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
-	return &Server{GRPC: srv, Health: hs, Unary: chainUnary(unary), Codec: codec, metrics: metrics}, nil
+	return &Server{
+		GRPC: srv, Health: hs, Unary: chainUnary(unary), Codec: codec, metrics: metrics,
+		obs: obs, log: opts.Logger, authFn: authFn, needsAuth: authService, validate: opts.Validate,
+	}, nil
 }
 
 // chainUnary makes one interceptor of several, the first outermost, as

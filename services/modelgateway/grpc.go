@@ -112,20 +112,50 @@ func (s *Service) Chat(ctx context.Context, req *rmv1.ChatRequest) (*rmv1.ChatRe
 }
 
 func (s *Service) chat(ctx context.Context, req *rmv1.ChatRequest) (*rmv1.ChatResponse, error) {
-	start := time.Now()
+	var p chatPrep
+	if err := s.prepareChat(req, &p); err != nil {
+		return nil, err
+	}
+	defer p.release()
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.limits.RequestTimeout)
+		defer cancel()
+	}
+	var a gateway.Attempts
+	return s.sendChat(ctx, p.request(req), &a, &p)
+}
+
+// chatPrep is a Chat request made ready for the backends.
+type chatPrep struct {
+	start   time.Time
+	model   string
+	digests []string
+	// body is the backend's JSON body, in buf, a buffer of the process's
+	// pool; openAIBody makes the body for backends of kind openai.
+	body       []byte
+	buf        *[]byte
+	openAIBody func() ([]byte, error)
+}
+
+// prepareChat resolves a validated request's model and images and writes
+// its body into p; p.release gives the body's buffer back.
+func (s *Service) prepareChat(req *rmv1.ChatRequest, p *chatPrep) error {
+	p.start = time.Now()
 	model, err := s.g.ResolveModel(req.GetModel())
 	if err != nil {
-		return nil, err
+		return err
 	}
 	digests, release, err := s.resolveImages(req)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	// The body's buffer comes from the process's buffer pool, which
 	// serverkit/grpcserver makes one with a class at every power of two
 	// that does not clear what it hands out. Once the backend's answer is
 	// closed nothing holds the body: fasthttp lets go of it when it
-	// releases its request.
+	// releases its request, and the event loop's client once it has
+	// written it.
 	pool := mem.DefaultBufferPool()
 	buf := pool.Get(bodySize(req, model))
 	body, err := appendChatBody((*buf)[:0], req, model, false)
@@ -145,18 +175,31 @@ func (s *Service) chat(ctx context.Context, req *rmv1.ChatRequest) (*rmv1.ChatRe
 	}
 	if err != nil {
 		pool.Put(buf)
-		return nil, err
+		return err
 	}
-	defer func() {
-		*buf = body[:0]
-		pool.Put(buf)
-	}()
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, s.limits.RequestTimeout)
-		defer cancel()
+	p.model, p.digests, p.body, p.buf, p.openAIBody = model, digests, body, buf, openAIBody
+	return nil
+}
+
+// request is the gateway's request for req, prepared as p.
+func (p *chatPrep) request(req *rmv1.ChatRequest) *gateway.Request {
+	return &gateway.Request{Model: p.model, RoutingKey: req.GetRoutingKey(), Body: p.body, OpenAIBody: p.openAIBody}
+}
+
+// release gives the body's buffer back to the pool; later calls do
+// nothing.
+func (p *chatPrep) release() {
+	if p.buf != nil {
+		*p.buf = p.body[:0]
+		mem.DefaultBufferPool().Put(p.buf)
+		p.buf, p.body = nil, nil
 	}
-	resp, err := s.g.Do(ctx, &gateway.Request{Model: model, RoutingKey: req.GetRoutingKey(), Body: body, OpenAIBody: openAIBody})
+}
+
+// sendChat makes the attempts of r after those a records (none: all of
+// them), within ctx, and reads the answer.
+func (s *Service) sendChat(ctx context.Context, r *gateway.Request, a *gateway.Attempts, p *chatPrep) (*rmv1.ChatResponse, error) {
+	resp, err := s.g.Resume(ctx, r, a)
 	if err != nil {
 		return nil, err
 	}
@@ -169,8 +212,14 @@ func (s *Service) chat(ctx context.Context, req *rmv1.ChatRequest) (*rmv1.ChatRe
 		resp.Finish(false, err.Error())
 		return nil, fmt.Errorf("%w from %s: %v", errBadAnswer, resp.Backend.ID(), err)
 	}
-	if resp.StatusCode/100 != 2 {
-		se := &gateway.StatusError{Backend: resp.Backend.ID(), Code: resp.StatusCode, Body: bytes.Clone(raw)}
+	return s.chatDone(resp, resp.StatusCode, raw, p)
+}
+
+// chatDone makes the answer of a backend's answer (code, raw: its status
+// and body) and ends resp.
+func (s *Service) chatDone(resp *gateway.Response, code int, raw []byte, p *chatPrep) (*rmv1.ChatResponse, error) {
+	if code/100 != 2 {
+		se := &gateway.StatusError{Backend: resp.Backend.ID(), Code: code, Body: bytes.Clone(raw)}
 		resp.Finish(true, "") // the backend works; the request was refused
 		return nil, se
 	}
@@ -182,14 +231,14 @@ func (s *Service) chat(ctx context.Context, req *rmv1.ChatRequest) (*rmv1.ChatRe
 		return nil, fmt.Errorf("%w from %s: %v", errBadAnswer, resp.Backend.ID(), err)
 	}
 	changed := resp.Finish(true, "")
-	latency := time.Since(start)
+	latency := time.Since(p.start)
 	out.Backend = resp.Backend.ID()
 	out.ModelVersion = resp.Backend.Version()
 	out.VersionChanged = changed
 	out.Latency = durationpb.New(latency)
 	out.TimeToFirstToken = durationpb.New(latency)
 	out.Attempts = int32(resp.Attempts)
-	out.ImageSha256 = digests
+	out.ImageSha256 = p.digests
 	s.front.Latency.Observe(latency.Seconds())
 	s.front.TTFT.Observe(latency.Seconds())
 	if u := out.GetUsage(); u != nil {

@@ -3,12 +3,17 @@ package modelgateway
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	"google.golang.org/grpc/status"
 
 	rmv1 "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
 	"github.com/rolloutmesh/rolloutmesh/serverkit/daemon/daemontest"
@@ -74,5 +79,139 @@ func TestGRPCFrontEngineChecked(t *testing.T) {
 	_, err := New(context.Background(), Config{File: fc}, env)
 	if err == nil || !strings.Contains(err.Error(), "grpc_front.engine") {
 		t.Errorf("engine event_loop with TLS: %v, want an error naming grpc_front.engine", err)
+	}
+}
+
+// loopFrontGateway starts a gateway whose gRPC front runs on the event
+// loop, in front of the wire backend b, and waits until it serves.
+func loopFrontGateway(t *testing.T, b *wireBackend, limits Limits) *harness {
+	t.Helper()
+	fc := &FileConfig{Backends: []BackendConfig{{ID: "w", BaseURL: b.srv.URL, Model: "fake-model"}}, Limits: limits}
+	fc.GRPCFront.Engine = EngineEventLoop
+	h := startGateway(t, fc, nil)
+	waitFor(t, "the loops to serve the gRPC listener", func() bool { return h.svc.grpcLoop.Load() != nil })
+	return h
+}
+
+// chatHandled is how many Chat calls the gateway's gRPC metrics counted
+// as ended with code.
+func chatHandled(t *testing.T, h *harness, code codes.Code) float64 {
+	t.Helper()
+	mfs, err := h.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "grpc_server_handled_total" {
+			continue
+		}
+	series:
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				switch l.GetName() {
+				case "grpc_method":
+					if l.GetValue() != "Chat" {
+						continue series
+					}
+				case "grpc_code":
+					if l.GetValue() != code.String() {
+						continue series
+					}
+				}
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	return 0
+}
+
+// TestGRPCChatOnLoop: Chat served on the loop posts to the backend over
+// one kept-alive connection (answers with a length and in chunks, the
+// routing key sent), checks and counts each call as the interceptors
+// do, and refuses an answer over max_response_bytes in the other
+// engine's words.
+func TestGRPCChatOnLoop(t *testing.T) {
+	b := startWireBackend(t, func(n int, w http.ResponseWriter) {
+		w.Header().Set("Content-Type", "application/json")
+		if n%2 == 0 {
+			// Flushed halves: net/http sends chunks.
+			io.WriteString(w, wireAnswer[:20])
+			w.(http.Flusher).Flush()
+			io.WriteString(w, wireAnswer[20:])
+			return
+		}
+		io.WriteString(w, wireAnswer)
+	})
+	h := loopFrontGateway(t, b, Limits{})
+	for i := range 4 {
+		resp, err := h.cli.Chat(ctxT(t, 5*time.Second), &rmv1.ChatRequest{Messages: []*rmv1.ChatMessage{userMsg("x")}, RoutingKey: fmt.Sprintf("k%d", i)})
+		if err != nil || resp.GetChoices()[0].GetMessage().GetContent()[0].GetText() != "hi" || resp.GetBackend() != "w" || resp.GetUsage().GetCompletionTokens() != 1 {
+			t.Fatalf("call %d: %v, err %v; want the backend's hi", i, resp, err)
+		}
+	}
+	// Refused by validation, before any backend work.
+	if _, err := h.cli.Chat(ctxT(t, 5*time.Second), &rmv1.ChatRequest{}); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("Chat without messages: %v, want InvalidArgument", err)
+	}
+	b.mu.Lock()
+	if b.n != 4 || len(b.conns) != 1 || strings.Join(b.keys, " ") != "k0| k1| k2| k3|" {
+		t.Errorf("backend got %d requests on %d connections, keys %q; want 4 on 1, keys k0-k3", b.n, len(b.conns), b.keys)
+	}
+	b.mu.Unlock()
+	if got := chatHandled(t, h, codes.OK); got != 4 {
+		t.Errorf("Chat counted OK %v times, want 4", got)
+	}
+	if got := chatHandled(t, h, codes.InvalidArgument); got != 1 {
+		t.Errorf("Chat counted InvalidArgument %v times, want 1", got)
+	}
+
+	small := loopFrontGateway(t, b, Limits{MaxResponseBytes: 100})
+	for _, want := range []string{
+		fmt.Sprintf("answer of %d bytes exceeds the 100-byte limit", len(wireAnswer)), // b's 5th answer: with a length
+		"answer exceeds the 100-byte limit",                                           // its 6th: in chunks
+	} {
+		_, err := small.cli.Chat(ctxT(t, 5*time.Second), &rmv1.ChatRequest{Messages: []*rmv1.ChatMessage{userMsg("x")}})
+		if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), want) {
+			t.Errorf("answer over the limit: %v, want Unavailable saying %q", err, want)
+		}
+	}
+}
+
+// TestGRPCChatOnLoopTimedOut: a call with no deadline of its own is
+// ended by limits.request_timeout on the loop, and one whose client
+// gives up is ended at once; the backend sees each cancelled, and
+// neither counts against it.
+func TestGRPCChatOnLoopTimedOut(t *testing.T) {
+	f := startFake(t, fakellm.Config{TTFT: time.Minute})
+	fc := &FileConfig{Backends: backends("vllm", f), Limits: Limits{RequestTimeout: 300 * time.Millisecond}, Breaker: BreakerConfig{FailureThreshold: 1}}
+	fc.GRPCFront.Engine = EngineEventLoop
+	h := startGateway(t, fc, nil)
+	waitFor(t, "the loops to serve the gRPC listener", func() bool { return h.svc.grpcLoop.Load() != nil })
+
+	// No deadline: a cancel after 10s only keeps a broken gateway from
+	// holding the test.
+	noDeadline, stop := context.WithCancel(context.Background())
+	defer time.AfterFunc(10*time.Second, stop).Stop()
+	start := time.Now()
+	_, err := h.cli.Chat(noDeadline, &rmv1.ChatRequest{Messages: []*rmv1.ChatMessage{userMsg("x")}})
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("Chat past request_timeout: %v, want DeadlineExceeded", err)
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("request_timeout of 300ms ended the call after %v", took)
+	}
+	waitFor(t, "the backend to see the timed-out call cancelled", func() bool { return f.Stats().Canceled == 1 })
+
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	if _, err := h.cli.Chat(ctx, &rmv1.ChatRequest{Messages: []*rmv1.ChatMessage{userMsg("x")}}); status.Code(err) != codes.Canceled {
+		t.Fatalf("cancelled Chat: %v, want Canceled", err)
+	}
+	waitFor(t, "the backend to see the cancelled call", func() bool { return f.Stats().Canceled == 2 })
+	waitFor(t, "both calls counted", func() bool {
+		return chatHandled(t, h, codes.DeadlineExceeded) == 1 && chatHandled(t, h, codes.Canceled) == 1
+	})
+	if got := listBackend(t, h, "b0").GetBreaker(); got != rmv1.BreakerState_BREAKER_STATE_CLOSED {
+		t.Errorf("breaker after two calls that gave up = %v, want CLOSED", got)
 	}
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/grpcloop"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/launch"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/linger"
+	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/loopclient"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/metrics"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/openaihttp"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/routing"
@@ -115,6 +116,10 @@ type Service struct {
 	// event loops' server when it is EngineEventLoop.
 	grpcEngine string
 	grpcLoop   atomic.Pointer[grpcloop.Server]
+	// grpcSrv is the gRPC server whose checks and codec Chat on the loop
+	// runs, loopClient its backend connections (event_loop only).
+	grpcSrv    *grpcserver.Server
+	loopClient *loopclient.Client
 
 	openai  *openaihttp.Handler
 	httpSrv *fasthttp.Server
@@ -343,8 +348,9 @@ func (s *Service) OpenAIAddr() string {
 func (s *Service) Register(srv *grpc.Server) { rmv1.RegisterModelGatewayServer(srv, s) }
 
 // ServeGRPC serves the gRPC listener on the event loops when
-// grpc_front.engine is event_loop: they run the gateway's unary methods,
-// and hand every other call (health, reflection) to srv.
+// grpc_front.engine is event_loop: they serve Chat themselves (loopchat.go),
+// run the gateway's other unary methods on workers, and hand every other
+// call (health, reflection) to srv.
 func (s *Service) ServeGRPC(ln net.Listener, srv *grpcserver.Server) (bool, error) {
 	if s.grpcEngine != EngineEventLoop {
 		return false, nil
@@ -365,6 +371,9 @@ func (s *Service) ServeGRPC(ln net.Listener, srv *grpcserver.Server) (bool, erro
 		return false, err
 	}
 	rmv1.RegisterModelGatewayServer(ls, s)
+	s.grpcSrv = srv
+	s.loopClient = loopclient.New(s.limits.MaxResponseBytes, loopDialTimeout)
+	ls.HandleOnLoop(rmv1.ModelGateway_Chat_FullMethodName, s.chatOnLoop)
 	if err := ls.Start(); err != nil {
 		return false, fmt.Errorf("grpc_front event loop on %s: %w", ln.Addr(), err)
 	}

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -47,6 +48,7 @@ type harness struct {
 	conn *grpc.ClientConn
 	cli  rmv1.ModelGatewayClient
 	http string // base URL of the OpenAI front
+	reg  *prometheus.Registry // the gateway's metrics, /metrics' registry
 }
 
 // engineEnv and grpcEngineEnv name the HTTP and gRPC front engines the
@@ -82,7 +84,7 @@ func startGateway(t *testing.T, fc *FileConfig, clk clock.Clock) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	return &harness{svc: svc, conn: conn, cli: rmv1.NewModelGatewayClient(conn), http: "http://" + svc.OpenAIAddr()}
+	return &harness{svc: svc, conn: conn, cli: rmv1.NewModelGatewayClient(conn), http: "http://" + svc.OpenAIAddr(), reg: env.Registry}
 }
 
 func backends(kind string, fakes ...*fakellm.Instance) []BackendConfig {

@@ -2,6 +2,7 @@ package grpcloop
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"math"
@@ -521,6 +522,7 @@ func (cn *conn) whole(st *stream) {
 		return
 	}
 	if h := st.m.onLoop; h != nil {
+		cn.l.begin(st)
 		h(&LoopCall{st: st})
 		return
 	}
@@ -548,6 +550,8 @@ type stream struct {
 
 	call  *call // the registered method's run on a worker, once begun
 	begun bool  // its message was whole, and it began
+	// onEnd is what a call on the loop runs when it ends unanswered.
+	onEnd func(error)
 	// out is the DATA not yet sent (flow control holds it back); ending,
 	// when set, is the trailer block to send after it; flushed are the
 	// fallback's writers waiting for out to go.
@@ -567,6 +571,10 @@ func (st *stream) reset(why error) {
 	if st.call != nil {
 		st.call.cancel()
 	}
+	if f := st.onEnd; f != nil && !st.answered {
+		st.onEnd = nil
+		f(context.Canceled)
+	}
 	if st.fb != nil {
 		st.fb.abort(why)
 	}
@@ -579,6 +587,8 @@ func (cn *conn) forget(st *stream) {
 		return
 	}
 	st.closed = true
+	st.onEnd = nil
+	cn.l.leave(st)
 	st.out, st.ending = nil, nil
 	for _, ch := range st.flushed {
 		close(ch)

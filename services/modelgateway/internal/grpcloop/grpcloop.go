@@ -98,9 +98,12 @@ type Server struct {
 	// handlers counts the goroutines running calls.
 	active   atomic.Int64
 	handlers sync.WaitGroup
-	draining atomic.Bool
-	stopOnce sync.Once
-	quit     chan struct{}
+	// onLoopCalls counts the calls served on the loops, which OnTick
+	// sweeps for their deadlines while there are any.
+	onLoopCalls atomic.Int64
+	draining    atomic.Bool
+	stopOnce    sync.Once
+	quit        chan struct{}
 }
 
 // method is a registered unary method: its handler runs on a worker, or
@@ -262,6 +265,9 @@ func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
 type loop struct {
 	el    gnet.EventLoop
 	conns map[*conn]struct{}
+	// onLoop holds the calls served on the loop (HandleOnLoop) until
+	// they end, for their deadlines.
+	onLoop map[*stream]struct{}
 }
 
 func (s *Server) loopOf(c gnet.Conn) *loop {
@@ -332,9 +338,13 @@ func (s *Server) OnTick() (time.Duration, gnet.Action) {
 	draining := s.draining.Load()
 	// Keepalive is looked at every tenth tick: its times are seconds.
 	keepalive := s.opts.KeepaliveTime > 0 && s.ticks%10 == 0
-	if draining || keepalive {
+	sweep := s.onLoopCalls.Load() > 0
+	if draining || keepalive || sweep {
 		now := time.Now()
 		s.eachLoop(func(l *loop) {
+			if sweep {
+				l.sweep(now)
+			}
 			for cn := range l.conns {
 				if keepalive {
 					cn.keepalive(now)

@@ -521,3 +521,60 @@ func TestEncodeMessage(t *testing.T) {
 		}
 	}
 }
+
+// TestOnLoopCallEnds: a call served on the loop that is never answered
+// is ended by the loop at the deadline its handler set (OnEnd hears
+// DeadlineExceeded, the client gets it) and, when its client cancels,
+// OnEnd hears Canceled.
+func TestOnLoopCallEnds(t *testing.T) {
+	gs, err := grpcserver.New(grpcserver.Options{Logger: zaptest.NewLogger(t), Registry: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Options{Addr: "127.0.0.1:0", Fallback: gs.GRPC, Codec: gs.Codec, Logger: zaptest.NewLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends := make(chan error, 2)
+	s.HandleOnLoop("/grpc.testing.TestService/UnaryCall", func(c *LoopCall) {
+		if _, ok := c.Deadline(); !ok {
+			c.SetDeadline(time.Now().Add(200 * time.Millisecond))
+		}
+		c.OnEnd(func(err error) { ends <- err })
+	})
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close(context.Background()) })
+	cli := testpb.NewTestServiceClient(dial(t, s.Addr().String()))
+
+	// No deadline of the client's: a cancel after 10s only keeps a
+	// broken server from holding the test.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer time.AfterFunc(10*time.Second, cancel).Stop()
+	start := time.Now()
+	if _, err := cli.UnaryCall(ctx, &testpb.SimpleRequest{}); status.Code(err) != codes.DeadlineExceeded {
+		t.Errorf("call past the deadline its handler set: %v, want DeadlineExceeded", err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("a deadline of 200ms ended the call after %v", d)
+	}
+	if err := <-ends; err != context.DeadlineExceeded {
+		t.Errorf("OnEnd heard %v at the deadline, want DeadlineExceeded", err)
+	}
+
+	ctx, cancel = context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	if _, err := cli.UnaryCall(ctx, &testpb.SimpleRequest{}); status.Code(err) != codes.Canceled {
+		t.Errorf("cancelled call: %v, want Canceled", err)
+	}
+	select {
+	case err := <-ends:
+		if err != context.Canceled {
+			t.Errorf("OnEnd heard %v at the cancel, want Canceled", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("OnEnd not called at the client's cancel")
+	}
+	waitUntil(t, "no call left on the loops", func() bool { return s.onLoopCalls.Load() == 0 })
+}
