@@ -14,6 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	rmv1 "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
 	"github.com/rolloutmesh/rolloutmesh/serverkit/daemon/daemontest"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/fakellm"
 )
@@ -411,5 +415,50 @@ func TestEventLoopRefusesTLS(t *testing.T) {
 		OpenAIAddr: "127.0.0.1:0", TLS: tlsCfg}, daemontest.Env(t))
 	if err == nil || !strings.Contains(err.Error(), "http_front.engine") {
 		t.Errorf("event_loop with TLS: %v, want an error naming http_front.engine", err)
+	}
+}
+
+// TestEventLoopBackendNotHTTP wants an answer that is not HTTP (a request
+// line where the status line belongs, which the framer reads as a head)
+// to fail the attempt at once on both fronts' loops, not to hold the
+// request until its deadline.
+func TestEventLoopBackendNotHTTP(t *testing.T) {
+	var (
+		mu   sync.Mutex
+		held []net.Conn
+	)
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	b := startWireBackend(t, func(_ int, w http.ResponseWriter) {
+		conn, _, _ := w.(http.Hijacker).Hijack()
+		io.WriteString(conn, "SSH-2.0-OpenSSH_9.2\r\n\r\n")
+		mu.Lock()
+		held = append(held, conn) // kept open: only the framing can end it
+		mu.Unlock()
+	})
+	fc := &FileConfig{
+		Backends:  []BackendConfig{{ID: "w", BaseURL: b.srv.URL, Model: "fake-model"}},
+		Limits:    Limits{RequestTimeout: 20 * time.Second},
+		HTTPFront: HTTPFrontConfig{Engine: EngineEventLoop},
+	}
+	fc.GRPCFront.Engine = EngineEventLoop
+	h := startGateway(t, fc, nil)
+	waitFor(t, "the loops to serve the gRPC listener", func() bool { return h.svc.grpcLoop.Load() != nil })
+
+	c := dialRaw(t, h)
+	c.c.SetDeadline(time.Now().Add(30 * time.Second))
+	c.write(chatRequest(wireChat))
+	if resp, body := c.read(); resp.StatusCode != http.StatusBadGateway && resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("HTTP front: %d %q, want 502 or 503 (504: it waited for the deadline)", resp.StatusCode, body)
+	}
+	noDeadline, stop := context.WithCancel(context.Background())
+	defer time.AfterFunc(30*time.Second, stop).Stop()
+	if _, err := h.cli.Chat(noDeadline, &rmv1.ChatRequest{Messages: []*rmv1.ChatMessage{userMsg("x")}}); status.Code(err) != codes.Unavailable {
+		t.Errorf("gRPC front: %v, want Unavailable (DeadlineExceeded: it waited for the deadline)", err)
 	}
 }

@@ -47,7 +47,7 @@ type harness struct {
 	svc  *Service
 	conn *grpc.ClientConn
 	cli  rmv1.ModelGatewayClient
-	http string // base URL of the OpenAI front
+	http string               // base URL of the OpenAI front
 	reg  *prometheus.Registry // the gateway's metrics, /metrics' registry
 }
 

@@ -101,8 +101,10 @@ type Conn struct {
 }
 
 // Send posts body (JSON) to w's chat path with routingKey, for wt, which
-// hears of the answer on the loop. body must stay as it is until wt
-// hears, or until Drop. The Conn returned is the exchange's, for Drop.
+// hears of the answer on the loop: later, or before Send returns when the
+// write to a kept-alive connection failed (wt.Failed). body must stay as
+// it is until wt hears, or until Drop. The Conn returned is the
+// exchange's, for Drop until wt hears.
 func (p *Pool) Send(w *backend.Wire, routingKey string, body []byte, wt Waiter) *Conn {
 	head := append(p.head[:0], w.Head...)
 	if routingKey != "" {
@@ -262,6 +264,12 @@ func (c *Conn) OnTraffic(gc gnet.Conn) gnet.Action {
 			return gnet.None
 		}
 		hd := c.frame.Head
+		if hd.Status == 0 {
+			// A request line where a status line belongs: the framer
+			// reads both.
+			c.detach().Failed(h1.ErrFraming)
+			return gnet.Close
+		}
 		if hd.Status < 200 {
 			// 100 Continue and its kind: the answer follows.
 			gc.Discard(c.framed)

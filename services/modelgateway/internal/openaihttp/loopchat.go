@@ -483,7 +483,7 @@ func (up *upstream) read() gnet.Action {
 				return gnet.None
 			}
 			hd, ok := h1.ScanHead(buf[:end])
-			if !ok {
+			if !ok || hd.Status == 0 { // 0: a request line, not a status line
 				up.detach().failed(h1.ErrFraming)
 				return gnet.Close
 			}
@@ -528,6 +528,12 @@ func (up *upstream) read() gnet.Action {
 			return gnet.None
 		}
 		hd := up.frame.Head
+		if hd.Status == 0 {
+			// A request line where a status line belongs: the framer
+			// reads both.
+			up.detach().failed(h1.ErrFraming)
+			return gnet.Close
+		}
 		if hd.Status < 200 {
 			// 100 Continue and its kind: the answer follows.
 			up.c.Discard(up.framed)
