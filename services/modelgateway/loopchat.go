@@ -102,7 +102,10 @@ func (s *Service) chatOnLoop(c *grpcloop.LoopCall) {
 		return
 	}
 	lc.b, lc.epoch, lc.sent = b, epoch, time.Now()
-	lc.up = s.loopClient.Pool(c.Loop()).Send(b.Wire(), lc.req.GetRoutingKey(), body, lc)
+	up := s.loopClient.Pool(c.Loop()).Send(b.Wire(), lc.req.GetRoutingKey(), body, lc)
+	if lc.b != nil {
+		lc.up = up // else Send's write failed, and Failed took the attempt
+	}
 }
 
 // Answered takes the backend's answer to the attempt on the loop.
