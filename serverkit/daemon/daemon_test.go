@@ -20,6 +20,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/rolloutmesh/rolloutmesh/serverkit/grpcserver"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -286,4 +288,54 @@ func httpGet(t *testing.T, url string) string {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
+}
+
+// ownTransport is an echo service that serves its gRPC listener itself
+// (GRPCServer), here with the server it is handed, and whose transport
+// then fails.
+type ownTransport struct {
+	*echoService
+	stopped chan error
+	served  chan struct{}
+}
+
+func (o *ownTransport) ServeGRPC(ln net.Listener, srv *grpcserver.Server) (<-chan error, error) {
+	go srv.GRPC.Serve(ln)
+	close(o.served)
+	return o.stopped, nil
+}
+
+// TestOwnGRPCTransportFailure: a service's own gRPC transport that stops
+// by itself ends Serve with its error, after the drain, as a failed
+// listener does.
+func TestOwnGRPCTransportFailure(t *testing.T) {
+	gl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := &ownTransport{echoService: newEcho(), stopped: make(chan error, 1), served: make(chan struct{})}
+	done := make(chan error, 1)
+	go func() {
+		done <- Serve(context.Background(), ServeConfig{GRPCListener: gl, Logger: zaptest.NewLogger(t), Registry: NewRegistry(), DrainTimeout: time.Second}, svc)
+	}()
+	<-svc.served
+	svc.stopped <- errors.New("event loops stopped")
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "serve grpc: event loops stopped") {
+			t.Errorf("Serve() = %v, want the transport's error", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve still running 10s after its gRPC transport stopped")
+	}
+	select {
+	case <-svc.drained:
+	default:
+		t.Error("the service was not drained")
+	}
+	select {
+	case <-svc.closed:
+	default:
+		t.Error("the service was not closed")
+	}
 }

@@ -51,12 +51,14 @@ type HTTPService interface {
 
 // GRPCServer is implemented by services that may serve their gRPC
 // listener on a transport of their own (the model gateway's event loops).
-// ServeGRPC is called once srv has every service registered; when it
-// reports true, the service owns ln from then on, serves the calls it
-// does not run itself with srv (grpc.Server.ServeHTTP), and stops taking
-// calls in its Drain. When it reports false, srv serves ln.
+// ServeGRPC is called once srv has every service registered. When it
+// returns a channel, the service owns ln from then on, serves the calls
+// it does not run itself with srv (grpc.Server.ServeHTTP), and stops
+// taking calls in its Drain; the channel delivers an error if that
+// transport stops by itself, which ends Serve as a failed listener does.
+// When it returns nil, srv serves ln.
 type GRPCServer interface {
-	ServeGRPC(ln net.Listener, srv *grpcserver.Server) (bool, error)
+	ServeGRPC(ln net.Listener, srv *grpcserver.Server) (stopped <-chan error, err error)
 }
 
 // Serve runs svc until ctx is cancelled or a listener fails, then drains:
@@ -103,17 +105,23 @@ func Serve(ctx context.Context, cfg ServeConfig, svc Service) error {
 	}
 	srv.Ready()
 
-	served := false
+	var own <-chan error // the service's own gRPC transport's end
 	if gs, ok := svc.(GRPCServer); ok {
-		if served, err = gs.ServeGRPC(cfg.GRPCListener, srv); err != nil {
+		if own, err = gs.ServeGRPC(cfg.GRPCListener, srv); err != nil {
 			closeAll(cfg, services)
 			return fmt.Errorf("serve grpc: %w", err)
 		}
 	}
 	errc := make(chan error, 2)
-	if !served {
+	if own == nil {
 		go func() {
 			if err := srv.GRPC.Serve(cfg.GRPCListener); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+				errc <- fmt.Errorf("serve grpc: %w", err)
+			}
+		}()
+	} else {
+		go func() {
+			if err := <-own; err != nil {
 				errc <- fmt.Errorf("serve grpc: %w", err)
 			}
 		}()

@@ -351,16 +351,16 @@ func (s *Service) Register(srv *grpc.Server) { rmv1.RegisterModelGatewayServer(s
 // grpc_front.engine is event_loop: they serve Chat themselves (loopchat.go),
 // run the gateway's other unary methods on workers, and hand every other
 // call (health, reflection) to srv.
-func (s *Service) ServeGRPC(ln net.Listener, srv *grpcserver.Server) (bool, error) {
+func (s *Service) ServeGRPC(ln net.Listener, srv *grpcserver.Server) (<-chan error, error) {
 	if s.grpcEngine != EngineEventLoop {
-		return false, nil
+		return nil, nil
 	}
 	if _, ok := ln.(*net.TCPListener); !ok {
 		// gnet takes sockets: an in-memory listener (tests) stays
 		// with grpc-go.
 		s.log.Warn("grpc_front.engine event_loop serves TCP listeners only; grpc-go's server serves this one",
 			zap.String("listener", fmt.Sprintf("%T", ln)))
-		return false, nil
+		return nil, nil
 	}
 	ls, err := grpcloop.New(grpcloop.Options{
 		Listener: ln, Fallback: srv.GRPC, Interceptor: srv.Unary, Codec: srv.Codec,
@@ -368,17 +368,22 @@ func (s *Service) ServeGRPC(ln net.Listener, srv *grpcserver.Server) (bool, erro
 		KeepaliveTime: grpcserver.KeepaliveTime, KeepaliveTimeout: grpcserver.KeepaliveTimeout, Logger: s.log,
 	})
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	rmv1.RegisterModelGatewayServer(ls, s)
 	s.grpcSrv = srv
 	s.loopClient = loopclient.New(s.limits.MaxResponseBytes, loopDialTimeout)
 	ls.HandleOnLoop(rmv1.ModelGateway_Chat_FullMethodName, s.chatOnLoop)
 	if err := ls.Start(); err != nil {
-		return false, fmt.Errorf("grpc_front event loop on %s: %w", ln.Addr(), err)
+		return nil, fmt.Errorf("grpc_front event loop on %s: %w", ln.Addr(), err)
 	}
 	s.grpcLoop.Store(ls)
-	return true, nil
+	stopped := make(chan error, 1)
+	go func() {
+		<-ls.Stopped()
+		stopped <- ls.Err()
+	}()
+	return stopped, nil
 }
 
 // Drain stops both fronts from taking new requests and waits for the

@@ -86,6 +86,7 @@ type Server struct {
 	eng      gnet.Engine
 	booted   chan error
 	stopped  chan struct{}
+	runErr   error // why the loops stopped by themselves; set before stopped closes
 	ticked   chan struct{} // closed at the first tick
 	tickOnce sync.Once
 	ticks    int // only OnTick touches it
@@ -169,6 +170,14 @@ func (s *Server) Start() error {
 			gnet.WithTCPNoDelay(gnet.TCPNoDelay),
 			gnet.WithTCPKeepAlive(30*time.Second),
 			gnet.WithLogger(loopboot.Logger(s.opts.Logger)))
+		select {
+		case <-s.quit: // Close stopped it
+		default:
+			s.runErr = err
+			if err == nil {
+				s.runErr = errors.New("event loops stopped")
+			}
+		}
 		close(s.stopped)
 		if err == nil {
 			err = errors.New("event loop stopped at start")
@@ -243,6 +252,20 @@ func (s *Server) accept(ln net.Listener) {
 
 // Addr is the address the server listens on.
 func (s *Server) Addr() net.Addr { return s.addr }
+
+// Stopped is closed once the loops stopped, by Close or by themselves;
+// Err then says why they stopped by themselves (nil after Close).
+func (s *Server) Stopped() <-chan struct{} { return s.stopped }
+
+// Err is why the loops stopped by themselves, once Stopped is closed.
+func (s *Server) Err() error {
+	select {
+	case <-s.stopped:
+		return s.runErr
+	default:
+		return nil
+	}
+}
 
 func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
 	if s.opts.Listener != nil {

@@ -578,3 +578,23 @@ func TestOnLoopCallEnds(t *testing.T) {
 	}
 	waitUntil(t, "no call left on the loops", func() bool { return s.onLoopCalls.Load() == 0 })
 }
+
+// TestStoppedByClose: loops stopped by Close report no error of their
+// own (a daemon watching Stopped does not take it for a failure).
+func TestStoppedByClose(t *testing.T) {
+	s, _, _ := startServer(t)
+	if err := s.Err(); err != nil {
+		t.Errorf("Err() while serving = %v, want nil", err)
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.Stopped():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Stopped not closed 10s after Close")
+	}
+	if err := s.Err(); err != nil {
+		t.Errorf("Err() after Close = %v, want nil", err)
+	}
+}
