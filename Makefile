@@ -116,8 +116,8 @@ test-go: ## Run every Go module's tests (starts PostgreSQL, builds the S3 server
 	ROLLOUTMESH_VIEWER_ARTIFACTS=$(VIEWER_ARTIFACTS) $(GO) test $(TESTFLAGS) $(PKGS) || status=$$?; \
 	echo "modelgateway's tests again, its HTTP front on engine goroutines (the default is the event loop)"; \
 	(cd services/modelgateway && MODELGATEWAY_TEST_HTTP_ENGINE=goroutines $(GO) test $(TESTFLAGS) .) || status=$$?; \
-	echo "modelgateway's tests again, its gRPC front on engine event_loop (the default is grpc-go's server)"; \
-	(cd services/modelgateway && MODELGATEWAY_TEST_GRPC_ENGINE=event_loop $(GO) test $(TESTFLAGS) .) || status=$$?; \
+	echo "modelgateway's tests again, its gRPC front on engine goroutines, grpc-go's server (the default is the event loop)"; \
+	(cd services/modelgateway && MODELGATEWAY_TEST_GRPC_ENGINE=goroutines $(GO) test $(TESTFLAGS) .) || status=$$?; \
 	echo "viewer page screenshots (headless Chromium): $(VIEWER_ARTIFACTS)"; exit $$status
 
 .PHONY: test-python

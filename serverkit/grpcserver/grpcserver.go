@@ -86,8 +86,11 @@ type Server struct {
 	// its codec: what another transport serving the same services (the
 	// model gateway's event loop) runs a unary call through, so that the
 	// call is counted, logged, authenticated and validated as on GRPC.
-	Unary   grpc.UnaryServerInterceptor
-	Codec   encoding.CodecV2
+	Unary grpc.UnaryServerInterceptor
+	Codec encoding.CodecV2
+	// TLS is set when the server serves over TLS (Options.Creds): a
+	// transport that serves plain HTTP/2 only must leave it to GRPC.
+	TLS     bool
 	metrics *serverMetrics
 	// What Begin runs of the chain: the observer, the log of panics, the
 	// auth check and the validation.
@@ -163,7 +166,7 @@ func New(opts Options) (*Server, error) {
 	// Until Ready, the overall status says the server is not serving yet.
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	return &Server{
-		GRPC: srv, Health: hs, Unary: chainUnary(unary), Codec: codec, metrics: metrics,
+		GRPC: srv, Health: hs, Unary: chainUnary(unary), Codec: codec, TLS: opts.Creds != nil, metrics: metrics,
 		obs: obs, log: opts.Logger, authFn: authFn, needsAuth: authService, validate: opts.Validate,
 	}, nil
 }

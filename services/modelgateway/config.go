@@ -69,11 +69,12 @@ type FileConfig struct {
 
 // GRPCFrontConfig tunes the gRPC front.
 type GRPCFrontConfig struct {
-	// Engine serves the front: EngineGoroutines (grpc-go's server, the
-	// default) or EngineEventLoop (package grpcloop: HTTP/2 on gnet's
-	// event loops, which run Chat, ListBackends and UpdateWeights and
-	// hand health, reflection and streams to grpc-go's server; plain
-	// HTTP/2 only).
+	// Engine serves the front: EngineEventLoop (package grpcloop: HTTP/2
+	// on gnet's event loops, which serve Chat themselves, run
+	// ListBackends and UpdateWeights on workers, and hand health,
+	// reflection and streams to grpc-go's server; plain HTTP/2 only) or
+	// EngineGoroutines (grpc-go's server). The default is the event loop,
+	// and goroutines over TLS.
 	Engine string `yaml:"engine"`
 }
 

@@ -5,25 +5,33 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
 
 	rmv1 "github.com/rolloutmesh/rolloutmesh/proto/rolloutmesh/v1"
+	"github.com/rolloutmesh/rolloutmesh/serverkit/daemon"
 	"github.com/rolloutmesh/rolloutmesh/serverkit/daemon/daemontest"
+	"github.com/rolloutmesh/rolloutmesh/serverkit/tlscreds"
+	"github.com/rolloutmesh/rolloutmesh/serverkit/tlscreds/tlstest"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/fakellm"
 )
 
-// The gateway's gRPC tests run on both engines of the gRPC front (make
-// test sets MODELGATEWAY_TEST_GRPC_ENGINE); these are about what only the
-// event loop does: it runs the gateway's methods itself and hands the
-// rest of the API to grpc-go's server on the same port.
+// The gateway's gRPC tests run on both engines of the gRPC front (the
+// event loop by default; make test runs them again with
+// MODELGATEWAY_TEST_GRPC_ENGINE=goroutines); these are about what only
+// the event loop does: it serves Chat on the loop, the gateway's other
+// methods on workers, and hands the rest of the API to grpc-go's server
+// on the same port.
 func TestGRPCFrontOnEventLoop(t *testing.T) {
 	f := startFake(t, fakellm.Config{Script: script(t, `{"match": "", "reply": "done"}`)})
 	fc := &FileConfig{Backends: backends("vllm", f)}
@@ -79,6 +87,83 @@ func TestGRPCFrontEngineChecked(t *testing.T) {
 	_, err := New(context.Background(), Config{File: fc}, env)
 	if err == nil || !strings.Contains(err.Error(), "grpc_front.engine") {
 		t.Errorf("engine event_loop with TLS: %v, want an error naming grpc_front.engine", err)
+	}
+}
+
+// TestGRPCFrontDefaultEngine: the gRPC front runs on the event loop by
+// default, and on grpc-go's server over TLS, whether New saw the TLS
+// config or only the server got the credentials (a program embedding
+// the gateway); event_loop asked for by name over TLS is refused.
+func TestGRPCFrontDefaultEngine(t *testing.T) {
+	f := startFake(t, fakellm.Config{Script: script(t, `{"match": "", "reply": "done"}`)})
+	// Not startGateway: its engine follows the environment (make test).
+	env := daemontest.Env(t)
+	plain, err := New(context.Background(), Config{File: &FileConfig{Backends: backends("vllm", f)}}, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	daemontest.Serve(t, env, plain)
+	waitFor(t, "the loops to serve the gRPC listener by default", func() bool { return plain.grpcLoop.Load() != nil })
+
+	env = daemontest.Env(t)
+	env.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
+	svc, err := New(context.Background(), Config{File: &FileConfig{Backends: backends("vllm", f)}}, env)
+	if err != nil {
+		t.Fatalf("default engine with TLS: %v", err)
+	}
+	if svc.grpcEngine != EngineGoroutines {
+		t.Errorf("default engine with TLS = %q, want %q", svc.grpcEngine, EngineGoroutines)
+	}
+	svc.Close(context.Background())
+
+	pki := tlstest.New(t)
+	scfg, err := tlscreds.Server(pki.ServerCert, pki.ServerKey, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, engine := range []string{"", EngineEventLoop} {
+		t.Run("credentials on the server, engine "+engine, func(t *testing.T) {
+			fc := &FileConfig{Backends: backends("vllm", f)}
+			fc.GRPCFront.Engine = engine
+			env := daemontest.Env(t)
+			svc, err := New(context.Background(), Config{File: fc}, env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			served := make(chan error, 1)
+			go func() {
+				served <- daemon.Serve(ctx, daemon.ServeConfig{GRPCListener: ln, Logger: env.Logger, Registry: env.Registry, Creds: credentials.NewTLS(scfg)}, svc)
+			}()
+			if engine == EngineEventLoop {
+				if err := <-served; err == nil || !strings.Contains(err.Error(), "grpc_front.engine") {
+					t.Errorf("event_loop with credentials on the server: Serve = %v, want an error naming grpc_front.engine", err)
+				}
+				cancel()
+				return
+			}
+			defer func() { cancel(); <-served }()
+			creds, err := tlscreds.Client{CA: pki.CA}.Credentials()
+			if err != nil {
+				t.Fatal(err)
+			}
+			conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(creds))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			resp, err := rmv1.NewModelGatewayClient(conn).Chat(ctxT(t, 5*time.Second), &rmv1.ChatRequest{Messages: []*rmv1.ChatMessage{userMsg("x")}})
+			if err != nil || resp.GetChoices()[0].GetMessage().GetContent()[0].GetText() != "done" {
+				t.Errorf("Chat over TLS on the default engine: %v, err %v", resp, err)
+			}
+			if svc.grpcLoop.Load() != nil {
+				t.Error("the loops took a TLS listener")
+			}
+		})
 	}
 }
 

@@ -115,7 +115,11 @@ type Service struct {
 	// grpcEngine serves the gRPC front (ServeGRPC); grpcLoop is the
 	// event loops' server when it is EngineEventLoop.
 	grpcEngine string
-	grpcLoop   atomic.Pointer[grpcloop.Server]
+	// grpcEngineDefault is set when grpcEngine is the default, not the
+	// config's: a transport the loops cannot serve then goes to grpc-go
+	// without a word.
+	grpcEngineDefault bool
+	grpcLoop          atomic.Pointer[grpcloop.Server]
 	// grpcSrv is the gRPC server whose checks and codec Chat on the loop
 	// runs, loopClient its backend connections (event_loop only).
 	grpcSrv    *grpcserver.Server
@@ -182,8 +186,15 @@ func New(ctx context.Context, cfg Config, env daemon.Env) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{g: g, met: met, log: env.Logger, limits: limits, clk: clk, front: met.Front("grpc"), grpcEngine: fc.GRPCFront.Engine}
-	if s.grpcEngine == EngineEventLoop && env.TLS != nil {
-		return nil, errors.New("grpc_front.engine: event_loop serves plain HTTP/2 only; TLS needs engine goroutines")
+	// As the HTTP front: the event loop by default, and grpc-go's server
+	// over TLS, which the loops do not speak.
+	switch {
+	case s.grpcEngine == EngineEventLoop && env.TLS != nil:
+		return nil, errGRPCLoopTLS
+	case s.grpcEngine == "" && env.TLS != nil:
+		s.grpcEngine = EngineGoroutines
+	case s.grpcEngine == "":
+		s.grpcEngine, s.grpcEngineDefault = EngineEventLoop, true
 	}
 	for _, b := range backends {
 		s.anyOpenAI = s.anyOpenAI || b.Kind == KindOpenAI
@@ -355,11 +366,21 @@ func (s *Service) ServeGRPC(ln net.Listener, srv *grpcserver.Server) (<-chan err
 	if s.grpcEngine != EngineEventLoop {
 		return nil, nil
 	}
+	if srv.TLS {
+		// Credentials given to the server, not in the environment New
+		// read (a program that embeds the gateway).
+		if !s.grpcEngineDefault {
+			return nil, errGRPCLoopTLS
+		}
+		return nil, nil
+	}
 	if _, ok := ln.(*net.TCPListener); !ok {
 		// gnet takes sockets: an in-memory listener (tests) stays
 		// with grpc-go.
-		s.log.Warn("grpc_front.engine event_loop serves TCP listeners only; grpc-go's server serves this one",
-			zap.String("listener", fmt.Sprintf("%T", ln)))
+		if !s.grpcEngineDefault {
+			s.log.Warn("grpc_front.engine event_loop serves TCP listeners only; grpc-go's server serves this one",
+				zap.String("listener", fmt.Sprintf("%T", ln)))
+		}
 		return nil, nil
 	}
 	ls, err := grpcloop.New(grpcloop.Options{
@@ -385,6 +406,9 @@ func (s *Service) ServeGRPC(ln net.Listener, srv *grpcserver.Server) (<-chan err
 	}()
 	return stopped, nil
 }
+
+// errGRPCLoopTLS refuses grpc_front.engine event_loop over TLS.
+var errGRPCLoopTLS = errors.New("grpc_front.engine: event_loop serves plain HTTP/2 only; TLS needs engine goroutines")
 
 // Drain stops both fronts from taking new requests and waits for the
 // in-flight ones (streams included) to finish, within ctx.

@@ -65,7 +65,7 @@ func Child(ctx context.Context, what, arg string, in io.Reader, out io.Writer) e
 		}
 		fc.HTTPFront.Engine = os.Getenv("BENCHGATEWAY_AFFINITY_ENGINE")
 		return serveGateway(ctx, fc, out)
-	case "gateway", "gateway-goroutines", "gateway-grpc-loop":
+	case "gateway", "gateway-goroutines", "gateway-grpc-goroutines":
 		// As the gateway binary runs.
 		modelgateway.SetGCDefaults()
 		if path := os.Getenv("BENCHGATEWAY_GATEWAY_CPUPROFILE"); path != "" {
@@ -106,9 +106,9 @@ func Child(ctx context.Context, what, arg string, in io.Reader, out io.Writer) e
 		case "gateway-goroutines":
 			// The HTTP front on its other engine, for comparison.
 			fc.HTTPFront.Engine = modelgateway.EngineGoroutines
-		case "gateway-grpc-loop":
-			// The gRPC front on its other engine.
-			fc.GRPCFront.Engine = modelgateway.EngineEventLoop
+		case "gateway-grpc-goroutines":
+			// The gRPC front on its other engine, grpc-go's server.
+			fc.GRPCFront.Engine = modelgateway.EngineGoroutines
 		}
 		return serveGateway(ctx, fc, out)
 	}

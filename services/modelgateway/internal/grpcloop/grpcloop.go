@@ -86,7 +86,7 @@ type Server struct {
 	eng      gnet.Engine
 	booted   chan error
 	stopped  chan struct{}
-	runErr   error // why the loops stopped by themselves; set before stopped closes
+	runErr   error         // why the loops stopped by themselves; set before stopped closes
 	ticked   chan struct{} // closed at the first tick
 	tickOnce sync.Once
 	ticks    int // only OnTick touches it
