@@ -129,21 +129,24 @@ func chatRequest(body string, headers ...string) string {
 
 const wireChat = `{"model":"fake-model","messages":[{"role":"user","content":"x"}]}`
 
+// chunkedOnEven answers wireAnswer, in chunks to every second request
+// (net/http sends flushed halves so) and with its length to the others.
+func chunkedOnEven(n int, w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "application/json")
+	if n%2 == 0 {
+		io.WriteString(w, wireAnswer[:20])
+		w.(http.Flusher).Flush()
+		io.WriteString(w, wireAnswer[20:])
+		return
+	}
+	io.WriteString(w, wireAnswer)
+}
+
 // TestEventLoopKeepsBackendConnection wants requests answered in order,
 // pipelined ones too, over one kept-alive backend connection, with
 // answers the backend sent in chunks given a length.
 func TestEventLoopKeepsBackendConnection(t *testing.T) {
-	b := startWireBackend(t, func(n int, w http.ResponseWriter) {
-		w.Header().Set("Content-Type", "application/json")
-		if n%2 == 0 {
-			// Flushed halves: net/http sends chunks.
-			io.WriteString(w, wireAnswer[:20])
-			w.(http.Flusher).Flush()
-			io.WriteString(w, wireAnswer[20:])
-			return
-		}
-		io.WriteString(w, wireAnswer)
-	})
+	b := startWireBackend(t, chunkedOnEven)
 	h := startLoopGateway(t, b, Limits{})
 	c := dialRaw(t, h)
 	for round := 0; round < 3; round++ {

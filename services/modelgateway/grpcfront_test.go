@@ -4,9 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -216,17 +214,7 @@ func chatHandled(t *testing.T, h *harness, code codes.Code) float64 {
 // do, and refuses an answer over max_response_bytes in the other
 // engine's words.
 func TestGRPCChatOnLoop(t *testing.T) {
-	b := startWireBackend(t, func(n int, w http.ResponseWriter) {
-		w.Header().Set("Content-Type", "application/json")
-		if n%2 == 0 {
-			// Flushed halves: net/http sends chunks.
-			io.WriteString(w, wireAnswer[:20])
-			w.(http.Flusher).Flush()
-			io.WriteString(w, wireAnswer[20:])
-			return
-		}
-		io.WriteString(w, wireAnswer)
-	})
+	b := startWireBackend(t, chunkedOnEven)
 	h := loopFrontGateway(t, b, Limits{})
 	for i := range 4 {
 		resp, err := h.cli.Chat(ctxT(t, 5*time.Second), &rmv1.ChatRequest{Messages: []*rmv1.ChatMessage{userMsg("x")}, RoutingKey: fmt.Sprintf("k%d", i)})

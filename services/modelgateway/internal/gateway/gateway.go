@@ -329,13 +329,13 @@ func (g *Gateway) CountTokens(b *backend.Backend, prompt, completion int64) {
 func ReadAnswer(r *Response, limit int64) ([]byte, error) {
 	if b, ok := r.Inline(); ok {
 		if int64(len(b)) > limit {
-			return nil, fmt.Errorf("answer of %d bytes exceeds the %d-byte limit", len(b), limit)
+			return nil, errors.New(TooLong(int64(len(b)), limit))
 		}
 		return b, nil
 	}
 	n := r.ContentLength
 	if n > limit {
-		return nil, fmt.Errorf("answer of %d bytes exceeds the %d-byte limit", n, limit)
+		return nil, errors.New(TooLong(n, limit))
 	}
 	if n < 0 {
 		n = 4096
@@ -347,9 +347,18 @@ func ReadAnswer(r *Response, limit int64) ([]byte, error) {
 		return nil, err
 	}
 	if int64(buf.Len()) > limit {
-		return nil, fmt.Errorf("answer exceeds the %d-byte limit", limit)
+		return nil, errors.New(TooLong(-1, limit))
 	}
 	return buf.Bytes(), nil
+}
+
+// TooLong says why an answer of length bytes (-1: not known) is refused
+// over limit: ReadAnswer's words, which the event loops' readers use too.
+func TooLong(length, limit int64) string {
+	if length >= 0 {
+		return fmt.Sprintf("answer of %d bytes exceeds the %d-byte limit", length, limit)
+	}
+	return fmt.Sprintf("answer exceeds the %d-byte limit", limit)
 }
 
 // FinishCanceled is Finish for a request the caller abandoned: the backend

@@ -357,3 +357,18 @@ func (d *Dechunker) Next(buf []byte) (data []byte, used int, done bool, err erro
 	}
 	return nil, 0, true, nil
 }
+
+// AppendHeaderValue appends v to a head being written, with the line
+// breaks and other control bytes of a value made spaces: a routing key
+// made from a caller's user member may hold any, and must not end or
+// split its header line.
+func AppendHeaderValue(dst []byte, v string) []byte {
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if (c < 0x20 && c != '\t') || c == 0x7f {
+			c = ' '
+		}
+		dst = append(dst, c)
+	}
+	return dst
+}

@@ -151,3 +151,16 @@ func BenchmarkScanHead(b *testing.B) {
 		}
 	}
 }
+
+func TestAppendHeaderValue(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"plain", "plain"},
+		{"a\r\nX-Injected: 1", "a  X-Injected: 1"},
+		{"nul\x00byte\x7f", "nul byte "},
+		{"tab\tkept", "tab\tkept"},
+	} {
+		if got := string(AppendHeaderValue(nil, tt.in)); got != tt.want {
+			t.Errorf("AppendHeaderValue(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"github.com/panjf2000/gnet/v2"
 
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/backend"
+	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/gateway"
 	"github.com/rolloutmesh/rolloutmesh/services/modelgateway/internal/h1"
 )
 
@@ -109,7 +110,7 @@ func (p *Pool) Send(w *backend.Wire, routingKey string, body []byte, wt Waiter) 
 	head := append(p.head[:0], w.Head...)
 	if routingKey != "" {
 		head = append(head, "X-Routing-Key: "...)
-		head = appendHeaderValue(head, routingKey)
+		head = h1.AppendHeaderValue(head, routingKey)
 		head = append(head, "\r\n"...)
 	}
 	head = append(head, "Content-Length: "...)
@@ -131,17 +132,6 @@ func (p *Pool) Send(w *backend.Wire, routingKey string, body []byte, wt Waiter) 
 	c.pending = [2][]byte{append([]byte(nil), head...), body}
 	c.dial()
 	return c
-}
-
-// appendHeaderValue appends v without the bytes that would end or split
-// a header line.
-func appendHeaderValue(dst []byte, v string) []byte {
-	for i := 0; i < len(v); i++ {
-		if b := v[i]; b != '\r' && b != '\n' && b != 0 {
-			dst = append(dst, b)
-		}
-	}
-	return dst
 }
 
 // dial connects off the loop; the connection is registered on the
@@ -254,7 +244,7 @@ func (c *Conn) OnTraffic(gc gnet.Conn) gnet.Action {
 					if hd.Chunked {
 						length = -1
 					}
-					c.detach().TooLong(hd.Status, buf[hd.ContentType.Start:hd.ContentType.End], tooLong(length, limit))
+					c.detach().TooLong(hd.Status, buf[hd.ContentType.Start:hd.ContentType.End], gateway.TooLong(length, limit))
 					return gnet.Close
 				}
 			}
@@ -291,14 +281,14 @@ func (c *Conn) OnTraffic(gc gnet.Conn) gnet.Action {
 			p.answer = keepScratch(body)
 			switch {
 			case errors.Is(err, h1.ErrTooLong):
-				c.detach().TooLong(hd.Status, contentType, tooLong(-1, limit))
+				c.detach().TooLong(hd.Status, contentType, gateway.TooLong(-1, limit))
 				return gnet.Close
 			case err != nil:
 				c.detach().Failed(err)
 				return gnet.Close
 			}
 		} else if limit > 0 && int64(len(body)) > limit {
-			c.detach().TooLong(hd.Status, contentType, tooLong(int64(len(body)), limit))
+			c.detach().TooLong(hd.Status, contentType, gateway.TooLong(int64(len(body)), limit))
 			return gnet.Close
 		}
 		c.detach().Answered(hd.Status, contentType, body)
@@ -320,15 +310,6 @@ func keepScratch(b []byte) []byte {
 		return nil
 	}
 	return b
-}
-
-// tooLong says why an answer of length bytes (-1: not known) is refused
-// over limit, in the words gateway.ReadAnswer uses.
-func tooLong(length, limit int64) string {
-	if length >= 0 {
-		return fmt.Sprintf("answer of %d bytes exceeds the %d-byte limit", length, limit)
-	}
-	return fmt.Sprintf("answer exceeds the %d-byte limit", limit)
 }
 
 func (p *Pool) takeIdle(w *backend.Wire) *Conn {

@@ -627,20 +627,6 @@ func (w *loopWriter) Write(p []byte) (int, error) {
 
 func (w *loopWriter) Close() error { return nil }
 
-// appendHeaderValue appends v, with the line breaks and other control
-// bytes of a value going into a head made spaces: a routing key made from
-// a caller's user member may hold any.
-func appendHeaderValue(dst []byte, v string) []byte {
-	for i := 0; i < len(v); i++ {
-		c := v[i]
-		if (c < 0x20 && c != '\t') || c == 0x7f {
-			c = ' '
-		}
-		dst = append(dst, c)
-	}
-	return dst
-}
-
 // appendContentLength appends the Content-Length line and the head's end.
 func appendContentLength(dst []byte, n int) []byte {
 	dst = append(dst, "Content-Length: "...)

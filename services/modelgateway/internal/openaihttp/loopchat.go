@@ -89,7 +89,7 @@ func (ex *exchange) write(up *upstream) {
 	head := append(ls.head[:0], up.w.Head...)
 	if key := ex.cc.req.RoutingKey; key != "" {
 		head = append(head, "X-Routing-Key: "...)
-		head = appendHeaderValue(head, key)
+		head = h1.AppendHeaderValue(head, key)
 		head = append(head, "\r\n"...)
 	}
 	head = appendContentLength(head, len(body))
@@ -240,14 +240,14 @@ func (ex *exchange) answered(status int, contentType, raw []byte, chunked bool) 
 		ls.answer = keepScratch(body)
 		switch {
 		case errors.Is(err, h1.ErrTooLong):
-			ex.answeredTooLong(status, contentType, body, tooLong(-1, limit))
+			ex.answeredTooLong(status, contentType, body, gateway.TooLong(-1, limit))
 			return
 		case err != nil:
 			ex.failed(err) // the framer let it through: not expected
 			return
 		}
 	} else if limit > 0 && int64(len(body)) > limit {
-		ex.answeredTooLong(status, contentType, body, tooLong(int64(len(body)), limit))
+		ex.answeredTooLong(status, contentType, body, gateway.TooLong(int64(len(body)), limit))
 		return
 	}
 	b := ex.b
@@ -260,15 +260,6 @@ func (ex *exchange) answered(status int, contentType, raw []byte, chunked bool) 
 	h.answerHead(rc, resp, status, contentType)
 	h.answerBody(rc, resp, body, ex.cc.start)
 	ex.finish()
-}
-
-// tooLong says why an answer of length bytes (-1: not known) is refused
-// over limit, in the words ReadAnswer uses on the other engine.
-func tooLong(length, limit int64) string {
-	if length >= 0 {
-		return fmt.Sprintf("answer of %d bytes exceeds the %d-byte limit", length, limit)
-	}
-	return fmt.Sprintf("answer exceeds the %d-byte limit", limit)
 }
 
 // end ends the exchange's hold on its client.
@@ -518,7 +509,7 @@ func (up *upstream) read() gnet.Action {
 					if hd.Chunked {
 						length = -1
 					}
-					up.detach().answeredTooLong(hd.Status, buf[hd.ContentType.Start:hd.ContentType.End], nil, tooLong(length, limit))
+					up.detach().answeredTooLong(hd.Status, buf[hd.ContentType.Start:hd.ContentType.End], nil, gateway.TooLong(length, limit))
 					return gnet.Close
 				}
 			}
